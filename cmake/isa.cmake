@@ -1,0 +1,37 @@
+# Instruction-set specific kernel files are named *_avx2.c, *_avx512.c and
+# *_neon.c; each gets the flags of its ISA and is compiled only for the
+# matching architecture. Which set runs is decided at run time (kernels.h).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+  set(BMOE_ARCH_X86 ON)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64|ARM64")
+  set(BMOE_ARCH_ARM64 ON)
+endif()
+
+set(BMOE_AVX2_FLAGS -mavx2 -mfma -mf16c)
+set(BMOE_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c)
+set(BMOE_NEON_FLAGS -march=armv8.2-a+dotprod+fp16)
+
+# Filters a source list for this architecture and sets per-file ISA flags.
+function(bmoe_filter_isa_sources out_var)
+  set(result)
+  foreach(source ${ARGN})
+    if(source MATCHES "_avx2\\.c$")
+      if(NOT BMOE_ARCH_X86)
+        continue()
+      endif()
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${BMOE_AVX2_FLAGS}")
+    elseif(source MATCHES "_avx512\\.c$")
+      if(NOT BMOE_ARCH_X86)
+        continue()
+      endif()
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${BMOE_AVX512_FLAGS}")
+    elseif(source MATCHES "_neon\\.c$")
+      if(NOT BMOE_ARCH_ARM64)
+        continue()
+      endif()
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${BMOE_NEON_FLAGS}")
+    endif()
+    list(APPEND result ${source})
+  endforeach()
+  set(${out_var} ${result} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,150 @@
+/* GGUF reader: opens a model file (or the first shard of a split model),
+ * validates it strictly and presents its metadata and tensor table. The
+ * files are memory-mapped read-only; a reader never writes to a model.
+ * Owns the mappings, the key/value index and the tensor table; the strings and
+ * payload pointers it hands out stay valid until gguf_close. */
+#ifndef BMOE_GGUF_GGUF_H
+#define BMOE_GGUF_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../base/error.h"
+
+enum gguf_value_type {
+    GGUF_TYPE_UINT8 = 0,
+    GGUF_TYPE_INT8 = 1,
+    GGUF_TYPE_UINT16 = 2,
+    GGUF_TYPE_INT16 = 3,
+    GGUF_TYPE_UINT32 = 4,
+    GGUF_TYPE_INT32 = 5,
+    GGUF_TYPE_FLOAT32 = 6,
+    GGUF_TYPE_BOOL = 7,
+    GGUF_TYPE_STRING = 8,
+    GGUF_TYPE_ARRAY = 9,
+    GGUF_TYPE_UINT64 = 10,
+    GGUF_TYPE_INT64 = 11,
+    GGUF_TYPE_FLOAT64 = 12,
+    GGUF_TYPE_COUNT = 13
+};
+
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_DIMS 4
+
+/* A GGUF string: points into the mapping, NOT NUL-terminated. */
+typedef struct gguf_string {
+    const char *data;
+    uint64_t length;
+} gguf_string;
+
+typedef struct gguf_kv {
+    const char *key;               /* NUL-terminated copy owned by the model */
+    enum gguf_value_type type;     /* GGUF_TYPE_ARRAY for arrays */
+    enum gguf_value_type array_type; /* element type when type == ARRAY */
+    uint64_t array_count;          /* element count when type == ARRAY */
+    const uint8_t *payload;        /* raw little-endian payload in the mapping:
+                                      the scalar, or the first array element */
+    uint64_t payload_bytes;        /* bytes of the whole payload */
+} gguf_kv;
+
+typedef struct gguf_tensor {
+    const char *name;       /* NUL-terminated, owned by the model */
+    uint32_t type;          /* enum tensor_type (quant/quant.h) */
+    uint32_t n_dims;        /* 1..4 */
+    int64_t ne[GGUF_MAX_DIMS]; /* ggml order; trailing dims are 1 */
+    uint32_t shard;         /* 0-based shard index */
+    uint64_t file_offset;   /* absolute byte offset of the data in its shard file */
+    uint64_t nbytes;        /* bytes of data */
+    const void *data;       /* file_offset inside the shard's mapping */
+} gguf_tensor;
+
+typedef struct gguf_model gguf_model;
+
+/* Opens and validates path. For a split model, path is any shard name of the
+ * form PREFIX-NNNNN-of-MMMMM.gguf whose split.no is 0; every shard is opened
+ * and the tensors of all shards are presented as one table. Metadata comes
+ * from the first shard. NULL on failure with a one-line message in err. */
+gguf_model *gguf_open(const char *path, bmoe_error *err);
+void gguf_close(gguf_model *model);
+
+uint32_t gguf_version(const gguf_model *model);
+uint32_t gguf_shard_count(const gguf_model *model);
+const char *gguf_shard_path(const gguf_model *model, uint32_t shard);
+int gguf_shard_fd(const gguf_model *model, uint32_t shard); /* read-only fd, for pread-based streaming */
+uint64_t gguf_shard_size(const gguf_model *model, uint32_t shard);
+uint32_t gguf_alignment(const gguf_model *model);
+
+/* Metadata. */
+uint64_t gguf_kv_count(const gguf_model *model);
+const gguf_kv *gguf_kv_at(const gguf_model *model, uint64_t index);
+const gguf_kv *gguf_find_kv(const gguf_model *model, const char *key); /* NULL if absent */
+
+/* Typed getters. Each returns true and stores the value when key exists and
+ * is convertible: integer getters accept any integer type (and BOOL) whose
+ * value fits, float getters accept FLOAT32/FLOAT64 (and integers). A missing
+ * key returns false and leaves *out unchanged. */
+bool gguf_get_int(const gguf_model *model, const char *key, int64_t *out);
+bool gguf_get_uint32(const gguf_model *model, const char *key, uint32_t *out);
+bool gguf_get_float(const gguf_model *model, const char *key, float *out);
+bool gguf_get_bool(const gguf_model *model, const char *key, bool *out);
+bool gguf_get_string(const gguf_model *model, const char *key, gguf_string *out);
+
+/* Array access. Element index must be < kv->array_count; the element type
+ * must be scalar (integer elements convert like gguf_get_int). */
+int64_t gguf_array_int(const gguf_kv *kv, uint64_t index);
+double gguf_array_float(const gguf_kv *kv, uint64_t index);
+/* Fills out[0..array_count) with the strings of a string array; returns false
+ * if the kv is not an array of strings. O(n). */
+bool gguf_array_strings(const gguf_kv *kv, gguf_string *out);
+
+/* "Scalar or per-layer array" keys (gguf.md 4.4): fills out[0..n_layer) from a
+ * scalar (broadcast) or an array of exactly n_layer integers. Returns 1 on
+ * success, 0 if the key is absent, -1 (with err) for a wrong-length array or
+ * a non-integer type. */
+int gguf_get_per_layer_uint32(const gguf_model *model, const char *key,
+                              uint32_t n_layer, uint32_t *out, bmoe_error *err);
+
+/* Tensors, in file order (shard 0 first). */
+uint64_t gguf_tensor_count(const gguf_model *model);
+const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index);
+const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name);
+
+/* bmoe-cli --info: metadata (long arrays abbreviated), the tensor table and
+ * totals (parameters, bytes per type, expert vs dense bytes). */
+void gguf_print_info(const gguf_model *model, FILE *out);
+
+/* ---- Writer ------------------------------------------------------------
+ * Streams a GGUF v3 file with small memory: add all metadata and tensor
+ * infos first, then write each tensor's data in the order the infos were
+ * added (padding is inserted by the writer). */
+typedef struct gguf_writer gguf_writer;
+
+gguf_writer *gguf_writer_create(const char *path, bmoe_error *err);
+int gguf_writer_set_alignment(gguf_writer *writer, uint32_t alignment); /* also writes general.alignment */
+int gguf_writer_add_uint32(gguf_writer *writer, const char *key, uint32_t value);
+int gguf_writer_add_int32(gguf_writer *writer, const char *key, int32_t value);
+int gguf_writer_add_uint64(gguf_writer *writer, const char *key, uint64_t value);
+int gguf_writer_add_uint16(gguf_writer *writer, const char *key, uint16_t value);
+int gguf_writer_add_float32(gguf_writer *writer, const char *key, float value);
+int gguf_writer_add_bool(gguf_writer *writer, const char *key, bool value);
+int gguf_writer_add_string(gguf_writer *writer, const char *key, const char *value);
+/* Array of scalars: count elements of element_type packed little-endian in data. */
+int gguf_writer_add_array(gguf_writer *writer, const char *key, enum gguf_value_type element_type,
+                          uint64_t count, const void *data);
+int gguf_writer_add_string_array(gguf_writer *writer, const char *key, uint64_t count,
+                                 const char *const *strings);
+int gguf_writer_add_tensor_info(gguf_writer *writer, const char *name, uint32_t type,
+                                uint32_t n_dims, const int64_t *ne);
+/* Writes the header, metadata and tensor infos (call once, after all adds). */
+int gguf_writer_begin_data(gguf_writer *writer);
+/* Appends data of the next tensor; may be called several times per tensor
+ * with consecutive pieces; the writer checks each tensor gets exactly its size. */
+int gguf_writer_write_data(gguf_writer *writer, const void *data, size_t nbytes);
+/* Pads, flushes and closes; returns -1 (with the message) if any step failed. */
+int gguf_writer_finish(gguf_writer *writer, bmoe_error *err);
+/* Frees a writer that was not finished (removes nothing). */
+void gguf_writer_destroy(gguf_writer *writer);
+
+#endif

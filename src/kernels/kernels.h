@@ -1,0 +1,54 @@
+/* Dot-product kernels per instruction set, behind one dispatch decided once at
+ * start-up from the CPU features found at run time. The scalar set is the
+ * definition (built from quant_format.vec_dot); AVX2, AVX-512 and NEON sets
+ * are optimisations tested against it. A set may leave a type NULL, in which
+ * case the dispatch falls back to the scalar kernel for that type.
+ *
+ * Batch invariance: a kernel computes each output row with a fixed
+ * accumulation order that does not depend on n_rows or on which rows are
+ * grouped together, so a row's result is the same whether it is computed
+ * alone, in a group of rows, or on another thread. */
+#ifndef BMOE_KERNELS_KERNELS_H
+#define BMOE_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../quant/quant.h"
+
+/* out[r] = dot(row r of weights, activation) for r in [0, n_rows).
+ * Rows are row_bytes apart; each row holds n elements of the weight type; the
+ * activation holds n elements in the weight type's activation format. */
+typedef void (*dot_rows_fn)(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,
+                            const void *activation, float *out);
+
+typedef struct kernel_set {
+    const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
+    dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
+} kernel_set;
+
+/* CPU features found at run time. */
+typedef struct cpu_features {
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni;
+    int neon, neon_dotprod;
+} cpu_features;
+
+void cpu_features_detect(cpu_features *features);
+
+/* Kernel sets compiled into this binary; NULL when the ISA was not compiled
+ * in (e.g. avx2 on aarch64). */
+const kernel_set *kernels_scalar(void);
+const kernel_set *kernels_avx2(void);
+const kernel_set *kernels_avx512(void);
+const kernel_set *kernels_neon(void);
+
+/* The best set this CPU runs. BMOE_ISA=scalar|avx2|avx512|neon in the
+ * environment forces a set (for tests and benchmarks); an unavailable choice
+ * falls back to the best available one. Decided once, cached. */
+const kernel_set *kernels_best(void);
+
+/* The kernel for a type from a set, falling back to scalar; NULL when the
+ * type has no dot product at all. */
+dot_rows_fn kernels_dot_rows(const kernel_set *set, uint32_t type);
+
+#endif

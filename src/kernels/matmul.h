@@ -1,0 +1,42 @@
+/* Parallel products of quantized weight matrices with activation vectors.
+ * y[t][r] = W[r] . x[t]. Activations are first converted to the weight
+ * type's activation format (Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0, Q4_x,
+ * Q5_x, IQ4_NL and MXFP4, F16 for F16, BF16 for BF16, F32 for F32), once per
+ * input row, and reused by every matrix that reads that input.
+ *
+ * Every output element is one call of the type's dot kernel, so results do not
+ * depend on the number of tokens in the batch nor on the thread count. */
+#ifndef BMOE_KERNELS_MATMUL_H
+#define BMOE_KERNELS_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "thread_pool.h"
+
+/* Bytes of one row of n activations converted for weights of weight_type. */
+size_t activation_row_bytes(uint32_t weight_type, int64_t n);
+
+/* Converts n f32 values to weight_type's activation format. */
+void activation_convert(uint32_t weight_type, const float *x, int64_t n, void *dst);
+
+/* One matrix times a batch of already converted activation rows. */
+typedef struct matmul_job {
+    const void *weights;        /* n_out rows of n_in elements */
+    uint32_t type;              /* weight type */
+    int64_t n_in;
+    int64_t n_out;
+    size_t weight_row_bytes;
+    const void *activations;    /* n_tokens rows in the activation format */
+    size_t activation_stride;   /* bytes between activation rows */
+    int64_t n_tokens;
+    float *out;                 /* out[t * out_stride + r] */
+    int64_t out_stride;
+} matmul_job;
+
+/* Runs all jobs as one parallel step (one barrier), splitting the rows of all
+ * jobs over the pool's threads. */
+void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs);
+
+#endif

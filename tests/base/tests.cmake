@@ -1,0 +1,1 @@
+bmoe_add_test(test_fp16 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fp16.c LIBS bmoe_base m)
