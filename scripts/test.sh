@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite (what .ci/run runs): installs what is missing, then
+#  1. gcc Release build with -Werror and every ctest test;
+#  2. clang build with AddressSanitizer + UBSan (-Werror) and the unit tests;
+#  3. the kernels cross-built for aarch64 and their tests under qemu-aarch64;
+#  4. the GGUF reader fuzz target over a generated malformed-file corpus.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+BMOE_SETUP_NO_BUILD=1 scripts/setup.sh
+
+echo "== gcc release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBMOE_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== clang ASan+UBSan build and unit tests"
+CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBMOE_SANITIZE=ON -DBMOE_WERROR=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+
+for extra in scripts/test-arm64.sh scripts/test-fuzz.sh; do
+  if [ -x "$extra" ]; then
+    echo "== $extra"
+    "$extra"
+  fi
+done
+
+echo "== all test stages passed"
