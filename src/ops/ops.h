@@ -1,0 +1,106 @@
+/* The math of a transformer layer on f32 activations: RMSNorm, RoPE,
+ * softmax, attention over a KV cache, GLU activations and vector helpers.
+ * Names are the math's names. Matrix products live in kernels/matmul.h.
+ *
+ * Batch invariance: every function here computes each output element with a
+ * fixed sequence of float operations that depends only on that element's own
+ * inputs (a token's row, a head, the key positions it sees), never on how many
+ * tokens are in the batch or how work is split over threads. */
+#ifndef BMOE_OPS_OPS_H
+#define BMOE_OPS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/thread_pool.h"
+
+/* ---- Normalization --------------------------------------------------- */
+
+/* out = x / sqrt(mean(x^2) + eps) * weight (weight may be NULL). The sum of
+ * squares runs in double like the reference engine; out may alias x. */
+void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+
+/* RMSNorm of each of n_heads consecutive head_dim-long vectors in place,
+ * all with the same head_dim-long weight. */
+void rmsnorm_heads(float *x, const float *weight, int64_t head_dim, int64_t n_heads, float eps);
+
+/* ---- Rotary position embedding ---------------------------------------- */
+
+enum rope_type {
+    ROPE_NORM = 0, /* pairs (x[2i], x[2i+1]) */
+    ROPE_NEOX = 2  /* pairs (x[i], x[i + n_rot/2]) */
+};
+
+typedef struct rope_config {
+    enum rope_type type;
+    int n_rot;                 /* rotated dims per head (even) */
+    float freq_base;
+    float freq_scale;          /* 1 / rope.scaling.factor */
+    float ext_factor;          /* 1 for YaRN, else 0 */
+    float attn_factor;         /* rope.scaling.attn_factor (1 by default) */
+    float beta_fast, beta_slow;
+    int n_ctx_orig;            /* YaRN original context */
+    const float *freq_factors; /* n_rot/2 divisors, or NULL */
+} rope_config;
+
+/* A rope_config with YaRN off, attn_factor 1, beta 32/1. */
+rope_config rope_config_default(enum rope_type type, int n_rot, float freq_base);
+
+/* Fills cache[0..n_rot/2) with cos and cache[n_rot/2..n_rot) with sin of the
+ * rotation angles at position, magnitude included. */
+void rope_cache_fill(const rope_config *config, int32_t position, float *cache);
+
+/* Rotates n_heads head vectors (head_dim apart) in place with a cache row
+ * from rope_cache_fill; dims n_rot..head_dim-1 are left unchanged. */
+void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache);
+
+/* ---- Softmax and activations ------------------------------------------ */
+
+/* In-place softmax: exps in float, their sum in double. */
+void softmax(float *x, int64_t n);
+
+/* out[i] = silu(gate[i]) * up[i]; out may alias gate or up. */
+void silu_glu(float *out, const float *gate, const float *up, int64_t n);
+
+/* gpt-oss clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+ * out = g * sigmoid(alpha * g) * (u + 1). */
+void swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
+
+/* y[i] += x[i] */
+void vector_add(float *y, const float *x, int64_t n);
+/* y[i] += a * x[i] */
+void vector_add_scaled(float *y, const float *x, float a, int64_t n);
+/* y[i] = a * x[i] */
+void vector_scale(float *y, const float *x, float a, int64_t n);
+
+/* ---- Attention over the KV cache -------------------------------------- */
+
+/* Causal multi-head attention of n_tokens query tokens against a KV cache
+ * that already holds every key/value they may see (positions 0..pos of each
+ * token). Consecutive query heads share a KV head (GQA). */
+typedef struct attention_params {
+    int n_tokens;
+    const int32_t *positions;  /* [n_tokens] */
+    const float *q;            /* [n_tokens][q_stride], heads of head_dim_k */
+    int64_t q_stride;
+    int n_head, n_head_kv, head_dim_k, head_dim_v;
+    const void *k_cache;       /* [n_ctx][n_head_kv * head_dim_k], f16 or f32 */
+    const void *v_cache;       /* [n_ctx][n_head_kv * head_dim_v] */
+    bool cache_f16;            /* q is rounded to f16 for q.k when true */
+    float kq_scale;
+    int n_swa;                 /* sliding window (keys p0 with pos - p0 < n_swa); 0: none */
+    const float *sinks;        /* [n_head] extra logits, or NULL */
+    float *out;                /* [n_tokens][out_stride], heads of head_dim_v */
+    int64_t out_stride;
+    float *scratch;            /* attention_scratch_floats() floats per pool thread */
+    int64_t scratch_per_thread;
+} attention_params;
+
+/* Floats of scratch each thread needs for a context of n_ctx positions. */
+int64_t attention_scratch_floats(int n_ctx, int head_dim_k);
+
+/* Runs attention, parallel over (token, head) pairs. */
+void attention(thread_pool *pool, const attention_params *params);
+
+#endif

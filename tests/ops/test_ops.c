@@ -1,0 +1,239 @@
+/* Tests of src/ops against values derived by hand or by a plain double
+ * precision implementation written here from the formulas in the spec. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fp16.h"
+#include "kernels/thread_pool.h"
+#include "ops/ops.h"
+#include "test.h"
+
+static uint64_t random_state = 0x9e3779b97f4a7c15ull;
+
+static float random_uniform(void) /* in [-1, 1) */
+{
+    random_state ^= random_state << 13;
+    random_state ^= random_state >> 7;
+    random_state ^= random_state << 17;
+    return (float)((random_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void test_rmsnorm(void)
+{
+    float x[4] = {1, 2, 3, 4};
+    float w[4] = {1, 0.5f, 2, -1};
+    float out[4];
+    rmsnorm(out, x, w, 4, 1e-5f);
+    double scale = 1.0 / sqrt(7.5 + 1e-5); /* mean of 1, 4, 9, 16 */
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(fabs(out[i] - x[i] * w[i] * scale) < 1e-6, "rmsnorm[%d] = %g", i, out[i]);
+    float heads[8] = {1, 2, 3, 4, 10, 20, 30, 40};
+    float ones[4] = {1, 1, 1, 1};
+    rmsnorm_heads(heads, ones, 4, 2, 0.0f);
+    /* scaling a vector does not change its normalized value */
+    for (int i = 0; i < 4; i++)
+        CHECK(fabsf(heads[i] - heads[4 + i]) < 1e-6f);
+    CHECK(fabs(heads[0] - 1.0 / sqrt(7.5)) < 1e-6);
+}
+
+static void test_rope(void)
+{
+    /* position 0 is the identity without YaRN */
+    rope_config neox = rope_config_default(ROPE_NEOX, 8, 10000.0f);
+    float cache[8];
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    float y[8];
+    memcpy(y, x, sizeof x);
+    rope_cache_fill(&neox, 0, cache);
+    rope_apply(&neox, y, 8, 1, cache);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+
+    /* position 3, head_dim 6 with 4 rotated dims: pair i has angle 3 * base^(-2i/4) */
+    int position = 3;
+    double angle[2] = {3.0, 3.0 * pow(10000.0, -0.5)};
+    float v[6] = {1, 2, 3, 4, 5, 6};
+    rope_config config = rope_config_default(ROPE_NEOX, 4, 10000.0f);
+    rope_cache_fill(&config, position, cache);
+    rope_apply(&config, v, 6, 1, cache);
+    /* NEOX pairs (0,2) and (1,3) */
+    CHECK(fabs(v[0] - (1 * cos(angle[0]) - 3 * sin(angle[0]))) < 1e-5);
+    CHECK(fabs(v[2] - (1 * sin(angle[0]) + 3 * cos(angle[0]))) < 1e-5);
+    CHECK(fabs(v[1] - (2 * cos(angle[1]) - 4 * sin(angle[1]))) < 1e-5);
+    CHECK(fabs(v[3] - (2 * sin(angle[1]) + 4 * cos(angle[1]))) < 1e-5);
+    CHECK(v[4] == 5 && v[5] == 6);
+
+    float u[6] = {1, 2, 3, 4, 5, 6};
+    config.type = ROPE_NORM; /* pairs (0,1) and (2,3) */
+    rope_apply(&config, u, 6, 1, cache);
+    CHECK(fabs(u[0] - (1 * cos(angle[0]) - 2 * sin(angle[0]))) < 1e-5);
+    CHECK(fabs(u[1] - (1 * sin(angle[0]) + 2 * cos(angle[0]))) < 1e-5);
+    CHECK(fabs(u[2] - (3 * cos(angle[1]) - 4 * sin(angle[1]))) < 1e-5);
+    CHECK(fabs(u[3] - (3 * sin(angle[1]) + 4 * cos(angle[1]))) < 1e-5);
+
+    /* YaRN as in gpt-oss-20b: R 64, base 150000, factor 32, original context
+     * 4096: correction range [8, 18], magnitude 1 + 0.1 ln 32 on q and k. */
+    rope_config yarn = rope_config_default(ROPE_NEOX, 64, 150000.0f);
+    yarn.freq_scale = 1.0f / 32.0f;
+    yarn.ext_factor = 1.0f;
+    yarn.n_ctx_orig = 4096;
+    float table[64];
+    rope_cache_fill(&yarn, 0, table);
+    CHECK_MSG(fabs(table[0] - 1.3465736) < 1e-5, "yarn magnitude %g", table[0]);
+    rope_cache_fill(&yarn, 100, table);
+    double magnitude = 1.0 + 0.1 * log(32.0);
+    /* pair 0: below low, pure extrapolation (angle = position) */
+    CHECK(fabs(table[0] - cos(100.0) * magnitude) < 1e-4);
+    /* pair 30: above high, pure interpolation */
+    double theta30 = 100.0 / 32.0 * pow(150000.0, -2.0 * 30 / 64);
+    CHECK(fabs(table[30] - cos(theta30) * magnitude) < 1e-4);
+    CHECK(fabs(table[32 + 30] - sin(theta30) * magnitude) < 1e-4);
+    /* pair 13: ramp (13 - 8) / 10 = 0.5 -> halfway mix */
+    double extrap13 = 100.0 * pow(150000.0, -2.0 * 13 / 64);
+    double theta13 = 0.5 * extrap13 + 0.5 * extrap13 / 32.0;
+    CHECK(fabs(table[13] - cos(theta13) * magnitude) < 1e-4);
+
+    /* frequency divisors divide the angle */
+    float factors[2] = {1.0f, 4.0f};
+    rope_config divided = rope_config_default(ROPE_NEOX, 4, 10000.0f);
+    divided.freq_factors = factors;
+    rope_cache_fill(&divided, 3, cache);
+    CHECK(fabs(cache[1] - cos(angle[1] / 4.0)) < 1e-5);
+}
+
+static void test_softmax_and_activations(void)
+{
+    float x[3] = {0.0f, logf(2.0f), -INFINITY};
+    softmax(x, 3);
+    CHECK(fabsf(x[0] - 1.0f / 3) < 1e-6f && fabsf(x[1] - 2.0f / 3) < 1e-6f && x[2] == 0.0f);
+
+    float gate[3] = {1.0f, -2.0f, 0.0f};
+    float up[3] = {2.0f, 1.0f, 5.0f};
+    float out[3];
+    silu_glu(out, gate, up, 3);
+    CHECK(fabs(out[0] - 2.0 / (1.0 + exp(-1.0))) < 1e-6);
+    CHECK(fabs(out[1] - -2.0 / (1.0 + exp(2.0))) < 1e-6);
+    CHECK(out[2] == 0.0f);
+
+    float g2[3] = {10.0f, 1.0f, -3.0f};
+    float u2[3] = {-20.0f, 20.0f, 0.5f};
+    swiglu_oai(out, g2, u2, 3, 1.702f, 7.0f);
+    CHECK(fabs(out[0] - 7.0 / (1.0 + exp(-1.702 * 7.0)) * (-7.0 + 1.0)) < 1e-5);
+    CHECK(fabs(out[1] - 1.0 / (1.0 + exp(-1.702)) * 8.0) < 1e-5);
+    CHECK(fabs(out[2] - -3.0 / (1.0 + exp(1.702 * 3.0)) * 1.5) < 1e-5);
+
+    float y[2] = {1, 2}, z[2] = {3, 4};
+    vector_add(y, z, 2);
+    CHECK(y[0] == 4 && y[1] == 6);
+    vector_add_scaled(y, z, 0.5f, 2);
+    CHECK(y[0] == 5.5f && y[1] == 8);
+    vector_scale(y, z, 2.0f, 2);
+    CHECK(y[0] == 6 && y[1] == 8);
+}
+
+/* Plain double-precision attention for one (token, head), from spec 1.6. */
+static void reference_attention(const attention_params *p, const float *k_cache, const float *v_cache,
+                                int token, int head, double *out)
+{
+    int kv_head = head / (p->n_head / p->n_head_kv);
+    int position = p->positions[token];
+    double scores[256];
+    double max = p->sinks ? p->sinks[head] : -INFINITY;
+    for (int j = 0; j <= position; j++) {
+        scores[j] = -INFINITY;
+        if (p->n_swa > 0 && position - j >= p->n_swa)
+            continue;
+        double s = 0;
+        for (int i = 0; i < p->head_dim_k; i++)
+            s += (double)p->q[token * p->q_stride + head * p->head_dim_k + i] *
+                 k_cache[(j * p->n_head_kv + kv_head) * p->head_dim_k + i];
+        scores[j] = s * p->kq_scale;
+        if (scores[j] > max)
+            max = scores[j];
+    }
+    double sum = p->sinks ? exp(p->sinks[head] - max) : 0.0;
+    for (int j = 0; j <= position; j++)
+        sum += exp(scores[j] - max);
+    for (int i = 0; i < p->head_dim_v; i++)
+        out[i] = 0;
+    for (int j = 0; j <= position; j++) {
+        double w = exp(scores[j] - max) / sum;
+        for (int i = 0; i < p->head_dim_v; i++)
+            out[i] += w * v_cache[(j * p->n_head_kv + kv_head) * p->head_dim_v + i];
+    }
+}
+
+static void test_attention(void)
+{
+    enum { N_CTX = 40, H = 4, HKV = 2, DK = 16, DV = 8, T = 5 };
+    static float k_cache[N_CTX * HKV * DK], v_cache[N_CTX * HKV * DV];
+    static uint16_t k16[N_CTX * HKV * DK], v16[N_CTX * HKV * DV];
+    static float q[T * H * DK], out[T * H * DV], out_threads[T * H * DV], out16[T * H * DV];
+    static float scratch[4 * (N_CTX + DK)];
+    /* values exactly representable in f16 so both cache types see the same numbers */
+    for (int i = 0; i < N_CTX * HKV * DK; i++) {
+        k16[i] = fp32_to_fp16(random_uniform());
+        k_cache[i] = fp16_to_fp32(k16[i]);
+    }
+    for (int i = 0; i < N_CTX * HKV * DV; i++) {
+        v16[i] = fp32_to_fp16(random_uniform());
+        v_cache[i] = fp16_to_fp32(v16[i]);
+    }
+    for (int i = 0; i < T * H * DK; i++)
+        q[i] = fp16_to_fp32(fp32_to_fp16(2.0f * random_uniform()));
+    int32_t positions[T] = {0, 1, 17, 30, 39};
+    float sinks[H] = {0.5f, -1.0f, 2.0f, 0.0f};
+
+    for (int variant = 0; variant < 3; variant++) {
+        attention_params p = {
+            .n_tokens = T, .positions = positions, .q = q, .q_stride = H * DK,
+            .n_head = H, .n_head_kv = HKV, .head_dim_k = DK, .head_dim_v = DV,
+            .k_cache = k_cache, .v_cache = v_cache, .cache_f16 = false,
+            .kq_scale = 1.0f / sqrtf((float)DK),
+            .n_swa = variant == 1 ? 8 : 0,
+            .sinks = variant == 2 ? sinks : NULL,
+            .out = out, .out_stride = H * DV,
+            .scratch = scratch, .scratch_per_thread = attention_scratch_floats(N_CTX, DK),
+        };
+        attention(NULL, &p);
+        double worst = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                double expected[DV];
+                reference_attention(&p, k_cache, v_cache, t, h, expected);
+                for (int i = 0; i < DV; i++) {
+                    double d = fabs(expected[i] - out[t * H * DV + h * DV + i]);
+                    if (d > worst)
+                        worst = d;
+                }
+            }
+        CHECK_MSG(worst < 1e-5, "attention variant %d differs by %g", variant, worst);
+
+        /* the thread split changes nothing */
+        bmoe_error err;
+        thread_pool *pool = thread_pool_create(3, &err);
+        CHECK(pool != NULL);
+        p.out = out_threads;
+        attention(pool, &p);
+        thread_pool_destroy(pool);
+        CHECK(memcmp(out, out_threads, sizeof out) == 0);
+
+        /* an f16 cache holding the same values gives the same result */
+        p.k_cache = k16;
+        p.v_cache = v16;
+        p.cache_f16 = true;
+        p.out = out16;
+        attention(NULL, &p);
+        CHECK(memcmp(out, out16, sizeof out) == 0);
+    }
+}
+
+int main(void)
+{
+    test_rmsnorm();
+    test_rope();
+    test_softmax_and_activations();
+    test_attention();
+    return test_finish();
+}
