@@ -1,0 +1,2 @@
+bmoe_add_test(test_quant_table SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quant_table.c LIBS bmoe_quant bmoe_base m)
+bmoe_add_test(test_quant_vectors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quant_vectors.c LIBS bmoe_quant bmoe_base m)
