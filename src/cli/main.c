@@ -1,26 +1,20 @@
 /* bmoe-cli: the command-line front end. Parses flags, then hands the work to
- * the library. Every failure is one line on stderr and a non-zero exit. */
+ * one job: --info (gguf), generation, teacher-forced logits or perplexity
+ * (the public library). Every failure is one line on stderr and a non-zero
+ * exit. */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "gguf/gguf.h"
-
-static void print_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: bmoe-cli --info MODEL\n"
-            "  --info MODEL   print metadata, tensor table and totals of a GGUF model\n");
-}
 
 static int run_info(const char *path)
 {
     bmoe_error err;
     error_clear(&err);
     gguf_model *model = gguf_open(path, &err);
-    if (!model) {
-        fprintf(stderr, "bmoe-cli: %s\n", err.message);
-        return 1;
-    }
+    if (!model)
+        return cli_fail("%s", err.message);
     gguf_print_info(model, stdout);
     gguf_close(model);
     return 0;
@@ -28,12 +22,28 @@ static int run_info(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--info") == 0)
-        return run_info(argv[2]);
-    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        print_usage(stdout);
-        return 0;
+    cli_options options;
+    if (cli_parse_args(argc, argv, &options) != 0)
+        return 2;
+    int status = 1;
+    switch (options.mode) {
+    case CLI_MODE_HELP:
+        cli_print_usage(stdout);
+        status = 0;
+        break;
+    case CLI_MODE_INFO:
+        status = run_info(options.info_path);
+        break;
+    case CLI_MODE_GENERATE:
+        status = cli_run_generate(&options);
+        break;
+    case CLI_MODE_LOGITS:
+        status = cli_run_logits(&options);
+        break;
+    case CLI_MODE_PERPLEXITY:
+        status = cli_run_perplexity(&options);
+        break;
     }
-    print_usage(stderr);
-    return 2;
+    cli_options_free(&options);
+    return status;
 }

@@ -1,0 +1,89 @@
+/* bmoe-cli internals: the parsed command line and the jobs it can run
+ * (--info, generation, teacher-forced logits, perplexity). Every job
+ * returns the process exit status and prints its own one-line errors. */
+#ifndef BMOE_CLI_H
+#define BMOE_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bmoe.h"
+
+typedef enum cli_mode {
+    CLI_MODE_GENERATE = 0,
+    CLI_MODE_INFO,
+    CLI_MODE_HELP,
+    CLI_MODE_LOGITS,     /* --prompt-ids / --force-ids / --logits-out */
+    CLI_MODE_PERPLEXITY, /* --ppl */
+} cli_mode;
+
+typedef struct cli_options {
+    cli_mode mode;
+    const char *model_path;   /* -m */
+    const char *info_path;    /* --info */
+    const char *prompt;       /* -p; NULL when not given */
+    const char *prompt_file;  /* -f */
+    int32_t n_predict;        /* -n; -1: until end of generation or a full context */
+    int32_t n_threads;        /* -t; 0: the library's default */
+    int32_t n_ctx;            /* -c; 0: the job's default */
+    int32_t n_ubatch;         /* --ubatch; 0: the library's default */
+    enum bmoe_kv_type kv_type;
+    bmoe_sampler_params sampler;
+    bool seed_given;
+    int32_t *prompt_ids;      /* --prompt-ids, owned */
+    int32_t n_prompt_ids;
+    int32_t *force_ids;       /* --force-ids, owned */
+    int32_t n_force_ids;
+    const char *logits_out;   /* --logits-out */
+    const char *ppl_path;     /* --ppl */
+    int32_t ppl_chunks;       /* --chunks; -1: all */
+} cli_options;
+
+/* Parses argv into options (which the caller releases with
+ * cli_options_free). Returns 0, or prints one line and returns -1. */
+int cli_parse_args(int argc, char **argv, cli_options *options);
+void cli_options_free(cli_options *options);
+void cli_print_usage(FILE *out);
+
+/* Jobs: each returns the exit status. */
+int cli_run_generate(const cli_options *options);
+int cli_run_logits(const cli_options *options);
+int cli_run_perplexity(const cli_options *options);
+
+/* Shared helpers (cli_common.c). */
+int cli_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+double cli_now_seconds(void);
+double cli_peak_rss_mib(void);
+/* Reads a whole file into a new NUL-terminated buffer. Returns 0 or -1 (message printed). */
+int cli_read_file(const char *path, char **text, size_t *length);
+/* Loads the model and prints the load time to stderr; NULL on failure (message printed). */
+bmoe_model *cli_load_model(const cli_options *options, double *load_seconds);
+/* Creates a context with the options' threads, ubatch and KV type and the given n_ctx. */
+bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, int32_t n_ctx);
+/* Tokenizes text into a new array. Returns 0 or -1 (message printed). */
+int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,
+                 bool parse_special, int32_t **tokens, int32_t *n_tokens);
+
+/* Streams token pieces to a FILE, holding back an incomplete UTF-8 sequence
+ * until the bytes that complete it arrive (cli_output.c). */
+typedef struct cli_text_output {
+    FILE *stream;
+    unsigned char pending[4];
+    int n_pending;
+} cli_text_output;
+
+void cli_text_output_init(cli_text_output *output, FILE *stream);
+/* Writes what is complete of pending + bytes, keeps a trailing incomplete
+ * sequence, and flushes the stream. */
+void cli_text_output_write(cli_text_output *output, const char *bytes, size_t length);
+/* Writes whatever is still held back (an incomplete sequence at the end of
+ * the output is printed as it is) and flushes. */
+void cli_text_output_finish(cli_text_output *output);
+
+#endif

@@ -1,0 +1,158 @@
+/* Helpers every bmoe-cli job shares: one-line errors, clocks, peak memory,
+ * reading a file, loading a model, creating a context and tokenizing into
+ * a buffer of the right size. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+/* A file bigger than this is not a prompt or a corpus we can tokenize into
+ * int32 counts. */
+#define CLI_MAX_FILE_BYTES ((size_t)1 << 30)
+
+int cli_fail(const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    fputs("bmoe-cli: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fputc('\n', stderr);
+    va_end(args);
+    return 1;
+}
+
+double cli_now_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+double cli_peak_rss_mib(void)
+{
+    struct rusage usage;
+    if (getrusage(RUSAGE_SELF, &usage) != 0)
+        return 0.0;
+    return (double)usage.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+}
+
+int cli_read_file(const char *path, char **text, size_t *length)
+{
+    *text = NULL;
+    *length = 0;
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        cli_fail("cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t capacity = 1 << 16, used = 0;
+    char *buffer = malloc(capacity + 1);
+    if (!buffer) {
+        fclose(file);
+        cli_fail("out of memory reading %s", path);
+        return -1;
+    }
+    for (;;) {
+        if (used == capacity) {
+            if (capacity >= CLI_MAX_FILE_BYTES) {
+                free(buffer);
+                fclose(file);
+                cli_fail("%s is larger than %zu bytes", path, CLI_MAX_FILE_BYTES);
+                return -1;
+            }
+            char *bigger = realloc(buffer, capacity * 2 + 1);
+            if (!bigger) {
+                free(buffer);
+                fclose(file);
+                cli_fail("out of memory reading %s", path);
+                return -1;
+            }
+            buffer = bigger;
+            capacity *= 2;
+        }
+        size_t got = fread(buffer + used, 1, capacity - used, file);
+        used += got;
+        if (got == 0)
+            break;
+    }
+    int failed = ferror(file);
+    fclose(file);
+    if (failed) {
+        free(buffer);
+        cli_fail("cannot read %s", path);
+        return -1;
+    }
+    buffer[used] = '\0';
+    *text = buffer;
+    *length = used;
+    return 0;
+}
+
+bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
+{
+    char error[512] = "";
+    double start = cli_now_seconds();
+    bmoe_model *model = bmoe_model_load(options->model_path, error, sizeof error);
+    *load_seconds = cli_now_seconds() - start;
+    if (!model) {
+        cli_fail("%s", error[0] ? error : "cannot load the model");
+        return NULL;
+    }
+    return model;
+}
+
+bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, int32_t n_ctx)
+{
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_ctx = n_ctx;
+    if (options->n_ubatch > 0)
+        params.n_ubatch = options->n_ubatch;
+    if (options->n_threads > 0)
+        params.n_threads = options->n_threads;
+    params.kv_type = options->kv_type;
+    char error[512] = "";
+    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
+    if (!context)
+        cli_fail("%s", error[0] ? error : "cannot create the context");
+    return context;
+}
+
+int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,
+                 bool parse_special, int32_t **tokens, int32_t *n_tokens)
+{
+    *tokens = NULL;
+    *n_tokens = 0;
+    if (length > (size_t)INT32_MAX - 64) {
+        cli_fail("text of %zu bytes is too long to tokenize", length);
+        return -1;
+    }
+    /* Rarely more tokens than bytes (BOS, EOS, a space prefix); the
+     * library says how many it needs when the guess is short. */
+    int32_t capacity = (int32_t)length + 16;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int32_t *buffer = malloc((size_t)capacity * sizeof *buffer);
+        if (!buffer) {
+            cli_fail("out of memory tokenizing %zu bytes", length);
+            return -1;
+        }
+        int32_t count = bmoe_tokenize(model, text, length, add_special, parse_special, buffer, capacity);
+        if (count < 0) {
+            free(buffer);
+            cli_fail("tokenization failed");
+            return -1;
+        }
+        if (count <= capacity) {
+            *tokens = buffer;
+            *n_tokens = count;
+            return 0;
+        }
+        free(buffer);
+        capacity = count;
+    }
+    cli_fail("tokenization did not settle on a token count");
+    return -1;
+}
