@@ -68,6 +68,10 @@ typedef struct gguf_model gguf_model;
  * from the first shard. NULL on failure with a one-line message in err. */
 gguf_model *gguf_open(const char *path, bmoe_error *err);
 void gguf_close(gguf_model *model);
+/* Opens a GGUF image held in memory (fuzzing, tests): the same validation as
+ * gguf_open; data must outlive the model; name is used in messages; split
+ * models are refused; gguf_shard_fd returns -1. */
+gguf_model *gguf_open_memory(const void *data, size_t size, const char *name, bmoe_error *err);
 
 uint32_t gguf_version(const gguf_model *model);
 uint32_t gguf_shard_count(const gguf_model *model);
@@ -98,6 +102,11 @@ double gguf_array_float(const gguf_kv *kv, uint64_t index);
 /* Fills out[0..array_count) with the strings of a string array; returns false
  * if the kv is not an array of strings. O(n). */
 bool gguf_array_strings(const gguf_kv *kv, gguf_string *out);
+/* A view of element index of an array as a gguf_kv (key: the array's key):
+ * scalars and strings as scalar kvs, a nested array as an ARRAY kv, so
+ * arrays of arrays can be walked with the same getters. O(index) for string
+ * and nested elements. False if kv is not an array or index is out of range. */
+bool gguf_array_element(const gguf_kv *kv, uint64_t index, gguf_kv *out);
 
 /* "Scalar or per-layer array" keys (gguf.md 4.4): fills out[0..n_layer) from a
  * scalar (broadcast) or an array of exactly n_layer integers. Returns 1 on
