@@ -1,0 +1,18 @@
+/* Pieces of the kernel dispatch that kernels_best() decides with, exposed so
+ * tests can check the choice for a given BMOE_ISA value and feature set
+ * without the process-wide cache getting in the way. Private to src/kernels
+ * and its tests. */
+#ifndef BMOE_KERNELS_KERNELS_DISPATCH_H
+#define BMOE_KERNELS_KERNELS_DISPATCH_H
+
+#include "kernels.h"
+
+/* 1 if a CPU with these features runs every instruction the set uses. */
+int kernels_set_supported(const kernel_set *set, const cpu_features *features);
+
+/* The set kernels_best() picks for a BMOE_ISA value (NULL or "" means no
+ * preference) on a CPU with these features: the requested set if compiled
+ * in and supported, otherwise the best supported one. Never NULL. */
+const kernel_set *kernels_select(const char *isa, const cpu_features *features);
+
+#endif

@@ -1,0 +1,425 @@
+/* Dot-product kernel sets: every compiled set the CPU runs, every type it
+ * provides, against the scalar reference (quant_format.vec_dot) and against a
+ * float64 dot of the dequantized rows, for several row lengths and 1..9 rows;
+ * bit-identical results whatever the grouping of rows (batch invariance); and
+ * the dispatch (kernels_select, BMOE_ISA through kernels_best, fallbacks). */
+#include "kernels/kernels.h"
+#include "kernels/kernels_dispatch.h"
+#include "base/fp16.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ROWS 9
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+/* Uniform in [lo, hi). */
+static float rng_float(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(rng_next() >> 8) * (1.0f / 16777216.0f);
+}
+
+static void put_f16(uint8_t *p, float value)
+{
+    uint16_t h = fp32_to_fp16(value);
+    memcpy(p, &h, 2);
+}
+
+/* Random floats with a spread of magnitudes, as activations and weights have. */
+static void random_floats(float *x, int64_t n)
+{
+    float scale = rng_float(0.1f, 4.0f);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = rng_float(-1.0f, 1.0f) * scale;
+        if (rng_next() % 64 == 0)
+            x[i] *= 8.0f; /* an outlier now and then, as real rows have */
+    }
+}
+
+/* Random block bytes, then every scale field overwritten with a sane value so
+ * the row's numbers stay finite and of ordinary size. */
+static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
+{
+    const quant_format *format = quant_format_of(type);
+    size_t bytes = quant_row_bytes(type, n);
+    for (size_t i = 0; i < bytes; i++)
+        row[i] = (uint8_t)rng_next();
+    int64_t blocks = n / format->block_elems;
+    for (int64_t b = 0; b < blocks; b++) {
+        uint8_t *block = row + b * format->block_bytes;
+        switch (type) {
+        case TYPE_F16:
+            put_f16(block, rng_float(-2.0f, 2.0f));
+            break;
+        case TYPE_BF16: {
+            uint16_t h = fp32_to_bf16(rng_float(-2.0f, 2.0f));
+            memcpy(block, &h, 2);
+            break;
+        }
+        case TYPE_Q8_0:
+        case TYPE_Q4_0:
+        case TYPE_IQ4_NL:
+            put_f16(block, rng_float(-0.05f, 0.05f));
+            break;
+        case TYPE_MXFP4:
+            block[0] = (uint8_t)(118 + rng_next() % 16);
+            break;
+        case TYPE_Q4_K:
+        case TYPE_Q5_K:
+            put_f16(block, rng_float(0.0005f, 0.01f));
+            put_f16(block + 2, rng_float(0.0f, 0.01f));
+            break;
+        case TYPE_Q6_K:
+            put_f16(block + 208, rng_float(-0.01f, 0.01f));
+            break;
+        default: /* other types: scales stay random only if a set adds them */
+            break;
+        }
+    }
+}
+
+typedef struct case_data {
+    uint32_t type;
+    int64_t n;
+    size_t row_bytes;
+    uint8_t *weights;         /* MAX_ROWS rows */
+    uint8_t *reversed;        /* the same rows in reverse order */
+    uint8_t *activation;
+    float scalar[MAX_ROWS];   /* quant_format.vec_dot per row */
+    double exact[MAX_ROWS];   /* float64 dot of the dequantized values */
+    double magnitude[MAX_ROWS]; /* sum |w_j * a_j|: the scale of rounding errors */
+} case_data;
+
+/* Builds rows (even rows from random bytes, odd rows quantized from random
+ * floats where the format has a quantizer) and an activation quantized with
+ * the activation format's own quantizer. Returns 0 when a needed function
+ * is missing (reported as a failure by the caller). */
+static int case_create(case_data *data, uint32_t type, int64_t n)
+{
+    memset(data, 0, sizeof *data);
+    const quant_format *format = quant_format_of(type);
+    const quant_format *act_format = quant_format_of(format->activation_type);
+    if (!act_format || !act_format->quantize_row || !format->dequantize_row ||
+        !act_format->dequantize_row || !format->vec_dot)
+        return 0;
+    data->type = type;
+    data->n = n;
+    data->row_bytes = quant_row_bytes(type, n);
+    data->weights = malloc(data->row_bytes * MAX_ROWS);
+    data->reversed = malloc(data->row_bytes * MAX_ROWS);
+    data->activation = malloc(quant_row_bytes(format->activation_type, n));
+    float *values = malloc(sizeof(float) * (size_t)n);
+    float *act_values = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < MAX_ROWS; r++) {
+        uint8_t *row = data->weights + r * data->row_bytes;
+        if (r % 2 == 1 && format->quantize_row) {
+            random_floats(values, n);
+            format->quantize_row(values, row, n);
+        } else {
+            random_block_bytes(type, row, n);
+        }
+        memcpy(data->reversed + (MAX_ROWS - 1 - r) * data->row_bytes, row, data->row_bytes);
+    }
+    random_floats(values, n);
+    act_format->quantize_row(values, data->activation, n);
+    act_format->dequantize_row(data->activation, act_values, n);
+    for (int r = 0; r < MAX_ROWS; r++) {
+        const uint8_t *row = data->weights + r * data->row_bytes;
+        data->scalar[r] = format->vec_dot(n, row, data->activation);
+        format->dequantize_row(row, values, n);
+        double exact = 0, magnitude = 0;
+        for (int64_t i = 0; i < n; i++) {
+            exact += (double)values[i] * act_values[i];
+            magnitude += fabs((double)values[i] * act_values[i]);
+        }
+        data->exact[r] = exact;
+        data->magnitude[r] = magnitude;
+    }
+    free(values);
+    free(act_values);
+    return 1;
+}
+
+static void case_destroy(case_data *data)
+{
+    free(data->weights);
+    free(data->reversed);
+    free(data->activation);
+}
+
+static int close_enough(double got, double want, double magnitude)
+{
+    return fabs(got - want) <= 1e-5 * magnitude + 1e-30 && isfinite(got);
+}
+
+static int checked_cases;
+
+/* One set, one type, one n: accuracy and batch invariance. */
+static void check_case(const kernel_set *set, dot_rows_fn dot, const case_data *data)
+{
+    const char *type_name = quant_format_of(data->type)->name;
+    float full[MAX_ROWS];
+    dot(data->n, data->weights, data->row_bytes, MAX_ROWS, data->activation, full);
+    for (int r = 0; r < MAX_ROWS; r++) {
+        CHECK_MSG(close_enough(full[r], data->scalar[r], data->magnitude[r]),
+                  "%s %s n=%lld row %d: %.9g vs scalar %.9g (sum|terms| %.6g)", set->name,
+                  type_name, (long long)data->n, r, full[r], data->scalar[r], data->magnitude[r]);
+        CHECK_MSG(close_enough(full[r], data->exact[r], data->magnitude[r]),
+                  "%s %s n=%lld row %d: %.9g vs float64 %.9g (sum|terms| %.6g)", set->name,
+                  type_name, (long long)data->n, r, full[r], data->exact[r], data->magnitude[r]);
+    }
+    /* Every run of consecutive rows, of every length 1..9: same bits. */
+    int mismatches = 0;
+    for (int count = 1; count <= MAX_ROWS; count++) {
+        for (int start = 0; start + count <= MAX_ROWS; start++) {
+            float part[MAX_ROWS];
+            dot(data->n, data->weights + start * data->row_bytes, data->row_bytes, count,
+                data->activation, part);
+            if (memcmp(part, full + start, sizeof(float) * (size_t)count) != 0)
+                mismatches++;
+        }
+    }
+    CHECK_MSG(mismatches == 0, "%s %s n=%lld: %d row groupings changed a result's bits", set->name,
+              type_name, (long long)data->n, mismatches);
+    /* The same rows in another order, so each has other neighbours. */
+    float reversed[MAX_ROWS];
+    dot(data->n, data->reversed, data->row_bytes, MAX_ROWS, data->activation, reversed);
+    int reorder_mismatches = 0;
+    for (int r = 0; r < MAX_ROWS; r++)
+        if (memcmp(&reversed[MAX_ROWS - 1 - r], &full[r], sizeof(float)) != 0)
+            reorder_mismatches++;
+    CHECK_MSG(reorder_mismatches == 0, "%s %s n=%lld: %d rows changed bits when reordered",
+              set->name, type_name, (long long)data->n, reorder_mismatches);
+    checked_cases++;
+}
+
+static const uint32_t required_types[] = {TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K,
+                                          TYPE_MXFP4, TYPE_F16, TYPE_BF16};
+
+static void test_set(const kernel_set *set)
+{
+    /* Required types first, so a set that drops one is caught. */
+    for (size_t i = 0; i < sizeof required_types / sizeof required_types[0]; i++)
+        CHECK_MSG(set->dot_rows[required_types[i]] != NULL, "set %s lacks %s", set->name,
+                  quant_format_of(required_types[i])->name);
+    int types_run = 0;
+    for (uint32_t type = 0; type < TYPE_COUNT; type++) {
+        dot_rows_fn dot = set->dot_rows[type];
+        if (!dot)
+            continue;
+        const quant_format *format = quant_format_of(type);
+        int64_t sizes_k[] = {256, 512, 768, 2048, 4096};
+        int64_t sizes_32[] = {32, 64, 96, 2048, 2880, 4096};
+        int64_t sizes_1[] = {1, 7, 16, 33, 2048, 4101};
+        const int64_t *sizes = sizes_1;
+        int count = 6;
+        if (format->block_elems == QK_K) {
+            sizes = sizes_k;
+            count = 5;
+        } else if (format->block_elems == 32) {
+            sizes = sizes_32;
+        }
+        for (int s = 0; s < count; s++) {
+            case_data data;
+            int ok = case_create(&data, type, sizes[s]);
+            CHECK_MSG(ok, "%s: quant table lacks a function the test needs", format->name);
+            if (ok)
+                check_case(set, dot, &data);
+            case_destroy(&data);
+        }
+        types_run++;
+    }
+    printf("set %s: %d types checked against scalar\n", set->name, types_run);
+}
+
+/* The scalar set is the reference itself: bit-identical to vec_dot. */
+static void test_scalar_set(void)
+{
+    const kernel_set *scalar = kernels_scalar();
+    CHECK(strcmp(scalar->name, "scalar") == 0);
+    for (size_t i = 0; i < sizeof required_types / sizeof required_types[0]; i++) {
+        uint32_t type = required_types[i];
+        CHECK(scalar->dot_rows[type] != NULL);
+        case_data data;
+        int ok = case_create(&data, type, 512);
+        CHECK(ok);
+        if (ok) {
+            float out[MAX_ROWS];
+            scalar->dot_rows[type](data.n, data.weights, data.row_bytes, MAX_ROWS, data.activation, out);
+            CHECK(memcmp(out, data.scalar, sizeof out) == 0);
+            check_case(scalar, scalar->dot_rows[type], &data);
+        }
+        case_destroy(&data);
+    }
+    /* No dot product: integer tensors and the activation-only Q8_K. */
+    CHECK(scalar->dot_rows[TYPE_I32] == NULL);
+    CHECK(scalar->dot_rows[TYPE_Q8_K] == NULL);
+    CHECK(kernels_dot_rows(scalar, TYPE_I32) == NULL);
+    CHECK(kernels_dot_rows(scalar, TYPE_COUNT) == NULL);
+    CHECK(kernels_dot_rows(scalar, 4) == NULL); /* removed id */
+    CHECK(kernels_dot_rows(NULL, TYPE_Q4_K) == scalar->dot_rows[TYPE_Q4_K]);
+}
+
+static void test_fallback(const kernel_set *set)
+{
+    const kernel_set *scalar = kernels_scalar();
+    for (uint32_t type = 0; type < TYPE_COUNT; type++) {
+        dot_rows_fn expected = set->dot_rows[type] ? set->dot_rows[type] : scalar->dot_rows[type];
+        CHECK_MSG(kernels_dot_rows(set, type) == expected, "%s: fallback for type %u", set->name, type);
+    }
+    /* Q2_K has no SIMD kernel here: the scalar one stands in. */
+    if (!set->dot_rows[TYPE_Q2_K])
+        CHECK(kernels_dot_rows(set, TYPE_Q2_K) == scalar->dot_rows[TYPE_Q2_K] &&
+              scalar->dot_rows[TYPE_Q2_K] != NULL);
+}
+
+static void test_select(void)
+{
+    cpu_features none;
+    memset(&none, 0, sizeof none);
+    CHECK(kernels_select(NULL, &none) == kernels_scalar());
+    CHECK(kernels_select("avx512", &none) == kernels_scalar());
+    CHECK(kernels_select("neon", &none) == kernels_scalar());
+
+    cpu_features avx2_only = none;
+    avx2_only.avx2 = avx2_only.fma = avx2_only.f16c = 1;
+    cpu_features avx512 = avx2_only;
+    avx512.avx512f = avx512.avx512bw = avx512.avx512vl = avx512.avx512vnni = 1;
+    cpu_features avx512_no_vnni = avx512;
+    avx512_no_vnni.avx512vnni = 0;
+    cpu_features arm = none;
+    arm.neon = arm.neon_dotprod = 1;
+    cpu_features arm_no_dot = none;
+    arm_no_dot.neon = 1;
+#if defined(__x86_64__)
+    CHECK(kernels_select(NULL, &avx2_only) == kernels_avx2());
+    CHECK(kernels_select("", &avx2_only) == kernels_avx2());
+    CHECK(kernels_select("avx512", &avx2_only) == kernels_avx2());
+    CHECK(kernels_select(NULL, &avx512) == kernels_avx512());
+    CHECK(kernels_select("avx2", &avx512) == kernels_avx2());
+    CHECK(kernels_select("scalar", &avx512) == kernels_scalar());
+    CHECK(kernels_select("neon", &avx512) == kernels_avx512());
+    CHECK(kernels_select("bogus", &avx512) == kernels_avx512());
+    CHECK(kernels_select(NULL, &avx512_no_vnni) == kernels_avx2());
+    CHECK(kernels_neon() == NULL);
+    CHECK(strcmp(kernels_avx2()->name, "avx2") == 0);
+    CHECK(strcmp(kernels_avx512()->name, "avx512") == 0);
+#elif defined(__aarch64__)
+    CHECK(kernels_select(NULL, &arm) == kernels_neon());
+    CHECK(kernels_select("avx2", &arm) == kernels_neon());
+    CHECK(kernels_select("scalar", &arm) == kernels_scalar());
+    CHECK(kernels_select(NULL, &arm_no_dot) == kernels_scalar());
+    CHECK(kernels_avx2() == NULL && kernels_avx512() == NULL);
+    CHECK(strcmp(kernels_neon()->name, "neon") == 0);
+#endif
+    (void)arm;
+    (void)arm_no_dot;
+    (void)avx512_no_vnni;
+}
+
+/* kernels_best() in a fresh child process with BMOE_ISA set (or unset):
+ * returns the set's name, or "" if the child failed. */
+static void best_in_child(const char *isa, char *name, size_t size)
+{
+    int pipe_fds[2];
+    name[0] = '\0';
+    if (pipe(pipe_fds) != 0)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipe_fds[0]);
+        if (isa)
+            setenv("BMOE_ISA", isa, 1);
+        else
+            unsetenv("BMOE_ISA");
+        const kernel_set *first = kernels_best();
+        const kernel_set *second = kernels_best();
+        const char *result = first == second ? first->name : "";
+        ssize_t written = write(pipe_fds[1], result, strlen(result));
+        _exit(written == (ssize_t)strlen(result) ? 0 : 1);
+    }
+    close(pipe_fds[1]);
+    if (pid > 0) {
+        ssize_t got = read(pipe_fds[0], name, size - 1);
+        name[got > 0 ? got : 0] = '\0';
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            name[0] = '\0';
+    }
+    close(pipe_fds[0]);
+}
+
+static void test_best(const cpu_features *features)
+{
+    char name[64];
+    const kernel_set *best = kernels_select(NULL, features);
+    best_in_child(NULL, name, sizeof name);
+    CHECK_MSG(strcmp(name, best->name) == 0, "unset BMOE_ISA gave '%s', want '%s'", name, best->name);
+    best_in_child("scalar", name, sizeof name);
+    CHECK_MSG(strcmp(name, "scalar") == 0, "BMOE_ISA=scalar gave '%s'", name);
+    best_in_child("no-such-isa", name, sizeof name);
+    CHECK_MSG(strcmp(name, best->name) == 0, "BMOE_ISA=no-such-isa gave '%s'", name);
+    const kernel_set *sets[] = {kernels_avx2(), kernels_avx512(), kernels_neon()};
+    for (int i = 0; i < 3; i++) {
+        if (!sets[i])
+            continue;
+        best_in_child(sets[i]->name, name, sizeof name);
+        const char *want = kernels_set_supported(sets[i], features) ? sets[i]->name : best->name;
+        CHECK_MSG(strcmp(name, want) == 0, "BMOE_ISA=%s gave '%s', want '%s'", sets[i]->name, name, want);
+    }
+    printf("kernels_best() on this CPU: %s\n", best->name);
+}
+
+int main(void)
+{
+    cpu_features features;
+    cpu_features_detect(&features);
+    printf("cpu: avx2 %d fma %d f16c %d avx512f %d bw %d vl %d vnni %d bf16 %d avxvnni %d neon %d dotprod %d\n",
+           features.avx2, features.fma, features.f16c, features.avx512f, features.avx512bw,
+           features.avx512vl, features.avx512vnni, features.avx512bf16, features.avxvnni,
+           features.neon, features.neon_dotprod);
+#if defined(__aarch64__)
+    /* Every aarch64 CPU has Advanced SIMD; the cross tests run under
+     * qemu -cpu max, which has dotprod, so NEON must be found there. */
+    CHECK(features.neon);
+#endif
+
+    test_best(&features); /* first: children must not inherit a cached choice */
+    test_select();
+    test_scalar_set();
+
+    const kernel_set *sets[] = {kernels_avx2(), kernels_avx512(), kernels_neon()};
+    const char *names[] = {"avx2", "avx512", "neon"};
+    int sets_run = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!sets[i]) {
+            printf("set %s: not compiled for this architecture\n", names[i]);
+            continue;
+        }
+        test_fallback(sets[i]);
+        if (!kernels_set_supported(sets[i], &features)) {
+            printf("set %s: NOT RUN on this CPU (lacks the instructions); not counted as passed\n",
+                   names[i]);
+            continue;
+        }
+        test_set(sets[i]);
+        sets_run++;
+    }
+    printf("%d SIMD sets run, %d cases\n", sets_run, checked_cases);
+    return test_finish();
+}
