@@ -1,5 +1,6 @@
-# bmoe-cli and the sampler. The sampler test compiles sampler.c on its own so
-# that it does not depend on the rest of the engine.
+# bmoe-cli and the sampler. The sampler and output-layer tests compile their
+# one source file on their own so that they do not depend on the rest of the
+# engine; the others run build/bin/bmoe-cli as a child process.
 bmoe_add_test(test_sampler
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c ${CMAKE_SOURCE_DIR}/src/engine/sampler.c
   LIBS m)
@@ -8,3 +9,18 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 bmoe_add_test(test_cli_output
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c ${CMAKE_SOURCE_DIR}/src/cli/cli_output.c)
 target_include_directories(test_cli_output PRIVATE ${CMAKE_SOURCE_DIR}/include)
+
+foreach(cli_test errors stories logits perplexity)
+  set(cli_libs "")
+  if(cli_test STREQUAL "logits")
+    set(cli_libs PkgConfig::CJSON m)
+  elseif(cli_test STREQUAL "perplexity")
+    set(cli_libs m)
+  endif()
+  bmoe_add_test(test_cli_${cli_test}
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_${cli_test}.c
+    LIBS ${cli_libs}
+    TIMEOUT 600)
+  # The tests run the binary, so building one builds it.
+  add_dependencies(test_cli_${cli_test} bmoe-cli)
+endforeach()

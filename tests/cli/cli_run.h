@@ -1,0 +1,126 @@
+/* Runs build/bin/bmoe-cli as a child process (posix_spawn) and captures its
+ * exit status, stdout and stderr (through files in the test scratch
+ * folder), so that the CLI tests check exactly what a user would see. */
+#ifndef BMOE_TESTS_CLI_RUN_H
+#define BMOE_TESTS_CLI_RUN_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+
+extern char **environ;
+
+typedef struct cli_result {
+    int exit_code;   /* -1 when the child did not exit normally */
+    int signal;      /* the signal that ended it, else 0 */
+    char *out;       /* stdout, NUL-terminated */
+    size_t out_length;
+    char *err;       /* stderr, NUL-terminated */
+    size_t err_length;
+} cli_result;
+
+static inline char *cli_read_all(const char *path, size_t *length)
+{
+    *length = 0;
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return NULL;
+    size_t capacity = 4096, used = 0;
+    char *data = malloc(capacity + 1);
+    size_t got;
+    while (data && (got = fread(data + used, 1, capacity - used, file)) > 0) {
+        used += got;
+        if (used == capacity) {
+            capacity *= 2;
+            char *bigger = realloc(data, capacity + 1);
+            if (!bigger) {
+                free(data);
+                fclose(file);
+                return NULL;
+            }
+            data = bigger;
+        }
+    }
+    fclose(file);
+    if (data) {
+        data[used] = '\0';
+        *length = used;
+    }
+    return data;
+}
+
+static inline void cli_result_free(cli_result *result)
+{
+    free(result->out);
+    free(result->err);
+    result->out = result->err = NULL;
+}
+
+/* Runs bmoe-cli with the NULL-terminated arguments (without argv[0]).
+ * Returns 0 when the child ran (whatever its status), -1 when it could not
+ * be started. */
+static inline int cli_run(const char *const *args, cli_result *result)
+{
+    memset(result, 0, sizeof *result);
+    result->exit_code = -1;
+    char binary[1024], out_path[1024], err_path[1024];
+    snprintf(binary, sizeof binary, "%s/bmoe-cli", BMOE_BIN_DIR);
+    snprintf(out_path, sizeof out_path, "%s/cli-test-%d.out", test_tmp_dir(), (int)getpid());
+    snprintf(err_path, sizeof err_path, "%s/cli-test-%d.err", test_tmp_dir(), (int)getpid());
+
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = binary;
+    for (int i = 0; args[i] && argc < 63; i++)
+        argv[argc++] = args[i];
+    argv[argc] = NULL;
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int spawned = posix_spawn(&pid, binary, &actions, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) {
+        fprintf(stderr, "cannot start %s (build the bmoe-cli target)\n", binary);
+        return -1;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "waitpid failed\n");
+            return -1;
+        }
+    }
+    if (WIFEXITED(status))
+        result->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        result->signal = WTERMSIG(status);
+    result->out = cli_read_all(out_path, &result->out_length);
+    result->err = cli_read_all(err_path, &result->err_length);
+    unlink(out_path);
+    unlink(err_path);
+    if (!result->out || !result->err) {
+        cli_result_free(result);
+        return -1;
+    }
+    return 0;
+}
+
+/* stderr is exactly one non-empty line starting with "bmoe-cli: ". */
+static inline bool cli_one_line_error(const cli_result *result)
+{
+    const char *err = result->err;
+    if (result->err_length < 12 || strncmp(err, "bmoe-cli: ", 10) != 0)
+        return false;
+    const char *newline = strchr(err, '\n');
+    return newline && (size_t)(newline - err) + 1 == result->err_length;
+}
+
+#endif
