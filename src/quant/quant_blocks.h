@@ -122,6 +122,30 @@ static inline float quant_e8m0_half(uint8_t e)
     return fp32_from_bits(bits);
 }
 
+/* Quantizer searches shared by the weight quantizers (quant_search.c). All
+ * take unweighted squared error as the objective. */
+
+/* x[i] rounded to the nearest integer, clamped to [low, high]; NaN gives low. */
+int quant_round_clamp(float x, int low, int high);
+
+/* The scale s minimizing Σ (x_i − s·q_i)² over q_i in [qmin, qmax] (qmin < 0
+ * < qmax), searched around the scales that map the largest-magnitude value to
+ * either end, each refined by least squares. Fills q with the quants for s;
+ * returns 0 with all q 0 when x is all zero. */
+float quant_search_symmetric(const float *x, int n, int qmin, int qmax, int8_t *q);
+
+/* The scale a >= 0 and offset b >= 0 minimizing Σ (x_i − (a·q_i − b))² over
+ * q_i in [0, qmax], searched around the min-max fit and refined by least
+ * squares. b is 0 when every x is non-negative. */
+void quant_search_affine(const float *x, int n, int qmax, float *scale, float *offset);
+
+/* For a non-uniform grid of 16 integer levels (sorted ascending): the scale s
+ * minimizing Σ (x_i − s·grid[code_i])², codes filled. Returns 0 for zero x. */
+float quant_search_grid(const float *x, int n, const int8_t *sorted_grid, uint8_t *codes);
+
+/* Index into sorted_grid (16 levels) of the level nearest to value. */
+int quant_nearest_grid(const int8_t *sorted_grid, float value);
+
 /* Per-format scalar functions, one family per file. */
 void dequantize_row_f32(const void *src, float *dst, int64_t n);
 void quantize_row_f32(const float *src, void *dst, int64_t n);

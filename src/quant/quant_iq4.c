@@ -1,6 +1,7 @@
 /* The non-linear 4-bit formats IQ4_NL (32-element blocks, spec 3.6) and
  * IQ4_XS (256-element super-blocks with 6-bit sub-block scales, spec 4.7):
- * dequantization and dot products against Q8_0 resp. Q8_K activations. */
+ * dequantization and dot products against Q8_0 resp. Q8_K activations, and
+ * the IQ4_NL weight quantizer. */
 #include "quant_blocks.h"
 
 const int8_t quant_iq4nl_values[16] = {
@@ -92,4 +93,23 @@ float vec_dot_iq4_xs(int64_t n, const void *weights, const void *activations)
         sum += (fp16_to_fp32(w[b].d) * a[b].d) * (float)isum;
     }
     return sum;
+}
+
+/* Weight quantizer: searched scale on the (ascending) IQ4_NL grid, stored as
+ * f16, then every code re-chosen against the stored scale. */
+void quantize_row_iq4_nl(const float *src, void *dst, int64_t n)
+{
+    block_iq4_nl *blocks = dst;
+    uint8_t codes[32];
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *x = src + 32 * b;
+        float scale = quant_search_grid(x, 32, quant_iq4nl_values, codes);
+        blocks[b].d = fp32_to_fp16(scale);
+        float d = fp16_to_fp32(blocks[b].d);
+        if (d != 0.0f)
+            for (int j = 0; j < 32; j++)
+                codes[j] = (uint8_t)quant_nearest_grid(quant_iq4nl_values, x[j] / d);
+        for (int j = 0; j < 16; j++)
+            blocks[b].qs[j] = (uint8_t)(codes[j] | (codes[j + 16] << 4));
+    }
 }

@@ -1,6 +1,7 @@
 /* The 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (spec 3.1-3.5)
  * and the Q8_0/Q8_1 activation formats (spec 5.2): dequantization, the
- * activation quantizers, and the block dot products against them. */
+ * activation quantizers, the block dot products against them, and the Q4_0
+ * weight quantizer (Q8_0 weights use the activation quantizer). */
 #include "quant_blocks.h"
 
 #include <math.h>
@@ -239,4 +240,22 @@ float vec_dot_q5_1(int64_t n, const void *weights, const void *activations)
                fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
     }
     return sum;
+}
+
+/* Weight quantizer: the searched least-squares scale, stored as f16, then
+ * every value re-rounded against the stored scale. */
+void quantize_row_q4_0(const float *src, void *dst, int64_t n)
+{
+    block_q4_0 *blocks = dst;
+    int8_t q[32];
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *x = src + 32 * b;
+        float scale = quant_search_symmetric(x, 32, -8, 7, q);
+        blocks[b].d = fp32_to_fp16(scale);
+        float d = fp16_to_fp32(blocks[b].d);
+        for (int j = 0; j < 32; j++)
+            q[j] = (int8_t)(d != 0.0f ? quant_round_clamp(x[j] / d, -8, 7) : 0);
+        for (int j = 0; j < 16; j++)
+            blocks[b].qs[j] = (uint8_t)((q[j] + 8) | ((q[j + 16] + 8) << 4));
+    }
 }
