@@ -32,7 +32,8 @@ typedef struct cli_options {
     enum bmoe_kv_type kv_type;
     bmoe_sampler_params sampler;
     bool seed_given;
-    int32_t *prompt_ids;      /* --prompt-ids, owned */
+    bool ignore_eos;          /* --ignore-eos: generate past end-of-generation tokens */
+    int32_t *prompt_ids;      /* --prompt-ids, owned; generation takes them instead of text */
     int32_t n_prompt_ids;
     int32_t *force_ids;       /* --force-ids, owned */
     int32_t n_force_ids;

@@ -35,8 +35,10 @@ void cli_print_usage(FILE *out)
             "      --repeat-penalty R penalize recent tokens (default 1: off)\n"
             "      --repeat-last-n N  how many recent tokens (default 64, -1: all)\n"
             "      --seed S           sampling seed (default: from the clock, printed)\n"
-            "      --prompt-ids LIST  teacher forcing: prompt token ids, evaluated as one prefill\n"
-            "      --force-ids LIST   then these ids, one single-token decode each\n"
+            "      --ignore-eos       keep generating past end-of-generation tokens (benchmarks)\n"
+            "      --prompt-ids LIST  the prompt as token ids (1,2,3) instead of text\n"
+            "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
+            "                         ids one single-token decode each (needs --logits-out)\n"
             "      --logits-out FILE  write every row of logits as float32 little-endian\n"
             "      --ppl FILE         perplexity of FILE (chunks of -c tokens, second halves scored)\n"
             "      --chunks N         at most N chunks for --ppl\n"
@@ -167,8 +169,13 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (cli_flag_is(arg, "-h", "--help")) {
+            cli_options_free(options);
             options->mode = CLI_MODE_HELP;
             return 0;
+        }
+        if (strcmp(arg, "--ignore-eos") == 0) {
+            options->ignore_eos = true;
+            continue;
         }
         /* every other flag takes one value */
         static const char *const known[] = {
@@ -267,16 +274,16 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         options->mode = CLI_MODE_PERPLEXITY;
         if (options->prompt || options->prompt_file || have_prompt_ids || have_force_ids)
             problem = "--ppl cannot be combined with a prompt or token ids";
-    } else if (have_prompt_ids || have_force_ids || options->logits_out) {
+    } else if (have_prompt_ids && (options->prompt || options->prompt_file)) {
+        problem = "--prompt-ids cannot be combined with -p or -f";
+    } else if (have_prompt_ids && options->n_prompt_ids == 0) {
+        problem = "--prompt-ids: the list is empty";
+    } else if (have_force_ids || options->logits_out) {
         options->mode = CLI_MODE_LOGITS;
         if (!have_prompt_ids)
             problem = "--force-ids and --logits-out need --prompt-ids";
         else if (!options->logits_out)
-            problem = "--prompt-ids needs --logits-out FILE";
-        else if (options->n_prompt_ids == 0)
-            problem = "--prompt-ids: the list is empty";
-        else if (options->prompt || options->prompt_file)
-            problem = "--prompt-ids cannot be combined with -p or -f";
+            problem = "--force-ids needs --logits-out FILE";
     } else if (options->prompt && options->prompt_file) {
         problem = "-p and -f cannot be used together";
     }

@@ -1,4 +1,4 @@
-/* Text generation: tokenize the prompt, prefill it, then sample and decode
+/* Text generation: tokenize the prompt (or take --prompt-ids), prefill it, then sample and decode
  * one token at a time, printing each piece as it comes (the prompt's pieces
  * first, special tokens rendered). Stops at an end-of-generation token, after
  * -n tokens, or when the context is full; the timing summary goes to stderr. */
@@ -53,7 +53,7 @@ int cli_run_generate(const cli_options *options)
     if (options->prompt_file) {
         if (cli_read_file(options->prompt_file, &prompt_text, &prompt_length) != 0)
             return 1;
-    } else {
+    } else if (!options->prompt_ids) {
         const char *prompt = options->prompt ? options->prompt : "";
         prompt_length = strlen(prompt);
         prompt_text = malloc(prompt_length + 1);
@@ -75,8 +75,25 @@ int cli_run_generate(const cli_options *options)
     model = cli_load_model(options, &load_seconds);
     if (!model)
         goto done;
-    if (cli_tokenize(model, prompt_text, prompt_length, true, true, &prompt_tokens, &n_prompt) != 0)
+    if (options->prompt_ids) {
+        int32_t n_vocab = bmoe_model_n_vocab(model);
+        for (int32_t i = 0; i < options->n_prompt_ids; i++) {
+            if (options->prompt_ids[i] >= n_vocab) {
+                cli_fail("--prompt-ids id %d is %d, outside the vocabulary of %d tokens", i + 1,
+                         options->prompt_ids[i], n_vocab);
+                goto done;
+            }
+        }
+        n_prompt = options->n_prompt_ids;
+        prompt_tokens = malloc((size_t)n_prompt * sizeof *prompt_tokens);
+        if (!prompt_tokens) {
+            cli_fail("out of memory");
+            goto done;
+        }
+        memcpy(prompt_tokens, options->prompt_ids, (size_t)n_prompt * sizeof *prompt_tokens);
+    } else if (cli_tokenize(model, prompt_text, prompt_length, true, true, &prompt_tokens, &n_prompt) != 0) {
         goto done;
+    }
     if (n_prompt == 0) {
         cli_fail("the prompt is empty and the vocabulary adds no BOS token: nothing to evaluate");
         goto done;
@@ -125,7 +142,7 @@ int cli_run_generate(const cli_options *options)
     bool failed = false;
     while (options->n_predict < 0 || n_generated < options->n_predict) {
         int32_t token = bmoe_sampler_sample(sampler, logits, history, n_history);
-        if (token < 0 || bmoe_token_is_end_of_generation(model, token)) {
+        if (token < 0 || (!options->ignore_eos && bmoe_token_is_end_of_generation(model, token))) {
             stop_reason = "end of generation";
             break;
         }

@@ -56,8 +56,12 @@ static void test_usage_errors(void)
     expect_error(no_model, "no model");
     const char *both[] = {"-m", stories_path, "-p", "x", "-f", corpus_path, NULL};
     expect_error(both, "-p and -f");
-    const char *ids_no_out[] = {"-m", stories_path, "--prompt-ids", "1,2", NULL};
+    const char *ids_no_out[] = {"-m", stories_path, "--prompt-ids", "1,2", "--force-ids", "3", NULL};
     expect_error(ids_no_out, "--logits-out");
+    const char *ids_and_text[] = {"-m", stories_path, "--prompt-ids", "1,2", "-p", "x", NULL};
+    expect_error(ids_and_text, "cannot be combined");
+    const char *empty_ids[] = {"-m", stories_path, "--prompt-ids", "", NULL};
+    expect_error(empty_ids, "empty");
     const char *bad_ids[] = {"-m", stories_path, "--prompt-ids", "1,,2", "--logits-out", "x", NULL};
     expect_error(bad_ids, "--prompt-ids");
     const char *negative_ids[] = {"-m", stories_path, "--prompt-ids", "1,-2", "--logits-out", "x", NULL};
@@ -94,6 +98,8 @@ static void test_input_errors(void)
     snprintf(out_path, sizeof out_path, "%s/cli-errors.logits", test_tmp_dir());
     const char *big_id[] = {"-m", stories_path, "--prompt-ids", "1,403,512", "--logits-out", out_path, NULL};
     expect_error(big_id, "512");
+    const char *big_generate_id[] = {"-m", stories_path, "--prompt-ids", "1,403,99999", NULL};
+    expect_error(big_generate_id, "99999");
     const char *too_many[] = {"-m", stories_path, "-c", "4", "--prompt-ids", "1,403,407",
                               "--force-ids", "261,378", "--logits-out", out_path, NULL};
     expect_error(too_many, "context");
