@@ -1,0 +1,31 @@
+/* The architecture registry: one row per supported general.architecture.
+ * Adding an architecture = one arch_<name>.c file and one row here. */
+#include <string.h>
+
+#include "model.h"
+
+int qwen3moe_bind(model *m, bmoe_error *err);
+int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int gpt_oss_bind(model *m, bmoe_error *err);
+int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int llama_bind(model *m, bmoe_error *err);
+int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+
+static const model_arch model_archs[] = {
+    {"qwen3moe", qwen3moe_bind, qwen3moe_forward},
+    {"gpt-oss", gpt_oss_bind, gpt_oss_forward},
+    {"llama", llama_bind, llama_forward},
+};
+
+const model_arch *model_arch_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof model_archs / sizeof model_archs[0]; i++)
+        if (strcmp(model_archs[i].name, name) == 0)
+            return &model_archs[i];
+    return NULL;
+}
+
+const char *model_arch_names(void)
+{
+    return "qwen3moe, gpt-oss, llama";
+}

@@ -1,0 +1,133 @@
+/* gpt-oss (gpt-oss-20b / 120b): architectures.md section 5. Attention with
+ * q/k/v/output biases, NEOX RoPE with YaRN, alternating sliding-window and
+ * full layers, and per-head attention sinks; the FFN input norm is the tensor
+ * named post_attention_norm; the MoE picks the top-K raw router logits (router
+ * bias included) and softmaxes only those, experts with biases and the
+ * clamped SwiGLU. */
+#include "model.h"
+
+static const moe_config gpt_oss_moe = {
+    .gating = MOE_GATING_SOFTMAX_WEIGHT,
+    .normalize_weights = false,
+    .weights_scale = 0.0f,
+    .activation = MOE_SWIGLU_OAI,
+};
+
+int gpt_oss_bind(model *m, bmoe_error *err)
+{
+    if (model_read_common_hparams(m, ROPE_NEOX, err) != 0 || model_read_swa_pattern(m, 2, err) != 0)
+        return -1;
+    model_hparams *hp = &m->hparams;
+    if (hp->n_swa <= 0)
+        return error_set(err, "model: gpt-oss needs a positive gpt-oss.attention.sliding_window");
+    if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
+        return error_set(err, "model: gpt-oss needs expert_count, expert_used_count and "
+                         "expert_feed_forward_length");
+    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    int64_t e = hp->n_expert, ff = hp->n_ff_exp;
+    model_weights *w = &m->weights;
+    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0) ||
+        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "output_norm.weight", 0) ||
+        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "output.weight", 0))
+        return -1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer_weights *l = &w->layers[il];
+        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.attn_norm.weight", il) ||
+            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
+                       "blk.%d.attn_q.weight", il) ||
+            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
+                       "blk.%d.attn_k.weight", il) ||
+            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
+                       "blk.%d.attn_v.weight", il) ||
+            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
+                       "blk.%d.attn_q.bias", il) ||
+            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
+                       "blk.%d.attn_k.bias", il) ||
+            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
+                       "blk.%d.attn_v.bias", il) ||
+            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
+                       "blk.%d.attn_output.weight", il) ||
+            model_bind(m, &l->attn_output_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.attn_output.bias", il) ||
+            model_bind(m, &l->attn_sinks, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){hp->n_head}, err,
+                       "blk.%d.attn_sinks.weight", il) ||
+            model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.post_attention_norm.weight", il) ||
+            model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
+                       "blk.%d.ffn_gate_inp.weight", il) ||
+            model_bind(m, &l->ffn_gate_inp_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){e}, err,
+                       "blk.%d.ffn_gate_inp.bias", il) ||
+            model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                       "blk.%d.ffn_gate_exps.weight", il) ||
+            model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                       "blk.%d.ffn_up_exps.weight", il) ||
+            model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
+                       "blk.%d.ffn_down_exps.weight", il) ||
+            model_bind(m, &l->ffn_gate_exps_bias, BIND_OPTIONAL, TENSOR_VECTOR, 2, (int64_t[]){ff, e}, err,
+                       "blk.%d.ffn_gate_exps.bias", il) ||
+            model_bind(m, &l->ffn_up_exps_bias, BIND_OPTIONAL, TENSOR_VECTOR, 2, (int64_t[]){ff, e}, err,
+                       "blk.%d.ffn_up_exps.bias", il) ||
+            model_bind(m, &l->ffn_down_exps_bias, BIND_OPTIONAL, TENSOR_VECTOR, 2, (int64_t[]){n_embd, e}, err,
+                       "blk.%d.ffn_down_exps.bias", il))
+            return -1;
+    }
+    return 0;
+}
+
+int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    static const tensor_view no_norm;
+
+    for (int t = 0; t < n; t++) {
+        s->positions[t] = batch->position + t;
+        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
+            return -1;
+    }
+    /* full and sliding-window layers rotate with different bases */
+    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
+    rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->weights.layers[il];
+        bool swa = hp->layer_is_swa[il];
+        const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
+        const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
+
+        /* attention with biases, YaRN rope and sinks */
+        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
+        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
+        float *qkv_out[3] = {s->q, s->k, s->v};
+        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
+        add_bias(s->q, &l->attn_q_bias, n, q_dim);
+        add_bias(s->k, &l->attn_k_bias, n, k_dim);
+        add_bias(s->v, &l->attn_v_bias, n, v_dim);
+        norm_rope_heads(s->q, &no_norm, rope, rope_cache, n, hp->n_head, hp->head_dim_k, hp->rms_eps);
+        norm_rope_heads(s->k, &no_norm, rope, rope_cache, n, hp->n_head_kv, hp->head_dim_k, hp->rms_eps);
+        kv_cache_store(s, hp, il, n);
+        attention_layer(s, hp, il, n, l->attn_sinks.data);
+
+        /* h = h + attn_output . attn + bias */
+        const tensor_view *wo = &l->attn_output;
+        linear(s, s->attn, attn_dim, n, 1, &wo, &s->block_out, NULL);
+        add_bias(s->block_out, &l->attn_output_bias, n, n_embd);
+        vector_add(s->h, s->block_out, n * n_embd);
+
+        /* h = h + moe(norm(h; post_attention_norm)) */
+        rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, n_embd, hp->rms_eps);
+        moe_layer(s, m, l, il, &gpt_oss_moe, s->x, n, s->block_out);
+        vector_add(s->h, s->block_out, n * n_embd);
+    }
+    output_logits(m, s, batch);
+    return 0;
+}

@@ -1,0 +1,135 @@
+/* llama (Llama 1/2/3, TinyStories, and Mixtral-style MoE files that use this
+ * architecture name): pre-norm blocks, RoPE NORM (GPT-J pairs) with optional
+ * per-pair frequency divisors (rope_freqs), plain causal attention, and a
+ * dense SiLU-GLU FFN, or a softmax-routed MoE with renormalized weights when
+ * expert_count > 0. */
+#include "model.h"
+
+static const moe_config llama_moe = {
+    .gating = MOE_GATING_SOFTMAX,
+    .normalize_weights = true,
+    .weights_scale = 0.0f,
+    .activation = MOE_SILU_GLU,
+};
+
+int llama_bind(model *m, bmoe_error *err)
+{
+    if (model_read_common_hparams(m, ROPE_NORM, err) != 0)
+        return -1;
+    model_hparams *hp = &m->hparams;
+    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    int64_t ff = hp->n_ff, e = hp->n_expert, ff_exp = hp->n_ff_exp;
+    if (e == 0 && ff <= 0)
+        return error_set(err, "model: llama needs llama.feed_forward_length");
+    if (e > 0 && ff_exp <= 0)
+        return error_set(err, "model: llama MoE needs an expert feed-forward length");
+    model_weights *w = &m->weights;
+    tensor_view rope_freqs;
+    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0) ||
+        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "output_norm.weight", 0) ||
+        model_bind(m, &w->output, BIND_OPTIONAL, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "output.weight", 0) ||
+        model_bind(m, &rope_freqs, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_rot / 2}, err,
+                   "rope_freqs.weight", 0))
+        return -1;
+    if (!w->output.data && /* tied output head */
+        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0))
+        return -1;
+    hp->rope.freq_factors = rope_freqs.data;
+    hp->rope_swa.freq_factors = rope_freqs.data;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer_weights *l = &w->layers[il];
+        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.attn_norm.weight", il) ||
+            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
+                       "blk.%d.attn_q.weight", il) ||
+            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
+                       "blk.%d.attn_k.weight", il) ||
+            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
+                       "blk.%d.attn_v.weight", il) ||
+            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
+                       "blk.%d.attn_q.bias", il) ||
+            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
+                       "blk.%d.attn_k.bias", il) ||
+            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
+                       "blk.%d.attn_v.bias", il) ||
+            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
+                       "blk.%d.attn_output.weight", il) ||
+            model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.ffn_norm.weight", il))
+            return -1;
+        if (e == 0) {
+            if (model_bind(m, &l->ffn_gate, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, ff}, err,
+                           "blk.%d.ffn_gate.weight", il) ||
+                model_bind(m, &l->ffn_up, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, ff}, err,
+                           "blk.%d.ffn_up.weight", il) ||
+                model_bind(m, &l->ffn_down, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){ff, n_embd}, err,
+                           "blk.%d.ffn_down.weight", il))
+                return -1;
+        } else if (model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
+                              "blk.%d.ffn_gate_inp.weight", il) ||
+                   model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3,
+                              (int64_t[]){n_embd, ff_exp, e}, err, "blk.%d.ffn_gate_exps.weight", il) ||
+                   model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff_exp, e},
+                              err, "blk.%d.ffn_up_exps.weight", il) ||
+                   model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3,
+                              (int64_t[]){ff_exp, n_embd, e}, err, "blk.%d.ffn_down_exps.weight", il)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    static const tensor_view no_norm;
+
+    for (int t = 0; t < n; t++) {
+        s->positions[t] = batch->position + t;
+        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
+            return -1;
+    }
+    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->weights.layers[il];
+
+        /* attention */
+        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
+        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
+        float *qkv_out[3] = {s->q, s->k, s->v};
+        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
+        add_bias(s->q, &l->attn_q_bias, n, q_dim);
+        add_bias(s->k, &l->attn_k_bias, n, k_dim);
+        add_bias(s->v, &l->attn_v_bias, n, v_dim);
+        norm_rope_heads(s->q, &no_norm, &hp->rope, s->rope_cache, n, hp->n_head, hp->head_dim_k, hp->rms_eps);
+        norm_rope_heads(s->k, &no_norm, &hp->rope, s->rope_cache, n, hp->n_head_kv, hp->head_dim_k, hp->rms_eps);
+        kv_cache_store(s, hp, il, n);
+        attention_layer(s, hp, il, n, NULL);
+
+        /* h = h + attn_output . attn */
+        const tensor_view *wo = &l->attn_output;
+        linear(s, s->attn, attn_dim, n, 1, &wo, &s->block_out, NULL);
+        vector_add(s->h, s->block_out, n * n_embd);
+
+        /* h = h + ffn(norm(h)) */
+        rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, n_embd, hp->rms_eps);
+        if (hp->n_expert > 0)
+            moe_layer(s, m, l, il, &llama_moe, s->x, n, s->block_out);
+        else
+            ffn_silu_glu(s, l, s->x, n, (int)n_embd, s->block_out);
+        vector_add(s->h, s->block_out, n * n_embd);
+    }
+    output_logits(m, s, batch);
+    return 0;
+}

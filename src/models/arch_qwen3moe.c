@@ -1,0 +1,123 @@
+/* qwen3moe (Qwen3-30B-A3B, Qwen3-235B-A22B): architectures.md section 2.
+ * Pre-norm blocks with per-head q/k RMSNorm before NEOX RoPE, plain causal
+ * attention, and a softmax-routed MoE whose top-K weights are always
+ * renormalized. */
+#include <math.h>
+
+#include "model.h"
+
+static const moe_config qwen3moe_moe = {
+    .gating = MOE_GATING_SOFTMAX,
+    .normalize_weights = true, /* fixed for this arch, whatever the file says */
+    .weights_scale = 0.0f,
+    .activation = MOE_SILU_GLU,
+};
+
+int qwen3moe_bind(model *m, bmoe_error *err)
+{
+    if (model_read_common_hparams(m, ROPE_NEOX, err) != 0)
+        return -1;
+    model_hparams *hp = &m->hparams;
+    if (hp->head_dim_k != hp->head_dim_v || hp->head_dim_k != hp->n_rot)
+        return error_set(err, "model: qwen3moe needs key_length == value_length == rope.dimension_count "
+                         "(have %d, %d, %d)", hp->head_dim_k, hp->head_dim_v, hp->n_rot);
+    if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
+        return error_set(err, "model: qwen3moe needs expert_count, expert_used_count and "
+                         "expert_feed_forward_length");
+    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab, d = hp->head_dim_k;
+    int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
+    int64_t e = hp->n_expert, ff = hp->n_ff_exp;
+    model_weights *w = &m->weights;
+    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0) ||
+        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "output_norm.weight", 0) ||
+        model_bind(m, &w->output, BIND_OPTIONAL, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "output.weight", 0))
+        return -1;
+    if (!w->output.data && /* tied output head */
+        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0))
+        return -1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer_weights *l = &w->layers[il];
+        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.attn_norm.weight", il) ||
+            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
+                       "blk.%d.attn_q.weight", il) ||
+            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, kv_dim}, err,
+                       "blk.%d.attn_k.weight", il) ||
+            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, kv_dim}, err,
+                       "blk.%d.attn_v.weight", il) ||
+            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
+                       "blk.%d.attn_q.bias", il) ||
+            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){kv_dim}, err,
+                       "blk.%d.attn_k.bias", il) ||
+            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){kv_dim}, err,
+                       "blk.%d.attn_v.bias", il) ||
+            model_bind(m, &l->attn_q_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+                       "blk.%d.attn_q_norm.weight", il) ||
+            model_bind(m, &l->attn_k_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+                       "blk.%d.attn_k_norm.weight", il) ||
+            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){q_dim, n_embd}, err,
+                       "blk.%d.attn_output.weight", il) ||
+            model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.ffn_norm.weight", il) ||
+            model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
+                       "blk.%d.ffn_gate_inp.weight", il) ||
+            model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                       "blk.%d.ffn_gate_exps.weight", il) ||
+            model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                       "blk.%d.ffn_up_exps.weight", il) ||
+            model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
+                       "blk.%d.ffn_down_exps.weight", il))
+            return -1;
+    }
+    return 0;
+}
+
+int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+
+    for (int t = 0; t < n; t++) {
+        s->positions[t] = batch->position + t;
+        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
+            return -1;
+    }
+    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_weights *l = &m->weights.layers[il];
+
+        /* attention: x = norm(h); q, k, v; q/k head norms; rope; attend */
+        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
+        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
+        float *qkv_out[3] = {s->q, s->k, s->v};
+        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
+        add_bias(s->q, &l->attn_q_bias, n, q_dim);
+        add_bias(s->k, &l->attn_k_bias, n, kv_dim);
+        add_bias(s->v, &l->attn_v_bias, n, kv_dim);
+        norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, hp->n_head, hp->head_dim_k,
+                        hp->rms_eps);
+        norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, hp->n_head_kv, hp->head_dim_k,
+                        hp->rms_eps);
+        kv_cache_store(s, hp, il, n);
+        attention_layer(s, hp, il, n, NULL);
+
+        /* h = h + attn_output . attn */
+        const tensor_view *wo = &l->attn_output;
+        linear(s, s->attn, q_dim, n, 1, &wo, &s->block_out, NULL);
+        vector_add(s->h, s->block_out, n * n_embd);
+
+        /* h = h + moe(norm(h)) */
+        rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, n_embd, hp->rms_eps);
+        moe_layer(s, m, l, il, &qwen3moe_moe, s->x, n, s->block_out);
+        vector_add(s->h, s->block_out, n * n_embd);
+    }
+    output_logits(m, s, batch);
+    return 0;
+}

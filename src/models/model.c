@@ -1,0 +1,407 @@
+/* Model setup shared by every architecture: finding the architecture, the
+ * common hyperparameter keys, binding tensors with shape and type checks, and
+ * the run state (buffers and KV cache, allocated once per context). */
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../quant/quant.h"
+
+int model_init(model *m, const gguf_model *file, bmoe_error *err)
+{
+    memset(m, 0, sizeof *m);
+    m->file = file;
+    gguf_string name;
+    if (!gguf_get_string(file, "general.architecture", &name))
+        return error_set(err, "model: missing or non-string key 'general.architecture'");
+    if (name.length == 0 || name.length >= sizeof m->hparams.architecture)
+        return error_set(err, "model: invalid general.architecture (length %llu)",
+                         (unsigned long long)name.length);
+    memcpy(m->hparams.architecture, name.data, name.length);
+    m->hparams.architecture[name.length] = '\0';
+    m->arch = model_arch_find(m->hparams.architecture);
+    if (!m->arch)
+        return error_set(err, "model: unknown architecture '%s' (supported: %s)", m->hparams.architecture,
+                         model_arch_names());
+    if (m->arch->bind(m, err) != 0) {
+        model_release(m);
+        return -1;
+    }
+    return 0;
+}
+
+void model_release(model *m)
+{
+    free(m->weights.layers);
+    m->weights.layers = NULL;
+}
+
+/* ---- Hyperparameters ---------------------------------------------------- */
+
+static const char *arch_key(const model *m, const char *suffix, char *buffer, size_t size)
+{
+    snprintf(buffer, size, "%s.%s", m->hparams.architecture, suffix);
+    return buffer;
+}
+
+/* A u32 key: required or with a default. Values must lie in [minimum, maximum]. */
+static int read_u32(const model *m, const char *suffix, bool required, uint32_t fallback, uint32_t minimum,
+                    uint32_t maximum, int32_t *out, bmoe_error *err)
+{
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    int64_t value;
+    if (!gguf_find_kv(m->file, key)) {
+        if (required)
+            return error_set(err, "model: missing key '%s'", key);
+        value = fallback;
+    } else if (!gguf_get_int(m->file, key, &value)) {
+        return error_set(err, "model: key '%s' is not an integer", key);
+    }
+    if (value < minimum || value > maximum)
+        return error_set(err, "model: key '%s' = %lld is out of range [%u, %u]", key, (long long)value,
+                         minimum, maximum);
+    *out = (int32_t)value;
+    return 0;
+}
+
+static int read_f32(const model *m, const char *suffix, bool required, float fallback, float *out,
+                    bmoe_error *err)
+{
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    if (!gguf_find_kv(m->file, key)) {
+        if (required)
+            return error_set(err, "model: missing key '%s'", key);
+        *out = fallback;
+        return 0;
+    }
+    if (!gguf_get_float(m->file, key, out) || !isfinite(*out))
+        return error_set(err, "model: key '%s' is not a finite number", key);
+    return 0;
+}
+
+/* A "scalar or per-layer array" key whose value must be the same in every
+ * layer for the architectures supported here. */
+static int read_uniform_u32(const model *m, const char *suffix, uint32_t fallback, int32_t *out,
+                            bmoe_error *err)
+{
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    uint32_t *values = calloc((size_t)m->hparams.n_layer, sizeof *values);
+    if (!values)
+        return error_set(err, "model: out of memory reading '%s'", key);
+    int found = gguf_get_per_layer_uint32(m->file, key, (uint32_t)m->hparams.n_layer, values, err);
+    int status = 0;
+    if (found < 0) {
+        status = -1;
+    } else if (found == 0) {
+        *out = (int32_t)fallback;
+    } else {
+        for (int32_t i = 1; i < m->hparams.n_layer; i++)
+            if (values[i] != values[0])
+                status = error_set(err, "model: key '%s' differs between layers (%u in layer 0, %u in layer %d), "
+                                   "not supported for %s", key, values[0], values[i], (int)i,
+                                   m->hparams.architecture);
+        if (status == 0 && values[0] > 1u << 20)
+            status = error_set(err, "model: key '%s' = %u is out of range", key, values[0]);
+        *out = (int32_t)values[0];
+    }
+    free(values);
+    return status;
+}
+
+int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    int32_t block_count, nextn;
+    if (read_u32(m, "block_count", true, 0, 1, MODEL_MAX_LAYERS, &block_count, err) ||
+        read_u32(m, "nextn_predict_layers", false, 0, 0, MODEL_MAX_LAYERS, &nextn, err))
+        return -1;
+    if (nextn >= block_count)
+        return error_set(err, "model: nextn_predict_layers %d leaves no layers of %d", nextn, block_count);
+    hp->n_layer = block_count - nextn;
+    if (read_u32(m, "context_length", true, 0, 1, 1u << 30, &hp->n_ctx_train, err) ||
+        read_u32(m, "embedding_length", true, 0, 1, 1u << 20, &hp->n_embd, err) ||
+        read_uniform_u32(m, "attention.head_count", 0, &hp->n_head, err))
+        return -1;
+    if (hp->n_head <= 0)
+        return error_set(err, "model: missing or zero key '%s.attention.head_count'", hp->architecture);
+    if (read_uniform_u32(m, "attention.head_count_kv", (uint32_t)hp->n_head, &hp->n_head_kv, err))
+        return -1;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
+        return error_set(err, "model: head_count %d is not a multiple of head_count_kv %d", hp->n_head,
+                         hp->n_head_kv);
+    uint32_t default_head = (uint32_t)(hp->n_embd / hp->n_head);
+    if (read_u32(m, "attention.key_length", false, default_head, 1, 1u << 16, &hp->head_dim_k, err) ||
+        read_u32(m, "attention.value_length", false, default_head, 1, 1u << 16, &hp->head_dim_v, err) ||
+        read_u32(m, "rope.dimension_count", false, (uint32_t)hp->head_dim_k, 0, 1u << 16, &hp->n_rot, err))
+        return -1;
+    if (hp->n_rot % 2 != 0 || hp->n_rot > hp->head_dim_k)
+        return error_set(err, "model: rope.dimension_count %d must be even and at most the head size %d",
+                         hp->n_rot, hp->head_dim_k);
+    if (read_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err))
+        return -1;
+    if (hp->rms_eps < 0)
+        return error_set(err, "model: negative layer_norm_rms_epsilon");
+
+    /* feed-forward and experts */
+    if (read_uniform_u32(m, "feed_forward_length", 0, &hp->n_ff, err) ||
+        read_u32(m, "expert_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert, err) ||
+        read_u32(m, "expert_used_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert_used, err))
+        return -1;
+    if (hp->n_expert_used > hp->n_expert)
+        return error_set(err, "model: %s.expert_used_count %d exceeds expert_count %d", hp->architecture,
+                         hp->n_expert_used, hp->n_expert);
+    if (hp->n_expert > 0 && hp->n_expert_used == 0)
+        return error_set(err, "model: %s.expert_used_count is missing or 0 with %d experts", hp->architecture,
+                         hp->n_expert);
+    uint32_t default_ff_exp = hp->n_expert_used > 0 ? (uint32_t)(hp->n_ff / hp->n_expert_used) : 0;
+    if (read_u32(m, "expert_feed_forward_length", false, default_ff_exp, 0, 1u << 20, &hp->n_ff_exp, err))
+        return -1;
+
+    /* RoPE (gguf.md 10) */
+    float freq_base, factor, attn_factor;
+    if (read_f32(m, "rope.freq_base", false, 10000.0f, &freq_base, err) ||
+        read_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err) ||
+        read_f32(m, "rope.scaling.attn_factor", false, 1.0f, &attn_factor, err))
+        return -1;
+    if (freq_base <= 0)
+        return error_set(err, "model: rope.freq_base must be positive");
+    char key[128];
+    gguf_string scaling = {"linear", 6};
+    if (gguf_find_kv(m->file, arch_key(m, "rope.scaling.type", key, sizeof key)) &&
+        !gguf_get_string(m->file, key, &scaling))
+        return error_set(err, "model: key '%s' is not a string", key);
+    bool yarn = scaling.length == 4 && memcmp(scaling.data, "yarn", 4) == 0;
+    bool none = scaling.length == 4 && memcmp(scaling.data, "none", 4) == 0;
+    bool linear_type = scaling.length == 6 && memcmp(scaling.data, "linear", 6) == 0;
+    if (!yarn && !none && !linear_type)
+        return error_set(err, "model: unsupported rope.scaling.type '%.*s'", (int)(scaling.length > 32 ? 32 : scaling.length),
+                         scaling.data);
+    if (factor < 0)
+        return error_set(err, "model: negative rope.scaling.factor");
+    float freq_scale = (factor == 0.0f || none) ? 1.0f : 1.0f / factor;
+    int32_t n_ctx_orig;
+    if (read_u32(m, "rope.scaling.original_context_length", false, (uint32_t)hp->n_ctx_train, 1, 1u << 30,
+                 &n_ctx_orig, err))
+        return -1;
+    hp->rope = rope_config_default(rope_type, hp->n_rot, freq_base);
+    hp->rope.freq_scale = freq_scale;
+    hp->rope.ext_factor = yarn ? 1.0f : 0.0f;
+    hp->rope.attn_factor = attn_factor;
+    hp->rope.n_ctx_orig = n_ctx_orig;
+    hp->rope_swa = hp->rope;
+    float freq_base_swa;
+    if (read_f32(m, "rope.freq_base_swa", false, freq_base, &freq_base_swa, err))
+        return -1;
+    if (freq_base_swa <= 0)
+        return error_set(err, "model: rope.freq_base_swa must be positive");
+    hp->rope_swa.freq_base = freq_base_swa;
+
+    if (read_u32(m, "attention.sliding_window", false, 0, 0, 1u << 30, &hp->n_swa, err))
+        return -1;
+    hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+
+    /* the vocabulary is the embedding's row count; the tokenizer must agree */
+    const gguf_tensor *embd = gguf_find_tensor(m->file, "token_embd.weight");
+    if (!embd)
+        return error_set(err, "model: missing tensor 'token_embd.weight'");
+    if (embd->ne[1] <= 0 || embd->ne[1] > INT32_MAX)
+        return error_set(err, "model: tensor 'token_embd.weight' has an invalid vocabulary size");
+    hp->n_vocab = (int32_t)embd->ne[1];
+    const gguf_kv *tokens = gguf_find_kv(m->file, "tokenizer.ggml.tokens");
+    if (tokens && tokens->type == GGUF_TYPE_ARRAY && tokens->array_count != (uint64_t)hp->n_vocab)
+        return error_set(err, "model: tokenizer has %llu tokens but token_embd.weight has %d rows",
+                         (unsigned long long)tokens->array_count, hp->n_vocab);
+
+    m->weights.layers = calloc((size_t)hp->n_layer, sizeof *m->weights.layers);
+    if (!m->weights.layers)
+        return error_set(err, "model: out of memory for %d layers", hp->n_layer);
+    return 0;
+}
+
+/* Sliding-window pattern (architectures.md 1.6.1): a period P (layer il is
+ * SWA iff il mod P < P - 1) or an array of per-layer bools. */
+int model_read_swa_pattern(model *m, uint32_t default_period, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    char key[128];
+    arch_key(m, "attention.sliding_window_pattern", key, sizeof key);
+    const gguf_kv *kv = gguf_find_kv(m->file, key);
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        if (kv->array_count != (uint64_t)hp->n_layer || kv->array_type == GGUF_TYPE_STRING ||
+            kv->array_type == GGUF_TYPE_ARRAY)
+            return error_set(err, "model: key '%s' must be %d booleans", key, hp->n_layer);
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            hp->layer_is_swa[il] = gguf_array_int(kv, (uint64_t)il) != 0;
+        return 0;
+    }
+    int32_t period;
+    if (read_u32(m, "attention.sliding_window_pattern", false, default_period, 0, MODEL_MAX_LAYERS, &period,
+                 err))
+        return -1;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        hp->layer_is_swa[il] = period == 0 ? true : (il % period < period - 1);
+    return 0;
+}
+
+/* ---- Tensors ------------------------------------------------------------ */
+
+static void format_shape(char *buffer, size_t size, const int64_t *ne, int n_dims)
+{
+    size_t used = (size_t)snprintf(buffer, size, "{");
+    for (int i = 0; i < n_dims && used < size; i++)
+        used += (size_t)snprintf(buffer + used, size - used, i ? ", %lld" : "%lld", (long long)ne[i]);
+    if (used < size)
+        snprintf(buffer + used, size - used, "}");
+}
+
+int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
+               const int64_t *ne, bmoe_error *err, const char *name_format, int layer)
+{
+    char name[160];
+    snprintf(name, sizeof name, name_format, layer);
+    memset(view, 0, sizeof *view);
+    const gguf_tensor *tensor = gguf_find_tensor(m->file, name);
+    if (!tensor) {
+        if (required)
+            return error_set(err, "model: missing tensor '%s' (architecture %s)", name, m->hparams.architecture);
+        return 0;
+    }
+    int64_t expected[4] = {1, 1, 1, 1};
+    for (int i = 0; i < n_dims; i++)
+        expected[i] = ne[i];
+    for (int i = 0; i < 4; i++) {
+        if (tensor->ne[i] != expected[i]) {
+            char want[96], have[96];
+            format_shape(want, sizeof want, expected, n_dims);
+            format_shape(have, sizeof have, tensor->ne, (int)tensor->n_dims);
+            return error_set(err, "model: tensor '%s' has shape %s, expected %s", name, have, want);
+        }
+    }
+    const quant_format *format = quant_format_of(tensor->type);
+    const char *type_name = format ? format->name : "invalid";
+    switch (kind) {
+    case TENSOR_VECTOR:
+        if (tensor->type != TYPE_F32)
+            return error_set(err, "model: tensor '%s' has type %s, expected F32", name, type_name);
+        break;
+    case TENSOR_MATRIX:
+        if (!format || !format->vec_dot || format->block_elems <= 0 || ne[0] % format->block_elems != 0)
+            return error_set(err, "model: tensor '%s' has type %s, which bmoe cannot multiply", name, type_name);
+        break;
+    case TENSOR_EMBEDDING:
+        if (!format || !format->dequantize_row || format->block_elems <= 0 || ne[0] % format->block_elems != 0)
+            return error_set(err, "model: tensor '%s' has type %s, which bmoe cannot decode", name, type_name);
+        break;
+    }
+    view->name = tensor->name;
+    view->type = tensor->type;
+    memcpy(view->ne, tensor->ne, sizeof view->ne);
+    view->row_bytes = quant_row_bytes(tensor->type, tensor->ne[0]);
+    view->data = tensor->data;
+    if ((uint64_t)view->row_bytes * (uint64_t)(tensor->ne[1] * tensor->ne[2] * tensor->ne[3]) > tensor->nbytes)
+        return error_set(err, "model: tensor '%s' is smaller than its shape", name);
+    if (kind == TENSOR_MATRIX) {
+        size_t bytes = activation_row_bytes(tensor->type, tensor->ne[0]);
+        if (bytes > m->max_activation_bytes)
+            m->max_activation_bytes = bytes;
+    }
+    return 0;
+}
+
+/* ---- Run state ---------------------------------------------------------- */
+
+static void *allocate(size_t count, size_t size, bool *failed)
+{
+    if (count == 0)
+        count = 1;
+    void *p = calloc(count, size);
+    if (!p)
+        *failed = true;
+    return p;
+}
+
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+                     thread_pool *pool, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    memset(s, 0, sizeof *s);
+    s->n_ctx = n_ctx;
+    s->n_ubatch = n_ubatch;
+    s->kv_f16 = kv_f16;
+    s->pool = pool;
+    s->kernels = kernels_best();
+    size_t nu = (size_t)n_ubatch;
+    size_t k_used = hp->n_expert_used > 0 ? (size_t)hp->n_expert_used : 1;
+    size_t q_dim = (size_t)hp->n_head * (size_t)hp->head_dim_k;
+    size_t k_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim_k;
+    size_t v_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim_v;
+    size_t attn_dim = (size_t)hp->n_head * (size_t)hp->head_dim_v;
+    size_t n_embd = (size_t)hp->n_embd;
+    int n_threads = pool ? thread_pool_size(pool) : 1;
+    bool failed = false;
+
+    s->positions = allocate(nu, sizeof(int32_t), &failed);
+    s->h = allocate(nu * n_embd, sizeof(float), &failed);
+    s->x = allocate(nu * n_embd, sizeof(float), &failed);
+    s->q = allocate(nu * q_dim, sizeof(float), &failed);
+    s->k = allocate(nu * k_dim, sizeof(float), &failed);
+    s->v = allocate(nu * v_dim, sizeof(float), &failed);
+    s->attn = allocate(nu * attn_dim, sizeof(float), &failed);
+    s->block_out = allocate(nu * n_embd, sizeof(float), &failed);
+    s->rope_cache = allocate(nu * (size_t)hp->n_rot, sizeof(float), &failed);
+    s->rope_cache_swa = allocate(nu * (size_t)hp->n_rot, sizeof(float), &failed);
+    s->ffn_gate = allocate(nu * (size_t)hp->n_ff, sizeof(float), &failed);
+    s->ffn_up = allocate(nu * (size_t)hp->n_ff, sizeof(float), &failed);
+    s->attention_scratch_per_thread = attention_scratch_floats(n_ctx, hp->head_dim_k);
+    s->attention_scratch = allocate((size_t)n_threads * (size_t)s->attention_scratch_per_thread, sizeof(float),
+                                    &failed);
+    for (int i = 0; i < 3; i++)
+        s->activations[i] = allocate(nu * m->max_activation_bytes, 1, &failed);
+    if (hp->n_expert > 0) {
+        size_t rows = nu * k_used;
+        size_t e = (size_t)hp->n_expert;
+        for (int i = 0; i < 2; i++)
+            s->expert_inputs[i] = allocate(rows * m->max_activation_bytes, 1, &failed);
+        s->router_logits = allocate(nu * e, sizeof(float), &failed);
+        s->selected = allocate(rows, sizeof(int32_t), &failed);
+        s->selected_weights = allocate(rows, sizeof(float), &failed);
+        s->expert_count = allocate(e, sizeof(int32_t), &failed);
+        s->expert_first = allocate(e + 1, sizeof(int32_t), &failed);
+        s->sorted_token = allocate(rows, sizeof(int32_t), &failed);
+        s->row_of = allocate(rows, sizeof(int32_t), &failed);
+        s->expert_gate = allocate(rows * (size_t)hp->n_ff_exp, sizeof(float), &failed);
+        s->expert_up = allocate(rows * (size_t)hp->n_ff_exp, sizeof(float), &failed);
+        s->expert_down = allocate(rows * n_embd, sizeof(float), &failed);
+        s->jobs = allocate(2 * e, sizeof(matmul_job), &failed);
+    }
+    size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    size_t positions = (size_t)hp->n_layer * (size_t)n_ctx;
+    s->k_cache = allocate(positions * k_dim, element, &failed);
+    s->v_cache = allocate(positions * v_dim, element, &failed);
+    if (failed) {
+        run_state_destroy(s);
+        return error_set(err, "context: out of memory for buffers and KV cache (n_ctx %d, n_ubatch %d)", n_ctx,
+                         n_ubatch);
+    }
+    return 0;
+}
+
+void run_state_destroy(run_state *s)
+{
+    void *buffers[] = {s->positions, s->h, s->x, s->q, s->k, s->v, s->attn, s->block_out, s->rope_cache,
+                       s->rope_cache_swa, s->ffn_gate, s->ffn_up, s->attention_scratch, s->activations[0],
+                       s->activations[1], s->activations[2], s->expert_inputs[0], s->expert_inputs[1],
+                       s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
+                       s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
+                       s->k_cache, s->v_cache};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        free(buffers[i]);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,259 @@
+/* A model as the forward pass sees it, in three plain structs (after
+ * llama2.c): the hyperparameters read from GGUF metadata, the weights (views
+ * of tensors inside the file's mapping, shapes in ggml order in comments) and
+ * the run state (activation buffers and KV cache, allocated once per
+ * context). An architecture is one file arch_<name>.c providing a bind
+ * function (read hyperparameters, find and check tensors) and a forward
+ * function, registered by one row in arch.c.
+ *
+ * Owns: the model's layer array and the run state's buffers. Does not own the
+ * GGUF mapping (the caller's gguf_model outlives the model) nor the thread
+ * pool (the context's). */
+#ifndef BMOE_MODELS_MODEL_H
+#define BMOE_MODELS_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/error.h"
+#include "../gguf/gguf.h"
+#include "../kernels/matmul.h"
+#include "../ops/ops.h"
+#include "bmoe.h"
+
+/* block_count is at most 512 in GGUF (gguf.md 9.2). */
+#define MODEL_MAX_LAYERS 512
+#define MODEL_MAX_EXPERTS 512
+
+/* One tensor of the file. data == NULL: absent (optional tensor). */
+typedef struct tensor_view {
+    const char *name;
+    uint32_t type;         /* enum tensor_type */
+    int64_t ne[4];         /* ggml order, trailing dims 1 */
+    size_t row_bytes;      /* bytes of one ne0-long row */
+    const void *data;
+} tensor_view;
+
+typedef struct model_hparams {
+    char architecture[32];
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;          /* block_count - nextn_predict_layers */
+    int32_t n_head, n_head_kv;
+    int32_t head_dim_k, head_dim_v;
+    int32_t n_rot;
+    int32_t n_ff;             /* dense FFN width (0 if none) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    float rms_eps;
+    float kq_scale;
+    rope_config rope;         /* full-attention layers */
+    rope_config rope_swa;     /* sliding-window layers */
+    int32_t n_swa;            /* sliding window size; 0: none */
+    bool layer_is_swa[MODEL_MAX_LAYERS];
+} model_hparams;
+
+/* One transformer block. A field an architecture does not use stays absent. */
+typedef struct layer_weights {
+    tensor_view attn_norm;         /* {n_embd} */
+    tensor_view attn_q;            /* {n_embd, H*Dk} */
+    tensor_view attn_k, attn_v;    /* {n_embd, Hkv*Dk}, {n_embd, Hkv*Dv} */
+    tensor_view attn_q_bias;       /* {H*Dk} */
+    tensor_view attn_k_bias, attn_v_bias;
+    tensor_view attn_q_norm, attn_k_norm; /* {Dk}, per head */
+    tensor_view attn_output;       /* {H*Dv, n_embd} */
+    tensor_view attn_output_bias;  /* {n_embd} */
+    tensor_view attn_sinks;        /* {H} */
+    tensor_view ffn_norm;          /* {n_embd}: the pre-FFN norm */
+    /* dense FFN */
+    tensor_view ffn_gate, ffn_up;  /* {n_embd, F} */
+    tensor_view ffn_down;          /* {F, n_embd} */
+    /* mixture of experts */
+    tensor_view ffn_gate_inp;      /* router {n_embd, E} */
+    tensor_view ffn_gate_inp_bias; /* {E} */
+    tensor_view ffn_gate_exps, ffn_up_exps; /* {n_embd, Fe, E} */
+    tensor_view ffn_down_exps;     /* {Fe, n_embd, E} */
+    tensor_view ffn_gate_exps_bias, ffn_up_exps_bias; /* {Fe, E} */
+    tensor_view ffn_down_exps_bias; /* {n_embd, E} */
+} layer_weights;
+
+typedef struct model_weights {
+    tensor_view token_embd;  /* {n_embd, n_vocab} */
+    tensor_view output_norm; /* {n_embd} */
+    tensor_view output;      /* {n_embd, n_vocab}; token_embd when tied */
+    layer_weights *layers;   /* [n_layer] */
+} model_weights;
+
+typedef struct model_arch model_arch;
+
+typedef struct model {
+    const gguf_model *file;
+    const model_arch *arch;
+    model_hparams hparams;
+    model_weights weights;
+    size_t max_activation_bytes; /* largest converted input row of any bound matrix */
+} model;
+
+/* ---- Run state ----------------------------------------------------------
+ * Buffers for n_ubatch tokens and the KV cache for n_ctx positions. */
+typedef struct run_state {
+    int32_t n_ctx, n_ubatch;
+    bool kv_f16;
+    thread_pool *pool;           /* not owned */
+    const kernel_set *kernels;
+    bmoe_route_callback route_callback;
+    void *route_user;
+
+    int32_t *positions;    /* [n_ubatch] */
+    float *h;              /* [n_ubatch][n_embd] residual stream */
+    float *x;              /* [n_ubatch][n_embd] normalized input */
+    float *q;              /* [n_ubatch][H*Dk] */
+    float *k, *v;          /* [n_ubatch][Hkv*Dk], [n_ubatch][Hkv*Dv] */
+    float *attn;           /* [n_ubatch][H*Dv] attention heads, concatenated */
+    float *block_out;      /* [n_ubatch][n_embd] attention or FFN output */
+    float *rope_cache;     /* [n_ubatch][n_rot] */
+    float *rope_cache_swa; /* [n_ubatch][n_rot] */
+    float *ffn_gate, *ffn_up; /* [n_ubatch][max(F, ...)] dense FFN */
+    float *attention_scratch; /* [n_threads][attention_scratch_floats] */
+    int64_t attention_scratch_per_thread;
+    /* converted activations: three slots, one per distinct activation format
+     * among the matrices reading one input */
+    uint8_t *activations[3];   /* [n_ubatch][max_activation_bytes] each */
+    uint8_t *expert_inputs[2]; /* [n_ubatch*K][max_activation_bytes]: rows gathered by expert */
+
+    /* mixture of experts, for n_ubatch tokens times K selections */
+    float *router_logits;   /* [n_ubatch][E] */
+    int32_t *selected;      /* [n_ubatch][K] experts in rank order */
+    float *selected_weights;/* [n_ubatch][K] */
+    int32_t *expert_count;  /* [E] */
+    int32_t *expert_first;  /* [E + 1] first sorted row of each expert */
+    int32_t *sorted_token;  /* [n_ubatch*K] token of each sorted row */
+    int32_t *row_of;        /* [n_ubatch][K] sorted row of each selection */
+    float *expert_gate;     /* [n_ubatch*K][Fe] */
+    float *expert_up;       /* [n_ubatch*K][Fe] */
+    float *expert_down;     /* [n_ubatch*K][n_embd] */
+    matmul_job *jobs;       /* [2E] */
+
+    void *k_cache, *v_cache;   /* [n_layer][n_ctx][Hkv*Dk] (f16 or f32), likewise V */
+} run_state;
+
+/* One call of an architecture's forward pass: tokens at positions
+ * position..position+n_tokens-1 (n_tokens <= n_ubatch). Rows first_output..
+ * n_tokens-1 produce logits, row r at logits + (r - first_output) * n_vocab;
+ * first_output == n_tokens: no logits. */
+typedef struct forward_batch {
+    const int32_t *tokens;
+    int32_t n_tokens;
+    int32_t position;
+    int32_t first_output;
+    float *logits;
+} forward_batch;
+
+typedef int (*model_bind_fn)(model *m, bmoe_error *err);
+typedef int (*model_forward_fn)(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+
+struct model_arch {
+    const char *name;          /* general.architecture */
+    model_bind_fn bind;
+    model_forward_fn forward;
+};
+
+/* The architecture registry (arch.c). NULL for an unknown name. */
+const model_arch *model_arch_find(const char *name);
+/* Comma-separated names of the supported architectures, for messages. */
+const char *model_arch_names(void);
+
+/* Finds the architecture of file and binds its weights. */
+int model_init(model *m, const gguf_model *file, bmoe_error *err);
+void model_release(model *m);
+
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+                     thread_pool *pool, bmoe_error *err);
+void run_state_destroy(run_state *s);
+
+/* ---- Helpers for architecture files (model.c) -------------------------- */
+
+/* Reads the keys every architecture here shares (gguf.md 9.2-9.4): sizes,
+ * head counts, eps, RoPE (with YaRN), experts, sliding window. */
+int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err);
+
+/* Sliding-window layers from attention.sliding_window_pattern (a period, or
+ * per-layer bools); default_period applies when the key is absent. */
+int model_read_swa_pattern(model *m, uint32_t default_period, bmoe_error *err);
+
+enum tensor_kind {
+    TENSOR_VECTOR, /* f32 data read directly: norms, biases, sinks */
+    TENSOR_MATRIX, /* a weight used through matmul_run */
+    TENSOR_EMBEDDING /* rows dequantized one at a time */
+};
+
+/* Binds tensor `name` (printf format with the layer) to view, checking its
+ * shape against ne (n_dims entries, the rest 1) and its type against kind.
+ * required false: an absent tensor leaves the view empty and returns 0. */
+int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
+               const int64_t *ne, bmoe_error *err, const char *name_format, int layer);
+
+/* Shorthands. */
+#define BIND_REQUIRED true
+#define BIND_OPTIONAL false
+
+/* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
+
+/* Row `token` of the embedding matrix into out (n_embd floats). */
+int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err);
+
+/* outs[i] = weights[i] . x for each of n_tokens rows of x (x_stride floats
+ * apart): all matrices read the same input, converted once per activation
+ * format, and run as one parallel step. outs[i] rows are weights[i]->ne[1]
+ * floats apart unless out_strides is given. */
+void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_matrices,
+            const tensor_view *const *weights, float *const *outs, const int64_t *out_strides);
+
+/* x[t] += bias for each of n_tokens rows of n floats. */
+void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride);
+
+/* Fills the rope cache rows for the batch's positions. */
+void rope_cache_batch(const rope_config *config, const int32_t *positions, int n_tokens, float *cache);
+
+/* Stores the batch's k and v rows in the cache of layer, at their positions. */
+void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens);
+
+/* attention(s->q) over layer's cache into s->attn for the batch. */
+void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens,
+                     const float *sinks);
+
+/* out rows = rmsnorm(x rows; weight) for n_tokens rows of n floats. */
+void rmsnorm_rows(float *out, const float *x, const tensor_view *weight, int n_tokens, int64_t n, float eps);
+
+/* Per-head RMSNorm (weight may be absent) then RoPE on n_tokens rows of
+ * n_heads heads, with the batch's rope cache rows. */
+void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope, const float *rope_cache,
+                     int n_tokens, int n_heads, int head_dim, float eps);
+
+/* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
+void output_logits(const model *m, run_state *s, const forward_batch *batch);
+
+enum moe_gating {
+    MOE_GATING_SOFTMAX,       /* softmax over all E, top-K of the probabilities */
+    MOE_GATING_SOFTMAX_WEIGHT /* top-K of the raw logits, softmax over those K */
+};
+enum moe_activation { MOE_SILU_GLU, MOE_SWIGLU_OAI };
+
+typedef struct moe_config {
+    enum moe_gating gating;
+    bool normalize_weights;   /* w /= max(sum w, 2^-14) */
+    float weights_scale;      /* applied when not 0 or 1 */
+    enum moe_activation activation;
+} moe_config;
+
+/* out[t] = sum over the K experts chosen for x[t] of w * expert(x[t]) for
+ * the n_tokens rows of x (n_embd floats each). */
+void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
+               const moe_config *config, const float *x, int n_tokens, float *out);
+
+/* Dense SiLU-GLU feed-forward: out = down(silu(gate x) * up x). */
+void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
+                  float *out);
+
+#endif

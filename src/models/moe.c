@@ -1,0 +1,198 @@
+/* The mixture-of-experts layer (architectures.md 1.9): the router, whose
+ * choice for each (token, layer) is made in route_token and nowhere else (the
+ * route callback attaches there), then the experts. Tokens are grouped by
+ * expert with a counting sort so each selected expert runs once over all its
+ * tokens; gate and up of every selected expert form one parallel step, downs
+ * another. Each token's output is the sum of its experts' weighted outputs in
+ * selection order, so it does not depend on the other tokens of the batch. */
+#include <math.h>
+#include <string.h>
+
+#include "../quant/quant.h"
+#include "model.h"
+
+/* The router decision for one token: fills experts[0..K) in rank order and
+ * their weights from the router logits (modified in place), then reports the
+ * choice to the route callback. */
+static void route_token(run_state *s, const moe_config *config, int layer, int32_t position, float *logits,
+                        int n_expert, int n_used, int32_t *experts, float *weights)
+{
+    if (config->gating == MOE_GATING_SOFTMAX)
+        softmax(logits, n_expert);
+    /* top-K by score, highest first; ties go to the lower expert index */
+    for (int k = 0; k < n_used; k++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++)
+                taken |= experts[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best]))
+                best = e;
+        }
+        experts[k] = best;
+        weights[k] = logits[best];
+    }
+    if (config->gating == MOE_GATING_SOFTMAX_WEIGHT)
+        softmax(weights, n_used);
+    if (config->normalize_weights) {
+        double sum = 0.0;
+        for (int k = 0; k < n_used; k++)
+            sum += weights[k];
+        float total = (float)sum;
+        if (total < 6.103515625e-5f) /* 2^-14 floor */
+            total = 6.103515625e-5f;
+        for (int k = 0; k < n_used; k++)
+            weights[k] /= total;
+    }
+    if (config->weights_scale != 0.0f && config->weights_scale != 1.0f)
+        for (int k = 0; k < n_used; k++)
+            weights[k] *= config->weights_scale;
+    if (s->route_callback) {
+        bmoe_route_event event = {
+            .layer = layer,
+            .position = position,
+            .n_experts_used = n_used,
+            .experts = experts,
+            .weights = weights,
+        };
+        s->route_callback(s->route_user, &event);
+    }
+}
+
+/* Converts x once per activation format of gate and up, then lays the rows
+ * out in expert order. Returns the gathered buffer used by each matrix. */
+static void gather_inputs(run_state *s, const tensor_view *const *matrices, const float *x, int n_tokens,
+                          int64_t n_embd, int n_rows, const uint8_t **inputs, size_t *strides)
+{
+    uint32_t first_format = 0;
+    for (int i = 0; i < 2; i++) {
+        uint32_t format = quant_format_of(matrices[i]->type)->activation_type;
+        size_t bytes = activation_row_bytes(matrices[i]->type, n_embd);
+        strides[i] = bytes;
+        if (i == 1 && format == first_format) {
+            inputs[1] = inputs[0];
+            continue;
+        }
+        first_format = format;
+        for (int t = 0; t < n_tokens; t++)
+            activation_convert(matrices[i]->type, x + (int64_t)t * n_embd, n_embd,
+                               s->activations[i] + (size_t)t * bytes);
+        for (int r = 0; r < n_rows; r++)
+            memcpy(s->expert_inputs[i] + (size_t)r * bytes,
+                   s->activations[i] + (size_t)s->sorted_token[r] * bytes, bytes);
+        inputs[i] = s->expert_inputs[i];
+    }
+}
+
+static matmul_job expert_job(const tensor_view *w, int expert, const uint8_t *inputs, size_t stride, int first,
+                             int count, float *out)
+{
+    size_t expert_bytes = w->row_bytes * (size_t)w->ne[1];
+    return (matmul_job){
+        .weights = (const uint8_t *)w->data + (size_t)expert * expert_bytes,
+        .type = w->type,
+        .n_in = w->ne[0],
+        .n_out = w->ne[1],
+        .weight_row_bytes = w->row_bytes,
+        .activations = inputs + (size_t)first * stride,
+        .activation_stride = stride,
+        .n_tokens = count,
+        .out = out + (int64_t)first * w->ne[1],
+        .out_stride = w->ne[1],
+    };
+}
+
+/* Adds row e of a per-expert bias {n, E} to each of the expert's rows. */
+static void add_expert_bias(const tensor_view *bias, int expert, float *rows, int first, int count)
+{
+    if (!bias->data)
+        return;
+    int64_t n = bias->ne[0];
+    const float *b = (const float *)bias->data + (int64_t)expert * n;
+    for (int r = first; r < first + count; r++)
+        vector_add(rows + (int64_t)r * n, b, n);
+}
+
+void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
+               const moe_config *config, const float *x, int n_tokens, float *out)
+{
+    const model_hparams *hp = &m->hparams;
+    int n_expert = hp->n_expert, n_used = hp->n_expert_used;
+    int64_t n_embd = hp->n_embd, n_ff = layer->ffn_gate_exps.ne[1];
+    int n_rows = n_tokens * n_used;
+
+    /* 1. router */
+    const tensor_view *router = &layer->ffn_gate_inp;
+    linear(s, x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
+    add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
+    for (int t = 0; t < n_tokens; t++)
+        route_token(s, config, layer_index, s->positions[t], s->router_logits + (int64_t)t * n_expert, n_expert,
+                    n_used, s->selected + t * n_used, s->selected_weights + t * n_used);
+
+    /* 2. group the (token, rank) selections by expert, tokens in order */
+    memset(s->expert_count, 0, (size_t)n_expert * sizeof *s->expert_count);
+    for (int i = 0; i < n_rows; i++)
+        s->expert_count[s->selected[i]]++;
+    s->expert_first[0] = 0;
+    for (int e = 0; e < n_expert; e++) {
+        s->expert_first[e + 1] = s->expert_first[e] + s->expert_count[e];
+        s->expert_count[e] = 0;
+    }
+    for (int i = 0; i < n_rows; i++) {
+        int e = s->selected[i];
+        int row = s->expert_first[e] + s->expert_count[e]++;
+        s->row_of[i] = row;
+        s->sorted_token[row] = i / n_used;
+    }
+
+    /* 3. gate and up of every selected expert: one parallel step */
+    const tensor_view *gate_up[2] = {&layer->ffn_gate_exps, &layer->ffn_up_exps};
+    const uint8_t *inputs[2];
+    size_t strides[2];
+    gather_inputs(s, gate_up, x, n_tokens, n_embd, n_rows, inputs, strides);
+    int n_jobs = 0;
+    for (int e = 0; e < n_expert; e++) {
+        int first = s->expert_first[e], count = s->expert_count[e];
+        if (count == 0)
+            continue;
+        s->jobs[n_jobs++] = expert_job(gate_up[0], e, inputs[0], strides[0], first, count, s->expert_gate);
+        s->jobs[n_jobs++] = expert_job(gate_up[1], e, inputs[1], strides[1], first, count, s->expert_up);
+    }
+    matmul_run(s->pool, s->kernels, s->jobs, n_jobs);
+
+    /* 4. biases and the gated activation */
+    for (int e = 0; e < n_expert; e++) {
+        add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, s->expert_first[e], s->expert_count[e]);
+        add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, s->expert_first[e], s->expert_count[e]);
+    }
+    if (config->activation == MOE_SWIGLU_OAI)
+        swiglu_oai(s->expert_gate, s->expert_gate, s->expert_up, (int64_t)n_rows * n_ff, 1.702f, 7.0f);
+    else
+        silu_glu(s->expert_gate, s->expert_gate, s->expert_up, (int64_t)n_rows * n_ff);
+
+    /* 5. down of every selected expert: one parallel step */
+    const tensor_view *down = &layer->ffn_down_exps;
+    size_t down_stride = activation_row_bytes(down->type, n_ff);
+    for (int r = 0; r < n_rows; r++)
+        activation_convert(down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
+                           s->expert_inputs[0] + (size_t)r * down_stride);
+    n_jobs = 0;
+    for (int e = 0; e < n_expert; e++) {
+        int first = s->expert_first[e], count = s->expert_count[e];
+        if (count > 0)
+            s->jobs[n_jobs++] = expert_job(down, e, s->expert_inputs[0], down_stride, first, count, s->expert_down);
+    }
+    matmul_run(s->pool, s->kernels, s->jobs, n_jobs);
+    for (int e = 0; e < n_expert; e++)
+        add_expert_bias(&layer->ffn_down_exps_bias, e, s->expert_down, s->expert_first[e], s->expert_count[e]);
+
+    /* 6. weighted sum in selection order */
+    for (int t = 0; t < n_tokens; t++) {
+        float *o = out + (int64_t)t * n_embd;
+        const float *w = s->selected_weights + t * n_used;
+        const int32_t *rows = s->row_of + t * n_used;
+        vector_scale(o, s->expert_down + (int64_t)rows[0] * n_embd, w[0], n_embd);
+        for (int k = 1; k < n_used; k++)
+            vector_add_scaled(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
+    }
+}

@@ -1,0 +1,106 @@
+/* Helpers shared by the model tests: reading an oracle case (JSON + logits
+ * file) and comparing rows of logits with the oracle's tolerances. */
+#ifndef BMOE_TESTS_ORACLE_SUPPORT_H
+#define BMOE_TESTS_ORACLE_SUPPORT_H
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test.h"
+
+typedef struct oracle_case {
+    int32_t *prompt_ids;
+    int n_prompt;
+    int32_t *greedy_ids;
+    int n_greedy;
+    int n_vocab;
+    int rows;
+    float *logits; /* rows * n_vocab */
+} oracle_case;
+
+static char *oracle_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long length = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)length + 1);
+    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) {
+        free(data);
+        data = NULL;
+    }
+    fclose(f);
+    if (data) {
+        data[length] = '\0';
+        *size = (size_t)length;
+    }
+    return data;
+}
+
+static int32_t *oracle_int_array(const cJSON *json, const char *key, int *count)
+{
+    const cJSON *array = cJSON_GetObjectItemCaseSensitive(json, key);
+    *count = cJSON_GetArraySize(array);
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)(*count > 0 ? *count : 1));
+    for (int i = 0; i < *count; i++)
+        out[i] = (int32_t)cJSON_GetArrayItem(array, i)->valuedouble;
+    return out;
+}
+
+/* Loads cases/<model>.<name>.json and its logits; exits loudly if missing. */
+static int oracle_case_load(oracle_case *c, const char *model_name, const char *case_name)
+{
+    char relative[256], path[1024];
+    snprintf(relative, sizeof relative, "oracle/cases/%s.%s.json", model_name, case_name);
+    test_shared_path(path, sizeof path, relative);
+    size_t size;
+    char *text = oracle_read_file(path, &size);
+    cJSON *json = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!json) {
+        fprintf(stderr, "cannot parse %s\n", path);
+        return -1;
+    }
+    c->prompt_ids = oracle_int_array(json, "prompt_ids", &c->n_prompt);
+    c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
+    c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
+    c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
+    cJSON_Delete(json);
+    snprintf(relative, sizeof relative, "oracle/cases/%s.%s.logits.f32", model_name, case_name);
+    test_shared_path(path, sizeof path, relative);
+    c->logits = (float *)oracle_read_file(path, &size);
+    if (!c->logits || size != (size_t)c->rows * (size_t)c->n_vocab * sizeof(float)) {
+        fprintf(stderr, "bad logits file %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void oracle_case_free(oracle_case *c)
+{
+    free(c->prompt_ids);
+    free(c->greedy_ids);
+    free(c->logits);
+}
+
+static int oracle_argmax(const float *row, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (row[i] > row[best])
+            best = i;
+    return best;
+}
+
+static int compare_floats(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+#endif

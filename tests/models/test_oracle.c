@@ -1,0 +1,99 @@
+/* Oracle test: a tiny random-weight model's logits through the library (KV
+ * cache in f32), prompt as one prefill batch, then each greedy id as a
+ * single-token decode (teacher forcing), compared with llama.cpp's logits
+ * within the tolerances of shared/oracle/README.md.
+ * Usage: test_oracle MODEL_NAME (e.g. qwen3moe-tiny-f32); runs cases chat and long. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "bmoe.h"
+#include "oracle_support.h"
+
+static void run_case(const char *model_name, const char *case_name)
+{
+    oracle_case c;
+    if (oracle_case_load(&c, model_name, case_name) != 0) {
+        CHECK_MSG(false, "%s.%s: cannot load the oracle case", model_name, case_name);
+        return;
+    }
+    char relative[256], path[1024], error[512];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    test_shared_path(path, sizeof path, relative);
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model != NULL, "load %s: %s", path, error);
+    if (!model) {
+        oracle_case_free(&c);
+        return;
+    }
+    CHECK(bmoe_model_n_vocab(model) == c.n_vocab);
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_ctx = 512;
+    params.n_threads = 2;
+    params.kv_type = BMOE_KV_F32;
+    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
+    CHECK_MSG(context != NULL, "context: %s", error);
+    int n_rows = c.n_prompt + c.n_greedy;
+    CHECK(n_rows == c.rows);
+    float *logits = calloc((size_t)n_rows * (size_t)c.n_vocab, sizeof(float));
+    bool ok = context && bmoe_eval(context, c.prompt_ids, c.n_prompt, logits, true, error, sizeof error) == 0;
+    CHECK_MSG(ok, "prefill: %s", error);
+    for (int s = 0; ok && s < c.n_greedy; s++) {
+        ok = bmoe_eval(context, &c.greedy_ids[s], 1, logits + (size_t)(c.n_prompt + s) * (size_t)c.n_vocab, false,
+                       error, sizeof error) == 0;
+        CHECK_MSG(ok, "decode step %d: %s", s, error);
+    }
+
+    bool quantized = strstr(model_name, "f32") == NULL;
+    float *d = calloc((size_t)n_rows, sizeof(float));
+    float worst = 0;
+    int worst_row = 0, margin_rows = 0, agree = 0;
+    for (int r = 0; r < n_rows; r++) {
+        const float *mine = logits + (size_t)r * (size_t)c.n_vocab;
+        const float *theirs = c.logits + (size_t)r * (size_t)c.n_vocab;
+        for (int i = 0; i < c.n_vocab; i++) {
+            float diff = fabsf(mine[i] - theirs[i]);
+            if (!(diff <= d[r])) /* NaN counts as a failure */
+                d[r] = isnan(diff) ? INFINITY : diff;
+        }
+        if (d[r] > worst) {
+            worst = d[r];
+            worst_row = r;
+        }
+        int top = oracle_argmax(theirs, c.n_vocab);
+        float second = -INFINITY;
+        for (int i = 0; i < c.n_vocab; i++)
+            if (i != top && theirs[i] > second)
+                second = theirs[i];
+        if (theirs[top] - second >= 0.5f) {
+            margin_rows++;
+            agree += oracle_argmax(mine, c.n_vocab) == top;
+        }
+    }
+    qsort(d, (size_t)n_rows, sizeof(float), compare_floats);
+    float median = d[n_rows / 2];
+    printf("%s.%s: rows %d, max d %.3g (row %d), median d %.3g, argmax %d/%d on margin rows\n", model_name,
+           case_name, n_rows, worst, worst_row, median, agree, margin_rows);
+    if (quantized) {
+        CHECK_MSG(median <= 0.4f, "%s.%s: median d %g > 0.4", model_name, case_name, median);
+        CHECK_MSG(margin_rows > 0 && agree * 100 >= 97 * margin_rows, "%s.%s: argmax agreement %d/%d < 97%%",
+                  model_name, case_name, agree, margin_rows);
+    } else {
+        CHECK_MSG(worst <= 1e-3f, "%s.%s: max d %g > 1e-3 at row %d", model_name, case_name, worst, worst_row);
+    }
+    free(d);
+    free(logits);
+    bmoe_context_free(context);
+    bmoe_model_free(model);
+    oracle_case_free(&c);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_oracle MODEL_NAME\n");
+        return 2;
+    }
+    run_case(argv[1], "chat");
+    run_case(argv[1], "long");
+    return test_finish();
+}
