@@ -1,9 +1,10 @@
 /* The format table against quant-formats.md section 1: sizes of every valid
- * id, invalid ids, name lookup, row sizes, and the activation formats of
- * section 5.4. */
+ * id, invalid ids, name lookup, row sizes, the activation formats of section
+ * 5.4, and the worked examples of sections 6 (Q4_K) and 7 (MXFP4). */
 #include "quant/quant.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdint.h>
 
 /* Section 1 of the spec, typed in by hand. */
@@ -22,8 +23,44 @@ static const struct { int id; const char *name; int elems, bytes; } spec_types[]
     {41, "Q1_0", 128, 18},   {42, "Q2_0", 64, 18},
 };
 
+static void check_worked_examples(void)
+{
+    unsigned char q4k[144] = {0x00, 0x24, 0x00, 0x1C, 0x8C, 0x21, 0x47, 0xFF,
+                              0xC3, 0x40, 0x0F, 0x88, 0xC8, 0x11, 0x26, 0x12};
+    q4k[16 + 0] = 0x5A;
+    q4k[16 + 1] = 0xF0;
+    q4k[16 + 32] = 0x3C;
+    q4k[16 + 127] = 0x7C;
+    float y[256];
+    quant_format_of(TYPE_Q4_K)->dequantize_row(q4k, y, 256);
+    CHECK(y[0] == 1.86328125f);
+    CHECK(y[1] == -0.01171875f);
+    CHECK(y[32] == 2.578125f);
+    CHECK(y[33] == 7.734375f);
+    CHECK(y[64] == 1.25390625f);
+    CHECK(y[255] == 5.33984375f);
+
+    unsigned char mxfp4[17] = {0x7E, 0x2B, 0x9F};
+    mxfp4[16] = 0x70;
+    quant_format_of(TYPE_MXFP4)->dequantize_row(mxfp4, y, 32);
+    CHECK(y[0] == -0.75f);
+    CHECK(y[16] == 0.5f);
+    CHECK(y[1] == -3.0f);
+    CHECK(y[17] == -0.25f);
+    CHECK(y[15] == 0.0f && y[2] == 0.0f && y[30] == 0.0f);
+    CHECK(y[31] == 3.0f);
+    /* Exponent extremes: code 1 (E2M1 0.5) decodes to exactly 2^(e-128). */
+    static const int exponents[] = {0, 1, 2, 127, 254, 255};
+    for (int i = 0; i < 6; i++) {
+        unsigned char block[17] = {(unsigned char)exponents[i], 0x01};
+        quant_format_of(TYPE_MXFP4)->dequantize_row(block, y, 32);
+        CHECK_MSG(y[0] == ldexpf(1.0f, exponents[i] - 128), "e = %d gives %g", exponents[i], y[0]);
+    }
+}
+
 int main(void)
 {
+    check_worked_examples();
     int n_spec = (int)(sizeof spec_types / sizeof spec_types[0]);
     int valid[64] = {0};
     for (int i = 0; i < n_spec; i++) {
