@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test.h"
 
@@ -19,9 +20,10 @@ typedef struct oracle_case {
     int n_vocab;
     int rows;
     float *logits; /* rows * n_vocab */
+    char *text;    /* the prompt text */
 } oracle_case;
 
-static char *oracle_read_file(const char *path, size_t *size)
+static inline char *oracle_read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -42,7 +44,7 @@ static char *oracle_read_file(const char *path, size_t *size)
     return data;
 }
 
-static int32_t *oracle_int_array(const cJSON *json, const char *key, int *count)
+static inline int32_t *oracle_int_array(const cJSON *json, const char *key, int *count)
 {
     const cJSON *array = cJSON_GetObjectItemCaseSensitive(json, key);
     *count = cJSON_GetArraySize(array);
@@ -53,7 +55,7 @@ static int32_t *oracle_int_array(const cJSON *json, const char *key, int *count)
 }
 
 /* Loads cases/<model>.<name>.json and its logits; exits loudly if missing. */
-static int oracle_case_load(oracle_case *c, const char *model_name, const char *case_name)
+static inline int oracle_case_load(oracle_case *c, const char *model_name, const char *case_name)
 {
     char relative[256], path[1024];
     snprintf(relative, sizeof relative, "oracle/cases/%s.%s.json", model_name, case_name);
@@ -70,6 +72,8 @@ static int oracle_case_load(oracle_case *c, const char *model_name, const char *
     c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
     c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
     c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
+    const char *prompt_text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "text"));
+    c->text = strdup(prompt_text ? prompt_text : "");
     cJSON_Delete(json);
     snprintf(relative, sizeof relative, "oracle/cases/%s.%s.logits.f32", model_name, case_name);
     test_shared_path(path, sizeof path, relative);
@@ -81,14 +85,15 @@ static int oracle_case_load(oracle_case *c, const char *model_name, const char *
     return 0;
 }
 
-static void oracle_case_free(oracle_case *c)
+static inline void oracle_case_free(oracle_case *c)
 {
     free(c->prompt_ids);
     free(c->greedy_ids);
     free(c->logits);
+    free(c->text);
 }
 
-static int oracle_argmax(const float *row, int n)
+static inline int oracle_argmax(const float *row, int n)
 {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -97,7 +102,7 @@ static int oracle_argmax(const float *row, int n)
     return best;
 }
 
-static int compare_floats(const void *a, const void *b)
+static inline int compare_floats(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);

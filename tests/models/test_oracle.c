@@ -26,6 +26,13 @@ static void run_case(const char *model_name, const char *case_name)
         return;
     }
     CHECK(bmoe_model_n_vocab(model) == c.n_vocab);
+    /* the prompt ids are the text tokenized without BOS, specials parsed */
+    int32_t ids[2048];
+    int32_t n_ids = bmoe_tokenize(model, c.text, strlen(c.text), false, true, ids, 2048);
+    bool same = n_ids >= c.n_prompt;
+    for (int i = 0; same && i < c.n_prompt; i++)
+        same = ids[i] == c.prompt_ids[i];
+    CHECK_MSG(same, "%s.%s: tokenizing the text does not give prompt_ids (%d tokens)", model_name, case_name, n_ids);
     bmoe_context_params params = bmoe_context_default_params();
     params.n_ctx = 512;
     params.n_threads = 2;

@@ -5,3 +5,9 @@ foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gpt
   add_test(NAME test_oracle_${oracle_model} COMMAND test_oracle ${oracle_model})
   set_tests_properties(test_oracle_${oracle_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()
+bmoe_add_test(test_batch_invariance SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
+bmoe_add_test(test_llama_stories SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_llama_stories.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
+bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_errors.c
+  LIBS bmoe_engine m)

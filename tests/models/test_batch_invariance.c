@@ -1,0 +1,90 @@
+/* Batch invariance: a token's logits are bit-identical whether it is
+ * computed in one prefill batch, in ubatches of 7, or token by token, with
+ * 1 or 2 threads, for the default f16 KV cache and for f32. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "bmoe.h"
+#include "oracle_support.h"
+
+enum { N_TOKENS = 40 };
+
+/* mode 0: one batch; 1: one call split in ubatches of 7; 2: one call per token. */
+static float *run(bmoe_model *model, const int32_t *tokens, int mode, int threads, enum bmoe_kv_type kv)
+{
+    char error[512];
+    int n_vocab = bmoe_model_n_vocab(model);
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_ctx = 64;
+    params.n_threads = threads;
+    params.kv_type = kv;
+    params.n_ubatch = mode == 1 ? 7 : 0;
+    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
+    CHECK_MSG(context != NULL, "context: %s", error);
+    if (!context)
+        return NULL;
+    float *logits = calloc((size_t)N_TOKENS * (size_t)n_vocab, sizeof(float));
+    if (mode == 2) {
+        for (int t = 0; t < N_TOKENS; t++)
+            CHECK_MSG(bmoe_eval(context, &tokens[t], 1, logits + (size_t)t * n_vocab, false, error, sizeof error) == 0,
+                      "eval: %s", error);
+    } else {
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, logits, true, error, sizeof error) == 0, "eval: %s", error);
+    }
+    CHECK(bmoe_context_position(context) == N_TOKENS);
+    bmoe_context_free(context);
+    return logits;
+}
+
+static void check_model(const char *model_name)
+{
+    oracle_case c;
+    if (oracle_case_load(&c, model_name, "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    char relative[256], path[1024], error[512];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    test_shared_path(path, sizeof path, relative);
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model != NULL, "load: %s", error);
+    if (!model) {
+        oracle_case_free(&c);
+        return;
+    }
+    size_t bytes = (size_t)N_TOKENS * (size_t)bmoe_model_n_vocab(model) * sizeof(float);
+    for (int kv = 0; kv < 2; kv++) {
+        float *reference = run(model, c.prompt_ids, 0, 1, (enum bmoe_kv_type)kv);
+        for (int mode = 0; mode < 3; mode++) {
+            for (int threads = 1; threads <= 2; threads++) {
+                if (mode == 0 && threads == 1)
+                    continue;
+                float *logits = run(model, c.prompt_ids, mode, threads, (enum bmoe_kv_type)kv);
+                CHECK_MSG(reference && logits && memcmp(reference, logits, bytes) == 0,
+                          "%s: kv %s, mode %d, %d threads: logits differ from one batch on one thread", model_name,
+                          kv ? "f32" : "f16", mode, threads);
+                free(logits);
+            }
+        }
+        /* and the logits are those of the model, not noise */
+        if (reference && kv == 1) {
+            int agree = 0;
+            for (int t = 0; t < N_TOKENS; t++)
+                agree += oracle_argmax(reference + (size_t)t * c.n_vocab, c.n_vocab) ==
+                         oracle_argmax(c.logits + (size_t)t * c.n_vocab, c.n_vocab);
+            CHECK_MSG(agree >= N_TOKENS * 9 / 10, "%s: argmax agrees with the oracle on %d/%d rows", model_name,
+                      agree, N_TOKENS);
+        }
+        free(reference);
+    }
+    bmoe_model_free(model);
+    oracle_case_free(&c);
+}
+
+int main(void)
+{
+    check_model("qwen3moe-tiny-q4_k_m");
+    check_model("gptoss-tiny-mxfp4");
+    check_model("qwen3moe-tiny-f32");
+    return test_finish();
+}

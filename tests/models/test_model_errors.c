@@ -1,0 +1,219 @@
+/* Bad models and bad calls give one clear error line, never a crash: models
+ * are written here with the GGUF writer (a small valid qwen3moe, then copies
+ * with one defect each), loaded through the public API, and the message is
+ * checked for what failed and where. */
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "bmoe.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "test.h"
+
+enum { EMBD = 32, HEADS = 2, HEADS_KV = 1, HEAD_DIM = 16, EXPERTS = 4, USED = 2, FF = 32, VOCAB = 16, LAYERS = 2 };
+
+typedef struct defects {
+    const char *architecture; /* NULL: qwen3moe */
+    uint32_t expert_used_count;
+    const char *missing;      /* tensor left out */
+    const char *wrong_shape;  /* tensor with ne[1] one larger (or ne[0] for vectors) */
+    const char *wrong_type;   /* tensor stored as F16 */
+} defects;
+
+typedef struct tensor_spec {
+    char name[64];
+    int n_dims;
+    int64_t ne[3];
+} tensor_spec;
+
+static int tensor_specs(tensor_spec *specs)
+{
+    int n = 0;
+#define ADD(dims, a, b, c, ...)                                          \
+    do {                                                                 \
+        snprintf(specs[n].name, sizeof specs[n].name, __VA_ARGS__);      \
+        specs[n].n_dims = dims;                                          \
+        specs[n].ne[0] = a;                                              \
+        specs[n].ne[1] = b;                                              \
+        specs[n].ne[2] = c;                                              \
+        n++;                                                             \
+    } while (0)
+    ADD(2, EMBD, VOCAB, 1, "token_embd.weight");
+    ADD(1, EMBD, 1, 1, "output_norm.weight");
+    for (int il = 0; il < LAYERS; il++) {
+        ADD(1, EMBD, 1, 1, "blk.%d.attn_norm.weight", il);
+        ADD(2, EMBD, HEADS * HEAD_DIM, 1, "blk.%d.attn_q.weight", il);
+        ADD(2, EMBD, HEADS_KV * HEAD_DIM, 1, "blk.%d.attn_k.weight", il);
+        ADD(2, EMBD, HEADS_KV * HEAD_DIM, 1, "blk.%d.attn_v.weight", il);
+        ADD(1, HEAD_DIM, 1, 1, "blk.%d.attn_q_norm.weight", il);
+        ADD(1, HEAD_DIM, 1, 1, "blk.%d.attn_k_norm.weight", il);
+        ADD(2, HEADS * HEAD_DIM, EMBD, 1, "blk.%d.attn_output.weight", il);
+        ADD(1, EMBD, 1, 1, "blk.%d.ffn_norm.weight", il);
+        ADD(2, EMBD, EXPERTS, 1, "blk.%d.ffn_gate_inp.weight", il);
+        ADD(3, EMBD, FF, EXPERTS, "blk.%d.ffn_gate_exps.weight", il);
+        ADD(3, EMBD, FF, EXPERTS, "blk.%d.ffn_up_exps.weight", il);
+        ADD(3, FF, EMBD, EXPERTS, "blk.%d.ffn_down_exps.weight", il);
+    }
+#undef ADD
+    return n;
+}
+
+static bool write_model(const char *path, const defects *d)
+{
+    bmoe_error err;
+    gguf_writer *w = gguf_writer_create(path, &err);
+    if (!w)
+        return false;
+    const char *arch = d->architecture ? d->architecture : "qwen3moe";
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gguf_writer_add_string(w, "general.architecture", arch);
+    gguf_writer_add_uint32(w, KEY("block_count"), LAYERS);
+    gguf_writer_add_uint32(w, KEY("context_length"), 64);
+    gguf_writer_add_uint32(w, KEY("embedding_length"), EMBD);
+    gguf_writer_add_uint32(w, KEY("attention.head_count"), HEADS);
+    gguf_writer_add_uint32(w, KEY("attention.head_count_kv"), HEADS_KV);
+    gguf_writer_add_uint32(w, KEY("attention.key_length"), HEAD_DIM);
+    gguf_writer_add_uint32(w, KEY("attention.value_length"), HEAD_DIM);
+    gguf_writer_add_uint32(w, KEY("rope.dimension_count"), HEAD_DIM);
+    gguf_writer_add_float32(w, KEY("rope.freq_base"), 10000.0f);
+    gguf_writer_add_float32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    gguf_writer_add_uint32(w, KEY("expert_count"), EXPERTS);
+    gguf_writer_add_uint32(w, KEY("expert_used_count"), d->expert_used_count ? d->expert_used_count : USED);
+    gguf_writer_add_uint32(w, KEY("expert_feed_forward_length"), FF);
+#undef KEY
+    static tensor_spec specs[64];
+    int n = tensor_specs(specs);
+    for (int i = 0; i < n; i++) {
+        tensor_spec *s = &specs[i];
+        if (d->missing && strcmp(s->name, d->missing) == 0)
+            continue;
+        int64_t ne[3] = {s->ne[0], s->ne[1], s->ne[2]};
+        if (d->wrong_shape && strcmp(s->name, d->wrong_shape) == 0)
+            ne[s->n_dims == 1 ? 0 : 1] += 1;
+        uint32_t type = d->wrong_type && strcmp(s->name, d->wrong_type) == 0 ? TYPE_F16 : TYPE_F32;
+        gguf_writer_add_tensor_info(w, s->name, type, (uint32_t)s->n_dims, ne);
+        s->ne[0] = ne[0]; /* remember the written shape for the data */
+        s->ne[1] = ne[1];
+        s->ne[2] = ne[2];
+        s->n_dims = type == TYPE_F16 ? -s->n_dims : s->n_dims;
+    }
+    gguf_writer_begin_data(w);
+    for (int i = 0; i < n; i++) {
+        tensor_spec *s = &specs[i];
+        if (d->missing && strcmp(s->name, d->missing) == 0)
+            continue;
+        int64_t count = s->ne[0] * s->ne[1] * s->ne[2];
+        bool half = s->n_dims < 0;
+        for (int64_t j = 0; j < count; j++) {
+            /* small deterministic weights; norms near 1 */
+            float value = strstr(s->name, "norm") ? 1.0f : 0.1f * sinf((float)(j * 7 + i * 13));
+            if (half) {
+                uint16_t h = 0x3c00;
+                gguf_writer_write_data(w, &h, sizeof h);
+            } else {
+                gguf_writer_write_data(w, &value, sizeof value);
+            }
+        }
+    }
+    bool ok = gguf_writer_finish(w, &err) == 0;
+    if (!ok)
+        fprintf(stderr, "writer: %s\n", err.message);
+    return ok;
+}
+
+/* Loading fails and the message contains every one of the given fragments. */
+static void expect_load_error(const char *label, const defects *d, const char *fragment1, const char *fragment2)
+{
+    char path[1024], error[512] = "";
+    snprintf(path, sizeof path, "%s/model-errors-%s.gguf", test_tmp_dir(), label);
+    CHECK_MSG(write_model(path, d), "%s: cannot write the model", label);
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model == NULL, "%s: a broken model loaded", label);
+    bmoe_model_free(model);
+    CHECK_MSG(strstr(error, fragment1) != NULL, "%s: message '%s' lacks '%s'", label, error, fragment1);
+    if (fragment2)
+        CHECK_MSG(strstr(error, fragment2) != NULL, "%s: message '%s' lacks '%s'", label, error, fragment2);
+    CHECK_MSG(strchr(error, '\n') == NULL, "%s: message is not one line", label);
+    remove(path);
+}
+
+static void test_valid_model(void)
+{
+    char path[1024], error[512];
+    snprintf(path, sizeof path, "%s/model-errors-valid.gguf", test_tmp_dir());
+    defects none = {0};
+    CHECK(write_model(path, &none));
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model != NULL, "valid model: %s", error);
+    if (!model)
+        return;
+    CHECK(strcmp(bmoe_model_architecture(model), "qwen3moe") == 0);
+    CHECK(bmoe_model_n_vocab(model) == VOCAB);
+    CHECK(bmoe_model_n_layer(model) == LAYERS);
+    CHECK(bmoe_model_n_ctx_train(model) == 64);
+
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_threads = 2;
+    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
+    CHECK_MSG(context != NULL, "context: %s", error);
+    if (context) {
+        CHECK(bmoe_context_n_ctx(context) == 64); /* the model's, below the 4096 cap */
+        int32_t tokens[70];
+        for (int i = 0; i < 70; i++)
+            tokens[i] = i % VOCAB;
+        float logits[VOCAB * 70];
+        CHECK(bmoe_eval(context, tokens, 10, logits, true, error, sizeof error) == 0);
+        bool finite = true;
+        for (int i = 0; i < VOCAB * 10; i++)
+            finite &= isfinite(logits[i]);
+        CHECK(finite);
+        /* a token outside the vocabulary: error, and the cache is untouched */
+        int32_t bad[2] = {1, VOCAB};
+        CHECK(bmoe_eval(context, bad, 2, logits, false, error, sizeof error) == -1);
+        CHECK_MSG(strstr(error, "vocabulary") != NULL, "message: %s", error);
+        CHECK(bmoe_context_position(context) == 10);
+        /* past the context size */
+        CHECK(bmoe_eval(context, tokens, 55, logits, false, error, sizeof error) == -1);
+        CHECK_MSG(strstr(error, "context overflow") != NULL, "message: %s", error);
+        CHECK(bmoe_context_position(context) == 10);
+        CHECK(bmoe_eval(context, tokens, 0, logits, false, error, sizeof error) == -1);
+        /* truncating makes room again */
+        bmoe_context_truncate(context, 4);
+        CHECK(bmoe_context_position(context) == 4);
+        CHECK(bmoe_eval(context, tokens, 60, logits, false, error, sizeof error) == 0);
+        CHECK(bmoe_context_position(context) == 64);
+        bmoe_context_free(context);
+    }
+    params.n_ctx = -1;
+    CHECK(bmoe_context_create(model, &params, error, sizeof error) == NULL);
+    CHECK(strstr(error, "invalid") != NULL);
+    bmoe_model_free(model);
+    remove(path);
+}
+
+int main(void)
+{
+    char error[512];
+    test_valid_model();
+
+    CHECK(bmoe_model_load("/nonexistent/model.gguf", error, sizeof error) == NULL);
+    CHECK(error[0] != '\0');
+
+    defects unknown = {.architecture = "notanarch"};
+    expect_load_error("unknown-arch", &unknown, "unknown architecture", "notanarch");
+    defects missing = {.missing = "blk.1.ffn_down_exps.weight"};
+    expect_load_error("missing", &missing, "missing tensor", "blk.1.ffn_down_exps.weight");
+    defects shape = {.wrong_shape = "blk.0.attn_q.weight"};
+    expect_load_error("shape", &shape, "blk.0.attn_q.weight", "shape");
+    defects vector_shape = {.wrong_shape = "blk.1.attn_k_norm.weight"};
+    expect_load_error("vector-shape", &vector_shape, "blk.1.attn_k_norm.weight", "shape");
+    defects type = {.wrong_type = "blk.0.ffn_norm.weight"};
+    expect_load_error("type", &type, "blk.0.ffn_norm.weight", "F16");
+    defects used = {.expert_used_count = EXPERTS + 1};
+    expect_load_error("expert-used", &used, "expert_used_count", "expert_count");
+    defects no_embedding = {.missing = "token_embd.weight"};
+    expect_load_error("no-embedding", &no_embedding, "missing tensor", "token_embd.weight");
+    return test_finish();
+}
