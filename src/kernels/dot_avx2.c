@@ -49,13 +49,13 @@ KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_
     const block_q8_0 *a = activation;
     const int64_t nb = n / QK8_0;
     __m256 acc[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
         __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
         float da = avx2_f16(a[b].d);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q8_0));
             const block_q8_0 *x = (const block_q8_0 *)row + b;
@@ -66,7 +66,7 @@ KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
 
@@ -89,13 +89,13 @@ KERNEL_INLINE void nibble_f16_group(const int R, int64_t n, const uint8_t *rows,
     const int64_t nb = n / QK8_0;
     const __m128i table = _mm_loadu_si128((const __m128i *)values);
     __m256 acc[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
         __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
         float da = avx2_f16(a[b].d);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q4_0));
             const block_q4_0 *x = (const block_q4_0 *)row + b;
@@ -104,7 +104,7 @@ KERNEL_INLINE void nibble_f16_group(const int R, int64_t n, const uint8_t *rows,
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
 
@@ -129,13 +129,13 @@ KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size
     const int64_t nb = n / 32;
     const __m128i table = _mm_loadu_si128((const __m128i *)quant_mxfp4_values);
     __m256 acc[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
         __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
         float da = avx2_f16(a[b].d);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_mxfp4));
             const block_mxfp4 *x = (const block_mxfp4 *)row + b;
@@ -144,7 +144,7 @@ KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
 
@@ -186,7 +186,7 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
     if (high_bits)
         qh = _mm256_loadu_si256((const __m256i *)high_bits);
     __m256i sum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
+    KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i low = _mm256_and_si256(q, low4);
         __m256i high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
@@ -215,21 +215,21 @@ KERNEL_INLINE void q4_k_group(const int R, int64_t n, const uint8_t *rows, size_
     const int64_t nb = n / QK_K;
     __m256 acc[KERNEL_GROUP_ROWS];
     __m128 acc_min[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++) {
+    KERNEL_UNROLLED for (int r = 0; r < R; r++) {
         acc[r] = _mm256_setzero_ps();
         acc_min[r] = _mm_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const block_q8_k *y = a + b;
         __m128i pairs = avx2_bsum_pairs(y);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q4_k));
             const block_q4_k *x = (const block_q4_k *)row + b;
             k4_block((const uint8_t *)x, x->qs, NULL, y, pairs, y->d, &acc[r], &acc_min[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);
 }
 
@@ -240,21 +240,21 @@ KERNEL_INLINE void q5_k_group(const int R, int64_t n, const uint8_t *rows, size_
     const int64_t nb = n / QK_K;
     __m256 acc[KERNEL_GROUP_ROWS];
     __m128 acc_min[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++) {
+    KERNEL_UNROLLED for (int r = 0; r < R; r++) {
         acc[r] = _mm256_setzero_ps();
         acc_min[r] = _mm_setzero_ps();
     }
     for (int64_t b = 0; b < nb; b++) {
         const block_q8_k *y = a + b;
         __m128i pairs = avx2_bsum_pairs(y);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q5_k));
             const block_q5_k *x = (const block_q5_k *)row + b;
             k4_block((const uint8_t *)x, x->qs, x->qh, y, pairs, y->d, &acc[r], &acc_min[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);
 }
 
@@ -268,19 +268,19 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i bits45 = _mm256_set1_epi8(0x30);
     __m256 acc[KERNEL_GROUP_ROWS];
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const block_q8_k *y = a + b;
         __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
-        for (int r = 0; r < R; r++) {
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q6_k));
             const block_q6_k *x = (const block_q6_k *)row + b;
             __m128i scales8 = _mm_loadu_si128((const __m128i *)x->scales);
             __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), bsums);
             __m256i sum = _mm256_setzero_si256();
-            for (int h = 0; h < 2; h++) {
+            KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
                 __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
                 __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
                 __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
@@ -290,7 +290,7 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
                 q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
                 q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
-                for (int k = 0; k < 4; k++) {
+                KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
                     int pair = 4 * h + k; /* sub-blocks 2*pair and 2*pair + 1 */
                     __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * pair + 1)),
                                                   (long long)(0x0101010101010101ull * (uint64_t)(2 * pair)));
@@ -304,7 +304,7 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), acc[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
 
@@ -329,14 +329,14 @@ KERNEL_INLINE __m256 avx2_load_bf16(const uint8_t *p)
     {                                                                                            \
         const uint8_t *a = activation;                                                           \
         __m256 acc0[KERNEL_GROUP_ROWS], acc1[KERNEL_GROUP_ROWS];                                 \
-        for (int r = 0; r < R; r++) {                                                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                            \
             acc0[r] = _mm256_setzero_ps();                                                       \
             acc1[r] = _mm256_setzero_ps();                                                       \
         }                                                                                        \
         int64_t i = 0;                                                                           \
         for (; i + 16 <= n; i += 16) {                                                           \
             __m256 a0 = load(a + 2 * i), a1 = load(a + 2 * i + 16);                              \
-            for (int r = 0; r < R; r++) {                                                        \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
                 const uint8_t *x = rows + (size_t)r * row_bytes + 2 * i;                         \
                 __builtin_prefetch(x + 256);                                                     \
                 acc0[r] = _mm256_fmadd_ps(load(x), a0, acc0[r]);                                 \
@@ -347,14 +347,14 @@ KERNEL_INLINE __m256 avx2_load_bf16(const uint8_t *p)
             uint8_t a_tail[32] = {0};                                                            \
             memcpy(a_tail, a + 2 * i, (size_t)(n - i) * 2);                                      \
             __m256 a0 = load(a_tail), a1 = load(a_tail + 16);                                    \
-            for (int r = 0; r < R; r++) {                                                        \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
                 uint8_t x[32] = {0};                                                             \
                 memcpy(x, rows + (size_t)r * row_bytes + 2 * i, (size_t)(n - i) * 2);            \
                 acc0[r] = _mm256_fmadd_ps(load(x), a0, acc0[r]);                                 \
                 acc1[r] = _mm256_fmadd_ps(load(x + 16), a1, acc1[r]);                            \
             }                                                                                    \
         }                                                                                        \
-        for (int r = 0; r < R; r++)                                                              \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                                              \
             out[r] = avx2_hsum(_mm256_add_ps(acc0[r], acc1[r]));                                 \
     }
 

@@ -22,6 +22,10 @@
  * few enough that every row's accumulators stay in registers. */
 #define KERNEL_GROUP_ROWS 4
 
+/* A loop over the rows of a group (or another short constant-count loop),
+ * fully unrolled so that per-row accumulators live in registers. */
+#define KERNEL_UNROLLED _Pragma("GCC unroll 8")
+
 /* Blocks ahead to prefetch in each row of a group. */
 #define KERNEL_PREFETCH_BLOCKS 4
 

@@ -1,0 +1,300 @@
+/* NEON + dotprod dot-product kernels (aarch64): Q8_0, Q4_0, IQ4_NL, MXFP4
+ * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16 and BF16. sdot (vdotq_s32)
+ * does the exact integer sums inside a block; nibble formats go through a
+ * 16-entry table lookup (vqtbl1q); across blocks each row accumulates in f32
+ * lanes in increasing block order. */
+#include <arm_neon.h>
+
+#include "dot_common.h"
+
+KERNEL_INLINE float neon_f16(uint16_t h)
+{
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+KERNEL_INLINE void neon_prefetch(const uint8_t *row, int64_t block, size_t block_bytes)
+{
+    __builtin_prefetch(row + (size_t)(block + KERNEL_PREFETCH_BLOCKS) * block_bytes);
+}
+
+/* ---- 32-element blocks against Q8_0 activations ------------------------ */
+
+enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
+
+static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                               const void *activation, float *out, const enum small_kind kind)
+{
+    const block_q8_0 *a = activation;
+    const int64_t nb = n / 32;
+    const size_t block_bytes = kind == SMALL_Q8_0 ? sizeof(block_q8_0)
+                               : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
+    const int8x16_t table = vld1q_s8(kind == SMALL_MXFP4 ? quant_mxfp4_values
+                                     : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values);
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    float32x4_t acc[KERNEL_GROUP_ROWS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        acc[r] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        int8x16_t y0 = vld1q_s8(a[b].qs), y1 = vld1q_s8(a[b].qs + 16);
+        float da = neon_f16(a[b].d);
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+            const uint8_t *row = rows + (size_t)r * row_bytes;
+            neon_prefetch(row, b, block_bytes);
+            const uint8_t *block = row + (size_t)b * block_bytes;
+            int8x16_t w0, w1;
+            float dw;
+            if (kind == SMALL_Q8_0) {
+                w0 = vld1q_s8((const int8_t *)block + 2);
+                w1 = vld1q_s8((const int8_t *)block + 18);
+            } else {
+                uint8x16_t q = vld1q_u8(block + (kind == SMALL_MXFP4 ? 1 : 2));
+                w0 = vqtbl1q_s8(table, vandq_u8(q, low4));
+                w1 = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+            }
+            if (kind == SMALL_MXFP4) {
+                dw = quant_e8m0_half(block[0]);
+            } else {
+                uint16_t bits;
+                memcpy(&bits, block, 2);
+                dw = neon_f16(bits);
+            }
+            int32x4_t sum = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, y0), w1, y1);
+            acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(sum), kind == SMALL_MXFP4 ? da * dw : dw * da);
+        }
+    }
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        out[r] = vaddvq_f32(acc[r]);
+}
+
+KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const void *activation, float *out)
+{
+    small_group(R, n, rows, row_bytes, activation, out, SMALL_Q8_0);
+}
+
+KERNEL_INLINE void q4_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const void *activation, float *out)
+{
+    small_group(R, n, rows, row_bytes, activation, out, SMALL_Q4_0);
+}
+
+KERNEL_INLINE void iq4_nl_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                                const void *activation, float *out)
+{
+    small_group(R, n, rows, row_bytes, activation, out, SMALL_IQ4_NL);
+}
+
+KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                               const void *activation, float *out)
+{
+    small_group(R, n, rows, row_bytes, activation, out, SMALL_MXFP4);
+}
+
+/* ---- K-quants against Q8_K activations --------------------------------- */
+
+/* Q4_K and Q5_K, one row's block. high_bits: NULL for Q4_K, qh for Q5_K. */
+KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
+                            const block_q8_k *y, int16x8_t bsum_pairs, float32x4_t *acc,
+                            float32x4_t *acc_min)
+{
+    uint16_t d_bits, dmin_bits;
+    memcpy(&d_bits, header, 2);
+    memcpy(&dmin_bits, header + 2, 2);
+    uint8_t unpacked[16];
+    kernel_k4_unpack_scales(header + 4, unpacked);
+    int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(unpacked + 8)));
+    int32x4_t min_sum = vmull_s16(vget_low_s16(mins), vget_low_s16(bsum_pairs));
+    min_sum = vmlal_s16(min_sum, vget_high_s16(mins), vget_high_s16(bsum_pairs));
+
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const uint8x16_t sixteen = vdupq_n_u8(0x10);
+    uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
+    if (high_bits) {
+        qh0 = vld1q_u8(high_bits);
+        qh1 = vld1q_u8(high_bits + 16);
+    }
+    int32x4_t sum = vdupq_n_s32(0);
+    KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
+        uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
+        uint8x16_t l0 = vandq_u8(q0, low4), l1 = vandq_u8(q1, low4);
+        uint8x16_t h0 = vshrq_n_u8(q0, 4), h1 = vshrq_n_u8(q1, 4);
+        if (high_bits) {
+            uint8x16_t bit_low = vdupq_n_u8((uint8_t)(1 << (2 * c)));
+            uint8x16_t bit_high = vdupq_n_u8((uint8_t)(1 << (2 * c + 1)));
+            l0 = vorrq_u8(l0, vandq_u8(vtstq_u8(qh0, bit_low), sixteen));
+            l1 = vorrq_u8(l1, vandq_u8(vtstq_u8(qh1, bit_low), sixteen));
+            h0 = vorrq_u8(h0, vandq_u8(vtstq_u8(qh0, bit_high), sixteen));
+            h1 = vorrq_u8(h1, vandq_u8(vtstq_u8(qh1, bit_high), sixteen));
+        }
+        const int8_t *yq = y->qs + 64 * c;
+        int32x4_t dot_low = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(l0), vld1q_s8(yq)),
+                                      vreinterpretq_s8_u8(l1), vld1q_s8(yq + 16));
+        int32x4_t dot_high = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(h0), vld1q_s8(yq + 32)),
+                                       vreinterpretq_s8_u8(h1), vld1q_s8(yq + 48));
+        sum = vmlaq_n_s32(sum, dot_low, unpacked[2 * c]);
+        sum = vmlaq_n_s32(sum, dot_high, unpacked[2 * c + 1]);
+    }
+    float d = neon_f16(d_bits) * y->d;
+    float dmin = neon_f16(dmin_bits) * y->d;
+    *acc = vfmaq_n_f32(*acc, vcvtq_f32_s32(sum), d);
+    *acc_min = vfmaq_n_f32(*acc_min, vcvtq_f32_s32(min_sum), dmin);
+}
+
+#define K4_GROUP(name, block_type, high_bits_field)                                              \
+    KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
+                            const void *activation, float *out)                                  \
+    {                                                                                            \
+        const block_q8_k *a = activation;                                                        \
+        const int64_t nb = n / QK_K;                                                             \
+        float32x4_t acc[KERNEL_GROUP_ROWS], acc_min[KERNEL_GROUP_ROWS];                          \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
+            acc[r] = vdupq_n_f32(0.0f);                                                          \
+            acc_min[r] = vdupq_n_f32(0.0f);                                                      \
+        }                                                                                        \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            const block_q8_k *y = a + b;                                                         \
+            int16x8_t pairs = vpaddq_s16(vld1q_s16(y->bsums), vld1q_s16(y->bsums + 8));          \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
+                neon_prefetch(row, b, sizeof(block_type));                                       \
+                const block_type *x = (const block_type *)row + b;                               \
+                k4_block((const uint8_t *)x, x->qs, high_bits_field, y, pairs, &acc[r], &acc_min[r]); \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            out[r] = vaddvq_f32(acc[r]) - vaddvq_f32(acc_min[r]);                                \
+    }
+
+K4_GROUP(q4_k_group, block_q4_k, NULL)
+K4_GROUP(q5_k_group, block_q5_k, x->qh)
+
+/* Q6_K: 6-bit weights made signed (-32) before sdot; one sdot per
+ * 16-element sub-block, scaled by its int8 scale. */
+KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const void *activation, float *out)
+{
+    const block_q8_k *a = activation;
+    const int64_t nb = n / QK_K;
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const uint8x16_t bits45 = vdupq_n_u8(0x30);
+    const int8x16_t thirty_two = vdupq_n_s8(32);
+    float32x4_t acc[KERNEL_GROUP_ROWS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        acc[r] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_k *y = a + b;
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+            const uint8_t *row = rows + (size_t)r * row_bytes;
+            neon_prefetch(row, b, sizeof(block_q6_k));
+            const block_q6_k *x = (const block_q6_k *)row + b;
+            int32x4_t sum = vdupq_n_s32(0);
+            KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = x->ql + 64 * h;
+                const uint8_t *qh = x->qh + 32 * h;
+                const int8_t *sc = x->scales + 8 * h;
+                const int8_t *yq = y->qs + 128 * h;
+                KERNEL_UNROLLED for (int half = 0; half < 2; half++) { /* l in 0..15, then 16..31 */
+                    uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
+                    uint8x16_t hb = vld1q_u8(qh + 16 * half);
+                    uint8x16_t q[4];
+                    q[0] = vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(hb, 4), bits45));
+                    q[1] = vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(hb, 2), bits45));
+                    q[2] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(hb, bits45));
+                    q[3] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(hb, 2), bits45));
+                    KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
+                        int8x16_t w = vsubq_s8(vreinterpretq_s8_u8(q[k]), thirty_two);
+                        int32x4_t dot = vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(yq + 32 * k + 16 * half));
+                        sum = vmlaq_n_s32(sum, dot, sc[2 * k + half]);
+                    }
+                }
+            }
+            acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(sum), neon_f16(x->d) * y->d);
+        }
+    }
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        out[r] = vaddvq_f32(acc[r]);
+}
+
+/* ---- F16 and BF16 against activations of the same type ---------------- */
+
+KERNEL_INLINE float32x4_t neon_load_f16(const uint8_t *p)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
+}
+
+KERNEL_INLINE float32x4_t neon_load_bf16(const uint8_t *p)
+{
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)p), 16));
+}
+
+/* 8 elements per step into two accumulators per row; a tail shorter than 8
+ * is zero-padded into local buffers and takes the same path. */
+#define HALF_GROUP(name, load)                                                                   \
+    KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
+                            const void *activation, float *out)                                  \
+    {                                                                                            \
+        const uint8_t *a = activation;                                                           \
+        float32x4_t acc0[KERNEL_GROUP_ROWS], acc1[KERNEL_GROUP_ROWS];                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
+            acc0[r] = vdupq_n_f32(0.0f);                                                         \
+            acc1[r] = vdupq_n_f32(0.0f);                                                         \
+        }                                                                                        \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= n; i += 8) {                                                             \
+            float32x4_t a0 = load(a + 2 * i), a1 = load(a + 2 * i + 8);                          \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *x = rows + (size_t)r * row_bytes + 2 * i;                         \
+                __builtin_prefetch(x + 256);                                                     \
+                acc0[r] = vfmaq_f32(acc0[r], load(x), a0);                                       \
+                acc1[r] = vfmaq_f32(acc1[r], load(x + 8), a1);                                   \
+            }                                                                                    \
+        }                                                                                        \
+        if (i < n) {                                                                             \
+            uint16_t a_tail[8] = {0};                                                            \
+            memcpy(a_tail, a + 2 * i, (size_t)(n - i) * 2);                                      \
+            float32x4_t a0 = load((const uint8_t *)a_tail), a1 = load((const uint8_t *)(a_tail + 4)); \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                uint16_t x[8] = {0};                                                             \
+                memcpy(x, rows + (size_t)r * row_bytes + 2 * i, (size_t)(n - i) * 2);            \
+                acc0[r] = vfmaq_f32(acc0[r], load((const uint8_t *)x), a0);                      \
+                acc1[r] = vfmaq_f32(acc1[r], load((const uint8_t *)(x + 4)), a1);                \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            out[r] = vaddvq_f32(vaddq_f32(acc0[r], acc1[r]));                                    \
+    }
+
+HALF_GROUP(f16_group, neon_load_f16)
+HALF_GROUP(bf16_group, neon_load_bf16)
+
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q8_0, q8_0_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q4_0, q4_0_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_iq4_nl, iq4_nl_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_mxfp4, mxfp4_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q4_k, q4_k_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q5_k, q5_k_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q6_k, q6_k_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f16, f16_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_bf16, bf16_group)
+
+static const kernel_set neon_set = {
+    .name = "neon",
+    .dot_rows = {
+        [TYPE_Q8_0] = neon_dot_rows_q8_0,
+        [TYPE_Q4_0] = neon_dot_rows_q4_0,
+        [TYPE_IQ4_NL] = neon_dot_rows_iq4_nl,
+        [TYPE_MXFP4] = neon_dot_rows_mxfp4,
+        [TYPE_Q4_K] = neon_dot_rows_q4_k,
+        [TYPE_Q5_K] = neon_dot_rows_q5_k,
+        [TYPE_Q6_K] = neon_dot_rows_q6_k,
+        [TYPE_F16] = neon_dot_rows_f16,
+        [TYPE_BF16] = neon_dot_rows_bf16,
+    },
+};
+
+const kernel_set *kernels_neon(void)
+{
+    return &neon_set;
+}
