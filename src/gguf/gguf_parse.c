@@ -218,7 +218,8 @@ static bool check_name(cursor *c, const uint8_t *bytes, uint64_t length, const c
     gguf_describe_bytes(bytes, length, shown, sizeof shown);
     snprintf(c->context, sizeof c->context, "%s '%s': ", what, shown);
     if (length == 0) {
-        error_set(c->err, "%s: %s %" PRIu64 " is empty (offset %" PRIu64 ")", c->path, what, index, c->pos - 8);
+        error_set(c->err, "%s: %s %" PRIu64 " %s (offset %" PRIu64 ")", c->path, what, index,
+                  strcmp(what, "key") == 0 ? "is empty" : "has an empty name", c->pos - 8);
         return false;
     }
     if (memchr(bytes, 0, length)) {
