@@ -1,0 +1,162 @@
+/* Parallel products of weight matrices with batches of activation rows
+ * (matmul.h): activation conversion, and the split of every job's rows over
+ * the pool's threads in one parallel step.
+ *
+ * Work split. The rows of each job are cut into chunks; all chunks of all jobs
+ * are numbered in one sequence and threads take the next chunk from a shared
+ * counter until none is left. Taking chunks dynamically keeps the threads
+ * balanced when one of them is slowed (another process, a busy sibling
+ * hyper-thread), which a fixed split cannot. A chunk is a few cache lines of
+ * weight blocks (a multiple of 4 rows, so register-blocked kernels stay full),
+ * small enough to stay in L1/L2 while it is reused across the batch's tokens:
+ * rows outer, tokens inner. Each (row, token) is one call of the same dot
+ * kernel whatever the chunking, so results do not depend on the thread count
+ * or on how tokens are batched (kernels.h: batch invariance). */
+#include "matmul.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* Bytes of weights per chunk: a chunk should stay in L1/L2 while every token
+ * of a batch passes over it, and be large enough that taking it from the
+ * shared counter costs little next to the work. */
+#define MATMUL_CHUNK_BYTES (32 * 1024)
+/* Rows per chunk are a multiple of this (kernels process 2-4 rows at a time). */
+#define MATMUL_ROW_GRAIN 4
+/* Each job is cut into at least this many chunks per thread when it has the
+ * rows, so that the last chunks even out the threads' finishing times. */
+#define MATMUL_CHUNKS_PER_THREAD 4
+
+size_t activation_row_bytes(uint32_t weight_type, int64_t n)
+{
+    const quant_format *format = quant_format_of(weight_type);
+    if (!format || n < 0)
+        return 0;
+    if (format->activation_type == TYPE_F32)
+        return (size_t)n * sizeof(float);
+    return quant_row_bytes(format->activation_type, n);
+}
+
+void activation_convert(uint32_t weight_type, const float *x, int64_t n, void *dst)
+{
+    const quant_format *format = quant_format_of(weight_type);
+    if (!format || n <= 0)
+        return;
+    if (format->activation_type == TYPE_F32) {
+        memcpy(dst, x, (size_t)n * sizeof(float));
+        return;
+    }
+    const quant_format *activation = quant_format_of(format->activation_type);
+    if (activation && activation->quantize_row)
+        activation->quantize_row(x, dst, n);
+}
+
+/* Rows per chunk for one job: about MATMUL_CHUNK_BYTES of weights, fewer when
+ * that would leave too few chunks for the threads to balance. */
+static int64_t matmul_chunk_rows(const matmul_job *job, int n_threads)
+{
+    size_t row_bytes = job->weight_row_bytes ? job->weight_row_bytes : 1;
+    int64_t rows = (int64_t)(MATMUL_CHUNK_BYTES / row_bytes);
+    int64_t balanced = (job->n_out + (int64_t)n_threads * MATMUL_CHUNKS_PER_THREAD - 1) /
+                       ((int64_t)n_threads * MATMUL_CHUNKS_PER_THREAD);
+    if (n_threads > 1 && balanced < rows)
+        rows = balanced;
+    rows = (rows + MATMUL_ROW_GRAIN - 1) / MATMUL_ROW_GRAIN * MATMUL_ROW_GRAIN;
+    if (rows < MATMUL_ROW_GRAIN)
+        rows = MATMUL_ROW_GRAIN;
+    return rows;
+}
+
+static int64_t matmul_job_chunks(const matmul_job *job, int n_threads)
+{
+    if (job->n_out <= 0 || job->n_tokens <= 0)
+        return 0;
+    int64_t rows = matmul_chunk_rows(job, n_threads);
+    return (job->n_out + rows - 1) / rows;
+}
+
+typedef struct matmul_step {
+    const kernel_set *kernels;
+    const matmul_job *jobs;
+    int n_jobs;
+    int n_threads;       /* the split is computed for this many threads */
+    int64_t n_chunks;    /* over all jobs */
+    _Alignas(64) atomic_llong next_chunk;
+} matmul_step;
+
+/* Rows [row_begin, row_end) of one job for every token, rows outer. */
+static void matmul_rows(const kernel_set *kernels, const matmul_job *job, int64_t row_begin,
+                        int64_t row_end)
+{
+    dot_rows_fn dot_rows = kernels_dot_rows(kernels, job->type);
+    int64_t n_rows = row_end - row_begin;
+    if (!dot_rows) {
+        /* No dot product for this type: the loader rejects such tensors, so
+         * this is a caller bug; make it loud rather than plausible. */
+        for (int64_t t = 0; t < job->n_tokens; t++)
+            for (int64_t r = row_begin; r < row_end; r++)
+                job->out[t * job->out_stride + r] = NAN;
+        return;
+    }
+    const unsigned char *weights =
+        (const unsigned char *)job->weights + (size_t)row_begin * job->weight_row_bytes;
+    const unsigned char *activation = job->activations;
+    for (int64_t t = 0; t < job->n_tokens; t++) {
+        dot_rows(job->n_in, weights, job->weight_row_bytes, n_rows, activation,
+                 job->out + t * job->out_stride + row_begin);
+        activation += job->activation_stride;
+    }
+}
+
+static void matmul_task(void *context, int thread_index, int n_threads)
+{
+    (void)thread_index;
+    (void)n_threads;
+    matmul_step *step = context;
+    /* Chunk numbers taken by one thread only grow, so the job cursor only
+     * moves forward: walking the jobs costs O(n_jobs) per thread in total. */
+    int job_index = 0;
+    int64_t job_first_chunk = 0;
+    int64_t job_chunks = step->n_jobs > 0 ? matmul_job_chunks(&step->jobs[0], step->n_threads) : 0;
+    for (;;) {
+        int64_t chunk = atomic_fetch_add_explicit(&step->next_chunk, 1, memory_order_relaxed);
+        if (chunk >= step->n_chunks)
+            return;
+        while (chunk >= job_first_chunk + job_chunks) {
+            job_first_chunk += job_chunks;
+            job_index++;
+            job_chunks = matmul_job_chunks(&step->jobs[job_index], step->n_threads);
+        }
+        const matmul_job *job = &step->jobs[job_index];
+        int64_t rows = matmul_chunk_rows(job, step->n_threads);
+        int64_t row_begin = (chunk - job_first_chunk) * rows;
+        int64_t row_end = row_begin + rows < job->n_out ? row_begin + rows : job->n_out;
+        matmul_rows(step->kernels, job, row_begin, row_end);
+    }
+}
+
+void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs)
+{
+    if (!jobs || n_jobs <= 0)
+        return;
+    if (!kernels)
+        kernels = kernels_best();
+    matmul_step step;
+    step.kernels = kernels;
+    step.jobs = jobs;
+    step.n_jobs = n_jobs;
+    step.n_threads = thread_pool_size(pool);
+    step.n_chunks = 0;
+    for (int j = 0; j < n_jobs; j++)
+        step.n_chunks += matmul_job_chunks(&jobs[j], step.n_threads);
+    atomic_init(&step.next_chunk, 0);
+    if (step.n_chunks == 0)
+        return;
+    if (step.n_chunks == 1) {
+        /* One chunk: waking the workers would cost more than the product. */
+        matmul_task(&step, 0, 1);
+        return;
+    }
+    thread_pool_run(pool, matmul_task, &step);
+}
