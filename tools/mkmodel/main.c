@@ -1,8 +1,275 @@
-/* bmoe-mkmodel: placeholder until the generator lands. */
-#include <stdio.h>
+/* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama)
+ * of a chosen shape, seed and weight type, with a small real byte-level BPE
+ * tokenizer and the family's chat template; or, with --plan, prints the
+ * tensor table and sizes without writing. This file parses the flags; every
+ * failure is one line on stderr and a non-zero exit (2 for usage errors). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(void)
+#include "mkmodel.h"
+#include "quant/quant.h"
+
+static void print_usage(FILE *out)
 {
-    fprintf(stderr, "bmoe-mkmodel: not implemented yet\n");
-    return 1;
+    fprintf(out,
+            "usage: bmoe-mkmodel [--shape NAME] [options] -o FILE\n"
+            "       bmoe-mkmodel [--shape NAME] [options] --plan\n"
+            "Writes a random-weight GGUF model with a small byte-level BPE tokenizer.\n"
+            "\n"
+            "  -o, --output FILE      output file; with --split N the shards are\n"
+            "                         FILE-0000i-of-0000N.gguf (a trailing .gguf is dropped)\n"
+            "  --plan                 print the tensor table and sizes, write nothing\n"
+            "  --shape NAME           start from a preset (flags after it override):\n");
+    mkmodel_list_presets(out);
+    fprintf(out,
+            "  --arch A               qwen3moe | gpt-oss | llama (default: the preset's;\n"
+            "                         without --shape, tiny-<arch>)\n"
+            "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
+            "  --experts N  --experts-used N  --expert-ff N   (MoE archs)\n"
+            "  --ff N                 dense FFN width (llama) / feed_forward_length key\n"
+            "  --vocab N  --context N  --merges N (most BPE merges learned)\n"
+            "  --sliding-window N  --swa-pattern P  --yarn-factor F  --yarn-orig-ctx N  (gpt-oss)\n"
+            "  --rope-base F  --eps F  --name TEXT\n"
+            "  --type T               f32 f16 bf16 q8_0 q4_k q5_k q6_k mxfp4, or a recipe:\n"
+            "                         q4_k_m   Q4_K; Q6_K for output, and for attn_v and\n"
+            "                                  ffn_down(_exps) of layers i < n/8, i >= 7n/8\n"
+            "                                  or (i - n/8) %% 3 == 2 (gpt-oss experts: MXFP4)\n"
+            "                         mxfp4_moe experts MXFP4, other matrices Q8_0\n"
+            "                         Norms, biases, sinks and the router ffn_gate_inp are\n"
+            "                         always F32. A matrix whose rows are not whole blocks\n"
+            "                         of the type falls back to Q8_0 (rows of 32k), else F32.\n"
+            "  --expert-type T        type of the expert tensors (overrides the recipe)\n"
+            "  --fill quantize|blocks quantize random floats (default for small shapes), or\n"
+            "                         write random valid blocks directly (fast; default for\n"
+            "                         the full-size presets)\n"
+            "  --seed N               PRNG seed (default 1); same seed, same bytes\n"
+            "  --split N              write N shards with split.* keys\n"
+            "  --quiet                no progress lines\n"
+            "  -h, --help             this text\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "bmoe-mkmodel: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see --help)\n");
+    return 2;
+}
+
+static bool parse_u64(const char *text, uint64_t max, uint64_t *out)
+{
+    if (!text || !*text || *text == '-' || *text == '+' || *text == ' ')
+        return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value > max)
+        return false;
+    *out = value;
+    return true;
+}
+
+static bool parse_float(const char *text, float *out)
+{
+    if (!text || !*text)
+        return false;
+    errno = 0;
+    char *end = NULL;
+    float value = strtof(text, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(value))
+        return false;
+    *out = value;
+    return true;
+}
+
+typedef struct u32_flag {
+    const char *flag;
+    size_t offset;
+} u32_flag;
+
+#define FIELD(name) offsetof(mkmodel_config, name)
+
+static const u32_flag u32_flags[] = {
+    {"--layers", FIELD(n_layer)},
+    {"--embd", FIELD(n_embd)},
+    {"--heads", FIELD(n_head)},
+    {"--kv-heads", FIELD(n_head_kv)},
+    {"--head-dim", FIELD(head_dim)},
+    {"--experts", FIELD(n_expert)},
+    {"--experts-used", FIELD(n_expert_used)},
+    {"--expert-ff", FIELD(n_ff_expert)},
+    {"--ff", FIELD(n_ff)},
+    {"--vocab", FIELD(n_vocab)},
+    {"--context", FIELD(n_ctx)},
+    {"--sliding-window", FIELD(sliding_window)},
+    {"--swa-pattern", FIELD(sliding_window_pattern)},
+    {"--yarn-orig-ctx", FIELD(yarn_original_ctx)},
+    {"--merges", FIELD(n_merges)},
+    {"--split", FIELD(n_split)},
+};
+
+static const u32_flag *find_u32_flag(const char *flag)
+{
+    for (size_t i = 0; i < sizeof u32_flags / sizeof u32_flags[0]; i++)
+        if (strcmp(u32_flags[i].flag, flag) == 0)
+            return &u32_flags[i];
+    return NULL;
+}
+
+/* Flags that take a value (all but --plan, --quiet and --help). */
+static bool takes_value(const char *flag)
+{
+    static const char *const others[] = {"-o",     "--output", "--shape", "--arch",
+                                         "--type", "--expert-type", "--fill", "--seed",
+                                         "--rope-base", "--eps", "--yarn-factor", "--name"};
+    if (find_u32_flag(flag))
+        return true;
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (strcmp(others[i], flag) == 0)
+            return true;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    const char *output = NULL, *shape = NULL, *arch = NULL;
+    bool plan = false, quiet = false;
+    bmoe_error err;
+    error_clear(&err);
+
+    /* Pass 1: find the preset and check every flag is known and has its value. */
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
+            print_usage(stdout);
+            return 0;
+        }
+        if (strcmp(flag, "--plan") == 0 || strcmp(flag, "--quiet") == 0)
+            continue;
+        if (!takes_value(flag))
+            return usage_error("unknown option '%s'", flag);
+        if (i + 1 >= argc)
+            return usage_error("%s needs a value", flag);
+        if (strcmp(flag, "--shape") == 0)
+            shape = argv[i + 1];
+        if (strcmp(flag, "--arch") == 0)
+            arch = argv[i + 1];
+        i++;
+    }
+
+    mkmodel_config config;
+    memset(&config, 0, sizeof config);
+    config.seed = 1;
+    config.n_split = 1;
+    config.n_merges = 100000;
+    if (arch && mkmodel_arch_from_name(arch) < 0)
+        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama)", arch);
+    char default_shape[32];
+    if (!shape) {
+        snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");
+        shape = default_shape;
+    }
+    if (mkmodel_preset(shape, &config, &err) != 0) {
+        fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+        return 2;
+    }
+    if (arch && mkmodel_arch_from_name(arch) != (int)config.arch) {
+        fprintf(stderr, "bmoe-mkmodel: --arch %s contradicts --shape %s (see --help)\n", arch, shape);
+        return 2;
+    }
+
+    /* Pass 2: the values, in order (later flags win). */
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--plan") == 0) {
+            plan = true;
+            continue;
+        }
+        if (strcmp(flag, "--quiet") == 0) {
+            quiet = true;
+            continue;
+        }
+        const char *value = argv[++i];
+        const u32_flag *u32 = find_u32_flag(flag);
+        if (u32) {
+            uint64_t number;
+            if (!parse_u64(value, UINT32_MAX, &number)) {
+                fprintf(stderr, "bmoe-mkmodel: %s needs a non-negative integer, got '%s'\n", flag,
+                        value);
+                return 2;
+            }
+            *(uint32_t *)((char *)&config + u32->offset) = (uint32_t)number;
+        } else if (strcmp(flag, "-o") == 0 || strcmp(flag, "--output") == 0) {
+            output = value;
+        } else if (strcmp(flag, "--seed") == 0) {
+            if (!parse_u64(value, UINT64_MAX, &config.seed))
+                return usage_error("--seed needs a non-negative integer, got '%s'", value);
+        } else if (strcmp(flag, "--type") == 0) {
+            if (mkmodel_parse_type(value, &config.recipe, &config.type, &err) != 0) {
+                fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+                return 2;
+            }
+        } else if (strcmp(flag, "--expert-type") == 0) {
+            enum mkmodel_recipe recipe;
+            uint32_t type;
+            if (mkmodel_parse_type(value, &recipe, &type, &err) != 0 ||
+                recipe != MKMODEL_RECIPE_PLAIN)
+                return usage_error("unsupported --expert-type '%s' (a plain type such as mxfp4)",
+                                   value);
+            config.expert_type = (int32_t)type;
+        } else if (strcmp(flag, "--fill") == 0) {
+            if (strcmp(value, "quantize") == 0)
+                config.fill = MKMODEL_FILL_QUANTIZE;
+            else if (strcmp(value, "blocks") == 0)
+                config.fill = MKMODEL_FILL_BLOCKS;
+            else
+                return usage_error("unknown --fill '%s' (quantize, blocks)", value);
+        } else if (strcmp(flag, "--rope-base") == 0) {
+            if (!parse_float(value, &config.rope_freq_base))
+                return usage_error("--rope-base needs a number, got '%s'", value);
+        } else if (strcmp(flag, "--eps") == 0) {
+            if (!parse_float(value, &config.rms_eps))
+                return usage_error("--eps needs a number, got '%s'", value);
+        } else if (strcmp(flag, "--yarn-factor") == 0) {
+            if (!parse_float(value, &config.yarn_factor))
+                return usage_error("--yarn-factor needs a number, got '%s'", value);
+        } else if (strcmp(flag, "--name") == 0) {
+            if (strlen(value) >= sizeof config.name)
+                return usage_error("--name '%s' is too long (63 bytes at most)", value);
+            snprintf(config.name, sizeof config.name, "%s", value);
+        }
+        /* --shape and --arch were taken in pass 1. */
+    }
+    if (!output && !plan)
+        return usage_error("%s", "no output file: give -o FILE or --plan");
+    if (mkmodel_validate(&config, &err) != 0) {
+        fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+        return 2;
+    }
+
+    mkmodel_model model;
+    if (mkmodel_build(&model, &config, &err) != 0) {
+        fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+        return 1;
+    }
+    uint64_t *sizes = calloc(config.n_split, sizeof *sizes);
+    int status = 0;
+    if (!sizes) {
+        fprintf(stderr, "bmoe-mkmodel: out of memory\n");
+        status = 1;
+    } else if (mkmodel_assign_shards(&model, sizes, &err) != 0) {
+        fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+        status = 2;
+    } else if (plan) {
+        mkmodel_print_plan(&model, sizes, stdout);
+    }
+    if (status == 0 && !plan && mkmodel_write(&model, output, quiet, &err) != 0) {
+        fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+        status = 1;
+    }
+    free(sizes);
+    mkmodel_free(&model);
+    return status;
 }

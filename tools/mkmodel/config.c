@@ -1,0 +1,650 @@
+/* bmoe-mkmodel model description: presets, type recipes, the tensor table of
+ * each architecture (names and shapes of architectures.md), the metadata
+ * records, shard assignment and the --plan printout. Owns the tensor and
+ * metadata arrays of a mkmodel_model. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mkmodel.h"
+#include "quant/quant.h"
+
+#define MKMODEL_ALIGNMENT GGUF_DEFAULT_ALIGNMENT
+
+typedef struct preset {
+    const char *name;
+    const char *description;
+    mkmodel_config config;
+} preset;
+
+/* Shapes: the tiny ones are like the oracle's quantized models (rows of 256
+ * so every K-quant fits); the full-size ones are the public models'. */
+static const preset presets[] = {
+    {"tiny-qwen3moe", "qwen3moe, 3 layers, n_embd 256, 4/2 heads of 64, 16 experts top-4, ff 256, vocab 512",
+     {.arch = MKMODEL_QWEN3MOE, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff = 1024,
+      .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 1e6f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-gpt-oss", "gpt-oss, 3 layers (SWA 8 on even layers), n_embd 256, 4/2 heads of 64, 16 experts top-4, ff 256, vocab 512",
+     {.arch = MKMODEL_GPT_OSS, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 64, .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff = 256,
+      .n_vocab = 512, .n_ctx = 131072, .sliding_window = 8, .rope_freq_base = 150000.0f,
+      .rms_eps = 1e-5f, .yarn_factor = 32.0f, .yarn_original_ctx = 4096,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-llama", "llama (dense), 4 layers, n_embd 256, 4/2 heads of 64, ff 512, vocab 512",
+     {.arch = MKMODEL_LLAMA, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 64, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 500000.0f,
+      .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
+     {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
+      .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
+      .n_vocab = 151936, .n_ctx = 40960, .rope_freq_base = 1e6f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
+    {"gpt-oss-20b", "gpt-oss-20b as MXFP4 (experts) + Q8_0: 24 layers, 32 experts top-4, vocab 201088, ~12 GB",
+     {.arch = MKMODEL_GPT_OSS, .n_layer = 24, .n_embd = 2880, .n_head = 64, .n_head_kv = 8,
+      .head_dim = 64, .n_expert = 32, .n_expert_used = 4, .n_ff_expert = 2880, .n_ff = 2880,
+      .n_vocab = 201088, .n_ctx = 131072, .sliding_window = 128, .rope_freq_base = 150000.0f,
+      .rms_eps = 1e-5f, .yarn_factor = 32.0f, .yarn_original_ctx = 4096,
+      .recipe = MKMODEL_RECIPE_MXFP4_MOE, .type = TYPE_Q8_0, .fill = MKMODEL_FILL_BLOCKS}},
+    {"gpt-oss-120b", "gpt-oss-120b as MXFP4 (experts) + Q8_0: 36 layers, 128 experts top-4, vocab 201088, ~63 GB",
+     {.arch = MKMODEL_GPT_OSS, .n_layer = 36, .n_embd = 2880, .n_head = 64, .n_head_kv = 8,
+      .head_dim = 64, .n_expert = 128, .n_expert_used = 4, .n_ff_expert = 2880, .n_ff = 2880,
+      .n_vocab = 201088, .n_ctx = 131072, .sliding_window = 128, .rope_freq_base = 150000.0f,
+      .rms_eps = 1e-5f, .yarn_factor = 32.0f, .yarn_original_ctx = 4096,
+      .recipe = MKMODEL_RECIPE_MXFP4_MOE, .type = TYPE_Q8_0, .fill = MKMODEL_FILL_BLOCKS}},
+};
+
+#define PRESET_COUNT (sizeof presets / sizeof presets[0])
+
+int mkmodel_preset(const char *name, mkmodel_config *config, bmoe_error *err)
+{
+    for (size_t i = 0; i < PRESET_COUNT; i++) {
+        if (strcmp(presets[i].name, name) == 0) {
+            uint64_t seed = config->seed;
+            uint32_t n_split = config->n_split;
+            uint32_t n_merges = config->n_merges;
+            *config = presets[i].config;
+            config->seed = seed;
+            config->n_split = n_split;
+            config->n_merges = n_merges;
+            config->expert_type = -1;
+            snprintf(config->name, sizeof config->name, "bmoe-mkmodel %s", name);
+            return 0;
+        }
+    }
+    return error_set(err, "mkmodel: unknown --shape '%s' (see --help)", name);
+}
+
+void mkmodel_list_presets(FILE *out)
+{
+    for (size_t i = 0; i < PRESET_COUNT; i++)
+        fprintf(out, "  %-15s %s\n", presets[i].name, presets[i].description);
+}
+
+const char *mkmodel_arch_name(enum mkmodel_arch arch)
+{
+    switch (arch) {
+    case MKMODEL_QWEN3MOE:
+        return "qwen3moe";
+    case MKMODEL_GPT_OSS:
+        return "gpt-oss";
+    case MKMODEL_LLAMA:
+        return "llama";
+    }
+    return "?";
+}
+
+int mkmodel_arch_from_name(const char *name)
+{
+    if (strcmp(name, "qwen3moe") == 0)
+        return MKMODEL_QWEN3MOE;
+    if (strcmp(name, "gpt-oss") == 0)
+        return MKMODEL_GPT_OSS;
+    if (strcmp(name, "llama") == 0)
+        return MKMODEL_LLAMA;
+    return -1;
+}
+
+/* The plain types a model may be written in (each has a random-block
+ * generator in fill.c). */
+static const uint32_t plain_types[] = {TYPE_F32,  TYPE_F16,  TYPE_BF16, TYPE_Q8_0,
+                                       TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_MXFP4};
+
+static bool is_plain_type(int type)
+{
+    for (size_t i = 0; i < sizeof plain_types / sizeof plain_types[0]; i++)
+        if ((int)plain_types[i] == type)
+            return true;
+    return false;
+}
+
+int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *type,
+                       bmoe_error *err)
+{
+    if (strcasecmp(name, "q4_k_m") == 0) {
+        *recipe = MKMODEL_RECIPE_Q4_K_M;
+        *type = TYPE_Q4_K;
+        return 0;
+    }
+    if (strcasecmp(name, "mxfp4_moe") == 0) {
+        *recipe = MKMODEL_RECIPE_MXFP4_MOE;
+        *type = TYPE_Q8_0;
+        return 0;
+    }
+    int t = quant_type_from_name(name);
+    if (!is_plain_type(t))
+        return error_set(err, "mkmodel: unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
+                              "mxfp4 q4_k_m mxfp4_moe)", name);
+    *recipe = MKMODEL_RECIPE_PLAIN;
+    *type = (uint32_t)t;
+    return 0;
+}
+
+#define LIMIT(field, low, high, flag)                                                     \
+    do {                                                                                  \
+        if (config->field < (low) || config->field > (high))                              \
+            return error_set(err, "mkmodel: %s %u out of range [%u, %u]", flag,           \
+                             (unsigned)config->field, (unsigned)(low), (unsigned)(high)); \
+    } while (0)
+
+int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
+{
+    LIMIT(n_layer, 1, 512, "--layers");
+    LIMIT(n_embd, 1, 65536, "--embd");
+    LIMIT(n_head, 1, 1024, "--heads");
+    LIMIT(n_head_kv, 1, 1024, "--kv-heads");
+    LIMIT(head_dim, 2, 1024, "--head-dim");
+    LIMIT(n_vocab, 1, 1u << 22, "--vocab");
+    LIMIT(n_ctx, 1, 1u << 24, "--context");
+    LIMIT(n_split, 1, 99999, "--split");
+    if (config->head_dim % 2 != 0)
+        return error_set(err, "mkmodel: --head-dim %u must be even (RoPE rotates pairs)",
+                         config->head_dim);
+    if (config->n_head % config->n_head_kv != 0)
+        return error_set(err, "mkmodel: --heads %u is not a multiple of --kv-heads %u",
+                         config->n_head, config->n_head_kv);
+    if (config->arch == MKMODEL_LLAMA) {
+        LIMIT(n_ff, 1, 1u << 20, "--ff");
+    } else {
+        LIMIT(n_expert, 1, 512, "--experts");
+        LIMIT(n_expert_used, 1, config->n_expert, "--experts-used");
+        LIMIT(n_ff_expert, 1, 1u << 20, "--expert-ff");
+    }
+    if (config->arch == MKMODEL_GPT_OSS) {
+        LIMIT(sliding_window, 1, 1u << 24, "--sliding-window");
+        if (!(config->yarn_factor >= 1.0f && config->yarn_factor <= 1024.0f))
+            return error_set(err, "mkmodel: --yarn-factor %g out of range [1, 1024]",
+                             (double)config->yarn_factor);
+    }
+    if (!(config->rope_freq_base > 0.0f && config->rope_freq_base < 1e12f))
+        return error_set(err, "mkmodel: --rope-base %g out of range", (double)config->rope_freq_base);
+    if (!(config->rms_eps > 0.0f && config->rms_eps < 1.0f))
+        return error_set(err, "mkmodel: --eps %g out of range (0, 1)", (double)config->rms_eps);
+    if (config->expert_type >= 0 && !is_plain_type(config->expert_type))
+        return error_set(err, "mkmodel: unsupported --expert-type");
+    return 0;
+}
+
+/* ---- Tensor table ---- */
+
+enum role {
+    ROLE_VECTOR,     /* norms, biases, sinks: always F32 */
+    ROLE_ROUTER,     /* ffn_gate_inp: always F32 */
+    ROLE_EMBED,
+    ROLE_OUTPUT,
+    ROLE_MATRIX,     /* attention q/k/output, dense gate/up */
+    ROLE_ATTN_V,
+    ROLE_FFN_DOWN,
+    ROLE_EXPERT,     /* ffn_gate_exps, ffn_up_exps */
+    ROLE_EXPERT_DOWN /* ffn_down_exps */
+};
+
+/* The "more bits" layers of the Q4_K_M recipe. */
+static bool use_more_bits(uint32_t layer, uint32_t n_layer)
+{
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
+           (layer >= n_layer / 8 && (layer - n_layer / 8) % 3 == 2);
+}
+
+static uint32_t choose_type(const mkmodel_config *config, enum role role, uint32_t layer, int64_t ne0)
+{
+    if (role == ROLE_VECTOR || role == ROLE_ROUTER)
+        return TYPE_F32;
+    bool expert = role == ROLE_EXPERT || role == ROLE_EXPERT_DOWN;
+    uint32_t type = config->type;
+    if (config->recipe == MKMODEL_RECIPE_Q4_K_M) {
+        type = TYPE_Q4_K;
+        if (role == ROLE_OUTPUT)
+            type = TYPE_Q6_K;
+        if ((role == ROLE_ATTN_V || role == ROLE_FFN_DOWN || role == ROLE_EXPERT_DOWN) &&
+            use_more_bits(layer, config->n_layer))
+            type = TYPE_Q6_K;
+        if (expert && config->arch == MKMODEL_GPT_OSS)
+            type = TYPE_MXFP4; /* gpt-oss experts keep their native format */
+    } else if (config->recipe == MKMODEL_RECIPE_MXFP4_MOE) {
+        type = expert ? TYPE_MXFP4 : TYPE_Q8_0;
+    }
+    if (expert && config->expert_type >= 0)
+        type = (uint32_t)config->expert_type;
+    /* A row must be whole blocks: fall back to Q8_0 (32-element blocks), else F32. */
+    const quant_format *format = quant_format_of(type);
+    if (!format || ne0 % format->block_elems != 0)
+        type = ne0 % 32 == 0 ? TYPE_Q8_0 : TYPE_F32;
+    return type;
+}
+
+static int add_tensor(mkmodel_model *model, uint32_t capacity, enum role role, uint32_t layer,
+                      const char *name, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                      enum mkmodel_noise noise, float offset, float scale, bmoe_error *err)
+{
+    if (model->tensor_count >= capacity)
+        return error_set(err, "mkmodel: internal error: tensor table full at %s", name);
+    mkmodel_tensor *t = &model->tensors[model->tensor_count++];
+    memset(t, 0, sizeof *t);
+    if (layer == UINT32_MAX)
+        snprintf(t->name, sizeof t->name, "%s", name);
+    else
+        snprintf(t->name, sizeof t->name, "blk.%u.%s", layer, name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = n_dims > 1 ? ne1 : 1;
+    t->ne[2] = n_dims > 2 ? ne2 : 1;
+    t->ne[3] = 1;
+    t->type = choose_type(&model->config, role, layer, ne0);
+    t->nbytes = (uint64_t)quant_row_bytes(t->type, ne0) * (uint64_t)(t->ne[1] * t->ne[2]);
+    if (t->nbytes == 0)
+        return error_set(err, "mkmodel: internal error: no size for %s", t->name);
+    t->noise = noise;
+    t->offset = offset;
+    t->scale = scale;
+    return 0;
+}
+
+static float inverse_sqrt(uint32_t n)
+{
+    /* sqrt is correctly rounded (IEEE), so the scales are the same everywhere. */
+    return 1.0f / __builtin_sqrtf((float)n);
+}
+
+#define NORMAL(scale) MKMODEL_NOISE_NORMAL, 0.0f, (scale)
+#define NORM_WEIGHT MKMODEL_NOISE_UNIFORM, 1.0f, 0.1f
+#define BIAS MKMODEL_NOISE_NORMAL, 0.0f, 0.1f
+#define GLOBAL UINT32_MAX
+
+/* Router logits spread ~4 units so that top-k near-ties are rare. */
+#define ROUTER_SPREAD 4.0f
+/* Output logits spread ~3 units so that greedy choices are clear. */
+#define OUTPUT_SPREAD 3.0f
+
+static int build_tensors(mkmodel_model *model, bmoe_error *err)
+{
+    const mkmodel_config *c = &model->config;
+    uint32_t per_layer = 24;
+    uint32_t capacity = 3 + per_layer * c->n_layer;
+    model->tensors = calloc(capacity, sizeof *model->tensors);
+    if (!model->tensors)
+        return error_set(err, "mkmodel: out of memory for the tensor table");
+    int64_t E = c->n_embd, V = c->n_vocab, Q = (int64_t)c->n_head * c->head_dim,
+            KV = (int64_t)c->n_head_kv * c->head_dim, X = c->n_expert, F = c->n_ff_expert;
+    float s_embd = inverse_sqrt(c->n_embd), s_q = inverse_sqrt((uint32_t)Q);
+
+#define ADD(role, layer, name, dims, a, b, cc, init)                                            \
+    do {                                                                                     \
+        if (add_tensor(model, capacity, role, layer, name, dims, a, b, cc, init, err) != 0) \
+            return -1;                                                                       \
+    } while (0)
+
+    ADD(ROLE_EMBED, GLOBAL, "token_embd.weight", 2, E, V, 1, NORMAL(1.0f));
+    for (uint32_t il = 0; il < c->n_layer; il++) {
+        ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+        ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "attn_q.bias", 1, Q, 1, 1, BIAS);
+        ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, KV, 1, NORMAL(s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "attn_k.bias", 1, KV, 1, 1, BIAS);
+        ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, KV, 1, NORMAL(s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "attn_v.bias", 1, KV, 1, 1, BIAS);
+        if (c->arch == MKMODEL_QWEN3MOE) {
+            ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+        }
+        ADD(ROLE_MATRIX, il, "attn_output.weight", 2, Q, E, 1, NORMAL(s_q));
+        if (c->arch == MKMODEL_GPT_OSS) {
+            ADD(ROLE_VECTOR, il, "attn_output.bias", 1, E, 1, 1, BIAS);
+            ADD(ROLE_VECTOR, il, "attn_sinks.weight", 1, c->n_head, 1, 1, NORMAL(1.0f));
+            ADD(ROLE_VECTOR, il, "post_attention_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+        } else {
+            ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+        }
+        if (c->arch == MKMODEL_LLAMA) {
+            int64_t D = c->n_ff;
+            ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, D, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, D, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, D, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
+            continue;
+        }
+        ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "ffn_gate_inp.bias", 1, X, 1, 1, BIAS);
+        ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "ffn_gate_exps.bias", 2, F, X, 1, BIAS);
+        ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "ffn_up_exps.bias", 2, F, X, 1, BIAS);
+        ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X,
+            NORMAL(inverse_sqrt(c->n_ff_expert)));
+        if (c->arch == MKMODEL_GPT_OSS)
+            ADD(ROLE_VECTOR, il, "ffn_down_exps.bias", 2, E, X, 1, BIAS);
+    }
+    ADD(ROLE_VECTOR, GLOBAL, "output_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+    ADD(ROLE_OUTPUT, GLOBAL, "output.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
+#undef ADD
+    return 0;
+}
+
+/* ---- Metadata ---- */
+
+static mkmodel_kv *new_kv(mkmodel_model *model, const char *prefix, const char *key,
+                          enum gguf_value_type type)
+{
+    if (model->kv_count == model->kv_capacity) {
+        uint32_t capacity = model->kv_capacity ? 2 * model->kv_capacity : 64;
+        mkmodel_kv *kvs = realloc(model->kvs, capacity * sizeof *kvs);
+        if (!kvs)
+            return NULL;
+        model->kvs = kvs;
+        model->kv_capacity = capacity;
+    }
+    mkmodel_kv *kv = &model->kvs[model->kv_count++];
+    memset(kv, 0, sizeof *kv);
+    if (prefix)
+        snprintf(kv->key, sizeof kv->key, "%s.%s", prefix, key);
+    else
+        snprintf(kv->key, sizeof kv->key, "%s", key);
+    kv->type = type;
+    return kv;
+}
+
+static uint32_t file_type_of(const mkmodel_config *config)
+{
+    if (config->recipe == MKMODEL_RECIPE_Q4_K_M)
+        return 15;
+    if (config->recipe == MKMODEL_RECIPE_MXFP4_MOE)
+        return 38;
+    switch (config->type) {
+    case TYPE_F32:
+        return 0;
+    case TYPE_F16:
+        return 1;
+    case TYPE_BF16:
+        return 32;
+    case TYPE_Q8_0:
+        return 7;
+    case TYPE_Q4_K:
+        return 14;
+    case TYPE_Q5_K:
+        return 16;
+    case TYPE_Q6_K:
+        return 18;
+    default:
+        return 38; /* MXFP4 */
+    }
+}
+
+static int build_metadata(mkmodel_model *model, bmoe_error *err)
+{
+    const mkmodel_config *c = &model->config;
+    const mkmodel_vocab *v = &model->vocab;
+    const char *a = mkmodel_arch_name(c->arch);
+    mkmodel_kv *kv;
+#define KV(prefix, key, gtype, member, number)                        \
+    do {                                                             \
+        if (!(kv = new_kv(model, prefix, key, gtype)))               \
+            return error_set(err, "mkmodel: out of memory for metadata"); \
+        kv->value.member = (number);                                 \
+    } while (0)
+#define KV_STRING(prefix, key, text)                                 \
+    do {                                                             \
+        if (!(kv = new_kv(model, prefix, key, GGUF_TYPE_STRING)))    \
+            return error_set(err, "mkmodel: out of memory for metadata"); \
+        kv->string = (text);                                         \
+    } while (0)
+#define KV_U32(key, number) KV(a, key, GGUF_TYPE_UINT32, u32, (uint32_t)(number))
+#define KV_F32(key, number) KV(a, key, GGUF_TYPE_FLOAT32, f32, (float)(number))
+
+    KV_STRING(NULL, "general.architecture", a);
+    KV_STRING(NULL, "general.name", c->name);
+    KV(NULL, "general.file_type", GGUF_TYPE_UINT32, u32, file_type_of(c));
+    KV(NULL, "general.quantization_version", GGUF_TYPE_UINT32, u32, 2);
+
+    KV_U32("block_count", c->n_layer);
+    KV_U32("context_length", c->n_ctx);
+    KV_U32("embedding_length", c->n_embd);
+    KV_U32("feed_forward_length", c->arch == MKMODEL_LLAMA || c->n_ff ? c->n_ff : c->n_ff_expert);
+    if (c->arch != MKMODEL_LLAMA) {
+        KV_U32("expert_feed_forward_length", c->n_ff_expert);
+        KV_U32("expert_count", c->n_expert);
+        KV_U32("expert_used_count", c->n_expert_used);
+    }
+    KV_U32("attention.head_count", c->n_head);
+    KV_U32("attention.head_count_kv", c->n_head_kv);
+    KV_U32("attention.key_length", c->head_dim);
+    KV_U32("attention.value_length", c->head_dim);
+    KV_F32("attention.layer_norm_rms_epsilon", c->rms_eps);
+    KV_F32("rope.freq_base", c->rope_freq_base);
+    if (c->arch != MKMODEL_GPT_OSS)
+        KV_U32("rope.dimension_count", c->head_dim);
+    if (c->arch == MKMODEL_GPT_OSS) {
+        KV_U32("attention.sliding_window", c->sliding_window);
+        if (c->sliding_window_pattern)
+            KV_U32("attention.sliding_window_pattern", c->sliding_window_pattern);
+        KV_STRING(a, "rope.scaling.type", "yarn");
+        KV_F32("rope.scaling.factor", c->yarn_factor);
+        KV_U32("rope.scaling.original_context_length", c->yarn_original_ctx);
+    }
+    if (c->arch == MKMODEL_LLAMA)
+        KV_U32("vocab_size", c->n_vocab);
+
+    KV_STRING(NULL, "tokenizer.ggml.model", v->model);
+    KV_STRING(NULL, "tokenizer.ggml.pre", v->pre);
+    if (!(kv = new_kv(model, NULL, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY)))
+        return error_set(err, "mkmodel: out of memory for metadata");
+    kv->array_type = GGUF_TYPE_STRING;
+    kv->count = v->count;
+    kv->strings = (const char *const *)v->tokens;
+    if (!(kv = new_kv(model, NULL, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY)))
+        return error_set(err, "mkmodel: out of memory for metadata");
+    kv->array_type = GGUF_TYPE_INT32;
+    kv->count = v->count;
+    kv->array = v->types;
+    if (!(kv = new_kv(model, NULL, "tokenizer.ggml.merges", GGUF_TYPE_ARRAY)))
+        return error_set(err, "mkmodel: out of memory for metadata");
+    kv->array_type = GGUF_TYPE_STRING;
+    kv->count = v->merge_count;
+    kv->strings = (const char *const *)v->merges;
+    if (v->bos >= 0)
+        KV(NULL, "tokenizer.ggml.bos_token_id", GGUF_TYPE_UINT32, u32, (uint32_t)v->bos);
+    if (v->eos >= 0)
+        KV(NULL, "tokenizer.ggml.eos_token_id", GGUF_TYPE_UINT32, u32, (uint32_t)v->eos);
+    if (v->eot >= 0)
+        KV(NULL, "tokenizer.ggml.eot_token_id", GGUF_TYPE_UINT32, u32, (uint32_t)v->eot);
+    if (v->pad >= 0)
+        KV(NULL, "tokenizer.ggml.padding_token_id", GGUF_TYPE_UINT32, u32, (uint32_t)v->pad);
+    KV(NULL, "tokenizer.ggml.add_bos_token", GGUF_TYPE_BOOL, b, v->add_bos);
+    KV(NULL, "tokenizer.ggml.add_eos_token", GGUF_TYPE_BOOL, b, false);
+    if (v->chat_template)
+        KV_STRING(NULL, "tokenizer.chat_template", v->chat_template);
+#undef KV
+#undef KV_STRING
+#undef KV_U32
+#undef KV_F32
+    return 0;
+}
+
+int mkmodel_build(mkmodel_model *model, const mkmodel_config *config, bmoe_error *err)
+{
+    memset(model, 0, sizeof *model);
+    model->config = *config;
+    if (mkmodel_validate(config, err) != 0)
+        return -1;
+    if (mkmodel_vocab_build(&model->vocab, config, err) != 0 || build_tensors(model, err) != 0 ||
+        build_metadata(model, err) != 0) {
+        mkmodel_free(model);
+        return -1;
+    }
+    return 0;
+}
+
+void mkmodel_free(mkmodel_model *model)
+{
+    mkmodel_vocab_free(&model->vocab);
+    free(model->tensors);
+    free(model->kvs);
+    memset(model, 0, sizeof *model);
+}
+
+/* ---- Sizes, shards and the plan ---- */
+
+static uint64_t scalar_bytes(enum gguf_value_type type)
+{
+    switch (type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_BOOL:
+        return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+        return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_FLOAT32:
+        return 4;
+    default:
+        return 8;
+    }
+}
+
+uint64_t mkmodel_kv_bytes(const mkmodel_kv *kv)
+{
+    uint64_t bytes = 8 + strlen(kv->key) + 4;
+    if (kv->type == GGUF_TYPE_STRING)
+        return bytes + 8 + strlen(kv->string);
+    if (kv->type != GGUF_TYPE_ARRAY)
+        return bytes + scalar_bytes(kv->type);
+    bytes += 4 + 8;
+    if (kv->array_type != GGUF_TYPE_STRING)
+        return bytes + kv->count * scalar_bytes(kv->array_type);
+    for (uint64_t i = 0; i < kv->count; i++)
+        bytes += 8 + strlen(kv->strings[i]);
+    return bytes;
+}
+
+static uint64_t align_up(uint64_t x)
+{
+    return (x + MKMODEL_ALIGNMENT - 1) / MKMODEL_ALIGNMENT * MKMODEL_ALIGNMENT;
+}
+
+/* The three split keys every shard carries: split.no (u16), split.count (u16),
+ * split.tensors.count (i32). */
+static uint64_t split_keys_bytes(void)
+{
+    return (8 + strlen("split.no") + 4 + 2) + (8 + strlen("split.count") + 4 + 2) +
+           (8 + strlen("split.tensors.count") + 4 + 4);
+}
+
+int mkmodel_assign_shards(mkmodel_model *model, uint64_t *sizes, bmoe_error *err)
+{
+    uint32_t n = model->config.n_split, count = model->tensor_count;
+    if (count < n)
+        return error_set(err, "mkmodel: --split %u exceeds the %u tensors of the model", n, count);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count; i++)
+        total += align_up(model->tensors[i].nbytes);
+    /* Contiguous ranges of about total/n bytes; every shard gets a tensor. */
+    uint64_t before = 0;
+    uint32_t previous = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t wanted = (uint64_t)((double)before * n / (double)total);
+        uint32_t shard = wanted > n - 1 ? n - 1 : (uint32_t)wanted;
+        uint32_t lowest = previous;
+        if (n > count - i && n - (count - i) > lowest)
+            lowest = n - (count - i);
+        uint32_t highest = i == 0 ? 0 : previous + 1;
+        if (shard < lowest)
+            shard = lowest;
+        if (shard > highest)
+            shard = highest;
+        model->tensors[i].shard = shard;
+        previous = shard;
+        before += align_up(model->tensors[i].nbytes);
+    }
+    for (uint32_t s = 0; s < n; s++) {
+        uint64_t header = 4 + 4 + 8 + 8;
+        if (s == 0)
+            for (uint32_t k = 0; k < model->kv_count; k++)
+                header += mkmodel_kv_bytes(&model->kvs[k]);
+        if (n > 1)
+            header += split_keys_bytes();
+        uint64_t data = 0;
+        for (uint32_t i = 0; i < count; i++) {
+            const mkmodel_tensor *t = &model->tensors[i];
+            if (t->shard != s)
+                continue;
+            header += 8 + strlen(t->name) + 4 + 8ull * t->n_dims + 4 + 8;
+            data += align_up(t->nbytes);
+        }
+        sizes[s] = align_up(header) + data;
+    }
+    return 0;
+}
+
+int mkmodel_shard_path(const char *output, uint32_t shard, uint32_t n_split, char *buffer,
+                       size_t size, bmoe_error *err)
+{
+    int written;
+    if (n_split <= 1) {
+        written = snprintf(buffer, size, "%s", output);
+    } else {
+        size_t length = strlen(output);
+        if (length > 5 && strcmp(output + length - 5, ".gguf") == 0)
+            length -= 5;
+        written = snprintf(buffer, size, "%.*s-%05u-of-%05u.gguf", (int)length, output, shard + 1,
+                           n_split);
+    }
+    if (written < 0 || (size_t)written >= size)
+        return error_set(err, "mkmodel: output name too long: %s", output);
+    return 0;
+}
+
+void mkmodel_print_plan(const mkmodel_model *model, const uint64_t *shard_sizes, FILE *out)
+{
+    const mkmodel_config *c = &model->config;
+    uint64_t data = 0, expert = 0, params = 0, file = 0;
+    fprintf(out, "# bmoe-mkmodel plan: %s, %u layers, %u experts (%u used), vocab %u, seed %llu\n",
+            mkmodel_arch_name(c->arch), c->n_layer, c->n_expert, c->n_expert_used, c->n_vocab,
+            (unsigned long long)c->seed);
+    fprintf(out, "# tensor name type ne0 ne1 ne2 bytes shard\n");
+    for (uint32_t i = 0; i < model->tensor_count; i++) {
+        const mkmodel_tensor *t = &model->tensors[i];
+        fprintf(out, "tensor %s %s %lld %lld %lld %llu %u\n", t->name, quant_format_of(t->type)->name,
+                (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                (unsigned long long)t->nbytes, t->shard);
+        data += t->nbytes;
+        params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+        if (strstr(t->name, "_exps.weight"))
+            expert += t->nbytes;
+    }
+    for (uint32_t s = 0; s < c->n_split; s++) {
+        fprintf(out, "shard %u bytes=%llu\n", s, (unsigned long long)shard_sizes[s]);
+        file += shard_sizes[s];
+    }
+    fprintf(out,
+            "total tensors=%u layers=%u experts=%u used=%u params=%llu data_bytes=%llu "
+            "expert_bytes=%llu file_bytes=%llu (%.2f GiB, %.2f GB)\n",
+            model->tensor_count, c->n_layer, c->n_expert, c->n_expert_used,
+            (unsigned long long)params, (unsigned long long)data, (unsigned long long)expert,
+            (unsigned long long)file, (double)file / (1024.0 * 1024.0 * 1024.0), (double)file / 1e9);
+}
