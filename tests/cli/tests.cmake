@@ -10,16 +10,21 @@ bmoe_add_test(test_cli_output
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c ${CMAKE_SOURCE_DIR}/src/cli/cli_output.c)
 target_include_directories(test_cli_output PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
+# Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
+# a minute under ASan, so it is "slow" (Release stage only).
 foreach(cli_test errors stories logits perplexity)
   set(cli_libs "")
+  set(cli_labels unit)
   if(cli_test STREQUAL "logits")
     set(cli_libs PkgConfig::CJSON m)
   elseif(cli_test STREQUAL "perplexity")
     set(cli_libs m)
+    set(cli_labels slow)
   endif()
   bmoe_add_test(test_cli_${cli_test}
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_${cli_test}.c
     LIBS ${cli_libs}
+    LABELS ${cli_labels}
     TIMEOUT 600)
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
