@@ -153,14 +153,6 @@ KERNEL_INLINE __m512i avx512_join(__m256i low, __m256i high)
     return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
 }
 
-/* Shuffle control that broadcasts 16-bit word j0 in the low 256 bits and
- * word j1 in the high 256 bits of each 128-bit lane. */
-KERNEL_INLINE __m512i avx512_word_pair(int j0, int j1)
-{
-    return avx512_join(_mm256_set1_epi16((short)(0x0100 + 0x0202 * j0)),
-                       _mm256_set1_epi16((short)(0x0100 + 0x0202 * j1)));
-}
-
 /* A Q8_K block's activations reordered to match how Q4_K/Q5_K weights
  * unpack (shared by every row of a group): 64 weight bytes hold sub-blocks
  * 0 | 2 in their low nibbles and 1 | 3 in their high nibbles, the next 64
@@ -182,6 +174,17 @@ KERNEL_INLINE void k4_activation_load(const block_q8_k *y, k4_activation *out)
     out->bsum_pairs = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
     out->d = y->d;
 }
+
+/* vpshufb controls picking, per 128-bit lane, the scales of the packed
+ * vpdpbusd sums below: sub-blocks 0,1 | 0,1 | 2,3 | 2,3 and 4,5 | 4,5 | 6,7 | 6,7. */
+#define K4_WORDS4(w) 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1
+#define K4_LANE(a, b) K4_WORDS4(a), K4_WORDS4(b)
+static const uint8_t k4_scale_pick[2][64] = {
+    {K4_LANE(0, 1), K4_LANE(0, 1), K4_LANE(2, 3), K4_LANE(2, 3)},
+    {K4_LANE(4, 5), K4_LANE(4, 5), K4_LANE(6, 7), K4_LANE(6, 7)},
+};
+#undef K4_LANE
+#undef K4_WORDS4
 
 /* Q4_K and Q5_K, one row's block. high_bits: NULL for Q4_K, qh for Q5_K. */
 KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
@@ -216,12 +219,19 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
             w[v] = _mm512_mask_add_epi8(w[v], set, w[v], sixteen);
         }
     }
-    __m512i sum = _mm512_setzero_si512();
-    KERNEL_UNROLLED for (int v = 0; v < 4; v++) {
-        int s0 = (v & 1) + 4 * (v >> 1), s1 = s0 + 2;
-        __m512i p = _mm512_maddubs_epi16(w[v], y->y[v]);
-        sum = _mm512_dpwssd_epi32(sum, p, _mm512_shuffle_epi8(scales, avx512_word_pair(s0, s1)));
-    }
+    /* Each 32-bit lane of a vpdpbusd sum holds 4 products (at most
+     * 4 * 31 * 128 in magnitude), so two such sums pack losslessly into 16-bit
+     * lanes; vpdpwssd then applies the sub-block scales. After packing, each
+     * 128-bit lane holds 4 words of one sub-block and 4 of the next. */
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i packed01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, w[0], y->y[0]),
+                                          _mm512_dpbusd_epi32(zero, w[1], y->y[1]));
+    __m512i packed23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, w[2], y->y[2]),
+                                          _mm512_dpbusd_epi32(zero, w[3], y->y[3]));
+    __m512i sum = _mm512_dpwssd_epi32(zero, packed01,
+                                      _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0])));
+    sum = _mm512_dpwssd_epi32(sum, packed23,
+                              _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[1])));
     float d = avx512_f16(d_bits) * y->d;
     float dmin = avx512_f16(dmin_bits) * y->d;
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d), *acc);
