@@ -887,14 +887,17 @@ static size_t piece_of(const tokenizer *tok, int32_t id, bool render_special, in
     uint8_t attr = token->attr;
     if ((attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN)) && !render_special)
         return 0;
-    if (attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_USER_DEFINED)) {
+    /* Gemma's user-defined whitespace tokens ("▁▁", ...) spell spaces, as
+     * the tokenizer's own decoder renders them. */
+    bool user_escaped = (attr & TOKEN_ATTR_USER_DEFINED) && tok->escape_whitespaces;
+    if ((attr & (TOKEN_ATTR_CONTROL | TOKEN_ATTR_UNKNOWN | TOKEN_ATTR_USER_DEFINED)) && !user_escaped) {
         for (uint32_t i = 0; i < token->length; i++)
             PUT((unsigned char)text[i]);
     } else if (attr & TOKEN_ATTR_BYTE) {
         unsigned value = 0;
         if (token->length == 6 && sscanf(text, "<0x%2X>", &value) == 1)
             PUT((unsigned char)value);
-    } else if (attr & TOKEN_ATTR_NORMAL) {
+    } else if (attr & (TOKEN_ATTR_NORMAL | TOKEN_ATTR_USER_DEFINED)) {
         bool space_escaped = tok->kind == TOKENIZER_KIND_SPM || tok->escape_whitespaces;
         for (uint32_t i = 0; i < token->length;) {
             const unsigned char *at = (const unsigned char *)text + i;

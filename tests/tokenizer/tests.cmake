@@ -4,3 +4,9 @@ bmoe_add_test(test_tokenizer_unit
 bmoe_add_test(test_tokenizer_gguf
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer_gguf.c ${CMAKE_CURRENT_LIST_DIR}/vector_files.c
   LIBS bmoe_tokenizer PkgConfig::CJSON)
+# Loads three large tokenizer.json files (~70 MB of JSON): slow under ASan.
+bmoe_add_test(test_tokenizer_hf
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer_hf.c ${CMAKE_CURRENT_LIST_DIR}/hf_tokenizer.c
+          ${CMAKE_CURRENT_LIST_DIR}/vector_files.c
+  LIBS bmoe_tokenizer PkgConfig::CJSON PkgConfig::ZLIB
+  LABELS slow TIMEOUT 600)
