@@ -29,7 +29,7 @@ static uint64_t fuzz_walk_array(const gguf_kv *kv, int depth)
         free(list);
     } else {
         for (uint64_t i = 0; i < kv->array_count; i++)
-            sum += (uint64_t)gguf_array_int(kv, i) + (uint64_t)gguf_array_float(kv, i);
+            sum += (uint64_t)gguf_array_int(kv, i) + (gguf_array_float(kv, i) > 0.0);
     }
     return sum;
 }
