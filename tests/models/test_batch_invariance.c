@@ -81,10 +81,76 @@ static void check_model(const char *model_name)
     oracle_case_free(&c);
 }
 
+/* The route callback sees every (token, layer) once, with K distinct experts
+ * in range and renormalized weights (qwen3moe). */
+typedef struct route_log {
+    int events;
+    int seen[N_TOKENS][8];
+    bool valid;
+} route_log;
+
+static void on_route(void *user, const bmoe_route_event *event)
+{
+    route_log *log = user;
+    log->events++;
+    if (event->position < 0 || event->position >= N_TOKENS || event->layer < 0 || event->layer >= 8) {
+        log->valid = false;
+        return;
+    }
+    log->seen[event->position][event->layer]++;
+    float sum = 0;
+    for (int k = 0; k < event->n_experts_used; k++) {
+        sum += event->weights[k];
+        if (event->experts[k] < 0 || event->experts[k] >= 16 || (k > 0 && event->weights[k] > event->weights[k - 1]))
+            log->valid = false;
+        for (int j = 0; j < k; j++)
+            if (event->experts[j] == event->experts[k])
+                log->valid = false;
+    }
+    if (event->n_experts_used != 4 || fabsf(sum - 1.0f) > 1e-5f)
+        log->valid = false;
+}
+
+static void check_routes(void)
+{
+    oracle_case c;
+    char path[1024], error[512];
+    if (oracle_case_load(&c, "qwen3moe-tiny-q4_k_m", "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    test_shared_path(path, sizeof path, "oracle/models/qwen3moe-tiny-q4_k_m.gguf");
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model != NULL, "load: %s", error);
+    static route_log log;
+    log.valid = true;
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_ctx = 64;
+    params.n_ubatch = 16;
+    params.n_threads = 2;
+    params.route_callback = on_route;
+    params.route_user = &log;
+    bmoe_context *context = model ? bmoe_context_create(model, &params, error, sizeof error) : NULL;
+    CHECK(context != NULL);
+    if (context)
+        CHECK(bmoe_eval(context, c.prompt_ids, N_TOKENS, NULL, false, error, sizeof error) == 0);
+    int layers = model ? bmoe_model_n_layer(model) : 0;
+    CHECK(log.valid);
+    CHECK(log.events == N_TOKENS * layers);
+    bool once = true;
+    for (int t = 0; t < N_TOKENS; t++)
+        for (int l = 0; l < layers; l++)
+            once &= log.seen[t][l] == 1;
+    CHECK(once);
+    bmoe_context_free(context);
+    bmoe_model_free(model);
+    oracle_case_free(&c);
+}
+
 int main(void)
 {
     check_model("qwen3moe-tiny-q4_k_m");
     check_model("gptoss-tiny-mxfp4");
-    check_model("qwen3moe-tiny-f32");
+    check_routes();
     return test_finish();
 }
