@@ -58,8 +58,8 @@ static tokenizer_heap_entry heap_pop(tokenizer_scratch *scratch)
     return top;
 }
 
-/* Splits text into one symbol per UTF-8 character (lead-byte length, capped
- * at the end: stray bytes become one-byte symbols). Returns the count. */
+/* Splits text into one symbol per UTF-8 character (lead-byte length; stray
+ * bytes and broken sequences become one-byte symbols). Returns the count. */
 static int split_symbols(const tokenizer *tok, tokenizer_scratch *scratch, const char *text,
                          size_t length, size_t *count)
 {
@@ -73,6 +73,13 @@ static int split_symbols(const tokenizer *tok, tokenizer_scratch *scratch, const
         size_t char_length = tokenizer_utf8_length((unsigned char)text[i]);
         if (char_length > length - i)
             char_length = length - i;
+        /* A broken sequence is one byte per symbol, so that it cannot
+         * swallow the U+2581 of an escaped space that follows it. */
+        for (size_t k = 1; k < char_length; k++)
+            if (((unsigned char)text[i + k] & 0xC0) != 0x80) {
+                char_length = 1;
+                break;
+            }
         tokenizer_symbol *symbol = &scratch->symbols[n];
         symbol->start = i;
         symbol->length = char_length;
