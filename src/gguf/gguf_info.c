@@ -219,7 +219,7 @@ static void print_totals(const gguf_model *model, FILE *out)
         fputc('\n', out);
     fprintf(out, "shards: %" PRIu32 "\n", gguf_shard_count(model));
     fprintf(out, "file bytes: %" PRIu64 "\n", file_bytes);
-    fprintf(out, "size: %.2f GiB\n", (double)total_bytes / gib);
+    fprintf(out, "size: %.2f GiB (%" PRIu64 " bytes of tensor data)\n", (double)total_bytes / gib, total_bytes);
 }
 
 void gguf_print_info(const gguf_model *model, FILE *out)

@@ -174,9 +174,11 @@ static int model_index(gguf_model *model, bmoe_error *err)
         const gguf_tensor *b = &model->tensors[model->tensors_by_name[i]];
         if (strcmp(a->name, b->name) != 0)
             continue;
+        char shown[80];
+        gguf_describe_name(a->name, shown, sizeof shown);
         if (a->shard == b->shard)
-            return error_set(err, "%s: duplicate tensor name '%s'", model->shards[a->shard].path, a->name);
-        return error_set(err, "%s: tensor '%s' appears in shard %" PRIu32 " and again in %s", first->path, a->name,
+            return error_set(err, "%s: duplicate tensor name '%s'", model->shards[a->shard].path, shown);
+        return error_set(err, "%s: tensor '%s' appears in shard %" PRIu32 " and again in %s", first->path, shown,
                          a->shard + 1, model->shards[b->shard].path);
     }
     for (uint64_t i = 0; i < first->kv_count; i++)

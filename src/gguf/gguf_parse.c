@@ -97,6 +97,11 @@ void gguf_describe_bytes(const uint8_t *bytes, uint64_t length, char *out, size_
     out[n] = '\0';
 }
 
+void gguf_describe_name(const char *name, char *out, size_t out_size)
+{
+    gguf_describe_bytes((const uint8_t *)name, strlen(name), out, out_size);
+}
+
 static bool cursor_need(cursor *c, uint64_t bytes, const char *what)
 {
     if (bytes <= c->size - c->pos)
@@ -402,7 +407,7 @@ static int check_duplicate_keys(cursor *c, gguf_shard *shard)
         const char *key = shard->kvs[order[i]].key;
         if (strcmp(shard->kvs[order[i - 1]].key, key) == 0) {
             char shown[96];
-            gguf_describe_bytes((const uint8_t *)key, strlen(key), shown, sizeof shown);
+            gguf_describe_name(key, shown, sizeof shown);
             status = error_set(c->err, "%s: duplicate key '%s'", c->path, shown);
         }
     }
@@ -418,10 +423,13 @@ static int check_tensor_placement(cursor *c, gguf_shard *shard)
         uint64_t relative = tensor->file_offset;
         uint64_t start, end;
         if (__builtin_add_overflow(shard->data_start, relative, &start) ||
-            __builtin_add_overflow(start, tensor->nbytes, &end) || end > shard->size)
+            __builtin_add_overflow(start, tensor->nbytes, &end) || end > shard->size) {
+            char shown[80];
+            gguf_describe_name(tensor->name, shown, sizeof shown);
             return error_set(c->err, "%s: tensor '%s': data at offset %" PRIu64 " + %" PRIu64
                              " bytes runs past the end of the file (%" PRIu64 " bytes)",
-                             c->path, tensor->name, relative, tensor->nbytes, shard->size);
+                             c->path, shown, relative, tensor->nbytes, shard->size);
+        }
         tensor->file_offset = start;
         tensor->data = shard->base + start;
     }
@@ -440,8 +448,11 @@ static int check_tensor_placement(cursor *c, gguf_shard *shard)
         if (tensor->nbytes == 0) /* an empty tensor shares no bytes with anyone */
             continue;
         if (previous && previous->file_offset + previous->nbytes > tensor->file_offset) {
+            char first[80], second[80];
+            gguf_describe_name(previous->name, first, sizeof first);
+            gguf_describe_name(tensor->name, second, sizeof second);
             status = error_set(c->err, "%s: tensors '%s' and '%s' overlap (data offsets %" PRIu64 " and %" PRIu64 ")",
-                               c->path, previous->name, tensor->name, previous->file_offset - shard->data_start,
+                               c->path, first, second, previous->file_offset - shard->data_start,
                                tensor->file_offset - shard->data_start);
             break;
         }

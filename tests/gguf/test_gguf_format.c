@@ -301,7 +301,7 @@ static void test_print_info(void)
     CHECK(info_number(text, "expert bytes") == 1968);
     CHECK(info_number(text, "dense bytes") == 844);
     CHECK(info_number(text, "bytes F32") == 716);
-    CHECK(strstr(text, "\nsize: 0.00 GiB\n") != NULL);
+    CHECK(strstr(text, "\nsize: 0.00 GiB (2812 bytes of tensor data)\n") != NULL); /* 1968 + 844 */
     /* long arrays show their first 8 elements and the total */
     CHECK(strstr(text, "[0, 3, 6, 9, 12, 15, 18, 21, ... (100 total)]") != NULL);
     CHECK(strstr(text, "[\"<unk>\", \"hello\", \"\", \"w\xc3\xb6rld\", \"a b\"]") != NULL);

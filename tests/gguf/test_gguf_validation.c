@@ -279,6 +279,15 @@ static void test_tensor_rules(void)
             expect_error(&b, "tensors 'first' and 'second' overlap", "overlap");
     }
 
+    /* names with control bytes are shown sanitized, so the message stays one line */
+    header(&b, 2, 0);
+    bytes_tensor_info(&b, "line\none", 1, ne16, TYPE_F32, 0);
+    bytes_tensor_info(&b, "line\ntwo", 1, ne16, TYPE_F32, 32);
+    bytes_align(&b, 32);
+    for (int i = 0; i < 128; i++)
+        bytes_u8(&b, 0);
+    expect_error(&b, "tensors 'line?one' and 'line?two' overlap", "overlap with odd names");
+
     /* truncated inside a tensor info */
     header(&b, 1, 0);
     bytes_string(&b, "t");
