@@ -170,20 +170,24 @@ static void random_blocks(mkmodel_filler *filler, uint8_t *row)
         }
         break;
     case TYPE_MXFP4: {
-        /* e such that 2^(e-128) is about sigma / 5.85, found without libm. */
-        float target = sigma / 5.85f;
+        /* Block scales 2^(e-128) of two neighbouring exponents, mixed so that
+         * the mean square scale is (sigma / 5.85)^2; found without libm:
+         * target = r * 2^(e-128) with r in [1, 2), the larger exponent taken
+         * with probability (r^2 - 1) / 3. */
+        float r = sigma / 5.85f;
         int e = 128;
-        while (target < 0.7071f && e > 2) {
-            target *= 2.0f;
+        while (r < 1.0f && e > 1) {
+            r *= 2.0f;
             e--;
         }
-        while (target >= 1.4142f && e < 254) {
-            target *= 0.5f;
+        while (r >= 2.0f && e < 253) {
+            r *= 0.5f;
             e++;
         }
+        int threshold = (int)((r * r - 1.0f) / 3.0f * 256.0f);
         for (int64_t b = 0; b < blocks; b++) {
             uint8_t *block = row + b * 17;
-            block[0] = (uint8_t)(e - (block[0] & 1)); /* some blocks a step smaller */
+            block[0] = (uint8_t)(block[0] < threshold ? e + 1 : e);
         }
         break;
     }
