@@ -45,7 +45,9 @@ typedef struct gguf_kv {
     enum gguf_value_type array_type; /* element type when type == ARRAY */
     uint64_t array_count;          /* element count when type == ARRAY */
     const uint8_t *payload;        /* raw little-endian payload in the mapping:
-                                      the scalar, or the first array element */
+                                      the scalar, or the first array element
+                                      (a STRING payload is its u64 length, then
+                                      the bytes) */
     uint64_t payload_bytes;        /* bytes of the whole payload */
 } gguf_kv;
 
