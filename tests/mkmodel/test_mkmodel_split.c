@@ -6,7 +6,7 @@
  * sizes as --plan predicted. */
 #include "mkmodel_run.h"
 
-#define SHAPE "--shape tiny-gpt-oss --layers 2 --experts 8 --vocab 320 --quiet"
+#define SHAPE "--shape tiny-gpt-oss --layers 2 --experts 4 --experts-used 2 --vocab 320 --quiet"
 
 static bool files_equal(const char *a, const char *b)
 {
@@ -64,8 +64,8 @@ int main(void)
     char a[1200], b[1200], c[1200];
 
     /* Same seed, same bytes: in both fill modes. */
-    CHECK(mk_run(SHAPE " --type q4_k_m --seed 7 -o '%s'", mk_path(a, sizeof a, "a.gguf")) == 0);
-    CHECK(mk_run(SHAPE " --type q4_k_m --seed 7 -o '%s'", mk_path(b, sizeof b, "b.gguf")) == 0);
+    CHECK(mk_run(SHAPE " --type mxfp4_moe --seed 7 -o '%s'", mk_path(a, sizeof a, "a.gguf")) == 0);
+    CHECK(mk_run(SHAPE " --type mxfp4_moe --seed 7 -o '%s'", mk_path(b, sizeof b, "b.gguf")) == 0);
     CHECK_MSG(files_equal(a, b), "two runs with seed 7 differ");
     CHECK(mk_run(SHAPE " --type q4_k_m --seed 7 --fill blocks -o '%s'", a) == 0);
     CHECK(mk_run(SHAPE " --type q4_k_m --seed 7 --fill blocks -o '%s'", b) == 0);
