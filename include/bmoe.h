@@ -27,6 +27,12 @@ typedef struct bmoe_sampler bmoe_sampler;
 bmoe_model *bmoe_model_load(const char *path, char *error, size_t error_size);
 void bmoe_model_free(bmoe_model *model);
 
+/* Maps every page of the model now, so the first tokens pay no page faults
+ * (about 0.4 s for an 18.5 GB model already in the page cache). Meant for
+ * models that fit in RAM; on a larger one it would read the whole file.
+ * Returns 0, or -1 with the reason (the model stays usable either way). */
+int bmoe_model_prefault(bmoe_model *model, char *error, size_t error_size);
+
 const char *bmoe_model_architecture(const bmoe_model *model); /* "qwen3moe" */
 int32_t bmoe_model_n_vocab(const bmoe_model *model);
 int32_t bmoe_model_n_ctx_train(const bmoe_model *model);

@@ -33,6 +33,7 @@ typedef struct cli_options {
     bmoe_sampler_params sampler;
     bool seed_given;
     bool ignore_eos;          /* --ignore-eos: generate past end-of-generation tokens */
+    bool no_prefault;         /* --no-prefault: let the first tokens fault pages in */
     int32_t *prompt_ids;      /* --prompt-ids, owned; generation takes them instead of text */
     int32_t n_prompt_ids;
     int32_t *force_ids;       /* --force-ids, owned */

@@ -36,6 +36,8 @@ void cli_print_usage(FILE *out)
             "      --repeat-last-n N  how many recent tokens (default 64, -1: all)\n"
             "      --seed S           sampling seed (default: from the clock, printed)\n"
             "      --ignore-eos       keep generating past end-of-generation tokens (benchmarks)\n"
+            "      --no-prefault      do not map the whole model at load (it is mapped at load\n"
+            "                         when it fits in physical memory)\n"
             "      --prompt-ids LIST  the prompt as token ids (1,2,3) instead of text\n"
             "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
             "                         ids one single-token decode each (needs --logits-out)\n"
@@ -172,6 +174,10 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             cli_options_free(options);
             options->mode = CLI_MODE_HELP;
             return 0;
+        }
+        if (strcmp(arg, "--no-prefault") == 0) {
+            options->no_prefault = true;
+            continue;
         }
         if (strcmp(arg, "--ignore-eos") == 0) {
             options->ignore_eos = true;

@@ -97,11 +97,13 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
     char error[512] = "";
     double start = cli_now_seconds();
     bmoe_model *model = bmoe_model_load(options->model_path, error, sizeof error);
-    *load_seconds = cli_now_seconds() - start;
     if (!model) {
         cli_fail("%s", error[0] ? error : "cannot load the model");
         return NULL;
     }
+    if (!options->no_prefault && bmoe_model_prefault(model, error, sizeof error) != 0)
+        fprintf(stderr, "bmoe-cli: warning: %s\n", error);
+    *load_seconds = cli_now_seconds() - start;
     return model;
 }
 

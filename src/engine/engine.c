@@ -73,6 +73,25 @@ fail:
     return NULL;
 }
 
+int bmoe_model_prefault(bmoe_model *model_handle, char *error, size_t error_size)
+{
+    bmoe_error err;
+    error_clear(&err);
+    /* Pre-faulting a model larger than RAM would read it all and evict the
+     * part just mapped: leave such a model to demand paging. */
+    uint64_t model_bytes = 0;
+    for (uint32_t shard = 0; shard < gguf_shard_count(model_handle->file); shard++)
+        model_bytes += gguf_shard_size(model_handle->file, shard);
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0 && model_bytes > (uint64_t)pages * (uint64_t)page_size)
+        return 0;
+    if (gguf_prefault(model_handle->file, &err) != 0) {
+        copy_error(&err, error, error_size);
+        return -1;
+    }
+    return 0;
+}
+
 void bmoe_model_free(bmoe_model *model_handle)
 {
     if (!model_handle)

@@ -82,6 +82,13 @@ int gguf_shard_fd(const gguf_model *model, uint32_t shard); /* read-only fd, for
 uint64_t gguf_shard_size(const gguf_model *model, uint32_t shard);
 uint32_t gguf_alignment(const gguf_model *model);
 
+/* Asks the kernel to map every page of every shard now (MADV_POPULATE_READ),
+ * so that the first tokens do not pay page faults; reads the files from disk
+ * where they are not in the page cache. Returns 0, or -1 with err when the
+ * kernel refused (callers may treat that as a warning: nothing is wrong with
+ * the model). A no-op for memory images. */
+int gguf_prefault(const gguf_model *model, bmoe_error *err);
+
 /* Metadata. */
 uint64_t gguf_kv_count(const gguf_model *model);
 const gguf_kv *gguf_kv_at(const gguf_model *model, uint64_t index);

@@ -466,3 +466,19 @@ const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name)
     }
     return NULL;
 }
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+int gguf_prefault(const gguf_model *model, bmoe_error *err)
+{
+    for (uint32_t i = 0; i < model->shard_count; i++) {
+        const gguf_shard *shard = &model->shards[i];
+        if (!shard->mapped)
+            continue;
+        if (madvise((void *)shard->base, shard->size, MADV_POPULATE_READ) != 0)
+            return error_set(err, "%s: cannot pre-fault the mapping: %s", shard->path, strerror(errno));
+    }
+    return 0;
+}
