@@ -22,9 +22,25 @@
 typedef void (*dot_rows_fn)(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,
                             const void *activation, float *out);
 
+/* A tile of a batch product: out[t * out_stride + r] = dot(row r of weights,
+ * activation row t) for r < n_rows, t < n_tokens; activation rows are
+ * activation_stride bytes apart. Each element must be bit-identical to what
+ * the same set's dot_rows gives for that row and activation, so that a token's
+ * result does not depend on the batch it is computed in; a tile kernel only
+ * shares the unpacking of weight blocks across tokens. */
+typedef void (*dot_tile_fn)(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,
+                            const void *activations, size_t activation_stride, int64_t n_tokens,
+                            float *out, int64_t out_stride);
+
+/* y[i] += a * x[i] for i < n, x of the kernel's type (F32 or F16): the value
+ * accumulation of attention over a KV cache. */
+typedef void (*axpy_fn)(int64_t n, float a, const void *x, float *y);
+
 typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
+    dot_tile_fn dot_tile[TYPE_COUNT]; /* NULL: dot_rows once per token */
+    axpy_fn axpy[TYPE_COUNT];         /* NULL: use the scalar kernel (F32, F16) */
 } kernel_set;
 
 /* CPU features found at run time. */
@@ -50,5 +66,13 @@ const kernel_set *kernels_best(void);
 /* The kernel for a type from a set, falling back to scalar; NULL when the
  * type has no dot product at all. */
 dot_rows_fn kernels_dot_rows(const kernel_set *set, uint32_t type);
+
+/* The set's tile kernel for a type, or NULL (then run dot_rows per token:
+ * the results are the same). */
+dot_tile_fn kernels_dot_tile(const kernel_set *set, uint32_t type);
+
+/* The axpy kernel for F32 or F16 from a set, falling back to scalar; NULL
+ * for other types. */
+axpy_fn kernels_axpy(const kernel_set *set, uint32_t type);
 
 #endif

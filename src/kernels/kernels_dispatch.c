@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fp16.h"
+
 /* Row loop over the scalar reference; one wrapper per type id because the
  * kernel signature carries no type. */
 static inline void scalar_dot_rows(uint32_t type, int64_t n, const void *weights, size_t row_bytes,
@@ -54,7 +56,21 @@ static const dot_rows_fn scalar_wrappers[TYPE_COUNT] = {
 
 /* Filled once from the quant table: a type gets a wrapper only if the table
  * gives it a vec_dot, so a NULL entry always means "no dot product". */
-static kernel_set scalar_set = {"scalar", {0}};
+static kernel_set scalar_set = {.name = "scalar"};
+
+static void scalar_axpy_f32(int64_t n, float a, const void *x, float *y)
+{
+    const float *values = x;
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * values[i];
+}
+
+static void scalar_axpy_f16(int64_t n, float a, const void *x, float *y)
+{
+    const uint16_t *values = x;
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * fp16_to_fp32(values[i]);
+}
 static pthread_once_t scalar_once = PTHREAD_ONCE_INIT;
 
 static void scalar_set_init(void)
@@ -64,6 +80,8 @@ static void scalar_set_init(void)
         if (format && format->vec_dot)
             scalar_set.dot_rows[type] = scalar_wrappers[type];
     }
+    scalar_set.axpy[TYPE_F32] = scalar_axpy_f32;
+    scalar_set.axpy[TYPE_F16] = scalar_axpy_f16;
 }
 
 const kernel_set *kernels_scalar(void)
@@ -144,4 +162,20 @@ dot_rows_fn kernels_dot_rows(const kernel_set *set, uint32_t type)
     if (set && set->dot_rows[type])
         return set->dot_rows[type];
     return kernels_scalar()->dot_rows[type];
+}
+
+dot_tile_fn kernels_dot_tile(const kernel_set *set, uint32_t type)
+{
+    if (type >= TYPE_COUNT || !set)
+        return NULL;
+    return set->dot_tile[type];
+}
+
+axpy_fn kernels_axpy(const kernel_set *set, uint32_t type)
+{
+    if (type >= TYPE_COUNT)
+        return NULL;
+    if (set && set->axpy[type])
+        return set->axpy[type];
+    return kernels_scalar()->axpy[type];
 }
