@@ -117,16 +117,22 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
         kv_cache_store(s, hp, il, n);
         attention_layer(s, hp, il, n, l->attn_sinks.data);
 
+        /* the last layer goes on with the rows that give logits only */
+        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+        if (rows == 0)
+            continue;
+        float *h = s->h + (int64_t)first * n_embd;
+
         /* h = h + attn_output . attn + bias */
         const tensor_view *wo = &l->attn_output;
-        linear(s, s->attn, attn_dim, n, 1, &wo, &s->block_out, NULL);
-        add_bias(s->block_out, &l->attn_output_bias, n, n_embd);
-        vector_add(s->h, s->block_out, n * n_embd);
+        linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
+        add_bias(s->block_out, &l->attn_output_bias, rows, n_embd);
+        vector_add(h, s->block_out, rows * n_embd);
 
         /* h = h + moe(norm(h; post_attention_norm)) */
-        rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, n_embd, hp->rms_eps);
-        moe_layer(s, m, l, il, &gpt_oss_moe, s->x, n, s->block_out);
-        vector_add(s->h, s->block_out, n * n_embd);
+        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
+        moe_layer(s, m, l, il, &gpt_oss_moe, s->x, s->positions + first, rows, s->block_out);
+        vector_add(h, s->block_out, rows * n_embd);
     }
     output_logits(m, s, batch);
     return 0;

@@ -108,15 +108,21 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
         kv_cache_store(s, hp, il, n);
         attention_layer(s, hp, il, n, NULL);
 
+        /* the last layer goes on with the rows that give logits only */
+        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+        if (rows == 0)
+            continue;
+        float *h = s->h + (int64_t)first * n_embd;
+
         /* h = h + attn_output . attn */
         const tensor_view *wo = &l->attn_output;
-        linear(s, s->attn, q_dim, n, 1, &wo, &s->block_out, NULL);
-        vector_add(s->h, s->block_out, n * n_embd);
+        linear(s, s->attn + (int64_t)first * q_dim, q_dim, rows, 1, &wo, &s->block_out, NULL);
+        vector_add(h, s->block_out, rows * n_embd);
 
         /* h = h + moe(norm(h)) */
-        rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, n_embd, hp->rms_eps);
-        moe_layer(s, m, l, il, &qwen3moe_moe, s->x, n, s->block_out);
-        vector_add(s->h, s->block_out, n * n_embd);
+        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
+        moe_layer(s, m, l, il, &qwen3moe_moe, s->x, s->positions + first, rows, s->block_out);
+        vector_add(h, s->block_out, rows * n_embd);
     }
     output_logits(m, s, batch);
     return 0;

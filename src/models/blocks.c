@@ -140,8 +140,18 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .out_stride = (int64_t)hp->n_head * hp->head_dim_v,
         .scratch = s->attention_scratch,
         .scratch_per_thread = s->attention_scratch_per_thread,
+        .kernels = s->kernels,
     };
     attention(s->pool, &params);
+}
+
+int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer)
+{
+    if (layer != n_layer - 1 || s->route_callback)
+        return 0;
+    if (!batch->logits)
+        return batch->n_tokens;
+    return batch->first_output;
 }
 
 void output_logits(const model *m, run_state *s, const forward_batch *batch)

@@ -231,6 +231,14 @@ void rmsnorm_rows(float *out, const float *x, const tensor_view *weight, int n_t
 void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope, const float *rope_cache,
                      int n_tokens, int n_heads, int head_dim, float eps);
 
+/* Output-row selection (architectures.md 1.11): the first row of the batch
+ * whose hidden state is still needed after the attention of `layer`. Every
+ * layer but the last needs all rows (0); the last needs only the rows that
+ * give logits (n_tokens when none do), unless a route callback is set, which
+ * must see every (token, layer). Rows are independent after attention, so the
+ * rows kept come out bit-identical. */
+int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer);
+
 /* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
 void output_logits(const model *m, run_state *s, const forward_batch *batch);
 
@@ -248,9 +256,9 @@ typedef struct moe_config {
 } moe_config;
 
 /* out[t] = sum over the K experts chosen for x[t] of w * expert(x[t]) for
- * the n_tokens rows of x (n_embd floats each). */
+ * the n_tokens rows of x (n_embd floats each), the tokens at positions[t]. */
 void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
-               const moe_config *config, const float *x, int n_tokens, float *out);
+               const moe_config *config, const float *x, const int32_t *positions, int n_tokens, float *out);
 
 /* Dense SiLU-GLU feed-forward: out = down(silu(gate x) * up x). */
 void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,

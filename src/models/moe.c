@@ -114,7 +114,7 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
 }
 
 void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
-               const moe_config *config, const float *x, int n_tokens, float *out)
+               const moe_config *config, const float *x, const int32_t *positions, int n_tokens, float *out)
 {
     const model_hparams *hp = &m->hparams;
     int n_expert = hp->n_expert, n_used = hp->n_expert_used;
@@ -126,7 +126,7 @@ void moe_layer(run_state *s, const model *m, const layer_weights *layer, int lay
     linear(s, x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
     add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
     for (int t = 0; t < n_tokens; t++)
-        route_token(s, config, layer_index, s->positions[t], s->router_logits + (int64_t)t * n_expert, n_expert,
+        route_token(s, config, layer_index, positions[t], s->router_logits + (int64_t)t * n_expert, n_expert,
                     n_used, s->selected + t * n_used, s->selected_weights + t * n_used);
 
     /* 2. group the (token, rank) selections by expert, tokens in order */

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kernels/kernels.h"
 #include "../kernels/thread_pool.h"
 
 /* ---- Normalization --------------------------------------------------- */
@@ -78,7 +79,9 @@ void vector_scale(float *y, const float *x, float a, int64_t n);
 
 /* Causal multi-head attention of n_tokens query tokens against a KV cache
  * that already holds every key/value they may see (positions 0..pos of each
- * token). Consecutive query heads share a KV head (GQA). */
+ * token). Consecutive query heads share a KV head (GQA). q.k is the kernel
+ * set's dot_rows of the cache type (the query rounded to f16 for an f16
+ * cache), the value sum its axpy, both in increasing key position order. */
 typedef struct attention_params {
     int n_tokens;
     const int32_t *positions;  /* [n_tokens] */
@@ -95,6 +98,7 @@ typedef struct attention_params {
     int64_t out_stride;
     float *scratch;            /* attention_scratch_floats() floats per pool thread */
     int64_t scratch_per_thread;
+    const kernel_set *kernels; /* q.k and the value sums; NULL: the scalar set */
 } attention_params;
 
 /* Floats of scratch each thread needs for a context of n_ctx positions. */

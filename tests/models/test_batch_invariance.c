@@ -9,7 +9,10 @@
 
 enum { N_TOKENS = 40 };
 
-/* mode 0: one batch; 1: one call split in ubatches of 7; 2: one call per token. */
+/* mode 0: one batch; 1: one call split in ubatches of 7; 2: one call per token.
+ * Output-row selection, where only the last row's logits come back (into the
+ * last row): 3: one call asking for the last token's logits; 4: the prompt
+ * but its last token without logits, then the last token alone. */
 static float *run(bmoe_model *model, const int32_t *tokens, int mode, int threads, enum bmoe_kv_type kv)
 {
     char error[512];
@@ -24,7 +27,14 @@ static float *run(bmoe_model *model, const int32_t *tokens, int mode, int thread
     if (!context)
         return NULL;
     float *logits = calloc((size_t)N_TOKENS * (size_t)n_vocab, sizeof(float));
-    if (mode == 2) {
+    float *last = logits + (size_t)(N_TOKENS - 1) * n_vocab;
+    if (mode == 3) {
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, last, false, error, sizeof error) == 0, "eval: %s", error);
+    } else if (mode == 4) {
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS - 1, NULL, false, error, sizeof error) == 0, "eval: %s", error);
+        CHECK_MSG(bmoe_eval(context, tokens + N_TOKENS - 1, 1, last, false, error, sizeof error) == 0, "eval: %s",
+                  error);
+    } else if (mode == 2) {
         for (int t = 0; t < N_TOKENS; t++)
             CHECK_MSG(bmoe_eval(context, &tokens[t], 1, logits + (size_t)t * n_vocab, false, error, sizeof error) == 0,
                       "eval: %s", error);
@@ -55,12 +65,16 @@ static void check_model(const char *model_name)
     size_t bytes = (size_t)N_TOKENS * (size_t)bmoe_model_n_vocab(model) * sizeof(float);
     for (int kv = 0; kv < 2; kv++) {
         float *reference = run(model, c.prompt_ids, 0, 1, (enum bmoe_kv_type)kv);
-        for (int mode = 0; mode < 3; mode++) {
+        size_t row_bytes = (size_t)bmoe_model_n_vocab(model) * sizeof(float);
+        for (int mode = 0; mode < 5; mode++) {
             for (int threads = 1; threads <= 2; threads++) {
                 if (mode == 0 && threads == 1)
                     continue;
                 float *logits = run(model, c.prompt_ids, mode, threads, (enum bmoe_kv_type)kv);
-                CHECK_MSG(reference && logits && memcmp(reference, logits, bytes) == 0,
+                /* modes 3 and 4 give the last row only */
+                size_t skip = mode >= 3 ? bytes - row_bytes : 0;
+                CHECK_MSG(reference && logits && memcmp(reference + skip / sizeof(float), logits + skip / sizeof(float),
+                                                        bytes - skip) == 0,
                           "%s: kv %s, mode %d, %d threads: logits differ from one batch on one thread", model_name,
                           kv ? "f32" : "f16", mode, threads);
                 free(logits);
