@@ -73,6 +73,55 @@ KERNEL_INLINE __m256i small_table(enum small_kind kind)
     return _mm256_broadcastsi128_si256(table);
 }
 
+/* One row's block as unsigned bytes (weight + offset) and its scale. */
+typedef struct small_weights {
+    __m256i w;
+    float d;
+} small_weights;
+
+/* One activation block: its values, -offset * (sum of each 4 values) as the
+ * start of every row's sum, and its scale. */
+typedef struct small_activation {
+    __m256i y, base;
+    float d;
+} small_activation;
+
+KERNEL_INLINE void small_unpack(const uint8_t *block, __m256i table, const enum small_kind kind,
+                                small_weights *out)
+{
+    if (kind == SMALL_Q8_0) {
+        out->w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(block + 2)), _mm256_set1_epi8((char)0x80));
+    } else {
+        const uint8_t *qs = block + (kind == SMALL_MXFP4 ? 1 : 2);
+        __m128i q = _mm_loadu_si128((const __m128i *)qs);
+        __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+        out->w = _mm256_shuffle_epi8(table, _mm256_and_si256(both, _mm256_set1_epi8(0x0f)));
+    }
+    if (kind == SMALL_MXFP4) {
+        out->d = quant_e8m0_half(block[0]);
+    } else {
+        uint16_t bits;
+        memcpy(&bits, block, 2);
+        out->d = avx512_f16(bits);
+    }
+}
+
+KERNEL_INLINE void small_activation_load(const block_q8_0 *a, const enum small_kind kind, small_activation *out)
+{
+    out->y = _mm256_loadu_si256((const __m256i *)a->qs);
+    out->base = _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), out->y),
+                                   _mm256_set1_epi32(-small_offset(kind)));
+    out->d = avx512_f16(a->d);
+}
+
+KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y,
+                                    const enum small_kind kind, __m256 *acc)
+{
+    __m256i sum = _mm256_dpbusd_epi32(y->base, x->w, y->y);
+    __m256 d = _mm256_set1_ps(kind == SMALL_MXFP4 ? y->d * x->d : x->d * y->d);
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, *acc);
+}
+
 KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                                const void *activation, float *out, const enum small_kind kind)
 {
@@ -80,46 +129,63 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
     const int64_t nb = n / 32;
     const size_t block_bytes = small_block_bytes(kind);
     const __m256i table = small_table(kind);
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i ones = _mm256_set1_epi8(1);
-    const __m256i offset = _mm256_set1_epi32(-small_offset(kind));
     __m256 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i y = _mm256_loadu_si256((const __m256i *)a[b].qs);
-        /* -offset * (sum of each 4 activations): the start of every row's sum. */
-        __m256i base = _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, y), offset);
-        float da = avx512_f16(a[b].d);
+        small_activation y;
+        small_activation_load(a + b, kind, &y);
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx512_prefetch(row, b, block_bytes);
-            const uint8_t *block = row + (size_t)b * block_bytes;
-            __m256i w;
-            float dw;
-            if (kind == SMALL_Q8_0) {
-                w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(block + 2)), _mm256_set1_epi8((char)0x80));
-            } else {
-                const uint8_t *qs = block + (kind == SMALL_MXFP4 ? 1 : 2);
-                __m128i q = _mm_loadu_si128((const __m128i *)qs);
-                __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-                w = _mm256_shuffle_epi8(table, _mm256_and_si256(both, low4));
-            }
-            if (kind == SMALL_MXFP4) {
-                dw = quant_e8m0_half(block[0]);
-            } else {
-                uint16_t bits;
-                memcpy(&bits, block, 2);
-                dw = avx512_f16(bits);
-            }
-            __m256i sum = _mm256_dpbusd_epi32(base, w, y);
-            __m256 d = _mm256_set1_ps(kind == SMALL_MXFP4 ? da * dw : dw * da);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
+            small_weights x;
+            small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
+            small_accumulate(&x, &y, kind, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx512_hsum256(acc[r]);
 }
+
+KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride,
+                              const enum small_kind kind)
+{
+    const int64_t nb = n / 32;
+    const size_t block_bytes = small_block_bytes(kind);
+    const __m256i table = small_table(kind);
+    __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        small_weights x[KERNEL_TILE_MAX_ROWS];
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            small_unpack(rows + (size_t)r * row_bytes + (size_t)b * block_bytes, table, kind, &x[r]);
+        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+            small_activation y;
+            small_activation_load((const block_q8_0 *)(acts + (size_t)t * act_stride) + b, kind, &y);
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                small_accumulate(&x[r], &y, kind, &acc[r][t]);
+        }
+    }
+    KERNEL_UNROLLED for (int t = 0; t < T; t++)
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            out[t * out_stride + r] = avx512_hsum256(acc[r][t]);
+}
+
+#define SMALL_TILE(name, kind)                                                                     \
+    KERNEL_INLINE void name(const int R, const int T, int64_t n, const uint8_t *rows,            \
+                            size_t row_bytes, const uint8_t *acts, size_t act_stride, float *out, \
+                            int64_t out_stride)                                                   \
+    {                                                                                             \
+        small_tile(R, T, n, rows, row_bytes, acts, act_stride, out, out_stride, kind);            \
+    }
+
+SMALL_TILE(q8_0_tile, SMALL_Q8_0)
+SMALL_TILE(q4_0_tile, SMALL_Q4_0)
+SMALL_TILE(iq4_nl_tile, SMALL_IQ4_NL)
+SMALL_TILE(mxfp4_tile, SMALL_MXFP4)
 
 KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                               const void *activation, float *out)
@@ -186,9 +252,18 @@ static const uint8_t k4_scale_pick[2][64] = {
 #undef K4_LANE
 #undef K4_WORDS4
 
-/* Q4_K and Q5_K, one row's block. high_bits: NULL for Q4_K, qh for Q5_K. */
-KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
-                            const k4_activation *y, __m512 *acc, __m128 *acc_min)
+/* One row's Q4_K or Q5_K block unpacked: what depends on the weights only,
+ * computed once and used for every activation row of a tile. */
+typedef struct k4_weights {
+    __m512i w[4];       /* sub-blocks 0 | 2, 1 | 3, 4 | 6, 5 | 7 */
+    __m512i scale[2];   /* sub-block scales in the word order of the packed sums */
+    __m128i mins;       /* eight 16-bit minimums */
+    float d, dmin;
+} k4_weights;
+
+/* high_bits: NULL for Q4_K, qh for Q5_K. */
+KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
+                             k4_weights *out)
 {
     uint16_t d_bits, dmin_bits;
     memcpy(&d_bits, header, 2);
@@ -196,18 +271,18 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
     uint8_t unpacked[16];
     kernel_k4_unpack_scales(header + 4, unpacked);
     __m128i scale_min = _mm_loadu_si128((const __m128i *)unpacked);
-    __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
-    __m128i min_sum = _mm_madd_epi16(mins, y->bsum_pairs);
+    out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
     __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scale_min));
+    out->scale[0] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0]));
+    out->scale[1] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[1]));
 
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     __m512i w01 = _mm512_loadu_si512((const void *)qs);
     __m512i w23 = _mm512_loadu_si512((const void *)(qs + 64));
-    __m512i w[4];
-    w[0] = _mm512_and_si512(w01, low4);                        /* sub-blocks 0 | 2 */
-    w[1] = _mm512_and_si512(_mm512_srli_epi16(w01, 4), low4);  /* 1 | 3 */
-    w[2] = _mm512_and_si512(w23, low4);                        /* 4 | 6 */
-    w[3] = _mm512_and_si512(_mm512_srli_epi16(w23, 4), low4);  /* 5 | 7 */
+    out->w[0] = _mm512_and_si512(w01, low4);
+    out->w[1] = _mm512_and_si512(_mm512_srli_epi16(w01, 4), low4);
+    out->w[2] = _mm512_and_si512(w23, low4);
+    out->w[3] = _mm512_and_si512(_mm512_srli_epi16(w23, 4), low4);
     if (high_bits) {
         const __m512i sixteen = _mm512_set1_epi8(0x10);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)high_bits));
@@ -216,26 +291,40 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
             int s0 = (v & 1) + 4 * (v >> 1), s1 = s0 + 2;
             __m512i bits = avx512_join(_mm256_set1_epi8((char)(1 << s0)), _mm256_set1_epi8((char)(1 << s1)));
             __mmask64 set = _mm512_test_epi8_mask(qh, bits);
-            w[v] = _mm512_mask_add_epi8(w[v], set, w[v], sixteen);
+            out->w[v] = _mm512_mask_add_epi8(out->w[v], set, out->w[v], sixteen);
         }
     }
+    out->d = avx512_f16(d_bits);
+    out->dmin = avx512_f16(dmin_bits);
+}
+
+/* One row's unpacked block against one activation block. */
+KERNEL_INLINE void k4_accumulate(const k4_weights *x, const k4_activation *y, __m512 *acc, __m128 *acc_min)
+{
+    __m128i min_sum = _mm_madd_epi16(x->mins, y->bsum_pairs);
     /* Each 32-bit lane of a vpdpbusd sum holds 4 products (at most
      * 4 * 31 * 128 in magnitude), so two such sums pack losslessly into 16-bit
      * lanes; vpdpwssd then applies the sub-block scales. After packing, each
      * 128-bit lane holds 4 words of one sub-block and 4 of the next. */
     const __m512i zero = _mm512_setzero_si512();
-    __m512i packed01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, w[0], y->y[0]),
-                                          _mm512_dpbusd_epi32(zero, w[1], y->y[1]));
-    __m512i packed23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, w[2], y->y[2]),
-                                          _mm512_dpbusd_epi32(zero, w[3], y->y[3]));
-    __m512i sum = _mm512_dpwssd_epi32(zero, packed01,
-                                      _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0])));
-    sum = _mm512_dpwssd_epi32(sum, packed23,
-                              _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[1])));
-    float d = avx512_f16(d_bits) * y->d;
-    float dmin = avx512_f16(dmin_bits) * y->d;
+    __m512i packed01 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, x->w[0], y->y[0]),
+                                          _mm512_dpbusd_epi32(zero, x->w[1], y->y[1]));
+    __m512i packed23 = _mm512_packs_epi32(_mm512_dpbusd_epi32(zero, x->w[2], y->y[2]),
+                                          _mm512_dpbusd_epi32(zero, x->w[3], y->y[3]));
+    __m512i sum = _mm512_dpwssd_epi32(zero, packed01, x->scale[0]);
+    sum = _mm512_dpwssd_epi32(sum, packed23, x->scale[1]);
+    float d = x->d * y->d;
+    float dmin = x->dmin * y->d;
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d), *acc);
     *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_set1_ps(dmin), *acc_min);
+}
+
+KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
+                            const k4_activation *y, __m512 *acc, __m128 *acc_min)
+{
+    k4_weights x;
+    k4_unpack(header, qs, high_bits, &x);
+    k4_accumulate(&x, y, acc, acc_min);
 }
 
 #define K4_GROUP(name, block_type, high_bits_field)                                              \
@@ -246,22 +335,55 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
         const int64_t nb = n / QK_K;                                                             \
         __m512 acc[KERNEL_GROUP_ROWS];                                                           \
         __m128 acc_min[KERNEL_GROUP_ROWS];                                                       \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
             acc[r] = _mm512_setzero_ps();                                                        \
             acc_min[r] = _mm_setzero_ps();                                                       \
         }                                                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                       \
             k4_activation y;                                                                     \
             k4_activation_load(a + b, &y);                                                       \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
                 const uint8_t *row = rows + (size_t)r * row_bytes;                               \
                 avx512_prefetch(row, b, sizeof(block_type));                                     \
                 const block_type *x = (const block_type *)row + b;                               \
                 k4_block((const uint8_t *)x, x->qs, high_bits_field, &y, &acc[r], &acc_min[r]);  \
             }                                                                                    \
         }                                                                                        \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                                              \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = avx512_hsum(acc[r]) - avx512_hsum128(acc_min[r]);                           \
+    }                                                                                            \
+                                                                                                 \
+    /* R rows x T tokens: each row's block unpacked once, each token's block   \
+     * loaded once per tile. */                                                                  \
+    KERNEL_INLINE void name##_tile(const int R, const int T, int64_t n, const uint8_t *rows,     \
+                                   size_t row_bytes, const uint8_t *acts, size_t act_stride,     \
+                                   float *out, int64_t out_stride)                               \
+    {                                                                                            \
+        const int64_t nb = n / QK_K;                                                             \
+        __m512 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                                \
+        __m128 acc_min[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                acc[r][t] = _mm512_setzero_ps();                                                 \
+                acc_min[r][t] = _mm_setzero_ps();                                                \
+            }                                                                                    \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            k4_weights w[KERNEL_TILE_MAX_ROWS];                                                  \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
+                const block_type *x = (const block_type *)row + b;                               \
+                k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w[r]);                    \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                k4_activation y;                                                                 \
+                k4_activation_load((const block_q8_k *)(acts + (size_t)t * act_stride) + b, &y); \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++)                                      \
+                    k4_accumulate(&w[r], &y, &acc[r][t], &acc_min[r][t]);                        \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                out[t * out_stride + r] = avx512_hsum(acc[r][t]) - avx512_hsum128(acc_min[r][t]); \
     }
 
 K4_GROUP(q4_k_group, block_q4_k, NULL)
@@ -275,6 +397,61 @@ static const int16_t q6_scale_index[4][32] = {
 #undef Q6_ROW
 };
 
+/* One row's Q6_K block unpacked: unsigned 6-bit weights (sub-blocks 0-3,
+ * 4-7, 8-11, 12-15 per zmm), each sub-block's scale under its words. */
+typedef struct q6_weights {
+    __m512i q[4];
+    __m512i scale[4];
+    __m256i scales16;
+    float d;
+} q6_weights;
+
+/* Constants of the Q6_K unpacking, set up once per call. */
+typedef struct q6_constants {
+    __m512i low4, bits45, shift_low, shift_high, index[4];
+} q6_constants;
+
+KERNEL_INLINE void q6_constants_init(q6_constants *c)
+{
+    c->low4 = _mm512_set1_epi8(0x0f);
+    c->bits45 = _mm512_set1_epi8(0x30);
+    /* 16-bit shift counts: low nibbles of 64 bytes take qh bits 0-1 (<< 4)
+     * then 2-3 (<< 2); high nibbles take bits 4-5 (>> 0) then 6-7 (>> 2). */
+    c->shift_low = avx512_join(_mm256_set1_epi16(4), _mm256_set1_epi16(2));
+    c->shift_high = avx512_join(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
+    KERNEL_UNROLLED for (int i = 0; i < 4; i++)
+        c->index[i] = _mm512_loadu_si512((const void *)q6_scale_index[i]);
+}
+
+KERNEL_INLINE void q6_unpack(const block_q6_k *x, const q6_constants *c, q6_weights *out)
+{
+    out->scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    __m512i scales = _mm512_castsi256_si512(out->scales16);
+    KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
+        __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
+        __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+        out->q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, c->low4),
+                                        _mm512_and_si512(_mm512_sllv_epi16(hb, c->shift_low), c->bits45));
+        out->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), c->low4),
+                                            _mm512_and_si512(_mm512_srlv_epi16(hb, c->shift_high), c->bits45));
+    }
+    KERNEL_UNROLLED for (int i = 0; i < 4; i++)
+        out->scale[i] = _mm512_permutexvar_epi16(c->index[i], scales);
+    out->d = avx512_f16(x->d);
+}
+
+/* One row's unpacked block against one activation block (its 256 values in
+ * four zmm, its 16-value sums). */
+KERNEL_INLINE void q6_accumulate(const q6_weights *x, const __m512i ya[4], __m256i bsums, float dy, __m512 *acc)
+{
+    __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(x->scales16, bsums), 5);
+    __m512i sum = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
+    KERNEL_UNROLLED for (int i = 0; i < 4; i++)
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(x->q[i], ya[i]), x->scale[i]);
+    float d = x->d * dy;
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d), *acc);
+}
+
 /* Q6_K: unsigned 6-bit weights through maddubs, scales through vpdpwssd, the
  * -32 offset taken back out with 32 * sum(scale * bsum). */
 KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
@@ -282,15 +459,8 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
 {
     const block_q8_k *a = activation;
     const int64_t nb = n / QK_K;
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
-    /* 16-bit shift counts: low nibbles of 64 bytes take qh bits 0-1 (<< 4)
-     * then 2-3 (<< 2); high nibbles take bits 4-5 (>> 0) then 6-7 (>> 2). */
-    const __m512i shift_low = avx512_join(_mm256_set1_epi16(4), _mm256_set1_epi16(2));
-    const __m512i shift_high = avx512_join(_mm256_set1_epi16(0), _mm256_set1_epi16(2));
-    __m512i index[4];
-    KERNEL_UNROLLED for (int i = 0; i < 4; i++)
-        index[i] = _mm512_loadu_si512((const void *)q6_scale_index[i]);
+    q6_constants c;
+    q6_constants_init(&c);
     __m512 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
@@ -303,29 +473,42 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx512_prefetch(row, b, sizeof(block_q6_k));
-            const block_q6_k *x = (const block_q6_k *)row + b;
-            __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-            __m512i scales = _mm512_castsi256_si512(scales16);
-            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5);
-            __m512i sum = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
-            KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
-                __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * h));
-                __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
-                __m512i q_low = _mm512_or_si512(_mm512_and_si512(l, low4),
-                                                _mm512_and_si512(_mm512_sllv_epi16(hb, shift_low), bits45));
-                __m512i q_high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
-                                                 _mm512_and_si512(_mm512_srlv_epi16(hb, shift_high), bits45));
-                __m512i p_low = _mm512_maddubs_epi16(q_low, ya[2 * h]);
-                __m512i p_high = _mm512_maddubs_epi16(q_high, ya[2 * h + 1]);
-                sum = _mm512_dpwssd_epi32(sum, p_low, _mm512_permutexvar_epi16(index[2 * h], scales));
-                sum = _mm512_dpwssd_epi32(sum, p_high, _mm512_permutexvar_epi16(index[2 * h + 1], scales));
-            }
-            float d = avx512_f16(x->d) * y->d;
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d), acc[r]);
+            q6_weights x;
+            q6_unpack((const block_q6_k *)row + b, &c, &x);
+            q6_accumulate(&x, ya, bsums, y->d, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx512_hsum(acc[r]);
+}
+
+KERNEL_INLINE void q6_k_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
+                             const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride)
+{
+    const int64_t nb = n / QK_K;
+    q6_constants c;
+    q6_constants_init(&c);
+    __m512 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        q6_weights x[KERNEL_TILE_MAX_ROWS];
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            q6_unpack((const block_q6_k *)(rows + (size_t)r * row_bytes) + b, &c, &x[r]);
+        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+            const block_q8_k *y = (const block_q8_k *)(acts + (size_t)t * act_stride) + b;
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            __m512i ya[4];
+            KERNEL_UNROLLED for (int i = 0; i < 4; i++)
+                ya[i] = _mm512_loadu_si512((const void *)(y->qs + 64 * i));
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                q6_accumulate(&x[r], ya, bsums, y->d, &acc[r][t]);
+        }
+    }
+    KERNEL_UNROLLED for (int t = 0; t < T; t++)
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            out[t * out_stride + r] = avx512_hsum(acc[r][t]);
 }
 
 /* ---- F16 and BF16 against activations of the same type ---------------- */
@@ -341,45 +524,152 @@ KERNEL_INLINE __m512 avx512_load_bf16(const uint8_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 
-/* 32 elements per step into two accumulators per row; a tail shorter than
- * 32 is zero-padded into local buffers and takes the same path. */
-#define HALF_GROUP(name, load)                                                                   \
+KERNEL_INLINE __m512 avx512_load_f32(const uint8_t *p)
+{
+    return _mm512_loadu_ps((const float *)p);
+}
+
+/* 32 elements (of `size` bytes) per step into two accumulators per row; a
+ * tail shorter than 32 is zero-padded into local buffers and takes the same
+ * path. */
+#define FLOAT_GROUP(name, load, size)                                                            \
     KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
                             const void *activation, float *out)                                  \
     {                                                                                            \
         const uint8_t *a = activation;                                                           \
         __m512 acc0[KERNEL_GROUP_ROWS], acc1[KERNEL_GROUP_ROWS];                                 \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
             acc0[r] = _mm512_setzero_ps();                                                       \
             acc1[r] = _mm512_setzero_ps();                                                       \
         }                                                                                        \
         int64_t i = 0;                                                                           \
         for (; i + 32 <= n; i += 32) {                                                           \
-            __m512 a0 = load(a + 2 * i), a1 = load(a + 2 * i + 32);                              \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
-                const uint8_t *x = rows + (size_t)r * row_bytes + 2 * i;                         \
-                __builtin_prefetch(x + 512);                                                     \
+            __m512 a0 = load(a + (size) * i), a1 = load(a + (size) * i + 16 * (size));           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *x = rows + (size_t)r * row_bytes + (size) * i;                    \
+                __builtin_prefetch(x + 256 * (size));                                            \
                 acc0[r] = _mm512_fmadd_ps(load(x), a0, acc0[r]);                                 \
-                acc1[r] = _mm512_fmadd_ps(load(x + 32), a1, acc1[r]);                            \
+                acc1[r] = _mm512_fmadd_ps(load(x + 16 * (size)), a1, acc1[r]);                   \
             }                                                                                    \
         }                                                                                        \
         if (i < n) {                                                                             \
-            uint8_t a_tail[64] = {0};                                                            \
-            memcpy(a_tail, a + 2 * i, (size_t)(n - i) * 2);                                      \
-            __m512 a0 = load(a_tail), a1 = load(a_tail + 32);                                    \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
-                uint8_t x[64] = {0};                                                             \
-                memcpy(x, rows + (size_t)r * row_bytes + 2 * i, (size_t)(n - i) * 2);            \
+            uint8_t a_tail[32 * (size)] = {0};                                                   \
+            memcpy(a_tail, a + (size) * i, (size_t)(n - i) * (size));                            \
+            __m512 a0 = load(a_tail), a1 = load(a_tail + 16 * (size));                           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                uint8_t x[32 * (size)] = {0};                                                    \
+                memcpy(x, rows + (size_t)r * row_bytes + (size) * i, (size_t)(n - i) * (size));  \
                 acc0[r] = _mm512_fmadd_ps(load(x), a0, acc0[r]);                                 \
-                acc1[r] = _mm512_fmadd_ps(load(x + 32), a1, acc1[r]);                            \
+                acc1[r] = _mm512_fmadd_ps(load(x + 16 * (size)), a1, acc1[r]);                   \
             }                                                                                    \
         }                                                                                        \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                                              \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = avx512_hsum(_mm512_add_ps(acc0[r], acc1[r]));                               \
+    }                                                                                            \
+                                                                                                 \
+    KERNEL_INLINE void name##_tile(const int R, const int T, int64_t n, const uint8_t *rows,     \
+                                   size_t row_bytes, const uint8_t *acts, size_t act_stride,     \
+                                   float *out, int64_t out_stride)                               \
+    {                                                                                            \
+        __m512 acc0[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                               \
+        __m512 acc1[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                               \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                acc0[r][t] = _mm512_setzero_ps();                                                \
+                acc1[r][t] = _mm512_setzero_ps();                                                \
+            }                                                                                    \
+        int64_t i = 0;                                                                           \
+        for (; i + 32 <= n; i += 32) {                                                           \
+            __m512 x0[KERNEL_TILE_MAX_ROWS], x1[KERNEL_TILE_MAX_ROWS];                           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *x = rows + (size_t)r * row_bytes + (size) * i;                    \
+                x0[r] = load(x);                                                                 \
+                x1[r] = load(x + 16 * (size));                                                   \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                const uint8_t *a = acts + (size_t)t * act_stride + (size) * i;                   \
+                __m512 a0 = load(a), a1 = load(a + 16 * (size));                                 \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                    \
+                    acc0[r][t] = _mm512_fmadd_ps(x0[r], a0, acc0[r][t]);                         \
+                    acc1[r][t] = _mm512_fmadd_ps(x1[r], a1, acc1[r][t]);                         \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        if (i < n) {                                                                             \
+            __m512 x0[KERNEL_TILE_MAX_ROWS], x1[KERNEL_TILE_MAX_ROWS];                           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                uint8_t x[32 * (size)] = {0};                                                    \
+                memcpy(x, rows + (size_t)r * row_bytes + (size) * i, (size_t)(n - i) * (size));  \
+                x0[r] = load(x);                                                                 \
+                x1[r] = load(x + 16 * (size));                                                   \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                uint8_t a[32 * (size)] = {0};                                                    \
+                memcpy(a, acts + (size_t)t * act_stride + (size) * i, (size_t)(n - i) * (size)); \
+                __m512 a0 = load(a), a1 = load(a + 16 * (size));                                 \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                    \
+                    acc0[r][t] = _mm512_fmadd_ps(x0[r], a0, acc0[r][t]);                         \
+                    acc1[r][t] = _mm512_fmadd_ps(x1[r], a1, acc1[r][t]);                         \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                out[t * out_stride + r] = avx512_hsum(_mm512_add_ps(acc0[r][t], acc1[r][t]));    \
     }
 
-HALF_GROUP(f16_group, avx512_load_f16)
-HALF_GROUP(bf16_group, avx512_load_bf16)
+FLOAT_GROUP(f16_group, avx512_load_f16, 2)
+FLOAT_GROUP(bf16_group, avx512_load_bf16, 2)
+FLOAT_GROUP(f32_group, avx512_load_f32, 4)
+
+/* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
+
+KERNEL_INLINE __m512 avx512_load_partial_f32(const uint8_t *p, __mmask16 mask)
+{
+    return _mm512_maskz_loadu_ps(mask, p);
+}
+
+KERNEL_INLINE __m512 avx512_load_partial_f16(const uint8_t *p, __mmask16 mask)
+{
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+}
+
+#define AXPY(name, load, load_partial, size)                                                     \
+    static void name(int64_t n, float a, const void *x, float *y)                                \
+    {                                                                                            \
+        const uint8_t *values = x;                                                               \
+        __m512 scale = _mm512_set1_ps(a);                                                        \
+        int64_t i = 0;                                                                           \
+        for (; i + 32 <= n; i += 32) {                                                           \
+            __m512 y0 = _mm512_fmadd_ps(load(values + (size) * i), scale, _mm512_loadu_ps(y + i)); \
+            __m512 y1 = _mm512_fmadd_ps(load(values + (size) * (i + 16)), scale,                 \
+                                        _mm512_loadu_ps(y + i + 16));                            \
+            _mm512_storeu_ps(y + i, y0);                                                         \
+            _mm512_storeu_ps(y + i + 16, y1);                                                    \
+        }                                                                                        \
+        for (; i < n; i += 16) {                                                                 \
+            __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1); \
+            __m512 sum = _mm512_fmadd_ps(load_partial(values + (size) * i, mask), scale,         \
+                                         _mm512_maskz_loadu_ps(mask, y + i));                    \
+            _mm512_mask_storeu_ps(y + i, mask, sum);                                             \
+        }                                                                                        \
+    }
+
+AXPY(avx512_axpy_f32, avx512_load_f32, avx512_load_partial_f32, 4)
+AXPY(avx512_axpy_f16, avx512_load_f16, avx512_load_partial_f16, 2)
+
+/* Tiles: 2 rows x 4 tokens where unpacking is costly (K-quants), more rows
+ * where activation preparation is (32-element blocks). */
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, 2, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, 2, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q6_k, q6_k_tile, 2, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_iq4_nl, iq4_nl_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_mxfp4, mxfp4_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f32, f32_group_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f16, f16_group_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_bf16, bf16_group_tile, 4, 8)
 
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q4_0, q4_0_group)
@@ -390,6 +680,7 @@ KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q5_k, q5_k_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_bf16, bf16_group)
+KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f32, f32_group)
 
 static const kernel_set avx512_set = {
     .name = "avx512",
@@ -403,6 +694,23 @@ static const kernel_set avx512_set = {
         [TYPE_Q6_K] = avx512_dot_rows_q6_k,
         [TYPE_F16] = avx512_dot_rows_f16,
         [TYPE_BF16] = avx512_dot_rows_bf16,
+        [TYPE_F32] = avx512_dot_rows_f32,
+    },
+    .dot_tile = {
+        [TYPE_Q8_0] = avx512_dot_tile_q8_0,
+        [TYPE_Q4_0] = avx512_dot_tile_q4_0,
+        [TYPE_IQ4_NL] = avx512_dot_tile_iq4_nl,
+        [TYPE_MXFP4] = avx512_dot_tile_mxfp4,
+        [TYPE_Q4_K] = avx512_dot_tile_q4_k,
+        [TYPE_Q5_K] = avx512_dot_tile_q5_k,
+        [TYPE_Q6_K] = avx512_dot_tile_q6_k,
+        [TYPE_F16] = avx512_dot_tile_f16,
+        [TYPE_BF16] = avx512_dot_tile_bf16,
+        [TYPE_F32] = avx512_dot_tile_f32,
+    },
+    .axpy = {
+        [TYPE_F32] = avx512_axpy_f32,
+        [TYPE_F16] = avx512_axpy_f16,
     },
 };
 

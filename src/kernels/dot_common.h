@@ -44,6 +44,63 @@
             group(1, n, rows + (size_t)r * row_bytes, row_bytes, activation, out + r);       \
     }
 
+/* Defines dot_tile_fn `name` from `tile(R, T, n, rows, row_bytes, activations,
+ * activation_stride, out, out_stride)`, an always-inline function that
+ * computes R consecutive rows for T consecutive activation rows, unpacking
+ * each weight block once for the T tokens. Tiles of ROWS x TOKENS (at most
+ * 4 x 8) cover what they can; the rest is covered by tiles of 2 and 1 rows
+ * and of the remaining token count, so that a few tokens (an expert's share
+ * of a batch) still share the unpacking. Rows outer: a tile's weight rows stay in L1 while
+ * every token passes over them. An element's operations are those of the
+ * group function of dot_rows for the same type (the tile calls the same
+ * per-row, per-token block code), so its bits are too. */
+#define KERNEL_TILE_CALL(tile, R, T)                                                          \
+    tile((R), (T), n, rows + (size_t)r * row_bytes, row_bytes,                                \
+         acts + (size_t)t * activation_stride, activation_stride, out + t * out_stride + r,   \
+         out_stride)
+
+/* The remainder of fewer than TOKENS tokens as one tile of its own count. */
+#define KERNEL_TILE_TOKENS(tile, R, TOKENS)                                                   \
+    do {                                                                                      \
+        int64_t t = 0;                                                                        \
+        for (; t + (TOKENS) <= n_tokens; t += (TOKENS))                                       \
+            KERNEL_TILE_CALL(tile, R, TOKENS);                                                \
+        switch ((TOKENS) > 1 ? n_tokens - t : 0) {                                            \
+        case 7: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 7 ? 7 : 1)); break;                     \
+        case 6: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 6 ? 6 : 1)); break;                     \
+        case 5: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 5 ? 5 : 1)); break;                     \
+        case 4: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 4 ? 4 : 1)); break;                     \
+        case 3: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 3 ? 3 : 1)); break;                     \
+        case 2: KERNEL_TILE_CALL(tile, R, ((TOKENS) > 2 ? 2 : 1)); break;                     \
+        case 1: KERNEL_TILE_CALL(tile, R, 1); break;                                          \
+        default: break;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+#define KERNEL_DEFINE_DOT_TILE(name, tile, ROWS, TOKENS)                                      \
+    _Static_assert((ROWS) >= 1 && (ROWS) <= KERNEL_TILE_MAX_ROWS && (TOKENS) >= 1 &&          \
+                   (TOKENS) <= KERNEL_TILE_MAX_TOKENS, "tile shape");                         \
+    static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,        \
+                     const void *activations, size_t activation_stride, int64_t n_tokens,     \
+                     float *out, int64_t out_stride)                                          \
+    {                                                                                         \
+        const uint8_t *rows = weights;                                                        \
+        const uint8_t *acts = activations;                                                    \
+        int64_t r = 0;                                                                        \
+        for (; r + (ROWS) <= n_rows; r += (ROWS))                                             \
+            KERNEL_TILE_TOKENS(tile, ROWS, TOKENS);                                           \
+        if ((ROWS) > 2 && n_rows - r >= 2) {                                                  \
+            KERNEL_TILE_TOKENS(tile, ((ROWS) > 2 ? 2 : 1), TOKENS);                           \
+            r += 2;                                                                           \
+        }                                                                                     \
+        for (; r < n_rows; r++)                                                               \
+            KERNEL_TILE_TOKENS(tile, 1, TOKENS);                                              \
+    }
+
+/* Largest tile dimensions any set uses (sizes of the accumulator arrays). */
+#define KERNEL_TILE_MAX_ROWS 4
+#define KERNEL_TILE_MAX_TOKENS 8
+
 /* The 12-byte scale/min packing of Q4_K and Q5_K (quant-formats.md 4.1)
  * unpacked into 16 bytes: sc[0..7] then m[0..7], four at a time. */
 KERNEL_INLINE void kernel_k4_unpack_scales(const uint8_t *packed, uint8_t out[16])

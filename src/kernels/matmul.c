@@ -11,7 +11,9 @@
  * A batch (prefill) is arithmetic-bound: a chunk is a few cache lines of weight
  * blocks (a multiple of 4 rows, so register-blocked kernels stay full), small
  * enough to stay in L1/L2 while it is reused across the batch's tokens: rows
- * outer, tokens inner.
+ * outer, tokens inner. Where the kernel set has a tile kernel for the type,
+ * one call covers the chunk's rows for all tokens, unpacking each weight block
+ * once per few tokens; it gives the same bits as dot_rows per token.
  *
  * One token (decode) is memory-bound: what matters is that each thread reads
  * long sequential runs, which the hardware prefetchers follow. A chunk is then
@@ -130,7 +132,14 @@ static void matmul_rows(const kernel_set *kernels, const matmul_job *job, int64_
         return;
     }
     /* A batch: arithmetic-bound. The chunk's rows stay in cache while every
-     * token passes over them. */
+     * token passes over them; a tile kernel also unpacks each weight block
+     * once for several tokens (same bits as dot_rows per token). */
+    dot_tile_fn dot_tile = kernels_dot_tile(kernels, job->type);
+    if (dot_tile && dot_rows == kernels->dot_rows[job->type]) {
+        dot_tile(job->n_in, weights, row_bytes, n_rows, job->activations, job->activation_stride,
+                 job->n_tokens, job->out + row_begin, job->out_stride);
+        return;
+    }
     const unsigned char *activation = job->activations;
     for (int64_t t = 0; t < job->n_tokens; t++) {
         dot_rows(job->n_in, weights, row_bytes, n_rows, activation,

@@ -2,7 +2,10 @@
  * provides, against the scalar reference (quant_format.vec_dot) and against a
  * float64 dot of the dequantized rows, for several row lengths and 1..9 rows;
  * bit-identical results whatever the grouping of rows (batch invariance); and
- * the dispatch (kernels_select, BMOE_ISA through kernels_best, fallbacks). */
+ * the dispatch (kernels_select, BMOE_ISA through kernels_best, fallbacks).
+ * Tile kernels: every element bit-identical to dot_rows for its row and
+ * token, over many tile shapes, strides and offsets, nothing written outside
+ * the tile. axpy: each element exactly one fused multiply-add (fmaf). */
 #include "kernels/kernels.h"
 #include "kernels/kernels_dispatch.h"
 #include "base/fp16.h"
@@ -60,6 +63,11 @@ static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     for (int64_t b = 0; b < blocks; b++) {
         uint8_t *block = row + b * format->block_bytes;
         switch (type) {
+        case TYPE_F32: {
+            float value = rng_float(-2.0f, 2.0f);
+            memcpy(block, &value, 4);
+            break;
+        }
         case TYPE_F16:
             put_f16(block, rng_float(-2.0f, 2.0f));
             break;
@@ -205,6 +213,187 @@ static void check_case(const kernel_set *set, dot_rows_fn dot, const case_data *
     checked_cases++;
 }
 
+
+/* ---- tile kernels -------------------------------------------------------- */
+
+#define TILE_ROWS 9
+#define TILE_TOKENS 13
+
+static int checked_tiles;
+
+/* One set, one type, one n: the tile kernel over every run of rows and many
+ * token counts, against dot_rows called for one row and one token at a time. */
+static void check_tile(const kernel_set *set, uint32_t type, int64_t n)
+{
+    const quant_format *format = quant_format_of(type);
+    dot_rows_fn dot = kernels_dot_rows(set, type);
+    dot_tile_fn tile = kernels_dot_tile(set, type);
+    const quant_format *act_format = quant_format_of(format->activation_type);
+    CHECK_MSG(dot && tile && act_format && act_format->quantize_row, "%s %s: missing functions",
+              set->name, format->name);
+    if (!dot || !tile || !act_format || !act_format->quantize_row)
+        return;
+    size_t row_bytes = quant_row_bytes(type, n);
+    /* Activation rows padded by an odd amount: the stride is the caller's. */
+    size_t act_bytes = quant_row_bytes(format->activation_type, n);
+    size_t act_stride = act_bytes + 13;
+    uint8_t *weights = malloc(row_bytes * TILE_ROWS);
+    uint8_t *acts = malloc(act_stride * TILE_TOKENS);
+    float *values = malloc(sizeof(float) * (size_t)n);
+    for (int r = 0; r < TILE_ROWS; r++) {
+        uint8_t *row = weights + r * row_bytes;
+        if (r % 2 == 1 && format->quantize_row) {
+            random_floats(values, n);
+            format->quantize_row(values, row, n);
+        } else {
+            random_block_bytes(type, row, n);
+        }
+    }
+    memset(acts, 0xa5, act_stride * TILE_TOKENS);
+    for (int t = 0; t < TILE_TOKENS; t++) {
+        random_floats(values, n);
+        act_format->quantize_row(values, acts + t * act_stride, n);
+    }
+    float want[TILE_TOKENS][TILE_ROWS];
+    for (int t = 0; t < TILE_TOKENS; t++)
+        for (int r = 0; r < TILE_ROWS; r++)
+            dot(n, weights + r * row_bytes, row_bytes, 1, acts + t * act_stride, &want[t][r]);
+
+    static const int token_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
+    const int out_stride = TILE_ROWS + 3;
+    const float sentinel = -12345.5f;
+    int mismatches = 0, overwrites = 0, shapes = 0;
+    for (int count = 1; count <= TILE_ROWS; count++) {
+        for (int start = 0; start + count <= TILE_ROWS; start += (count > 4 ? 1 : 2)) {
+            for (size_t k = 0; k < sizeof token_counts / sizeof token_counts[0]; k++) {
+                int n_tokens = token_counts[k];
+                int first_token = TILE_TOKENS - n_tokens; /* vary which tokens too */
+                first_token = (start + count) % (first_token + 1);
+                float out[TILE_TOKENS * (TILE_ROWS + 3)];
+                for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
+                    out[i] = sentinel;
+                /* Output columns start at 1: the tile must write only its own. */
+                tile(n, weights + start * row_bytes, row_bytes, count,
+                     acts + first_token * act_stride, act_stride, n_tokens, out + 1, out_stride);
+                for (int t = 0; t < TILE_TOKENS; t++) {
+                    for (int c = 0; c < out_stride; c++) {
+                        float got = out[t * out_stride + c];
+                        int inside = t < n_tokens && c >= 1 && c <= count;
+                        if (inside) {
+                            float expect = want[first_token + t][start + c - 1];
+                            if (memcmp(&got, &expect, sizeof got) != 0) {
+                                if (mismatches == 0)
+                                    fprintf(stderr, "%s %s n=%lld rows %d+%d tokens %d+%d: "
+                                            "(%d,%d) %.9g vs dot_rows %.9g\n", set->name,
+                                            format->name, (long long)n, start, count, first_token,
+                                            n_tokens, start + c - 1, first_token + t, got, expect);
+                                mismatches++;
+                            }
+                        } else if (memcmp(&got, &sentinel, sizeof got) != 0) {
+                            overwrites++;
+                        }
+                    }
+                }
+                shapes++;
+            }
+        }
+    }
+    CHECK_MSG(mismatches == 0, "%s %s n=%lld: %d tile elements differ from dot_rows", set->name,
+              format->name, (long long)n, mismatches);
+    CHECK_MSG(overwrites == 0, "%s %s n=%lld: %d elements written outside the tile", set->name,
+              format->name, (long long)n, overwrites);
+    CHECK(shapes > 100);
+    checked_tiles += shapes;
+    free(weights);
+    free(acts);
+    free(values);
+}
+
+/* Types whose tile kernels each SIMD set must have: the prefill hot spots. */
+static const uint32_t required_tile_types[] = {TYPE_Q4_K, TYPE_Q6_K, TYPE_Q5_K, TYPE_Q8_0, TYPE_MXFP4};
+
+static void test_tiles(const kernel_set *set)
+{
+    for (size_t i = 0; i < sizeof required_tile_types / sizeof required_tile_types[0]; i++)
+        CHECK_MSG(set->dot_tile[required_tile_types[i]] != NULL, "set %s lacks a %s tile kernel",
+                  set->name, quant_format_of(required_tile_types[i])->name);
+    int types_run = 0;
+    for (uint32_t type = 0; type < TYPE_COUNT; type++) {
+        if (!set->dot_tile[type])
+            continue;
+        CHECK_MSG(set->dot_rows[type] != NULL, "%s: a %s tile kernel without dot_rows", set->name,
+                  quant_format_of(type)->name);
+        const quant_format *format = quant_format_of(type);
+        int64_t sizes_k[] = {256, 1024};
+        int64_t sizes_32[] = {32, 2880};
+        int64_t sizes_1[] = {7, 33, 2048};
+        const int64_t *sizes = sizes_1;
+        int count = 3;
+        if (format->block_elems == QK_K) {
+            sizes = sizes_k;
+            count = 2;
+        } else if (format->block_elems == 32) {
+            sizes = sizes_32;
+            count = 2;
+        }
+        for (int s = 0; s < count; s++)
+            check_tile(set, type, sizes[s]);
+        types_run++;
+    }
+    printf("set %s: %d tile kernels checked against dot_rows\n", set->name, types_run);
+}
+
+/* ---- axpy ----------------------------------------------------------------- */
+
+/* Every element y[i] becomes fmaf(a, x[i], y[i]) exactly, for lengths around
+ * every vector width; y beyond n is untouched. The scalar set (a multiply
+ * then an add) is held to one rounding of the product. */
+static void test_axpy(const kernel_set *set, int exact)
+{
+    static const int64_t lengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 1000};
+    const uint32_t types[] = {TYPE_F32, TYPE_F16};
+    for (int k = 0; k < 2; k++) {
+        uint32_t type = types[k];
+        axpy_fn axpy = kernels_axpy(set, type);
+        CHECK_MSG(axpy != NULL, "%s: no axpy for %s", set->name, quant_format_of(type)->name);
+        if (!axpy)
+            continue;
+        if (exact)
+            CHECK_MSG(set->axpy[type] == axpy, "%s: axpy for %s is not its own", set->name,
+                      quant_format_of(type)->name);
+        int bad = 0;
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            int64_t n = lengths[l];
+            float x[1000 + 8], y[1000 + 8], y0[1000 + 8];
+            uint16_t h[1000 + 8];
+            random_floats(x, n + 8);
+            random_floats(y0, n + 8);
+            for (int64_t i = 0; i < n + 8; i++) {
+                h[i] = fp32_to_fp16(x[i]);
+                if (type == TYPE_F16)
+                    x[i] = fp16_to_fp32(h[i]);
+            }
+            memcpy(y, y0, sizeof(float) * (size_t)(n + 8));
+            float a = rng_float(-3.0f, 3.0f);
+            axpy(n, a, type == TYPE_F16 ? (const void *)h : (const void *)x, y);
+            for (int64_t i = 0; i < n + 8; i++) {
+                float want = i < n ? fmaf(a, x[i], y0[i]) : y0[i];
+                int ok = exact || i >= n ? memcmp(&y[i], &want, sizeof want) == 0
+                                         : fabsf(y[i] - want) <= 0x1p-23f * (fabsf(a * x[i]) + fabsf(y0[i]));
+                if (!ok) {
+                    if (bad == 0)
+                        fprintf(stderr, "%s axpy %s n=%lld i=%lld: %.9g, want %.9g\n", set->name,
+                                quant_format_of(type)->name, (long long)n, (long long)i, y[i], want);
+                    bad++;
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "%s axpy %s: %d elements wrong", set->name, quant_format_of(type)->name, bad);
+    }
+    CHECK(kernels_axpy(set, TYPE_Q4_K) == NULL);
+    CHECK(kernels_axpy(set, TYPE_COUNT) == NULL);
+}
+
 static const uint32_t required_types[] = {TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K,
                                           TYPE_MXFP4, TYPE_F16, TYPE_BF16};
 
@@ -270,6 +459,12 @@ static void test_scalar_set(void)
     CHECK(kernels_dot_rows(scalar, TYPE_COUNT) == NULL);
     CHECK(kernels_dot_rows(scalar, 4) == NULL); /* removed id */
     CHECK(kernels_dot_rows(NULL, TYPE_Q4_K) == scalar->dot_rows[TYPE_Q4_K]);
+    /* The scalar set has no tiles: callers run dot_rows per token. */
+    CHECK(kernels_dot_tile(scalar, TYPE_Q4_K) == NULL);
+    CHECK(kernels_dot_tile(NULL, TYPE_Q4_K) == NULL);
+    CHECK(kernels_dot_tile(scalar, TYPE_COUNT) == NULL);
+    CHECK(kernels_axpy(NULL, TYPE_F32) == scalar->axpy[TYPE_F32]);
+    test_axpy(scalar, 0);
 }
 
 static void test_fallback(const kernel_set *set)
@@ -418,8 +613,10 @@ int main(void)
             continue;
         }
         test_set(sets[i]);
+        test_tiles(sets[i]);
+        test_axpy(sets[i], 1);
         sets_run++;
     }
-    printf("%d SIMD sets run, %d cases\n", sets_run, checked_cases);
+    printf("%d SIMD sets run, %d cases, %d tile shapes\n", sets_run, checked_cases, checked_tiles);
     return test_finish();
 }
