@@ -1,5 +1,6 @@
 /* AVX2 + FMA + F16C dot-product kernels: Q8_0, Q4_0, IQ4_NL, MXFP4 (32-element
- * blocks against Q8_0), Q4_K, Q5_K, Q6_K (against Q8_K), F16 and BF16.
+ * blocks against Q8_0), Q4_K, Q5_K, Q6_K (against Q8_K), F16, BF16 and F32;
+ * their tile (rows x tokens) forms, and axpy for F32 and F16.
  * Integer sums inside a block are exact (maddubs on unsigned 4-6 bit weights,
  * or sign-extended 16-bit madd where both sides are signed); across blocks
  * each row accumulates in f32 lanes in increasing block order. */
@@ -34,119 +35,148 @@ KERNEL_INLINE void avx2_prefetch(const uint8_t *row, int64_t block, size_t block
 
 /* ---- 32-element blocks against Q8_0 activations ------------------------ */
 
-/* Exact signed dot of 32 int8 weights (as two halves of 16) with the block's
- * activations already widened to 16 bits. */
-KERNEL_INLINE __m256i avx2_dot_s8_halves(__m128i w_low, __m128i w_high, __m256i a_low, __m256i a_high)
+/* One row's 32-element block as two halves of sign-extended 16-bit weights,
+ * and its scale. */
+typedef struct small_weights {
+    __m256i low, high;
+    float d;
+} small_weights;
+
+/* One activation block widened to 16 bits, and its scale. */
+typedef struct small_activation {
+    __m256i low, high;
+    float d;
+} small_activation;
+
+/* Which 32-element format a block is in. */
+enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
+
+static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+KERNEL_INLINE size_t small_block_bytes(enum small_kind kind)
 {
-    __m256i p0 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w_low), a_low);
-    __m256i p1 = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w_high), a_high);
-    return _mm256_add_epi32(p0, p1);
+    return kind == SMALL_Q8_0 ? sizeof(block_q8_0) : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
 }
 
-KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                              const void *activation, float *out)
+KERNEL_INLINE __m128i small_table(enum small_kind kind)
 {
-    const block_q8_0 *a = activation;
-    const int64_t nb = n / QK8_0;
-    __m256 acc[KERNEL_GROUP_ROWS];
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
-        __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
-        float da = avx2_f16(a[b].d);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, sizeof(block_q8_0));
-            const block_q8_0 *x = (const block_q8_0 *)row + b;
-            __m256i sum = avx2_dot_s8_halves(_mm_loadu_si128((const __m128i *)x->qs),
-                                             _mm_loadu_si128((const __m128i *)(x->qs + 16)), a_low,
-                                             a_high);
-            __m256 d = _mm256_set1_ps(avx2_f16(x->d) * da);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
-        }
-    }
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        out[r] = avx2_hsum(acc[r]);
+    const int8_t *values = kind == SMALL_MXFP4 ? quant_mxfp4_values
+                           : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values;
+    return _mm_loadu_si128((const __m128i *)values);
 }
 
 /* Nibble formats: byte j holds element j (low) and j + 16 (high); a 16-entry
  * table maps each nibble to its signed 8-bit value. */
-KERNEL_INLINE __m256i avx2_dot_nibbles(const uint8_t *qs, __m128i table, __m256i a_low, __m256i a_high)
+KERNEL_INLINE void small_unpack(const uint8_t *block, __m128i table, const enum small_kind kind,
+                                small_weights *out)
 {
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m128i w_low = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
-    __m128i w_high = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), low4));
-    return avx2_dot_s8_halves(w_low, w_high, a_low, a_high);
-}
-
-/* Q4_0 and IQ4_NL share a layout (f16 d, 16 bytes of nibbles). */
-KERNEL_INLINE void nibble_f16_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                                    const void *activation, float *out, const int8_t *values)
-{
-    const block_q8_0 *a = activation;
-    const int64_t nb = n / QK8_0;
-    const __m128i table = _mm_loadu_si128((const __m128i *)values);
-    __m256 acc[KERNEL_GROUP_ROWS];
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
-        __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
-        float da = avx2_f16(a[b].d);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, sizeof(block_q4_0));
-            const block_q4_0 *x = (const block_q4_0 *)row + b;
-            __m256i sum = avx2_dot_nibbles(x->qs, table, a_low, a_high);
-            __m256 d = _mm256_set1_ps(avx2_f16(x->d) * da);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
-        }
+    __m128i w_low, w_high;
+    if (kind == SMALL_Q8_0) {
+        w_low = _mm_loadu_si128((const __m128i *)(block + 2));
+        w_high = _mm_loadu_si128((const __m128i *)(block + 18));
+    } else {
+        const __m128i low4 = _mm_set1_epi8(0x0f);
+        __m128i q = _mm_loadu_si128((const __m128i *)(block + (kind == SMALL_MXFP4 ? 1 : 2)));
+        w_low = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
+        w_high = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), low4));
     }
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        out[r] = avx2_hsum(acc[r]);
+    out->low = _mm256_cvtepi8_epi16(w_low);
+    out->high = _mm256_cvtepi8_epi16(w_high);
+    if (kind == SMALL_MXFP4) {
+        out->d = quant_e8m0_half(block[0]);
+    } else {
+        uint16_t bits;
+        memcpy(&bits, block, 2);
+        out->d = avx2_f16(bits);
+    }
 }
 
-static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
-
-KERNEL_INLINE void q4_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                              const void *activation, float *out)
+KERNEL_INLINE void small_activation_load(const block_q8_0 *a, small_activation *out)
 {
-    nibble_f16_group(R, n, rows, row_bytes, activation, out, q4_0_values);
+    out->low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->qs));
+    out->high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a->qs + 16)));
+    out->d = avx2_f16(a->d);
 }
 
-KERNEL_INLINE void iq4_nl_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                                const void *activation, float *out)
+/* Exact signed dot of the 32 weights with the 32 activations, then one
+ * multiply-add per lane with the two scales. */
+KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y,
+                                    const enum small_kind kind, __m256 *acc)
 {
-    nibble_f16_group(R, n, rows, row_bytes, activation, out, quant_iq4nl_values);
+    __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(x->low, y->low), _mm256_madd_epi16(x->high, y->high));
+    __m256 d = _mm256_set1_ps(kind == SMALL_MXFP4 ? y->d * x->d : x->d * y->d);
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, *acc);
 }
 
-KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                               const void *activation, float *out)
+KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                               const void *activation, float *out, const enum small_kind kind)
 {
     const block_q8_0 *a = activation;
     const int64_t nb = n / 32;
-    const __m128i table = _mm_loadu_si128((const __m128i *)quant_mxfp4_values);
+    const size_t block_bytes = small_block_bytes(kind);
+    const __m128i table = small_table(kind);
     __m256 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i a_low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[b].qs));
-        __m256i a_high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[b].qs + 16)));
-        float da = avx2_f16(a[b].d);
+        small_activation y;
+        small_activation_load(a + b, &y);
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, sizeof(block_mxfp4));
-            const block_mxfp4 *x = (const block_mxfp4 *)row + b;
-            __m256i sum = avx2_dot_nibbles(x->qs, table, a_low, a_high);
-            __m256 d = _mm256_set1_ps(da * quant_e8m0_half(x->e));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc[r]);
+            avx2_prefetch(row, b, block_bytes);
+            small_weights x;
+            small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
+            small_accumulate(&x, &y, kind, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
+
+KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride,
+                              const enum small_kind kind)
+{
+    const int64_t nb = n / 32;
+    const size_t block_bytes = small_block_bytes(kind);
+    const __m128i table = small_table(kind);
+    __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        small_weights x[KERNEL_TILE_MAX_ROWS];
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            small_unpack(rows + (size_t)r * row_bytes + (size_t)b * block_bytes, table, kind, &x[r]);
+        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+            small_activation y;
+            small_activation_load((const block_q8_0 *)(acts + (size_t)t * act_stride) + b, &y);
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                small_accumulate(&x[r], &y, kind, &acc[r][t]);
+        }
+    }
+    KERNEL_UNROLLED for (int t = 0; t < T; t++)
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            out[t * out_stride + r] = avx2_hsum(acc[r][t]);
+}
+
+#define SMALL_KERNELS(prefix, kind)                                                                \
+    KERNEL_INLINE void prefix##_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes, \
+                                      const void *activation, float *out)                         \
+    {                                                                                             \
+        small_group(R, n, rows, row_bytes, activation, out, kind);                                \
+    }                                                                                             \
+    KERNEL_INLINE void prefix##_tile(const int R, const int T, int64_t n, const uint8_t *rows,    \
+                                     size_t row_bytes, const uint8_t *acts, size_t act_stride,    \
+                                     float *out, int64_t out_stride)                              \
+    {                                                                                             \
+        small_tile(R, T, n, rows, row_bytes, acts, act_stride, out, out_stride, kind);            \
+    }
+
+SMALL_KERNELS(q8_0, SMALL_Q8_0)
+SMALL_KERNELS(q4_0, SMALL_Q4_0)
+SMALL_KERNELS(iq4_nl, SMALL_IQ4_NL)
+SMALL_KERNELS(mxfp4, SMALL_MXFP4)
 
 /* ---- K-quants against Q8_K activations --------------------------------- */
 
@@ -164,10 +194,17 @@ KERNEL_INLINE __m128i avx2_bsum_pairs(const block_q8_k *y)
     return _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
 }
 
-/* Q4_K and Q5_K: per row and block, the scaled integer sum and the min term.
- * high_bits is NULL for Q4_K, the qh array for Q5_K. */
-KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
-                            const block_q8_k *y, __m128i bsum_pairs, float dy, __m256 *acc, __m128 *acc_min)
+/* One row's Q4_K or Q5_K block unpacked: weights of sub-block s in w[s],
+ * its scale in every word of scale[s]. */
+typedef struct k4_weights {
+    __m256i w[8];
+    __m256i scale[8];
+    __m128i mins;
+    float d, dmin;
+} k4_weights;
+
+/* high_bits is NULL for Q4_K, the qh array for Q5_K. */
+KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits, k4_weights *out)
 {
     uint16_t d_bits, dmin_bits;
     memcpy(&d_bits, header, 2);
@@ -175,17 +212,14 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
     uint8_t unpacked[16];
     kernel_k4_unpack_scales(header + 4, unpacked);
     __m128i scale_min = _mm_loadu_si128((const __m128i *)unpacked);
-    __m128i scales = _mm_cvtepu8_epi16(scale_min);
-    __m128i mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
-    __m128i min_sum = _mm_madd_epi16(mins, bsum_pairs);
-    __m256i scales_both = _mm256_broadcastsi128_si256(scales);
+    __m256i scales_both = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scale_min));
+    out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
 
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i sixteen = _mm256_set1_epi8(0x10);
     __m256i qh = _mm256_setzero_si256();
     if (high_bits)
         qh = _mm256_loadu_si256((const __m256i *)high_bits);
-    __m256i sum = _mm256_setzero_si256();
     KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i low = _mm256_and_si256(q, low4);
@@ -196,77 +230,149 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
             low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_low), bit_low), sixteen));
             high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_high), bit_high), sixteen));
         }
-        __m256i p_low = _mm256_maddubs_epi16(low, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
-        __m256i p_high = _mm256_maddubs_epi16(high, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
-        p_low = _mm256_madd_epi16(p_low, _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c)));
-        p_high = _mm256_madd_epi16(p_high, _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c + 1)));
+        out->w[2 * c] = low;
+        out->w[2 * c + 1] = high;
+        out->scale[2 * c] = _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c));
+        out->scale[2 * c + 1] = _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c + 1));
+    }
+    out->d = avx2_f16(d_bits);
+    out->dmin = avx2_f16(dmin_bits);
+}
+
+/* Per row and block: the scaled integer sum and the min term. */
+KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m128i bsum_pairs,
+                                 __m256 *acc, __m128 *acc_min)
+{
+    __m128i min_sum = _mm_madd_epi16(x->mins, bsum_pairs);
+    __m256i sum = _mm256_setzero_si256();
+    KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
+        __m256i p_low = _mm256_maddubs_epi16(x->w[2 * c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        __m256i p_high = _mm256_maddubs_epi16(x->w[2 * c + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        p_low = _mm256_madd_epi16(p_low, x->scale[2 * c]);
+        p_high = _mm256_madd_epi16(p_high, x->scale[2 * c + 1]);
         sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_low, p_high));
     }
-    float d = avx2_f16(d_bits) * dy;
-    float dmin = avx2_f16(dmin_bits) * dy;
+    float d = x->d * y->d;
+    float dmin = x->dmin * y->d;
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), *acc);
     *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_set1_ps(dmin), *acc_min);
 }
 
-KERNEL_INLINE void q4_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                              const void *activation, float *out)
+#define K4_KERNELS(prefix, block_type, high_bits_field)                                          \
+    KERNEL_INLINE void prefix##_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes, \
+                                      const void *activation, float *out)                        \
+    {                                                                                            \
+        const block_q8_k *a = activation;                                                        \
+        const int64_t nb = n / QK_K;                                                             \
+        __m256 acc[KERNEL_GROUP_ROWS];                                                           \
+        __m128 acc_min[KERNEL_GROUP_ROWS];                                                       \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
+            acc[r] = _mm256_setzero_ps();                                                        \
+            acc_min[r] = _mm_setzero_ps();                                                       \
+        }                                                                                        \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            const block_q8_k *y = a + b;                                                         \
+            __m128i pairs = avx2_bsum_pairs(y);                                                  \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
+                avx2_prefetch(row, b, sizeof(block_type));                                       \
+                const block_type *x = (const block_type *)row + b;                               \
+                k4_weights w;                                                                    \
+                k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w);                       \
+                k4_accumulate(&w, y, pairs, &acc[r], &acc_min[r]);                               \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);                               \
+    }                                                                                            \
+                                                                                                 \
+    KERNEL_INLINE void prefix##_tile(const int R, const int T, int64_t n, const uint8_t *rows,   \
+                                     size_t row_bytes, const uint8_t *acts, size_t act_stride,   \
+                                     float *out, int64_t out_stride)                             \
+    {                                                                                            \
+        const int64_t nb = n / QK_K;                                                             \
+        __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                                \
+        __m128 acc_min[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                acc[r][t] = _mm256_setzero_ps();                                                 \
+                acc_min[r][t] = _mm_setzero_ps();                                                \
+            }                                                                                    \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            k4_weights w[KERNEL_TILE_MAX_ROWS];                                                  \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const block_type *x = (const block_type *)(rows + (size_t)r * row_bytes) + b;    \
+                k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w[r]);                    \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                const block_q8_k *y = (const block_q8_k *)(acts + (size_t)t * act_stride) + b;   \
+                __m128i pairs = avx2_bsum_pairs(y);                                              \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++)                                      \
+                    k4_accumulate(&w[r], y, pairs, &acc[r][t], &acc_min[r][t]);                  \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                out[t * out_stride + r] = avx2_hsum(acc[r][t]) - avx2_hsum128(acc_min[r][t]);    \
+    }
+
+K4_KERNELS(q4_k, block_q4_k, NULL)
+K4_KERNELS(q5_k, block_q5_k, x->qh)
+
+/* One row's Q6_K block unpacked: weights taken unsigned (0..63) so maddubs
+ * applies, 32 per ymm in sub-block pairs; each pair's scales as words. */
+typedef struct q6_weights {
+    __m256i q[8];
+    __m256i scale[8];
+    __m256i scales16;
+    float d;
+} q6_weights;
+
+KERNEL_INLINE void q6_unpack(const block_q6_k *x, q6_weights *out)
 {
-    const block_q8_k *a = activation;
-    const int64_t nb = n / QK_K;
-    __m256 acc[KERNEL_GROUP_ROWS];
-    __m128 acc_min[KERNEL_GROUP_ROWS];
-    KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        acc_min[r] = _mm_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    __m128i scales8 = _mm_loadu_si128((const __m128i *)x->scales);
+    out->scales16 = _mm256_cvtepi8_epi16(scales8);
+    KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        __m256i *q = out->q + 4 * h;
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
     }
-    for (int64_t b = 0; b < nb; b++) {
-        const block_q8_k *y = a + b;
-        __m128i pairs = avx2_bsum_pairs(y);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, sizeof(block_q4_k));
-            const block_q4_k *x = (const block_q4_k *)row + b;
-            k4_block((const uint8_t *)x, x->qs, NULL, y, pairs, y->d, &acc[r], &acc_min[r]);
-        }
+    KERNEL_UNROLLED for (int pair = 0; pair < 8; pair++) { /* sub-blocks 2*pair and 2*pair + 1 */
+        __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * pair + 1)),
+                                      (long long)(0x0101010101010101ull * (uint64_t)(2 * pair)));
+        out->scale[pair] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, pick));
     }
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);
+    out->d = avx2_f16(x->d);
 }
 
-KERNEL_INLINE void q5_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                              const void *activation, float *out)
+/* The -32 offset is folded back with the activation's 16-element sums:
+ * sum sc*32*bsum. */
+KERNEL_INLINE void q6_accumulate(const q6_weights *x, const block_q8_k *y, __m256i bsums, __m256 *acc)
 {
-    const block_q8_k *a = activation;
-    const int64_t nb = n / QK_K;
-    __m256 acc[KERNEL_GROUP_ROWS];
-    __m128 acc_min[KERNEL_GROUP_ROWS];
-    KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-        acc[r] = _mm256_setzero_ps();
-        acc_min[r] = _mm_setzero_ps();
+    __m256i offset = _mm256_madd_epi16(x->scales16, bsums);
+    __m256i sum = _mm256_setzero_si256();
+    KERNEL_UNROLLED for (int pair = 0; pair < 8; pair++) {
+        __m256i p = _mm256_maddubs_epi16(x->q[pair], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * pair)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, x->scale[pair]));
     }
-    for (int64_t b = 0; b < nb; b++) {
-        const block_q8_k *y = a + b;
-        __m128i pairs = avx2_bsum_pairs(y);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, sizeof(block_q5_k));
-            const block_q5_k *x = (const block_q5_k *)row + b;
-            k4_block((const uint8_t *)x, x->qs, x->qh, y, pairs, y->d, &acc[r], &acc_min[r]);
-        }
-    }
-    KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);
+    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+    float d = x->d * y->d;
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), *acc);
 }
 
-/* Q6_K: weights taken unsigned (0..63) so maddubs applies; the -32 offset is
- * folded back with the activation's 16-element sums: sum sc*32*bsum. */
 KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                               const void *activation, float *out)
 {
     const block_q8_k *a = activation;
     const int64_t nb = n / QK_K;
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
     __m256 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
@@ -276,36 +382,37 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             avx2_prefetch(row, b, sizeof(block_q6_k));
-            const block_q6_k *x = (const block_q6_k *)row + b;
-            __m128i scales8 = _mm_loadu_si128((const __m128i *)x->scales);
-            __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales8), bsums);
-            __m256i sum = _mm256_setzero_si256();
-            KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
-                __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-                __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-                __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-                __m256i q[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
-                q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
-                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
-                KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
-                    int pair = 4 * h + k; /* sub-blocks 2*pair and 2*pair + 1 */
-                    __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * pair + 1)),
-                                                  (long long)(0x0101010101010101ull * (uint64_t)(2 * pair)));
-                    __m256i scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, pick));
-                    __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(y->qs + 128 * h + 32 * k)));
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, scale));
-                }
-            }
-            sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
-            float d = avx2_f16(x->d) * y->d;
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), acc[r]);
+            q6_weights x;
+            q6_unpack((const block_q6_k *)row + b, &x);
+            q6_accumulate(&x, y, bsums, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
+}
+
+KERNEL_INLINE void q6_k_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
+                             const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride)
+{
+    const int64_t nb = n / QK_K;
+    __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        q6_weights x[KERNEL_TILE_MAX_ROWS];
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            q6_unpack((const block_q6_k *)(rows + (size_t)r * row_bytes) + b, &x[r]);
+        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+            const block_q8_k *y = (const block_q8_k *)(acts + (size_t)t * act_stride) + b;
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                q6_accumulate(&x[r], y, bsums, &acc[r][t]);
+        }
+    }
+    KERNEL_UNROLLED for (int t = 0; t < T; t++)
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            out[t * out_stride + r] = avx2_hsum(acc[r][t]);
 }
 
 /* ---- F16 and BF16 against activations of the same type ---------------- */
@@ -321,45 +428,145 @@ KERNEL_INLINE __m256 avx2_load_bf16(const uint8_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-/* 16 elements per step into two accumulators per row; a tail shorter than
- * 16 is zero-padded into local buffers and takes the same path. */
-#define HALF_GROUP(name, load)                                                                   \
+KERNEL_INLINE __m256 avx2_load_f32(const uint8_t *p)
+{
+    return _mm256_loadu_ps((const float *)p);
+}
+
+/* 16 elements (of `size` bytes) per step into two accumulators per row; a
+ * tail shorter than 16 is zero-padded into local buffers and takes the same
+ * path. */
+#define FLOAT_GROUP(name, load, size)                                                            \
     KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
                             const void *activation, float *out)                                  \
     {                                                                                            \
         const uint8_t *a = activation;                                                           \
         __m256 acc0[KERNEL_GROUP_ROWS], acc1[KERNEL_GROUP_ROWS];                                 \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                            \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                            \
             acc0[r] = _mm256_setzero_ps();                                                       \
             acc1[r] = _mm256_setzero_ps();                                                       \
         }                                                                                        \
         int64_t i = 0;                                                                           \
         for (; i + 16 <= n; i += 16) {                                                           \
-            __m256 a0 = load(a + 2 * i), a1 = load(a + 2 * i + 16);                              \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
-                const uint8_t *x = rows + (size_t)r * row_bytes + 2 * i;                         \
-                __builtin_prefetch(x + 256);                                                     \
+            __m256 a0 = load(a + (size) * i), a1 = load(a + (size) * i + 8 * (size));            \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *x = rows + (size_t)r * row_bytes + (size) * i;                    \
+                __builtin_prefetch(x + 128 * (size));                                            \
                 acc0[r] = _mm256_fmadd_ps(load(x), a0, acc0[r]);                                 \
-                acc1[r] = _mm256_fmadd_ps(load(x + 16), a1, acc1[r]);                            \
+                acc1[r] = _mm256_fmadd_ps(load(x + 8 * (size)), a1, acc1[r]);                    \
             }                                                                                    \
         }                                                                                        \
         if (i < n) {                                                                             \
-            uint8_t a_tail[32] = {0};                                                            \
-            memcpy(a_tail, a + 2 * i, (size_t)(n - i) * 2);                                      \
-            __m256 a0 = load(a_tail), a1 = load(a_tail + 16);                                    \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                                        \
-                uint8_t x[32] = {0};                                                             \
-                memcpy(x, rows + (size_t)r * row_bytes + 2 * i, (size_t)(n - i) * 2);            \
+            uint8_t a_tail[16 * (size)] = {0};                                                   \
+            memcpy(a_tail, a + (size) * i, (size_t)(n - i) * (size));                            \
+            __m256 a0 = load(a_tail), a1 = load(a_tail + 8 * (size));                            \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                uint8_t x[16 * (size)] = {0};                                                    \
+                memcpy(x, rows + (size_t)r * row_bytes + (size) * i, (size_t)(n - i) * (size));  \
                 acc0[r] = _mm256_fmadd_ps(load(x), a0, acc0[r]);                                 \
-                acc1[r] = _mm256_fmadd_ps(load(x + 16), a1, acc1[r]);                            \
+                acc1[r] = _mm256_fmadd_ps(load(x + 8 * (size)), a1, acc1[r]);                    \
             }                                                                                    \
         }                                                                                        \
-        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                                              \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = avx2_hsum(_mm256_add_ps(acc0[r], acc1[r]));                                 \
+    }                                                                                            \
+                                                                                                 \
+    KERNEL_INLINE void name##_tile(const int R, const int T, int64_t n, const uint8_t *rows,     \
+                                   size_t row_bytes, const uint8_t *acts, size_t act_stride,     \
+                                   float *out, int64_t out_stride)                               \
+    {                                                                                            \
+        __m256 acc0[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                               \
+        __m256 acc1[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                               \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                acc0[r][t] = _mm256_setzero_ps();                                                \
+                acc1[r][t] = _mm256_setzero_ps();                                                \
+            }                                                                                    \
+        int64_t i = 0;                                                                           \
+        for (; i + 16 <= n; i += 16) {                                                           \
+            __m256 x0[KERNEL_TILE_MAX_ROWS], x1[KERNEL_TILE_MAX_ROWS];                           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const uint8_t *x = rows + (size_t)r * row_bytes + (size) * i;                    \
+                x0[r] = load(x);                                                                 \
+                x1[r] = load(x + 8 * (size));                                                    \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                const uint8_t *a = acts + (size_t)t * act_stride + (size) * i;                   \
+                __m256 a0 = load(a), a1 = load(a + 8 * (size));                                  \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                    \
+                    acc0[r][t] = _mm256_fmadd_ps(x0[r], a0, acc0[r][t]);                         \
+                    acc1[r][t] = _mm256_fmadd_ps(x1[r], a1, acc1[r][t]);                         \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        if (i < n) {                                                                             \
+            __m256 x0[KERNEL_TILE_MAX_ROWS], x1[KERNEL_TILE_MAX_ROWS];                           \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                uint8_t x[16 * (size)] = {0};                                                    \
+                memcpy(x, rows + (size_t)r * row_bytes + (size) * i, (size_t)(n - i) * (size));  \
+                x0[r] = load(x);                                                                 \
+                x1[r] = load(x + 8 * (size));                                                    \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                uint8_t a[16 * (size)] = {0};                                                    \
+                memcpy(a, acts + (size_t)t * act_stride + (size) * i, (size_t)(n - i) * (size)); \
+                __m256 a0 = load(a), a1 = load(a + 8 * (size));                                  \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                    \
+                    acc0[r][t] = _mm256_fmadd_ps(x0[r], a0, acc0[r][t]);                         \
+                    acc1[r][t] = _mm256_fmadd_ps(x1[r], a1, acc1[r][t]);                         \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                out[t * out_stride + r] = avx2_hsum(_mm256_add_ps(acc0[r][t], acc1[r][t]));      \
     }
 
-HALF_GROUP(f16_group, avx2_load_f16)
-HALF_GROUP(bf16_group, avx2_load_bf16)
+FLOAT_GROUP(f16_group, avx2_load_f16, 2)
+FLOAT_GROUP(bf16_group, avx2_load_bf16, 2)
+FLOAT_GROUP(f32_group, avx2_load_f32, 4)
+
+/* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
+
+#define AXPY(name, load, size)                                                                   \
+    static void name(int64_t n, float a, const void *x, float *y)                                \
+    {                                                                                            \
+        const uint8_t *values = x;                                                               \
+        __m256 scale = _mm256_set1_ps(a);                                                        \
+        int64_t i = 0;                                                                           \
+        for (; i + 16 <= n; i += 16) {                                                           \
+            __m256 y0 = _mm256_fmadd_ps(load(values + (size) * i), scale, _mm256_loadu_ps(y + i)); \
+            __m256 y1 = _mm256_fmadd_ps(load(values + (size) * (i + 8)), scale,                  \
+                                        _mm256_loadu_ps(y + i + 8));                             \
+            _mm256_storeu_ps(y + i, y0);                                                         \
+            _mm256_storeu_ps(y + i + 8, y1);                                                     \
+        }                                                                                        \
+        if (i < n) {                                                                             \
+            uint8_t x_tail[16 * (size)] = {0};                                                   \
+            float y_tail[16] = {0};                                                              \
+            memcpy(x_tail, values + (size) * i, (size_t)(n - i) * (size));                       \
+            memcpy(y_tail, y + i, (size_t)(n - i) * sizeof(float));                              \
+            _mm256_storeu_ps(y_tail, _mm256_fmadd_ps(load(x_tail), scale, _mm256_loadu_ps(y_tail))); \
+            _mm256_storeu_ps(y_tail + 8, _mm256_fmadd_ps(load(x_tail + 8 * (size)), scale,       \
+                                                         _mm256_loadu_ps(y_tail + 8)));          \
+            memcpy(y + i, y_tail, (size_t)(n - i) * sizeof(float));                              \
+        }                                                                                        \
+    }
+
+AXPY(avx2_axpy_f32, avx2_load_f32, 4)
+AXPY(avx2_axpy_f16, avx2_load_f16, 2)
+
+/* 16 ymm registers: tiles of 2 rows x 4 tokens. */
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q4_k, q4_k_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q5_k, q5_k_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q6_k, q6_k_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q8_0, q8_0_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q4_0, q4_0_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_iq4_nl, iq4_nl_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_mxfp4, mxfp4_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_f32, f32_group_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_f16, f16_group_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_bf16, bf16_group_tile, 2, 4)
 
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q4_0, q4_0_group)
@@ -370,6 +577,7 @@ KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q5_k, q5_k_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_bf16, bf16_group)
+KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f32, f32_group)
 
 static const kernel_set avx2_set = {
     .name = "avx2",
@@ -383,6 +591,23 @@ static const kernel_set avx2_set = {
         [TYPE_Q6_K] = avx2_dot_rows_q6_k,
         [TYPE_F16] = avx2_dot_rows_f16,
         [TYPE_BF16] = avx2_dot_rows_bf16,
+        [TYPE_F32] = avx2_dot_rows_f32,
+    },
+    .dot_tile = {
+        [TYPE_Q8_0] = avx2_dot_tile_q8_0,
+        [TYPE_Q4_0] = avx2_dot_tile_q4_0,
+        [TYPE_IQ4_NL] = avx2_dot_tile_iq4_nl,
+        [TYPE_MXFP4] = avx2_dot_tile_mxfp4,
+        [TYPE_Q4_K] = avx2_dot_tile_q4_k,
+        [TYPE_Q5_K] = avx2_dot_tile_q5_k,
+        [TYPE_Q6_K] = avx2_dot_tile_q6_k,
+        [TYPE_F16] = avx2_dot_tile_f16,
+        [TYPE_BF16] = avx2_dot_tile_bf16,
+        [TYPE_F32] = avx2_dot_tile_f32,
+    },
+    .axpy = {
+        [TYPE_F32] = avx2_axpy_f32,
+        [TYPE_F16] = avx2_axpy_f16,
     },
 };
 

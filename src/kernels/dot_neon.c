@@ -1,9 +1,11 @@
 /* NEON + dotprod dot-product kernels (aarch64): Q8_0, Q4_0, IQ4_NL, MXFP4
- * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16 and BF16. sdot (vdotq_s32)
+ * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16, BF16 and F32; axpy for
+ * F32 and F16 (no tile kernels yet: dot_rows per token). sdot (vdotq_s32)
  * does the exact integer sums inside a block; nibble formats go through a
  * 16-entry table lookup (vqtbl1q); across blocks each row accumulates in f32
  * lanes in increasing block order. */
 #include <arm_neon.h>
+#include <math.h>
 
 #include "dot_common.h"
 
@@ -269,6 +271,69 @@ KERNEL_INLINE float32x4_t neon_load_bf16(const uint8_t *p)
 HALF_GROUP(f16_group, neon_load_f16)
 HALF_GROUP(bf16_group, neon_load_bf16)
 
+/* F32: 8 elements per step into two accumulators per row; a tail shorter
+ * than 8 is zero-padded and takes the same path. */
+KERNEL_INLINE void f32_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                             const void *activation, float *out)
+{
+    const float *a = activation;
+    float32x4_t acc0[KERNEL_GROUP_ROWS], acc1[KERNEL_GROUP_ROWS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+        acc0[r] = vdupq_n_f32(0.0f);
+        acc1[r] = vdupq_n_f32(0.0f);
+    }
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t a0 = vld1q_f32(a + i), a1 = vld1q_f32(a + i + 4);
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+            const float *x = (const float *)(rows + (size_t)r * row_bytes) + i;
+            __builtin_prefetch(x + 128);
+            acc0[r] = vfmaq_f32(acc0[r], vld1q_f32(x), a0);
+            acc1[r] = vfmaq_f32(acc1[r], vld1q_f32(x + 4), a1);
+        }
+    }
+    if (i < n) {
+        float a_tail[8] = {0};
+        memcpy(a_tail, a + i, (size_t)(n - i) * sizeof(float));
+        float32x4_t a0 = vld1q_f32(a_tail), a1 = vld1q_f32(a_tail + 4);
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+            float x[8] = {0};
+            memcpy(x, (const float *)(rows + (size_t)r * row_bytes) + i, (size_t)(n - i) * sizeof(float));
+            acc0[r] = vfmaq_f32(acc0[r], vld1q_f32(x), a0);
+            acc1[r] = vfmaq_f32(acc1[r], vld1q_f32(x + 4), a1);
+        }
+    }
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        out[r] = vaddvq_f32(vaddq_f32(acc0[r], acc1[r]));
+}
+
+/* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
+
+static void neon_axpy_f32(int64_t n, float a, const void *x, float *y)
+{
+    const float *values = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(values + i), a));
+        vst1q_f32(y + i + 4, vfmaq_n_f32(vld1q_f32(y + i + 4), vld1q_f32(values + i + 4), a));
+    }
+    for (; i < n; i++)
+        y[i] = fmaf(a, values[i], y[i]);
+}
+
+static void neon_axpy_f16(int64_t n, float a, const void *x, float *y)
+{
+    const uint16_t *values = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(values + i));
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vcvt_f32_f16(vget_low_f16(h)), a));
+        vst1q_f32(y + i + 4, vfmaq_n_f32(vld1q_f32(y + i + 4), vcvt_f32_f16(vget_high_f16(h)), a));
+    }
+    for (; i < n; i++)
+        y[i] = fmaf(a, neon_f16(values[i]), y[i]);
+}
+
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q4_0, q4_0_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_iq4_nl, iq4_nl_group)
@@ -278,6 +343,7 @@ KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q5_k, q5_k_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_bf16, bf16_group)
+KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f32, f32_group)
 
 static const kernel_set neon_set = {
     .name = "neon",
@@ -291,6 +357,11 @@ static const kernel_set neon_set = {
         [TYPE_Q6_K] = neon_dot_rows_q6_k,
         [TYPE_F16] = neon_dot_rows_f16,
         [TYPE_BF16] = neon_dot_rows_bf16,
+        [TYPE_F32] = neon_dot_rows_f32,
+    },
+    .axpy = {
+        [TYPE_F32] = neon_axpy_f32,
+        [TYPE_F16] = neon_axpy_f16,
     },
 };
 

