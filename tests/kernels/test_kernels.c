@@ -234,9 +234,10 @@ static void check_tile(const kernel_set *set, uint32_t type, int64_t n)
     if (!dot || !tile || !act_format || !act_format->quantize_row)
         return;
     size_t row_bytes = quant_row_bytes(type, n);
-    /* Activation rows padded by an odd amount: the stride is the caller's. */
+    /* Activation rows padded (keeping the blocks aligned): the stride is the
+     * caller's, not the row size. */
     size_t act_bytes = quant_row_bytes(format->activation_type, n);
-    size_t act_stride = act_bytes + 13;
+    size_t act_stride = act_bytes + 16;
     uint8_t *weights = malloc(row_bytes * TILE_ROWS);
     uint8_t *acts = malloc(act_stride * TILE_TOKENS);
     float *values = malloc(sizeof(float) * (size_t)n);
