@@ -23,52 +23,21 @@ int gpt_oss_bind(model *m, bmoe_error *err)
     if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
         return error_set(err, "model: gpt-oss needs expert_count, expert_used_count and "
                          "expert_feed_forward_length");
-    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
-    int64_t e = hp->n_expert, ff = hp->n_ff_exp;
-    model_weights *w = &m->weights;
-    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "token_embd.weight", 0) ||
-        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                   "output_norm.weight", 0) ||
-        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "output.weight", 0))
+    int64_t n_embd = hp->n_embd, e = hp->n_expert, ff = hp->n_ff_exp;
+    if (model_bind_globals(m, false, err) != 0)
         return -1;
     for (int il = 0; il < hp->n_layer; il++) {
-        layer_weights *l = &w->layers[il];
-        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.attn_norm.weight", il) ||
-            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
-                       "blk.%d.attn_q.weight", il) ||
-            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
-                       "blk.%d.attn_k.weight", il) ||
-            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
-                       "blk.%d.attn_v.weight", il) ||
-            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
-                       "blk.%d.attn_q.bias", il) ||
-            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
-                       "blk.%d.attn_k.bias", il) ||
-            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
-                       "blk.%d.attn_v.bias", il) ||
-            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
-                       "blk.%d.attn_output.weight", il) ||
+        layer_weights *l = &m->weights.layers[il];
+        if (model_bind_attention(m, il, err) ||
             model_bind(m, &l->attn_output_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.attn_output.bias", il) ||
             model_bind(m, &l->attn_sinks, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){hp->n_head}, err,
                        "blk.%d.attn_sinks.weight", il) ||
             model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.post_attention_norm.weight", il) ||
-            model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
-                       "blk.%d.ffn_gate_inp.weight", il) ||
+            model_bind_experts(m, il, err) ||
             model_bind(m, &l->ffn_gate_inp_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){e}, err,
                        "blk.%d.ffn_gate_inp.bias", il) ||
-            model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                       "blk.%d.ffn_gate_exps.weight", il) ||
-            model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                       "blk.%d.ffn_up_exps.weight", il) ||
-            model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
-                       "blk.%d.ffn_down_exps.weight", il) ||
             model_bind(m, &l->ffn_gate_exps_bias, BIND_OPTIONAL, TENSOR_VECTOR, 2, (int64_t[]){ff, e}, err,
                        "blk.%d.ffn_gate_exps.bias", il) ||
             model_bind(m, &l->ffn_up_exps_bias, BIND_OPTIONAL, TENSOR_VECTOR, 2, (int64_t[]){ff, e}, err,
@@ -85,15 +54,10 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
     const model_hparams *hp = &m->hparams;
     int n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
     static const tensor_view no_norm;
 
-    for (int t = 0; t < n; t++) {
-        s->positions[t] = batch->position + t;
-        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
-            return -1;
-    }
+    if (embed_batch(m, s, batch, err) != 0)
+        return -1;
     /* full and sliding-window layers rotate with different bases */
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
     rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
@@ -105,13 +69,7 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
         const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
 
         /* attention with biases, YaRN rope and sinks */
-        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
-        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
-        float *qkv_out[3] = {s->q, s->k, s->v};
-        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
-        add_bias(s->q, &l->attn_q_bias, n, q_dim);
-        add_bias(s->k, &l->attn_k_bias, n, k_dim);
-        add_bias(s->v, &l->attn_v_bias, n, v_dim);
+        attention_qkv(s, hp, l, n);
         norm_rope_heads(s->q, &no_norm, rope, rope_cache, n, hp->n_head, hp->head_dim_k, hp->rms_eps);
         norm_rope_heads(s->k, &no_norm, rope, rope_cache, n, hp->n_head_kv, hp->head_dim_k, hp->rms_eps);
         kv_cache_store(s, hp, il, n);
@@ -124,9 +82,7 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
         float *h = s->h + (int64_t)first * n_embd;
 
         /* h = h + attn_output . attn + bias */
-        const tensor_view *wo = &l->attn_output;
-        linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
-        add_bias(s->block_out, &l->attn_output_bias, rows, n_embd);
+        attention_output(s, hp, l, first, rows);
         vector_add(h, s->block_out, rows * n_embd);
 
         /* h = h + moe(norm(h; post_attention_norm)) */

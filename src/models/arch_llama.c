@@ -17,49 +17,21 @@ int llama_bind(model *m, bmoe_error *err)
     if (model_read_common_hparams(m, ROPE_NORM, err) != 0)
         return -1;
     model_hparams *hp = &m->hparams;
-    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
-    int64_t ff = hp->n_ff, e = hp->n_expert, ff_exp = hp->n_ff_exp;
+    int64_t n_embd = hp->n_embd, ff = hp->n_ff, e = hp->n_expert;
     if (e == 0 && ff <= 0)
         return error_set(err, "model: llama needs llama.feed_forward_length");
-    if (e > 0 && ff_exp <= 0)
+    if (e > 0 && hp->n_ff_exp <= 0)
         return error_set(err, "model: llama MoE needs an expert feed-forward length");
-    model_weights *w = &m->weights;
     tensor_view rope_freqs;
-    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "token_embd.weight", 0) ||
-        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                   "output_norm.weight", 0) ||
-        model_bind(m, &w->output, BIND_OPTIONAL, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "output.weight", 0) ||
+    if (model_bind_globals(m, true, err) != 0 ||
         model_bind(m, &rope_freqs, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_rot / 2}, err,
                    "rope_freqs.weight", 0))
-        return -1;
-    if (!w->output.data && /* tied output head */
-        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "token_embd.weight", 0))
         return -1;
     hp->rope.freq_factors = rope_freqs.data;
     hp->rope_swa.freq_factors = rope_freqs.data;
     for (int il = 0; il < hp->n_layer; il++) {
-        layer_weights *l = &w->layers[il];
-        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.attn_norm.weight", il) ||
-            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
-                       "blk.%d.attn_q.weight", il) ||
-            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
-                       "blk.%d.attn_k.weight", il) ||
-            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
-                       "blk.%d.attn_v.weight", il) ||
-            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
-                       "blk.%d.attn_q.bias", il) ||
-            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
-                       "blk.%d.attn_k.bias", il) ||
-            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
-                       "blk.%d.attn_v.bias", il) ||
-            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
-                       "blk.%d.attn_output.weight", il) ||
+        layer_weights *l = &m->weights.layers[il];
+        if (model_bind_attention(m, il, err) ||
             model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.ffn_norm.weight", il))
             return -1;
@@ -71,14 +43,7 @@ int llama_bind(model *m, bmoe_error *err)
                 model_bind(m, &l->ffn_down, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){ff, n_embd}, err,
                            "blk.%d.ffn_down.weight", il))
                 return -1;
-        } else if (model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
-                              "blk.%d.ffn_gate_inp.weight", il) ||
-                   model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3,
-                              (int64_t[]){n_embd, ff_exp, e}, err, "blk.%d.ffn_gate_exps.weight", il) ||
-                   model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff_exp, e},
-                              err, "blk.%d.ffn_up_exps.weight", il) ||
-                   model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3,
-                              (int64_t[]){ff_exp, n_embd, e}, err, "blk.%d.ffn_down_exps.weight", il)) {
+        } else if (model_bind_experts(m, il, err) != 0) {
             return -1;
         }
     }
@@ -90,28 +55,17 @@ int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe
     const model_hparams *hp = &m->hparams;
     int n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
     static const tensor_view no_norm;
 
-    for (int t = 0; t < n; t++) {
-        s->positions[t] = batch->position + t;
-        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
-            return -1;
-    }
+    if (embed_batch(m, s, batch, err) != 0)
+        return -1;
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
 
-        /* attention */
-        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
-        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
-        float *qkv_out[3] = {s->q, s->k, s->v};
-        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
-        add_bias(s->q, &l->attn_q_bias, n, q_dim);
-        add_bias(s->k, &l->attn_k_bias, n, k_dim);
-        add_bias(s->v, &l->attn_v_bias, n, v_dim);
+        /* attention: x = norm(h); q, k, v = W x + b; rope; attend */
+        attention_qkv(s, hp, l, n);
         norm_rope_heads(s->q, &no_norm, &hp->rope, s->rope_cache, n, hp->n_head, hp->head_dim_k, hp->rms_eps);
         norm_rope_heads(s->k, &no_norm, &hp->rope, s->rope_cache, n, hp->n_head_kv, hp->head_dim_k, hp->rms_eps);
         kv_cache_store(s, hp, il, n);
@@ -124,8 +78,7 @@ int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe
         float *h = s->h + (int64_t)first * n_embd;
 
         /* h = h + attn_output . attn */
-        const tensor_view *wo = &l->attn_output;
-        linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
+        attention_output(s, hp, l, first, rows);
         vector_add(h, s->block_out, rows * n_embd);
 
         /* h = h + ffn(norm(h)) */

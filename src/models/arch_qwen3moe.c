@@ -24,53 +24,19 @@ int qwen3moe_bind(model *m, bmoe_error *err)
     if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
         return error_set(err, "model: qwen3moe needs expert_count, expert_used_count and "
                          "expert_feed_forward_length");
-    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab, d = hp->head_dim_k;
-    int64_t q_dim = hp->n_head * d, kv_dim = hp->n_head_kv * d;
-    int64_t e = hp->n_expert, ff = hp->n_ff_exp;
-    model_weights *w = &m->weights;
-    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "token_embd.weight", 0) ||
-        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                   "output_norm.weight", 0) ||
-        model_bind(m, &w->output, BIND_OPTIONAL, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "output.weight", 0))
-        return -1;
-    if (!w->output.data && /* tied output head */
-        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
-                   "token_embd.weight", 0))
+    int64_t n_embd = hp->n_embd, d = hp->head_dim_k;
+    if (model_bind_globals(m, true, err) != 0)
         return -1;
     for (int il = 0; il < hp->n_layer; il++) {
-        layer_weights *l = &w->layers[il];
-        if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.attn_norm.weight", il) ||
-            model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
-                       "blk.%d.attn_q.weight", il) ||
-            model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, kv_dim}, err,
-                       "blk.%d.attn_k.weight", il) ||
-            model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, kv_dim}, err,
-                       "blk.%d.attn_v.weight", il) ||
-            model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
-                       "blk.%d.attn_q.bias", il) ||
-            model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){kv_dim}, err,
-                       "blk.%d.attn_k.bias", il) ||
-            model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){kv_dim}, err,
-                       "blk.%d.attn_v.bias", il) ||
+        layer_weights *l = &m->weights.layers[il];
+        if (model_bind_attention(m, il, err) ||
             model_bind(m, &l->attn_q_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
                        "blk.%d.attn_q_norm.weight", il) ||
             model_bind(m, &l->attn_k_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
                        "blk.%d.attn_k_norm.weight", il) ||
-            model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){q_dim, n_embd}, err,
-                       "blk.%d.attn_output.weight", il) ||
             model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.ffn_norm.weight", il) ||
-            model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
-                       "blk.%d.ffn_gate_inp.weight", il) ||
-            model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                       "blk.%d.ffn_gate_exps.weight", il) ||
-            model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                       "blk.%d.ffn_up_exps.weight", il) ||
-            model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
-                       "blk.%d.ffn_down_exps.weight", il))
+            model_bind_experts(m, il, err))
             return -1;
     }
     return 0;
@@ -81,26 +47,16 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
     const model_hparams *hp = &m->hparams;
     int n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
 
-    for (int t = 0; t < n; t++) {
-        s->positions[t] = batch->position + t;
-        if (embedding_lookup(m, batch->tokens[t], s->h + t * n_embd, err) != 0)
-            return -1;
-    }
+    if (embed_batch(m, s, batch, err) != 0)
+        return -1;
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
 
-        /* attention: x = norm(h); q, k, v; q/k head norms; rope; attend */
-        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
-        const tensor_view *qkv[3] = {&l->attn_q, &l->attn_k, &l->attn_v};
-        float *qkv_out[3] = {s->q, s->k, s->v};
-        linear(s, s->x, n_embd, n, 3, qkv, qkv_out, NULL);
-        add_bias(s->q, &l->attn_q_bias, n, q_dim);
-        add_bias(s->k, &l->attn_k_bias, n, kv_dim);
-        add_bias(s->v, &l->attn_v_bias, n, kv_dim);
+        /* attention: x = norm(h); q, k, v = W x + b; q/k head norms; rope; attend */
+        attention_qkv(s, hp, l, n);
         norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, hp->n_head, hp->head_dim_k,
                         hp->rms_eps);
         norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, hp->n_head_kv, hp->head_dim_k,
@@ -115,8 +71,7 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
         float *h = s->h + (int64_t)first * n_embd;
 
         /* h = h + attn_output . attn */
-        const tensor_view *wo = &l->attn_output;
-        linear(s, s->attn + (int64_t)first * q_dim, q_dim, rows, 1, &wo, &s->block_out, NULL);
+        attention_output(s, hp, l, first, rows);
         vector_add(h, s->block_out, rows * n_embd);
 
         /* h = h + moe(norm(h)) */

@@ -19,6 +19,16 @@ int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err)
     return 0;
 }
 
+int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    for (int t = 0; t < batch->n_tokens; t++) {
+        s->positions[t] = batch->position + t;
+        if (embedding_lookup(m, batch->tokens[t], s->h + t * m->hparams.n_embd, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_matrices,
             const tensor_view *const *weights, float *const *outs, const int64_t *out_strides)
 {
@@ -90,6 +100,28 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
             rmsnorm_heads(row, norm->data, head_dim, n_heads, eps);
         rope_apply(rope, row, head_dim, n_heads, rope_cache + (int64_t)t * rope->n_rot);
     }
+}
+
+void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *layer, int n_tokens)
+{
+    int64_t n_embd = hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    rmsnorm_rows(s->x, s->h, &layer->attn_norm, n_tokens, n_embd, hp->rms_eps);
+    const tensor_view *qkv[3] = {&layer->attn_q, &layer->attn_k, &layer->attn_v};
+    float *qkv_out[3] = {s->q, s->k, s->v};
+    linear(s, s->x, n_embd, n_tokens, 3, qkv, qkv_out, NULL);
+    add_bias(s->q, &layer->attn_q_bias, n_tokens, q_dim);
+    add_bias(s->k, &layer->attn_k_bias, n_tokens, k_dim);
+    add_bias(s->v, &layer->attn_v_bias, n_tokens, v_dim);
+}
+
+void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows)
+{
+    int64_t attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    const tensor_view *wo = &layer->attn_output;
+    linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
+    add_bias(s->block_out, &layer->attn_output_bias, rows, hp->n_embd);
 }
 
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)

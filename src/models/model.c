@@ -315,6 +315,68 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
     return 0;
 }
 
+int model_bind_globals(model *m, bool tied_output, bmoe_error *err)
+{
+    int64_t n_embd = m->hparams.n_embd, n_vocab = m->hparams.n_vocab;
+    model_weights *w = &m->weights;
+    if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0) ||
+        model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "output_norm.weight", 0) ||
+        model_bind(m, &w->output, !tied_output, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "output.weight", 0))
+        return -1;
+    if (!w->output.data && /* tied output head */
+        model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
+                   "token_embd.weight", 0))
+        return -1;
+    return 0;
+}
+
+int model_bind_attention(model *m, int layer, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int64_t n_embd = hp->n_embd;
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    layer_weights *l = &m->weights.layers[layer];
+    if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "blk.%d.attn_norm.weight", layer) ||
+        model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
+                   "blk.%d.attn_q.weight", layer) ||
+        model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
+                   "blk.%d.attn_k.weight", layer) ||
+        model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
+                   "blk.%d.attn_v.weight", layer) ||
+        model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
+                   "blk.%d.attn_q.bias", layer) ||
+        model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
+                   "blk.%d.attn_k.bias", layer) ||
+        model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
+                   "blk.%d.attn_v.bias", layer) ||
+        model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
+                   "blk.%d.attn_output.weight", layer))
+        return -1;
+    return 0;
+}
+
+int model_bind_experts(model *m, int layer, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int64_t n_embd = hp->n_embd, e = hp->n_expert, ff = hp->n_ff_exp;
+    layer_weights *l = &m->weights.layers[layer];
+    if (model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
+                   "blk.%d.ffn_gate_inp.weight", layer) ||
+        model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                   "blk.%d.ffn_gate_exps.weight", layer) ||
+        model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                   "blk.%d.ffn_up_exps.weight", layer) ||
+        model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
+                   "blk.%d.ffn_down_exps.weight", layer))
+        return -1;
+    return 0;
+}
+
 /* ---- Run state ---------------------------------------------------------- */
 
 static void *allocate(size_t count, size_t size, bool *failed)

@@ -198,10 +198,25 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
 #define BIND_REQUIRED true
 #define BIND_OPTIONAL false
 
+/* token_embd, output_norm and output. tied_output: an absent output.weight
+ * means the head shares token_embd's matrix. */
+int model_bind_globals(model *m, bool tied_output, bmoe_error *err);
+
+/* The attention tensors every architecture here has in layer: attn_norm,
+ * attn_q/k/v with their optional biases, attn_output. */
+int model_bind_attention(model *m, int layer, bmoe_error *err);
+
+/* The router and the three stacked expert matrices of layer (no biases). */
+int model_bind_experts(model *m, int layer, bmoe_error *err);
+
 /* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
 
 /* Row `token` of the embedding matrix into out (n_embd floats). */
 int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err);
+
+/* Positions of the batch's tokens into s->positions, their embedding rows
+ * into s->h. */
+int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 /* outs[i] = weights[i] . x for each of n_tokens rows of x (x_stride floats
  * apart): all matrices read the same input, converted once per activation
@@ -215,6 +230,14 @@ void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride);
 
 /* Fills the rope cache rows for the batch's positions. */
 void rope_cache_batch(const rope_config *config, const int32_t *positions, int n_tokens, float *cache);
+
+/* x = rmsnorm(h; attn_norm), then q, k, v = W x + b (each bias when
+ * present) for n_tokens rows of s->h. */
+void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *layer, int n_tokens);
+
+/* block_out = attn_output . attn + bias (when present) for rows first..
+ * first+rows-1 of s->attn, written to block_out's first rows. */
+void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows);
 
 /* Stores the batch's k and v rows in the cache of layer, at their positions. */
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens);
