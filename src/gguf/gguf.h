@@ -30,6 +30,10 @@ enum gguf_value_type {
     GGUF_TYPE_COUNT = 13
 };
 
+/* Bytes of one scalar of this value type; 0 for STRING, ARRAY and invalid
+ * types. Shared by the reader, the writer and the model generator. */
+uint64_t gguf_scalar_size(uint32_t type);
+
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4
 

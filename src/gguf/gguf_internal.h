@@ -48,9 +48,6 @@ int gguf_parse_shard(gguf_shard *shard, bmoe_error *err);
 /* Frees what gguf_parse_shard allocated and unmaps/closes the file. */
 void gguf_shard_release(gguf_shard *shard);
 
-/* Bytes of one scalar of this value type; 0 for STRING, ARRAY and invalid types. */
-uint64_t gguf_scalar_size(uint32_t type);
-
 /* The value type's name ("UINT32", "ARRAY"), "?" when invalid. */
 const char *gguf_type_name(uint32_t type);
 

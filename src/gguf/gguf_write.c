@@ -96,29 +96,6 @@ static int append_string(gguf_writer *writer, const char *s)
     return append(writer, s, length);
 }
 
-static uint64_t value_size(enum gguf_value_type type)
-{
-    switch (type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_INT8:
-    case GGUF_TYPE_BOOL:
-        return 1;
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_INT16:
-        return 2;
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_INT32:
-    case GGUF_TYPE_FLOAT32:
-        return 4;
-    case GGUF_TYPE_UINT64:
-    case GGUF_TYPE_INT64:
-    case GGUF_TYPE_FLOAT64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 /* Starts a record: checks the writer state and the key, then writes the key
  * and the value type. */
 static int begin_record(gguf_writer *writer, const char *key, enum gguf_value_type type)
@@ -152,7 +129,7 @@ static int add_scalar(gguf_writer *writer, const char *key, enum gguf_value_type
     uint8_t bytes[8];
     for (int i = 0; i < 8; i++)
         bytes[i] = (uint8_t)(bits >> (8 * i));
-    return append(writer, bytes, value_size(type));
+    return append(writer, bytes, gguf_scalar_size(type));
 }
 
 gguf_writer *gguf_writer_create(const char *path, bmoe_error *err)
@@ -247,7 +224,7 @@ int gguf_writer_add_string(gguf_writer *writer, const char *key, const char *val
 int gguf_writer_add_array(gguf_writer *writer, const char *key, enum gguf_value_type element_type,
                           uint64_t count, const void *data)
 {
-    uint64_t size = value_size(element_type);
+    uint64_t size = gguf_scalar_size(element_type);
     if (size == 0) {
         if (writer->failed)
             return -1;

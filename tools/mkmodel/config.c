@@ -508,35 +508,16 @@ void mkmodel_free(mkmodel_model *model)
 
 /* ---- Sizes, shards and the plan ---- */
 
-static uint64_t scalar_bytes(enum gguf_value_type type)
-{
-    switch (type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_INT8:
-    case GGUF_TYPE_BOOL:
-        return 1;
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_INT16:
-        return 2;
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_INT32:
-    case GGUF_TYPE_FLOAT32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
 uint64_t mkmodel_kv_bytes(const mkmodel_kv *kv)
 {
     uint64_t bytes = 8 + strlen(kv->key) + 4;
     if (kv->type == GGUF_TYPE_STRING)
         return bytes + 8 + strlen(kv->string);
     if (kv->type != GGUF_TYPE_ARRAY)
-        return bytes + scalar_bytes(kv->type);
+        return bytes + gguf_scalar_size(kv->type);
     bytes += 4 + 8;
     if (kv->array_type != GGUF_TYPE_STRING)
-        return bytes + kv->count * scalar_bytes(kv->array_type);
+        return bytes + kv->count * gguf_scalar_size(kv->array_type);
     for (uint64_t i = 0; i < kv->count; i++)
         bytes += 8 + strlen(kv->strings[i]);
     return bytes;
