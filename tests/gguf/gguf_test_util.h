@@ -128,24 +128,6 @@ static inline bool write_whole_file(const char *path, const void *data, size_t s
     return fclose(f) == 0 && ok;
 }
 
-static inline uint8_t *read_whole_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long length = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *data = malloc(length > 0 ? (size_t)length : 1);
-    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    *size = (size_t)length;
-    return data;
-}
-
 /* The byte pattern of the sample tensors: tensor t, byte j. */
 static inline uint8_t sample_byte(int tensor, uint64_t j)
 {

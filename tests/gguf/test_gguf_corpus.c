@@ -236,7 +236,7 @@ static void corpus_from(corpus_run *run, const uint8_t *image, size_t size, size
 
 static uint8_t *load_image(const char *path, size_t *size)
 {
-    uint8_t *image = read_whole_file(path, size);
+    uint8_t *image = test_read_file(path, size);
     if (!image) {
         fprintf(stderr, "FATAL: cannot read %s\n", path);
         exit(1);

@@ -162,7 +162,7 @@ static void test_valid_split(bool empty_first)
     /* shards cannot be found from a memory image */
     shard_path(path, sizeof path, prefix, 0);
     size_t size = 0;
-    uint8_t *image = read_whole_file(path, &size);
+    uint8_t *image = test_read_file(path, &size);
     m = gguf_open_memory(image, size, "first", &err);
     CHECK(m == NULL && strstr(err.message, "cannot be opened from memory"));
     free(image);
@@ -170,7 +170,7 @@ static void test_valid_split(bool empty_first)
     /* the first shard under a name without the -00001-of-00003 suffix */
     char renamed[512];
     snprintf(renamed, sizeof renamed, "%s-renamed.gguf", prefix);
-    image = read_whole_file(path, &size);
+    image = test_read_file(path, &size);
     CHECK(write_whole_file(renamed, image, size));
     free(image);
     m = gguf_open(renamed, &err);

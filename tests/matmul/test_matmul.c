@@ -60,24 +60,6 @@ static void matrix_free(matrix *m)
     memset(m, 0, sizeof *m);
 }
 
-static unsigned char *read_file(const char *path, size_t *size)
-{
-    FILE *file = fopen(path, "rb");
-    if (!file)
-        return NULL;
-    fseek(file, 0, SEEK_END);
-    long length = ftell(file);
-    fseek(file, 0, SEEK_SET);
-    unsigned char *data = length > 0 ? malloc((size_t)length) : NULL;
-    if (data && fread(data, 1, (size_t)length, file) != (size_t)length) {
-        free(data);
-        data = NULL;
-    }
-    fclose(file);
-    *size = data ? (size_t)length : 0;
-    return data;
-}
-
 /* Builds n_out rows of N_IN elements from the blocks of a vector file, each
  * matrix block taken from a different place so rows differ. Returns 0 on
  * success. */
@@ -101,7 +83,7 @@ static int matrix_make(matrix *m, const type_case *tc, uint32_t type, int64_t n_
         char path[1024], relative[256];
         snprintf(relative, sizeof relative, "oracle/quant-vectors/%s", tc->file);
         size_t size = 0;
-        unsigned char *source = read_file(test_shared_path(path, sizeof path, relative), &size);
+        unsigned char *source = test_read_file(test_shared_path(path, sizeof path, relative), &size);
         size_t block_bytes = (size_t)format->block_bytes;
         size_t source_blocks = size / block_bytes;
         int64_t blocks_per_row = N_IN / format->block_elems;

@@ -55,29 +55,6 @@ static inline int mk_run_tool(const char *tool, const char *fmt, ...)
 
 #define mk_run(...) mk_run_tool("bmoe-mkmodel", __VA_ARGS__)
 
-/* Reads a whole file (NUL-terminated for convenience); NULL if unreadable. */
-static inline char *mk_read_file(const char *path, size_t *size_out)
-{
-    FILE *file = fopen(path, "rb");
-    if (!file)
-        return NULL;
-    fseek(file, 0, SEEK_END);
-    long size = ftell(file);
-    fseek(file, 0, SEEK_SET);
-    char *data = malloc((size_t)size + 1);
-    if (data && fread(data, 1, (size_t)size, file) != (size_t)size) {
-        free(data);
-        data = NULL;
-    }
-    fclose(file);
-    if (data) {
-        data[size] = '\0';
-        if (size_out)
-            *size_out = (size_t)size;
-    }
-    return data;
-}
-
 /* Lines in a text. */
 static inline int mk_count_lines(const char *text)
 {

@@ -8,7 +8,7 @@
 static void expect_failure(const char *output, const char *args)
 {
     int status = mk_run("%s -o '%s'", args, output);
-    char *errors = mk_read_file(mk_stderr, NULL);
+    char *errors = test_read_file(mk_stderr, NULL);
     CHECK_MSG(status > 0, "'%s' exited %d", args, status);
     CHECK_MSG(errors && mk_count_lines(errors) == 1 && strncmp(errors, "bmoe-mkmodel: ", 14) == 0,
               "'%s' printed: %s", args, errors ? errors : "(nothing)");
@@ -55,7 +55,7 @@ static int count_tensor_lines(const char *plan)
 static void check_qwen3_30b(void)
 {
     CHECK(mk_run("--shape qwen3-30b-a3b --plan") == 0);
-    char *plan = mk_read_file(mk_stdout, NULL);
+    char *plan = test_read_file(mk_stdout, NULL);
     CHECK(plan != NULL);
     if (!plan)
         return;
@@ -95,7 +95,7 @@ static void check_gpt_oss(const char *shape, int layers, int experts, int tensor
                           double high_gb)
 {
     CHECK(mk_run("--shape %s --plan", shape) == 0);
-    char *plan = mk_read_file(mk_stdout, NULL);
+    char *plan = test_read_file(mk_stdout, NULL);
     CHECK(plan != NULL);
     if (!plan)
         return;
@@ -128,14 +128,14 @@ int main(void)
     remove(output);
 
     CHECK(mk_run("--help") == 0);
-    char *help = mk_read_file(mk_stdout, NULL);
+    char *help = test_read_file(mk_stdout, NULL);
     CHECK(help && strstr(help, "usage: bmoe-mkmodel") && strstr(help, "qwen3-30b-a3b") &&
           strstr(help, "falls back"));
     free(help);
 
     /* No output at all. */
     CHECK(mk_run("--shape tiny-llama") == 2);
-    char *errors = mk_read_file(mk_stderr, NULL);
+    char *errors = test_read_file(mk_stderr, NULL);
     CHECK(errors && mk_count_lines(errors) == 1);
     free(errors);
 
@@ -173,7 +173,7 @@ int main(void)
 
     /* An unwritable path: one line, exit 1. */
     CHECK(mk_run("--shape tiny-llama -o /nonexistent-dir/x.gguf") == 1);
-    errors = mk_read_file(mk_stderr, NULL);
+    errors = test_read_file(mk_stderr, NULL);
     CHECK_MSG(errors && mk_count_lines(errors) == 1, "unwritable path printed: %s", errors);
     free(errors);
 
@@ -183,7 +183,7 @@ int main(void)
 
     /* --plan with a split: shard lines that add up to the file total. */
     CHECK(mk_run("--shape qwen3-30b-a3b --split 4 --plan") == 0);
-    char *plan = mk_read_file(mk_stdout, NULL);
+    char *plan = test_read_file(mk_stdout, NULL);
     unsigned long long sum = 0;
     for (int s = 0; plan && s < 4; s++) {
         char key[32];

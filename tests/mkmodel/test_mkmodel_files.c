@@ -363,7 +363,7 @@ static void check_tokenizer(const gguf_model *m, const char *arch, int vocab)
                      : gpt  ? "data/chat-templates/openai-gpt-oss-120b.jinja"
                             : "data/chat-templates/meta-llama-Llama-3.1-8B-Instruct.jinja";
     size_t template_size = 0;
-    char *expected = mk_read_file(test_shared_path(path, sizeof path, file), &template_size);
+    char *expected = test_read_file(test_shared_path(path, sizeof path, file), &template_size);
     CHECK(expected != NULL);
     CHECK_MSG(gguf_get_string(m, "tokenizer.chat_template", &text) && expected &&
                   text.length == template_size && memcmp(text.data, expected, template_size) == 0,
@@ -419,7 +419,7 @@ static gguf_model *make_and_check(const shape *s, const char *type, const char *
     mk_path(file, sizeof file, file_name);
     snprintf(label, sizeof label, "%s/%s%s", s->arch, type, extra);
     int status = generate(s, type, extra, file);
-    char *errors = mk_read_file(mk_stderr, NULL);
+    char *errors = test_read_file(mk_stderr, NULL);
     CHECK_MSG(status == 0, "%s: bmoe-mkmodel exited %d: %s", label, status, errors ? errors : "");
     free(errors);
     /* --plan predicts the file size exactly. */
@@ -428,7 +428,7 @@ static gguf_model *make_and_check(const shape *s, const char *type, const char *
                     "--plan",
                     s->arch, s->layers, s->embd, s->heads, s->kv_heads, s->head_dim, s->experts,
                     s->used, s->expert_ff, s->ff, s->vocab, type, extra);
-    char *plan = mk_read_file(mk_stdout, NULL);
+    char *plan = test_read_file(mk_stdout, NULL);
     const char *total = plan ? strstr(plan, "file_bytes=") : NULL;
     unsigned long long planned = total ? strtoull(total + 11, NULL, 10) : 0;
     CHECK_MSG(status == 0 && planned == mk_file_size(file), "%s: plan says %llu bytes, file has %llu",

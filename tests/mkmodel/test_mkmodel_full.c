@@ -22,7 +22,7 @@ int main(void)
     double start = seconds_now();
     int status = mk_run("--shape qwen3-30b-a3b --quiet -o '%s'", file);
     double elapsed = seconds_now() - start;
-    char *errors = mk_read_file(mk_stderr, NULL);
+    char *errors = test_read_file(mk_stderr, NULL);
     CHECK_MSG(status == 0, "bmoe-mkmodel exited %d: %s", status, errors ? errors : "");
     free(errors);
     uint64_t size = mk_file_size(file);
@@ -31,7 +31,7 @@ int main(void)
 
     status = mk_run_tool("bmoe-cli", "--info '%s'", file);
     CHECK_MSG(status == 0, "bmoe-cli --info exited %d", status);
-    char *info = mk_read_file(mk_stdout, NULL);
+    char *info = test_read_file(mk_stdout, NULL);
     CHECK(info && strstr(info, "\ntensors: 579\n"));
     CHECK(info && strstr(info, "\nlayers: 48\n"));
     CHECK(info && strstr(info, "\nexperts: 128 (8 used)\n"));

@@ -11,7 +11,7 @@
 static bool files_equal(const char *a, const char *b)
 {
     size_t size_a = 0, size_b = 0;
-    char *x = mk_read_file(a, &size_a), *y = mk_read_file(b, &size_b);
+    char *x = test_read_file(a, &size_a), *y = test_read_file(b, &size_b);
     bool equal = x && y && size_a == size_b && memcmp(x, y, size_a) == 0;
     free(x);
     free(y);
@@ -122,7 +122,7 @@ int main(void)
     snprintf(extra, sizeof extra, "%s/split.gguf", mk_dir);
     CHECK(mk_file_size(extra) == 0); /* the prefix itself is not written */
     CHECK(mk_run(SHAPE " --type mxfp4_moe --seed 5 --split 3 --plan") == 0);
-    char *plan = mk_read_file(mk_stdout, NULL);
+    char *plan = test_read_file(mk_stdout, NULL);
     for (int s = 0; s < 3; s++) {
         char line[64];
         snprintf(line, sizeof line, "shard %d bytes=", s);

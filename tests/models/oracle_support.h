@@ -23,27 +23,6 @@ typedef struct oracle_case {
     char *text;    /* the prompt text */
 } oracle_case;
 
-static inline char *oracle_read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long length = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = malloc((size_t)length + 1);
-    if (data && fread(data, 1, (size_t)length, f) != (size_t)length) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    if (data) {
-        data[length] = '\0';
-        *size = (size_t)length;
-    }
-    return data;
-}
-
 static inline int32_t *oracle_int_array(const cJSON *json, const char *key, int *count)
 {
     const cJSON *array = cJSON_GetObjectItemCaseSensitive(json, key);
@@ -61,7 +40,7 @@ static inline int oracle_case_load(oracle_case *c, const char *model_name, const
     snprintf(relative, sizeof relative, "oracle/cases/%s.%s.json", model_name, case_name);
     test_shared_path(path, sizeof path, relative);
     size_t size;
-    char *text = oracle_read_file(path, &size);
+    char *text = test_read_file(path, &size);
     cJSON *json = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!json) {
@@ -77,7 +56,7 @@ static inline int oracle_case_load(oracle_case *c, const char *model_name, const
     cJSON_Delete(json);
     snprintf(relative, sizeof relative, "oracle/cases/%s.%s.logits.f32", model_name, case_name);
     test_shared_path(path, sizeof path, relative);
-    c->logits = (float *)oracle_read_file(path, &size);
+    c->logits = (float *)test_read_file(path, &size);
     if (!c->logits || size != (size_t)c->rows * (size_t)c->n_vocab * sizeof(float)) {
         fprintf(stderr, "bad logits file %s\n", path);
         return -1;

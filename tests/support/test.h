@@ -75,6 +75,33 @@ static inline const char *test_shared_path(char *buffer, size_t size, const char
     return buffer;
 }
 
+/* Reads a whole file into one malloc'd buffer with a NUL after its bytes (a
+ * text file comes back as a C string); *size, when given, gets the byte
+ * count. NULL when the file cannot be opened or read. */
+static inline void *test_read_file(const char *path, size_t *size)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return NULL;
+    long length = -1;
+    if (fseek(file, 0, SEEK_END) == 0)
+        length = ftell(file);
+    char *data = NULL;
+    if (length >= 0 && fseek(file, 0, SEEK_SET) == 0)
+        data = malloc((size_t)length + 1);
+    if (data && fread(data, 1, (size_t)length, file) != (size_t)length) {
+        free(data);
+        data = NULL;
+    }
+    fclose(file);
+    if (data) {
+        data[length] = '\0';
+        if (size)
+            *size = (size_t)length;
+    }
+    return data;
+}
+
 /* A scratch directory for generated files: $BMOE_TEST_TMPDIR or the build's. */
 static inline const char *test_tmp_dir(void)
 {
