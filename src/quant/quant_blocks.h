@@ -92,6 +92,25 @@ extern const int8_t quant_iq4nl_values[16];
 /* E2M1 values times two, so that they are integers (spec 3.7). */
 extern const int8_t quant_mxfp4_values[16];
 
+/* Integer dot of count weight quants with count activation quants. */
+static inline int quant_dot_i8(const int8_t *w, const int8_t *a, int count)
+{
+    int sum = 0;
+    for (int j = 0; j < count; j++)
+        sum += w[j] * a[j];
+    return sum;
+}
+
+/* The 32 grid values named by the nibbles of a 16-byte array, element j from
+ * the low nibble of byte j and element j + 16 from its high nibble. */
+static inline void quant_unpack_grid(const int8_t grid[16], const uint8_t *qs, int8_t out[32])
+{
+    for (int j = 0; j < 16; j++) {
+        out[j] = grid[qs[j] & 0x0f];
+        out[j + 16] = grid[qs[j] >> 4];
+    }
+}
+
 /* Scale and min of sub-block j (0..7) from the 12-byte packing of Q4_K and
  * Q5_K (spec 4.1). */
 static inline void quant_k4_scale_min(int j, const uint8_t *scales, uint8_t *scale, uint8_t *min)

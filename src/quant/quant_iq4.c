@@ -8,23 +8,6 @@ const int8_t quant_iq4nl_values[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 };
 
-/* Grid values of the 32 nibbles of a 16-byte array (shared nibble order). */
-static void iq4_unpack(const uint8_t *qs, int8_t out[32])
-{
-    for (int j = 0; j < 16; j++) {
-        out[j] = quant_iq4nl_values[qs[j] & 0x0f];
-        out[j + 16] = quant_iq4nl_values[qs[j] >> 4];
-    }
-}
-
-static int dot32(const int8_t *w, const int8_t *a)
-{
-    int sum = 0;
-    for (int j = 0; j < 32; j++)
-        sum += w[j] * a[j];
-    return sum;
-}
-
 /* ---- IQ4_NL ---- */
 
 void dequantize_row_iq4_nl(const void *src, float *dst, int64_t n)
@@ -33,7 +16,7 @@ void dequantize_row_iq4_nl(const void *src, float *dst, int64_t n)
     int8_t q[32];
     for (int64_t b = 0; b < n / 32; b++) {
         float d = fp16_to_fp32(blocks[b].d);
-        iq4_unpack(blocks[b].qs, q);
+        quant_unpack_grid(quant_iq4nl_values, blocks[b].qs, q);
         for (int j = 0; j < 32; j++)
             dst[32 * b + j] = d * q[j];
     }
@@ -46,8 +29,8 @@ float vec_dot_iq4_nl(int64_t n, const void *weights, const void *activations)
     int8_t q[32];
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
-        iq4_unpack(w[b].qs, q);
-        int isum = dot32(q, a[b].qs);
+        quant_unpack_grid(quant_iq4nl_values, w[b].qs, q);
+        int isum = quant_dot_i8(q, a[b].qs, 32);
         sum += (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) * (float)isum;
     }
     return sum;
@@ -71,7 +54,7 @@ void dequantize_row_iq4_xs(const void *src, float *dst, int64_t n)
         float d = fp16_to_fp32(blocks[b].d);
         for (int sub = 0; sub < 8; sub++) {
             float scale = d * (float)iq4xs_scale(&blocks[b], sub);
-            iq4_unpack(blocks[b].qs + 16 * sub, q);
+            quant_unpack_grid(quant_iq4nl_values, blocks[b].qs + 16 * sub, q);
             for (int j = 0; j < 32; j++)
                 dst[QK_K * b + 32 * sub + j] = scale * q[j];
         }
@@ -87,8 +70,8 @@ float vec_dot_iq4_xs(int64_t n, const void *weights, const void *activations)
     for (int64_t b = 0; b < n / QK_K; b++) {
         int isum = 0;
         for (int sub = 0; sub < 8; sub++) {
-            iq4_unpack(w[b].qs + 16 * sub, q);
-            isum += iq4xs_scale(&w[b], sub) * dot32(q, a[b].qs + 32 * sub);
+            quant_unpack_grid(quant_iq4nl_values, w[b].qs + 16 * sub, q);
+            isum += iq4xs_scale(&w[b], sub) * quant_dot_i8(q, a[b].qs + 32 * sub, 32);
         }
         sum += (fp16_to_fp32(w[b].d) * a[b].d) * (float)isum;
     }

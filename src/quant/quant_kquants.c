@@ -66,15 +66,6 @@ void dequantize_row_q8_k(const void *src, float *dst, int64_t n)
             dst[QK_K * b + j] = blocks[b].d * blocks[b].qs[j];
 }
 
-/* Σ over a sub-block of weight quants times activation quants. */
-static int dot_range(const int8_t *w, const int8_t *a, int count)
-{
-    int sum = 0;
-    for (int j = 0; j < count; j++)
-        sum += w[j] * a[j];
-    return sum;
-}
-
 /* ---- Q2_K: 16 sub-blocks of 16, 4-bit scale and min each ---- */
 
 static void q2k_unpack(const block_q2_k *block, int8_t q[QK_K])
@@ -112,7 +103,7 @@ float vec_dot_q2_k(int64_t n, const void *weights, const void *activations)
         q2k_unpack(&w[b], q);
         int isum = 0, msum = 0;
         for (int sub = 0; sub < 16; sub++) {
-            isum += (w[b].scales[sub] & 0x0f) * dot_range(q + 16 * sub, a[b].qs + 16 * sub, 16);
+            isum += (w[b].scales[sub] & 0x0f) * quant_dot_i8(q + 16 * sub, a[b].qs + 16 * sub, 16);
             msum += (w[b].scales[sub] >> 4) * a[b].bsums[sub];
         }
         float scale = fp16_to_fp32(w[b].d) * a[b].d;
@@ -162,7 +153,7 @@ float vec_dot_q3_k(int64_t n, const void *weights, const void *activations)
         quant_q3k_scales(w[b].scales, scales);
         int isum = 0;
         for (int sub = 0; sub < 16; sub++)
-            isum += scales[sub] * dot_range(q + 16 * sub, a[b].qs + 16 * sub, 16);
+            isum += scales[sub] * quant_dot_i8(q + 16 * sub, a[b].qs + 16 * sub, 16);
         sum += (fp16_to_fp32(w[b].d) * a[b].d) * (float)isum;
     }
     return sum;
@@ -211,7 +202,7 @@ static float dot_scaled_mins(const int8_t *q, const uint8_t *packed, uint16_t d,
     for (int sub = 0; sub < 8; sub++) {
         uint8_t sc, m;
         quant_k4_scale_min(sub, packed, &sc, &m);
-        isum += sc * dot_range(q + 32 * sub, a->qs + 32 * sub, 32);
+        isum += sc * quant_dot_i8(q + 32 * sub, a->qs + 32 * sub, 32);
         msum += m * (a->bsums[2 * sub] + a->bsums[2 * sub + 1]);
     }
     float scale = fp16_to_fp32(d) * a->d;
@@ -309,7 +300,7 @@ float vec_dot_q6_k(int64_t n, const void *weights, const void *activations)
         q6k_unpack(&w[b], q);
         int isum = 0;
         for (int sub = 0; sub < 16; sub++)
-            isum += w[b].scales[sub] * dot_range(q + 16 * sub, a[b].qs + 16 * sub, 16);
+            isum += w[b].scales[sub] * quant_dot_i8(q + 16 * sub, a[b].qs + 16 * sub, 16);
         sum += (fp16_to_fp32(w[b].d) * a[b].d) * (float)isum;
     }
     return sum;

@@ -6,15 +6,6 @@
 
 #include <math.h>
 
-/* Integer dot of 32 weight quants with 32 activation quants. */
-static int dot32(const int8_t *w, const int8_t *a)
-{
-    int sum = 0;
-    for (int j = 0; j < 32; j++)
-        sum += w[j] * a[j];
-    return sum;
-}
-
 /* The 32 nibbles of a 16-byte nibble array, element j in the low nibble of
  * byte j and element j + 16 in the high nibble (shared 32-element order). */
 static void unpack_nibbles(const uint8_t *qs, int offset, int8_t out[32])
@@ -95,7 +86,7 @@ float vec_dot_q8_0(int64_t n, const void *weights, const void *activations)
     const block_q8_0 *a = activations;
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
-        int isum = dot32(w[b].qs, a[b].qs);
+        int isum = quant_dot_i8(w[b].qs, a[b].qs, 32);
         sum += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
     }
     return sum;
@@ -148,7 +139,7 @@ float vec_dot_q4_0(int64_t n, const void *weights, const void *activations)
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
         unpack_nibbles(w[b].qs, 8, q);
-        int isum = dot32(q, a[b].qs);
+        int isum = quant_dot_i8(q, a[b].qs, 32);
         sum += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
     }
     return sum;
@@ -177,7 +168,7 @@ float vec_dot_q4_1(int64_t n, const void *weights, const void *activations)
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
         unpack_nibbles(w[b].qs, 0, q);
-        int isum = dot32(q, a[b].qs);
+        int isum = quant_dot_i8(q, a[b].qs, 32);
         sum += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) +
                fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
     }
@@ -206,7 +197,7 @@ float vec_dot_q5_0(int64_t n, const void *weights, const void *activations)
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
         unpack_five_bits(w[b].qs, w[b].qh, 16, q);
-        int isum = dot32(q, a[b].qs);
+        int isum = quant_dot_i8(q, a[b].qs, 32);
         sum += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d));
     }
     return sum;
@@ -235,7 +226,7 @@ float vec_dot_q5_1(int64_t n, const void *weights, const void *activations)
     float sum = 0.0f;
     for (int64_t b = 0; b < n / 32; b++) {
         unpack_five_bits(w[b].qs, w[b].qh, 0, q);
-        int isum = dot32(q, a[b].qs);
+        int isum = quant_dot_i8(q, a[b].qs, 32);
         sum += (float)isum * (fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d)) +
                fp16_to_fp32(w[b].m) * fp16_to_fp32(a[b].s);
     }
