@@ -1,8 +1,8 @@
 /* AVX-512 (F, BW, VL, VNNI) dot-product kernels: Q8_0, Q4_0, IQ4_NL, MXFP4
  * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16 and BF16. 32-element
- * blocks use 256-bit vpdpbusd on weights made unsigned by an offset that is
- * taken back out with the activation's block sum (exact for every byte
- * value); K-quants unpack 64 weights per zmm and apply the sub-block scales
+ * blocks use 512-bit vpdpbusd, two blocks per zmm and four per step, on
+ * weights made unsigned by an offset that is taken back out with the
+ * activation's block sums (exact for every byte value); K-quants unpack 64 weights per zmm and apply the sub-block scales
  * with vpdpwssd. Integer sums inside a block are exact; across blocks each
  * row accumulates in f32 lanes in increasing block order. */
 #include <immintrin.h>
@@ -39,13 +39,33 @@ KERNEL_INLINE void avx512_prefetch(const uint8_t *row, int64_t block, size_t blo
     __builtin_prefetch(row + (size_t)(block + KERNEL_PREFETCH_BLOCKS) * block_bytes);
 }
 
+/* Two 256-bit halves as one zmm. */
+KERNEL_INLINE __m512i avx512_join(__m256i low, __m256i high)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+
 /* ---- 32-element blocks against Q8_0 activations ------------------------ */
 
 /* How each format's 32 weights of a block become unsigned bytes (weight +
- * offset) for vpdpbusd. */
+ * offset) for vpdpbusd.
+ *
+ * Blocks go four per step, two per zmm (the first block of a pair in lanes
+ * 0-7, the second in lanes 8-15), so that one row alone (decode) keeps the
+ * 512-bit units busy instead of waiting on one accumulator: a step's two
+ * pairs are scaled, summed (first pair fused onto the second's product) and
+ * added once to the row's accumulator. A short last step takes zero blocks
+ * for the missing ones, which add exactly zero. Rows and tiles run the same
+ * step code, so their bits agree. */
 enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
 
+#define SMALL_STEP_BLOCKS 4
+
 static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+/* Stands in for the blocks past the end of a row or activation: every
+ * format reads it as a zero scale, and its activation values are zero. */
+static const uint8_t small_zero_block[sizeof(block_q8_0)];
 
 KERNEL_INLINE int small_offset(enum small_kind kind)
 {
@@ -63,88 +83,178 @@ KERNEL_INLINE size_t small_block_bytes(enum small_kind kind)
     return kind == SMALL_Q8_0 ? sizeof(block_q8_0) : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
 }
 
-/* The nibble table plus the offset, in both 128-bit lanes. */
-KERNEL_INLINE __m256i small_table(enum small_kind kind)
+/* The nibble table plus the offset, in every 128-bit lane. */
+KERNEL_INLINE __m512i small_table(enum small_kind kind)
 {
     const int8_t *values = kind == SMALL_MXFP4 ? quant_mxfp4_values
                            : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values;
     __m128i table = _mm_add_epi8(_mm_loadu_si128((const __m128i *)values),
                                  _mm_set1_epi8((char)small_offset(kind)));
-    return _mm256_broadcastsi128_si256(table);
+    return _mm512_broadcast_i32x4(table);
 }
 
-/* One row's block as unsigned bytes (weight + offset) and its scale. */
+/* Block `b + k` of a row of `nb` blocks, or the zero block past its end
+ * (`valid` blocks of the step are real; a constant 4 outside the last step). */
+KERNEL_INLINE const uint8_t *small_block(const uint8_t *row, int64_t b, int k, int valid, size_t block_bytes)
+{
+    return k < valid ? row + (size_t)(b + k) * block_bytes : small_zero_block;
+}
+
+/* One row's step of four blocks as unsigned bytes (weight + offset), two
+ * blocks per zmm, and the blocks' scales. */
 typedef struct small_weights {
-    __m256i w;
-    float d;
+    __m512i w[2];
+    __m128 d; /* MXFP4: the scale's power of two; others: the scale */
 } small_weights;
 
-/* One activation block: its values, -offset * (sum of each 4 values) as the
- * start of every row's sum, and its scale. */
+/* One activation step: values two blocks per zmm, offset * (sum of each 4
+ * values) to take back out of every row's sum, and the blocks' scales. */
 typedef struct small_activation {
-    __m256i y, base;
-    float d;
+    __m512i y[2], base[2];
+    __m128 d;
 } small_activation;
 
-KERNEL_INLINE void small_unpack(const uint8_t *block, __m256i table, const enum small_kind kind,
-                                small_weights *out)
+/* The f16 scales at the start of four blocks as four floats: gathered in a
+ * general register, so that building the vector costs one move. */
+KERNEL_INLINE __m128 small_f16_scales(const uint8_t *const blocks[SMALL_STEP_BLOCKS])
+{
+    uint64_t bits = 0;
+    KERNEL_UNROLLED for (int k = 0; k < SMALL_STEP_BLOCKS; k++) {
+        uint16_t h;
+        memcpy(&h, blocks[k], 2);
+        bits |= (uint64_t)h << (16 * k);
+    }
+    return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)bits));
+}
+
+/* MXFP4 scales are quant_e8m0_half(e) = 2^(e - 128) for every byte e, so
+ * they are kept as the exponent e - 128 and applied with vscalefps, which
+ * rounds y * 2^k exactly as the product with that power of two would. */
+KERNEL_INLINE __m128 small_scales(const uint8_t *const blocks[SMALL_STEP_BLOCKS], const enum small_kind kind)
+{
+    if (kind != SMALL_MXFP4)
+        return small_f16_scales(blocks);
+    uint32_t bytes = 0;
+    KERNEL_UNROLLED for (int k = 0; k < SMALL_STEP_BLOCKS; k++)
+        bytes |= (uint32_t)blocks[k][0] << (8 * k);
+    __m128i e = _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)bytes));
+    return _mm_cvtepi32_ps(_mm_sub_epi32(e, _mm_set1_epi32(128)));
+}
+
+KERNEL_INLINE __m512i small_unpack_pair(const uint8_t *first, const uint8_t *second, __m512i table,
+                                        const enum small_kind kind)
 {
     if (kind == SMALL_Q8_0) {
-        out->w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(block + 2)), _mm256_set1_epi8((char)0x80));
-    } else {
-        const uint8_t *qs = block + (kind == SMALL_MXFP4 ? 1 : 2);
-        __m128i q = _mm_loadu_si128((const __m128i *)qs);
-        __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-        out->w = _mm256_shuffle_epi8(table, _mm256_and_si256(both, _mm256_set1_epi8(0x0f)));
+        __m512i both = avx512_join(_mm256_loadu_si256((const __m256i *)(first + 2)),
+                                   _mm256_loadu_si256((const __m256i *)(second + 2)));
+        return _mm512_xor_si512(both, _mm512_set1_epi8((char)0x80));
     }
-    if (kind == SMALL_MXFP4) {
-        out->d = quant_e8m0_half(block[0]);
-    } else {
-        uint16_t bits;
-        memcpy(&bits, block, 2);
-        out->d = avx512_f16(bits);
+    const size_t skip = kind == SMALL_MXFP4 ? 1 : 2;
+    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(first + skip))),
+                                        _mm_loadu_si128((const __m128i *)(second + skip)), 1);
+    /* Low nibbles then high nibbles of the first block, then of the second. */
+    __m512i nibbles = _mm512_permutex2var_epi64(_mm512_castsi256_si512(q), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
+                                                _mm512_castsi256_si512(_mm256_srli_epi16(q, 4)));
+    return _mm512_shuffle_epi8(table, _mm512_and_si512(nibbles, _mm512_set1_epi8(0x0f)));
+}
+
+KERNEL_INLINE void small_unpack(const uint8_t *row, int64_t b, int valid, size_t block_bytes, __m512i table,
+                                const enum small_kind kind, small_weights *out)
+{
+    const uint8_t *blocks[SMALL_STEP_BLOCKS];
+    KERNEL_UNROLLED for (int k = 0; k < SMALL_STEP_BLOCKS; k++)
+        blocks[k] = small_block(row, b, k, valid, block_bytes);
+    out->d = small_scales(blocks, kind);
+    out->w[0] = small_unpack_pair(blocks[0], blocks[1], table, kind);
+    out->w[1] = small_unpack_pair(blocks[2], blocks[3], table, kind);
+}
+
+KERNEL_INLINE void small_activation_load(const uint8_t *act, int64_t b, int valid, const enum small_kind kind,
+                                         small_activation *out)
+{
+    const block_q8_0 *blocks[SMALL_STEP_BLOCKS];
+    const uint8_t *bytes[SMALL_STEP_BLOCKS];
+    KERNEL_UNROLLED for (int k = 0; k < SMALL_STEP_BLOCKS; k++) {
+        bytes[k] = small_block(act, b, k, valid, sizeof(block_q8_0));
+        blocks[k] = (const block_q8_0 *)bytes[k];
+    }
+    out->d = small_f16_scales(bytes);
+    const __m512i offset = _mm512_set1_epi8((char)small_offset(kind));
+    KERNEL_UNROLLED for (int p = 0; p < 2; p++) {
+        out->y[p] = avx512_join(_mm256_loadu_si256((const __m256i *)blocks[2 * p]->qs),
+                                _mm256_loadu_si256((const __m256i *)blocks[2 * p + 1]->qs));
+        out->base[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, out->y[p]);
     }
 }
 
-KERNEL_INLINE void small_activation_load(const block_q8_0 *a, const enum small_kind kind, small_activation *out)
+KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y, const enum small_kind kind,
+                                    __m512 *acc)
 {
-    out->y = _mm256_loadu_si256((const __m256i *)a->qs);
-    out->base = _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), out->y),
-                                   _mm256_set1_epi32(-small_offset(kind)));
-    out->d = avx512_f16(a->d);
-}
-
-KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y,
-                                    const enum small_kind kind, __m256 *acc)
-{
-    __m256i sum = _mm256_dpbusd_epi32(y->base, x->w, y->y);
-    __m256 d = _mm256_set1_ps(kind == SMALL_MXFP4 ? y->d * x->d : x->d * y->d);
-    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, *acc);
+    /* The four blocks' scale products, then each spread over its 8 lanes. */
+    __m512 scales = _mm512_castps128_ps512(kind == SMALL_MXFP4 ? _mm_scalef_ps(y->d, x->d) : _mm_mul_ps(y->d, x->d));
+    __m512 sum[2], d[2];
+    KERNEL_UNROLLED for (int p = 0; p < 2; p++) {
+        __m512i exact = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x->w[p], y->y[p]), y->base[p]);
+        sum[p] = _mm512_cvtepi32_ps(exact);
+        d[p] = _mm512_permutexvar_ps(_mm512_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p,
+                                                        2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                                        2 * p + 1, 2 * p + 1, 2 * p + 1),
+                                     scales);
+    }
+    *acc = _mm512_add_ps(*acc, _mm512_fmadd_ps(sum[0], d[0], _mm512_mul_ps(sum[1], d[1])));
 }
 
 KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                                const void *activation, float *out, const enum small_kind kind)
 {
-    const block_q8_0 *a = activation;
+    const uint8_t *a = activation;
     const int64_t nb = n / 32;
     const size_t block_bytes = small_block_bytes(kind);
-    const __m256i table = small_table(kind);
-    __m256 acc[KERNEL_GROUP_ROWS];
+    const __m512i table = small_table(kind);
+    __m512 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+        acc[r] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS) {
         small_activation y;
-        small_activation_load(a + b, kind, &y);
+        small_activation_load(a, b, SMALL_STEP_BLOCKS, kind, &y);
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx512_prefetch(row, b, block_bytes);
+            avx512_prefetch(row, b, block_bytes * SMALL_STEP_BLOCKS / 2);
             small_weights x;
-            small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
+            small_unpack(row, b, SMALL_STEP_BLOCKS, block_bytes, table, kind, &x);
+            small_accumulate(&x, &y, kind, &acc[r]);
+        }
+    }
+    if (b < nb) {
+        const int valid = (int)(nb - b);
+        small_activation y;
+        small_activation_load(a, b, valid, kind, &y);
+        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
+            small_weights x;
+            small_unpack(rows + (size_t)r * row_bytes, b, valid, block_bytes, table, kind, &x);
             small_accumulate(&x, &y, kind, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
-        out[r] = avx512_hsum256(acc[r]);
+        out[r] = avx512_hsum(acc[r]);
+}
+
+KERNEL_INLINE void small_tile_step(const int R, const int T, const uint8_t *rows, size_t row_bytes,
+                                   const uint8_t *acts, size_t act_stride, int64_t b, int valid,
+                                   __m512i table, const enum small_kind kind,
+                                   __m512 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS])
+{
+    const size_t block_bytes = small_block_bytes(kind);
+    small_weights x[KERNEL_TILE_MAX_ROWS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        small_unpack(rows + (size_t)r * row_bytes, b, valid, block_bytes, table, kind, &x[r]);
+    KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+        small_activation y;
+        small_activation_load(acts + (size_t)t * act_stride, b, valid, kind, &y);
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            small_accumulate(&x[r], &y, kind, &acc[r][t]);
+    }
 }
 
 KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
@@ -152,26 +262,19 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
                               const enum small_kind kind)
 {
     const int64_t nb = n / 32;
-    const size_t block_bytes = small_block_bytes(kind);
-    const __m256i table = small_table(kind);
-    __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    const __m512i table = small_table(kind);
+    __m512 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         KERNEL_UNROLLED for (int t = 0; t < T; t++)
-            acc[r][t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        small_weights x[KERNEL_TILE_MAX_ROWS];
-        KERNEL_UNROLLED for (int r = 0; r < R; r++)
-            small_unpack(rows + (size_t)r * row_bytes + (size_t)b * block_bytes, table, kind, &x[r]);
-        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
-            small_activation y;
-            small_activation_load((const block_q8_0 *)(acts + (size_t)t * act_stride) + b, kind, &y);
-            KERNEL_UNROLLED for (int r = 0; r < R; r++)
-                small_accumulate(&x[r], &y, kind, &acc[r][t]);
-        }
-    }
+            acc[r][t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS)
+        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, SMALL_STEP_BLOCKS, table, kind, acc);
+    if (b < nb)
+        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, (int)(nb - b), table, kind, acc);
     KERNEL_UNROLLED for (int t = 0; t < T; t++)
         KERNEL_UNROLLED for (int r = 0; r < R; r++)
-            out[t * out_stride + r] = avx512_hsum256(acc[r][t]);
+            out[t * out_stride + r] = avx512_hsum(acc[r][t]);
 }
 
 #define SMALL_TILE(name, kind)                                                                     \
@@ -213,11 +316,6 @@ KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size
 
 /* ---- K-quants against Q8_K activations --------------------------------- */
 
-/* Two 256-bit halves as one zmm. */
-KERNEL_INLINE __m512i avx512_join(__m256i low, __m256i high)
-{
-    return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
-}
 
 /* A Q8_K block's activations reordered to match how Q4_K/Q5_K weights
  * unpack (shared by every row of a group): 64 weight bytes hold sub-blocks
