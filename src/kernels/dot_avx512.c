@@ -2,8 +2,8 @@
  * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16 and BF16. 32-element
  * blocks use 512-bit vpdpbusd, two blocks per zmm and four per step, on
  * weights made unsigned by an offset that is taken back out with the
- * activation's block sums (exact for every byte value); K-quants unpack 64 weights per zmm and apply the sub-block scales
- * with vpdpwssd. Integer sums inside a block are exact; across blocks each
+ * activation's block sums (exact for every byte value); K-quants unpack 64
+ * weights per zmm and apply the sub-block scales with vpdpwssd. Integer sums inside a block are exact; across blocks each
  * row accumulates in f32 lanes in increasing block order. */
 #include <immintrin.h>
 
