@@ -3,8 +3,9 @@
  * blocks use 512-bit vpdpbusd, two blocks per zmm and four per step, on
  * weights made unsigned by an offset that is taken back out with the
  * activation's block sums (exact for every byte value); K-quants unpack 64
- * weights per zmm and apply the sub-block scales with vpdpwssd. Integer sums inside a block are exact; across blocks each
- * row accumulates in f32 lanes in increasing block order. */
+ * weights per zmm and apply the sub-block scales with vpdpwssd. Integer
+ * sums inside a block are exact; across blocks (or steps) each row
+ * accumulates in f32 lanes in increasing order. */
 #include <immintrin.h>
 
 #include "dot_common.h"
