@@ -24,6 +24,21 @@ typedef struct bmoe_sampler bmoe_sampler;
 
 /* ---- Model ---------------------------------------------------------- */
 
+/* Where the dense weights (everything but the routed experts) are read from
+ * during inference. The experts always stay file-backed (memory-mapped). */
+enum bmoe_dense_weights {
+    BMOE_DENSE_WEIGHTS_MMAP = 0, /* the file mapping (page cache) */
+    BMOE_DENSE_WEIGHTS_ANON = 1, /* an engine-owned copy read at load (huge pages) */
+};
+
+typedef struct bmoe_model_params {
+    enum bmoe_dense_weights dense_weights;
+} bmoe_model_params;
+
+bmoe_model_params bmoe_model_default_params(void);
+bmoe_model *bmoe_model_load_with_params(const char *path, const bmoe_model_params *params,
+                                        char *error, size_t error_size);
+/* bmoe_model_load_with_params with the default parameters. */
 bmoe_model *bmoe_model_load(const char *path, char *error, size_t error_size);
 void bmoe_model_free(bmoe_model *model);
 

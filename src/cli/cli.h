@@ -30,6 +30,7 @@ typedef struct cli_options {
     int32_t n_ctx;            /* -c; 0: the job's default */
     int32_t n_ubatch;         /* --ubatch; 0: the library's default */
     enum bmoe_kv_type kv_type;
+    bmoe_model_params model_params; /* --dense-weights */
     bmoe_sampler_params sampler;
     bool seed_given;
     bool ignore_eos;          /* --ignore-eos: generate past end-of-generation tokens */

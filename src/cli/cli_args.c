@@ -28,6 +28,9 @@ void cli_print_usage(FILE *out)
             "  -c, --ctx-size N       context size (default: the model's, at most 4096)\n"
             "      --ubatch N         prefill micro-batch (default 512)\n"
             "      --kv-type f16|f32  KV cache type (default f16)\n"
+            "      --dense-weights anon|mmap\n"
+            "                         read the dense (non-expert) weights into engine memory at\n"
+            "                         load (anon, default) or use them from the file mapping\n"
             "      --temp T           temperature (default 0: greedy)\n"
             "      --top-k N          keep the N most likely tokens (default 40, 0: off)\n"
             "      --top-p P          nucleus sampling (default 0.95, 1: off)\n"
@@ -160,6 +163,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->mode = CLI_MODE_GENERATE;
     options->n_predict = 128;
     options->kv_type = BMOE_KV_F16;
+    options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->ppl_chunks = -1;
     bool have_prompt_ids = false, have_force_ids = false;
@@ -186,7 +190,8 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         /* every other flag takes one value */
         static const char *const known[] = {
             "-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
-            "--threads", "-c", "--ctx-size", "--ubatch", "--kv-type", "--temp", "--top-k",
+            "--threads", "-c", "--ctx-size", "--ubatch", "--kv-type", "--dense-weights", "--temp",
+            "--top-k",
             "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
             "--prompt-ids", "--force-ids", "--logits-out", "--ppl", "--chunks", "--info"};
         bool is_known = false;
@@ -219,7 +224,16 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             status = cli_parse_int(arg, value, 1, 1 << 24, &options->n_ctx);
         else if (cli_flag_is(arg, NULL, "--ubatch"))
             status = cli_parse_int(arg, value, 1, 1 << 16, &options->n_ubatch);
-        else if (cli_flag_is(arg, NULL, "--kv-type")) {
+        else if (cli_flag_is(arg, NULL, "--dense-weights")) {
+            if (strcmp(value, "anon") == 0)
+                options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_ANON;
+            else if (strcmp(value, "mmap") == 0)
+                options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_MMAP;
+            else {
+                cli_fail("--dense-weights: '%s' is not anon or mmap", value);
+                status = -1;
+            }
+        } else if (cli_flag_is(arg, NULL, "--kv-type")) {
             if (strcmp(value, "f16") == 0)
                 options->kv_type = BMOE_KV_F16;
             else if (strcmp(value, "f32") == 0)

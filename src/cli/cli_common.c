@@ -96,7 +96,8 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
 {
     char error[512] = "";
     double start = cli_now_seconds();
-    bmoe_model *model = bmoe_model_load(options->model_path, error, sizeof error);
+    bmoe_model *model = bmoe_model_load_with_params(options->model_path, &options->model_params, error,
+                                                    sizeof error);
     if (!model) {
         cli_fail("%s", error[0] ? error : "cannot load the model");
         return NULL;

@@ -41,7 +41,20 @@ static void copy_error(const bmoe_error *err, char *error, size_t error_size)
 
 /* ---- Model -------------------------------------------------------------- */
 
+bmoe_model_params bmoe_model_default_params(void)
+{
+    bmoe_model_params params = {.dense_weights = BMOE_DENSE_WEIGHTS_ANON};
+    return params;
+}
+
 bmoe_model *bmoe_model_load(const char *path, char *error, size_t error_size)
+{
+    bmoe_model_params params = bmoe_model_default_params();
+    return bmoe_model_load_with_params(path, &params, error, error_size);
+}
+
+bmoe_model *bmoe_model_load_with_params(const char *path, const bmoe_model_params *params,
+                                        char *error, size_t error_size)
 {
     bmoe_error err;
     error_clear(&err);
@@ -58,6 +71,9 @@ bmoe_model *bmoe_model_load(const char *path, char *error, size_t error_size)
     }
     result->file = gguf_open(path, &err);
     if (!result->file)
+        goto fail;
+    if (params && params->dense_weights == BMOE_DENSE_WEIGHTS_ANON &&
+        gguf_copy_dense_weights(result->file, &err) != 0)
         goto fail;
     if (model_init(&result->model, result->file, &err) != 0)
         goto fail;

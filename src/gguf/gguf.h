@@ -93,6 +93,18 @@ uint32_t gguf_alignment(const gguf_model *model);
  * the model). A no-op for memory images. */
 int gguf_prefault(const gguf_model *model, bmoe_error *err);
 
+/* Routed-expert tensors (named *_exps): read a few experts' slices per token.
+ * Every other tensor is dense: read in full by every token. */
+bool gguf_tensor_is_expert(const gguf_tensor *tensor);
+
+/* Reads every dense tensor from the file into one engine-owned anonymous
+ * buffer (huge pages where available) and points those tensors' data at it;
+ * the experts stay file-backed. Call before anything keeps tensor data
+ * pointers. On failure nothing changes. A no-op for memory images and when
+ * already done. */
+int gguf_copy_dense_weights(gguf_model *model, bmoe_error *err);
+uint64_t gguf_dense_copy_bytes(const gguf_model *model); /* 0 when not copied */
+
 /* Metadata. */
 uint64_t gguf_kv_count(const gguf_model *model);
 const gguf_kv *gguf_kv_at(const gguf_model *model, uint64_t index);

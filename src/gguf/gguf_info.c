@@ -180,7 +180,7 @@ static void print_totals(const gguf_model *model, FILE *out)
             bytes_by_type[tensor->type] += tensor->nbytes;
             tensors_by_type[tensor->type]++;
         }
-        if (strstr(tensor->name, "_exps"))
+        if (gguf_tensor_is_expert(tensor))
             expert_bytes += tensor->nbytes;
     }
     for (uint32_t s = 0; s < gguf_shard_count(model); s++)

@@ -137,6 +137,8 @@ static void model_free(gguf_model *model)
     free(model->tensors);
     free(model->tensors_by_name);
     free(model->kvs_by_key);
+    if (model->dense_copy)
+        munmap(model->dense_copy, model->dense_copy_bytes);
     free(model);
 }
 

@@ -11,3 +11,5 @@ bmoe_add_test(test_llama_stories SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_llama_st
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_errors.c
   LIBS bmoe_engine m)
+bmoe_add_test(test_dense_weights SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dense_weights.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
