@@ -54,8 +54,9 @@
 /* Decode: sequential streams per chunk, read in turn (row i of each, then row
  * i + 1 of each). Two streams keep more memory requests in flight than one:
  * bench-kernels, 2 threads, from memory: Q4_K 2048x768 18.7 -> 23.5 GB/s,
- * Q6_K 18.0 -> 24.5, Q8_0 20.9 -> 26.9; qwen3-30b-a3b decode, three A/B
- * rounds: 5.90 -> 7.16 tok/s (four streams: 6.82). */
+ * Q6_K 18.0 -> 24.5, Q8_0 20.9 -> 26.9; qwen3-30b-a3b decode: 5.90 -> 7.16
+ * tok/s in three A/B rounds, 5.26 -> 5.72 in five later ones on a noisier
+ * machine (four streams: no better than two). */
 #define MATMUL_DECODE_STREAMS 2
 /* Batch: rows per tile call; a multiple of every tile kernel's row blocking. */
 #define MATMUL_BATCH_SLICE_ROWS 4
