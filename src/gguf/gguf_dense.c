@@ -26,6 +26,12 @@ static uint64_t dense_slot_bytes(const gguf_tensor *tensor)
     return (tensor->nbytes + GGUF_DENSE_ALIGNMENT - 1) / GGUF_DENSE_ALIGNMENT * GGUF_DENSE_ALIGNMENT;
 }
 
+/* Tensors the copy holds: the dense ones of file-backed shards. */
+static bool dense_copied(const gguf_model *model, const gguf_tensor *tensor)
+{
+    return !gguf_tensor_is_expert(tensor) && model->shards[tensor->shard].fd >= 0;
+}
+
 static int read_fully(const gguf_shard *shard, uint8_t *buffer, uint64_t size, uint64_t offset, bmoe_error *err)
 {
     uint64_t done = 0;
@@ -50,7 +56,7 @@ int gguf_copy_dense_weights(gguf_model *model, bmoe_error *err)
     uint64_t total = 0;
     for (uint64_t i = 0; i < model->tensor_count; i++) {
         const gguf_tensor *tensor = &model->tensors[i];
-        if (!gguf_tensor_is_expert(tensor) && model->shards[tensor->shard].fd >= 0)
+        if (dense_copied(model, tensor))
             total += dense_slot_bytes(tensor);
     }
     if (total == 0)
@@ -70,10 +76,9 @@ int gguf_copy_dense_weights(gguf_model *model, bmoe_error *err)
     uint64_t used = 0;
     for (uint64_t i = 0; i < model->tensor_count; i++) {
         const gguf_tensor *tensor = &model->tensors[i];
-        const gguf_shard *shard = &model->shards[tensor->shard];
-        if (gguf_tensor_is_expert(tensor) || shard->fd < 0)
+        if (!dense_copied(model, tensor))
             continue;
-        if (read_fully(shard, copy + used, tensor->nbytes, tensor->file_offset, err) != 0) {
+        if (read_fully(&model->shards[tensor->shard], copy + used, tensor->nbytes, tensor->file_offset, err) != 0) {
             munmap(copy, total);
             return -1;
         }
@@ -83,7 +88,7 @@ int gguf_copy_dense_weights(gguf_model *model, bmoe_error *err)
     used = 0;
     for (uint64_t i = 0; i < model->tensor_count; i++) {
         gguf_tensor *tensor = &model->tensors[i];
-        if (gguf_tensor_is_expert(tensor) || model->shards[tensor->shard].fd < 0)
+        if (!dense_copied(model, tensor))
             continue;
         tensor->data = copy + used;
         used += dense_slot_bytes(tensor);

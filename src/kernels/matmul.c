@@ -8,10 +8,10 @@
  * balanced when one of them is slowed (another process, a busy sibling
  * hyper-thread), which a fixed split cannot.
  *
- * A batch (prefill) is arithmetic-bound: a chunk is a few cache lines of weight
- * blocks (a multiple of 4 rows, so register-blocked kernels stay full), small
- * enough to stay in L1/L2 while it is reused across the batch's tokens: rows
- * outer, tokens inner. Where the kernel set has a tile kernel for the type,
+ * A batch (prefill) without a tile kernel: a chunk is a few cache lines of
+ * weight blocks (a multiple of 4 rows, so register-blocked kernels stay full),
+ * small enough to stay in L1/L2 while it is reused across the batch's tokens:
+ * rows outer, tokens inner (matmul_chunk_rows says when chunks are whole jobs). Where the kernel set has a tile kernel for the type,
  * one call covers the chunk's rows for all tokens, unpacking each weight block
  * once per few tokens; it gives the same bits as dot_rows per token.
  *
@@ -107,28 +107,29 @@ typedef struct matmul_step {
  * Otherwise, decode: MATMUL_DECODE_CHUNKS_PER_THREAD shares per thread; batch
  * without a tile kernel: about MATMUL_CHUNK_BYTES of weights, fewer when that
  * would leave too few chunks for the threads to balance. */
+/* rows rounded up to a whole number of MATMUL_ROW_GRAIN, at least one grain. */
+static int64_t matmul_round_rows(int64_t rows)
+{
+    rows = (rows + MATMUL_ROW_GRAIN - 1) / MATMUL_ROW_GRAIN * MATMUL_ROW_GRAIN;
+    return rows < MATMUL_ROW_GRAIN ? MATMUL_ROW_GRAIN : rows;
+}
+
 static int64_t matmul_chunk_rows(const matmul_step *step, const matmul_job *job)
 {
     int n_threads = step->n_threads;
     int64_t shares = (int64_t)n_threads * MATMUL_DECODE_CHUNKS_PER_THREAD;
     bool size_free = job->n_tokens == 1 || kernels_dot_tile(step->kernels, job->type) != NULL;
     if (size_free && step->n_jobs >= shares)
-        return (job->n_out + MATMUL_ROW_GRAIN - 1) / MATMUL_ROW_GRAIN * MATMUL_ROW_GRAIN;
-    if (job->n_tokens == 1) {
-        int64_t rows = (job->n_out + shares - 1) / shares;
-        rows = (rows + MATMUL_ROW_GRAIN - 1) / MATMUL_ROW_GRAIN * MATMUL_ROW_GRAIN;
-        return rows < MATMUL_ROW_GRAIN ? MATMUL_ROW_GRAIN : rows;
-    }
+        return matmul_round_rows(job->n_out);
+    if (job->n_tokens == 1)
+        return matmul_round_rows((job->n_out + shares - 1) / shares);
     size_t row_bytes = job->weight_row_bytes ? job->weight_row_bytes : 1;
     int64_t rows = (int64_t)(MATMUL_CHUNK_BYTES / row_bytes);
     int64_t balanced = (job->n_out + (int64_t)n_threads * MATMUL_CHUNKS_PER_THREAD - 1) /
                        ((int64_t)n_threads * MATMUL_CHUNKS_PER_THREAD);
     if (n_threads > 1 && balanced < rows)
         rows = balanced;
-    rows = (rows + MATMUL_ROW_GRAIN - 1) / MATMUL_ROW_GRAIN * MATMUL_ROW_GRAIN;
-    if (rows < MATMUL_ROW_GRAIN)
-        rows = MATMUL_ROW_GRAIN;
-    return rows;
+    return matmul_round_rows(rows);
 }
 
 static int64_t matmul_job_chunks(const matmul_step *step, const matmul_job *job)
