@@ -18,7 +18,7 @@
  * One token (decode) is memory-bound: what matters is that each thread reads
  * long sequential runs, which the hardware prefetchers follow. A chunk is then
  * a large contiguous share of the job (MATMUL_DECODE_CHUNKS_PER_THREAD per
- * thread, or whole jobs), whose rows are read in order from two sequential
+ * thread, or whole jobs), whose rows are read in order from a few sequential
  * streams, one row per kernel call, with a software prefetch a little ahead.
  * Measured with bench-kernels (Q4_K 2048x768, weights streamed from memory):
  * 4-row groups reading four rows at once reach 56-60 % of the single-thread
@@ -56,8 +56,11 @@
  * bench-kernels, 2 threads, from memory: Q4_K 2048x768 18.7 -> 23.5 GB/s,
  * Q6_K 18.0 -> 24.5, Q8_0 20.9 -> 26.9; qwen3-30b-a3b decode: 5.90 -> 7.16
  * tok/s in three A/B rounds, 5.26 -> 5.72 in five later ones on a noisier
- * machine (four streams: no better than two). */
-#define MATMUL_DECODE_STREAMS 2
+ * machine (four streams: no better than two then). Re-measured on
+ * 2026-11-30 (qwen3-30b-a3b decode, -t 2, configurations interleaved in each
+ * round): four streams beat two in 6 of 6 rounds, median 8.19 -> 8.77 tok/s;
+ * three 8.69, eight 8.48 (vs four 8.57 in the same rounds). */
+#define MATMUL_DECODE_STREAMS 4
 /* Batch: rows per tile call; a multiple of every tile kernel's row blocking. */
 #define MATMUL_BATCH_SLICE_ROWS 4
 #define MATMUL_CACHE_LINE 64
