@@ -305,11 +305,16 @@ static void test_type_rows(const type_case *tc, uint32_t type, int64_t n_out, th
 }
 
 /* Several jobs of different types and sizes in one step equal each job run
- * alone, bit for bit, and nothing is written outside each job's output. */
-static void test_several_jobs(thread_pool *pools[4], const float *x)
+ * alone, bit for bit, and nothing is written outside each job's output.
+ * one_token: every job has one token and enough rows (megabytes in all) that
+ * the decode schedule cuts jobs into pieces shared by the threads; otherwise
+ * the jobs have different batch sizes. */
+static void test_several_jobs(thread_pool *pools[4], const float *x, int one_token)
 {
     const char *names[] = {"Q4_K", "Q8_0", "F32", "Q6_K", "MXFP4"};
-    const int64_t rows[] = {33, 7, 1, 130, 64};
+    const int64_t batch_rows[] = {33, 7, 1, 130, 64};
+    const int64_t decode_rows[] = {1500, 7, 901, 1302, 260};
+    const int64_t *rows = one_token ? decode_rows : batch_rows;
     enum { N_JOBS = 5 };
     matrix m[N_JOBS];
     unsigned char *activations[N_JOBS];
@@ -329,7 +334,7 @@ static void test_several_jobs(thread_pool *pools[4], const float *x)
         together[j] = new_output(N_TOKENS, rows[j] + OUT_PAD);
         alone[j] = new_output(N_TOKENS, rows[j] + OUT_PAD);
         /* Job j uses the last N_TOKENS - j % 3 tokens: different batch sizes. */
-        int64_t n_tokens = N_TOKENS - j % 3;
+        int64_t n_tokens = one_token ? 1 : N_TOKENS - j % 3;
         jobs[j] = make_job(&m[j], activations[j], strides[j], n_tokens, together[j],
                            rows[j] + OUT_PAD);
     }
@@ -345,8 +350,8 @@ static void test_several_jobs(thread_pool *pools[4], const float *x)
             matmul_run(NULL, NULL, &solo, 1);
             size_t bytes = sizeof(float) * (size_t)(N_TOKENS * (rows[j] + OUT_PAD));
             CHECK_MSG(memcmp(together[j], alone[j], bytes) == 0,
-                      "job %d (%s) in a %d-job step on %d threads differs from running it alone", j,
-                      names[j], N_JOBS, thread_pool_size(pools[p]));
+                      "job %d (%s) in a %d-job %s step on %d threads differs from running it alone", j,
+                      names[j], N_JOBS, one_token ? "one-token" : "batch", thread_pool_size(pools[p]));
             CHECK(padding_untouched(together[j], jobs[j].n_tokens, rows[j], rows[j] + OUT_PAD));
             CHECK(check_against_reference(&m[j], x, jobs[j].n_tokens, together[j],
                                           rows[j] + OUT_PAD, "multi-job") == 0);
@@ -439,7 +444,8 @@ int main(void)
         for (size_t r = 0; r < sizeof row_counts / sizeof row_counts[0]; r++)
             test_type_rows(tc, (uint32_t)type, row_counts[r], pools, x);
     }
-    test_several_jobs(pools, x);
+    test_several_jobs(pools, x, 0);
+    test_several_jobs(pools, x, 1);
 
     free(x);
     for (int n = 1; n <= 3; n++)
