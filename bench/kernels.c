@@ -401,7 +401,7 @@ int main(int argc, char **argv)
             fill_random_weights(type, arena, matrix_bytes);
             for (int c = 1; c < copies; c++)
                 memcpy(arena + (size_t)c * matrix_bytes, arena, matrix_bytes);
-            activation_convert(type, x, n_in, activation);
+            activation_convert(NULL, type, x, n_in, activation);
             matmul_job job = {
                 .weights = arena,
                 .type = type,

@@ -98,11 +98,16 @@ static void sampler_copy_logits(bmoe_sampler *sampler, const float *logits)
  * once: a positive logit divided by the penalty, a negative one multiplied
  * (both make the token less likely). repeat_last_n < 0 looks at the whole
  * history. */
+static bool sampler_penalizes(const bmoe_sampler *sampler, const int32_t *history, int32_t n_history)
+{
+    return sampler->params.repeat_penalty != 1.0f && history && n_history > 0 && sampler->params.repeat_last_n != 0;
+}
+
 static void sampler_apply_repeat_penalty(bmoe_sampler *sampler, const int32_t *history,
                                          int32_t n_history)
 {
     float penalty = sampler->params.repeat_penalty;
-    if (penalty == 1.0f || !history || n_history <= 0 || sampler->params.repeat_last_n == 0)
+    if (!sampler_penalizes(sampler, history, n_history))
         return;
     int32_t window = sampler->params.repeat_last_n < 0 ? n_history : sampler->params.repeat_last_n;
     if (window > n_history)
@@ -124,6 +129,23 @@ static void sampler_apply_repeat_penalty(bmoe_sampler *sampler, const int32_t *h
         if (token >= 0 && token < sampler->n_vocab)
             sampler->penalized[token] = 0;
     }
+}
+
+/* Greedy over raw logits, as sampler_argmax after sampler_copy_logits: NaN
+ * counts as -inf and the first of equal maxima wins. Two plain passes (the
+ * maximum, then where it first occurs) that the compiler vectorizes: decode
+ * takes one per token over the whole vocabulary (152k logits for Qwen3). */
+static int32_t sampler_argmax_of(const float *logits, int32_t n)
+{
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        max = logits[i] > max ? logits[i] : max;
+    if (max == -INFINITY)
+        return 0;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] == max)
+            return i;
+    return 0;
 }
 
 static int32_t sampler_argmax(const bmoe_sampler *sampler)
@@ -244,6 +266,8 @@ int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits,
     if (!sampler || !logits)
         return -1;
     const bmoe_sampler_params *params = &sampler->params;
+    if (params->temperature <= 0.0f && !sampler_penalizes(sampler, history, n_history))
+        return sampler_argmax_of(logits, sampler->n_vocab);
     sampler_copy_logits(sampler, logits);
     sampler_apply_repeat_penalty(sampler, history, n_history);
     if (params->temperature <= 0.0f)

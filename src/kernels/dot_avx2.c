@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "dot_common.h"
+#include "kernels_dispatch.h"
 
 KERNEL_INLINE float avx2_hsum(__m256 v)
 {
@@ -553,6 +554,10 @@ static const kernel_set avx2_set = {
     .axpy = {
         [TYPE_F32] = avx2_axpy_f32,
         [TYPE_F16] = avx2_axpy_f16,
+    },
+    .quantize_row = {
+        [TYPE_Q8_K] = avx2_quantize_row_q8_k,
+        [TYPE_F16] = avx2_quantize_row_f16,
     },
 };
 

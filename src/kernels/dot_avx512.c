@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "dot_common.h"
+#include "kernels_dispatch.h"
 
 KERNEL_INLINE float avx512_hsum256(__m256 v)
 {
@@ -810,6 +811,10 @@ static const kernel_set avx512_set = {
     .axpy = {
         [TYPE_F32] = avx512_axpy_f32,
         [TYPE_F16] = avx512_axpy_f16,
+    },
+    .quantize_row = {
+        [TYPE_Q8_K] = avx512_quantize_row_q8_k,
+        [TYPE_F16] = avx512_quantize_row_f16,
     },
 };
 

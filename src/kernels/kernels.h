@@ -41,6 +41,9 @@ typedef struct kernel_set {
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
     dot_tile_fn dot_tile[TYPE_COUNT]; /* NULL: dot_rows once per token */
     axpy_fn axpy[TYPE_COUNT];         /* NULL: use the scalar kernel (F32, F16) */
+    /* Activation quantizers (Q8_K, F16, ...), byte-identical to the quant
+     * table's quantize_row for the type; NULL: use that reference. */
+    quantize_row_fn quantize_row[TYPE_COUNT];
 } kernel_set;
 
 /* CPU features found at run time. */
@@ -74,5 +77,9 @@ dot_tile_fn kernels_dot_tile(const kernel_set *set, uint32_t type);
 /* The axpy kernel for F32 or F16 from a set, falling back to scalar; NULL
  * for other types. */
 axpy_fn kernels_axpy(const kernel_set *set, uint32_t type);
+
+/* The quantizer of a type from a set, falling back to the quant table's
+ * reference; NULL when the type has none. */
+quantize_row_fn kernels_quantize_row(const kernel_set *set, uint32_t type);
 
 #endif

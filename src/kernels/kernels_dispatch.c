@@ -171,6 +171,16 @@ dot_tile_fn kernels_dot_tile(const kernel_set *set, uint32_t type)
     return set->dot_tile[type];
 }
 
+quantize_row_fn kernels_quantize_row(const kernel_set *set, uint32_t type)
+{
+    if (type >= TYPE_COUNT)
+        return NULL;
+    if (set && set->quantize_row[type])
+        return set->quantize_row[type];
+    const quant_format *format = quant_format_of(type);
+    return format ? format->quantize_row : NULL;
+}
+
 axpy_fn kernels_axpy(const kernel_set *set, uint32_t type)
 {
     if (type >= TYPE_COUNT)

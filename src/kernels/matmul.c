@@ -88,7 +88,7 @@ size_t activation_row_bytes(uint32_t weight_type, int64_t n)
     return quant_row_bytes(format->activation_type, n);
 }
 
-void activation_convert(uint32_t weight_type, const float *x, int64_t n, void *dst)
+void activation_convert(const kernel_set *kernels, uint32_t weight_type, const float *x, int64_t n, void *dst)
 {
     const quant_format *format = quant_format_of(weight_type);
     if (!format || n <= 0)
@@ -97,9 +97,9 @@ void activation_convert(uint32_t weight_type, const float *x, int64_t n, void *d
         memcpy(dst, x, (size_t)n * sizeof(float));
         return;
     }
-    const quant_format *activation = quant_format_of(format->activation_type);
-    if (activation && activation->quantize_row)
-        activation->quantize_row(x, dst, n);
+    quantize_row_fn quantize = kernels_quantize_row(kernels ? kernels : kernels_best(), format->activation_type);
+    if (quantize)
+        quantize(x, dst, n);
 }
 
 typedef struct matmul_step {

@@ -18,8 +18,9 @@
 /* Bytes of one row of n activations converted for weights of weight_type. */
 size_t activation_row_bytes(uint32_t weight_type, int64_t n);
 
-/* Converts n f32 values to weight_type's activation format. */
-void activation_convert(uint32_t weight_type, const float *x, int64_t n, void *dst);
+/* Converts n f32 values to weight_type's activation format with the kernel
+ * set's quantizer (NULL: the best set); the bytes do not depend on the set. */
+void activation_convert(const kernel_set *kernels, uint32_t weight_type, const float *x, int64_t n, void *dst);
 
 /* One matrix times a batch of already converted activation rows. */
 typedef struct matmul_job {

@@ -5,7 +5,6 @@
  * each architecture file reads as the math. */
 #include <string.h>
 
-#include "../base/fp16.h"
 #include "../quant/quant.h"
 #include "model.h"
 
@@ -50,7 +49,7 @@ void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_
             slot_n[slot] = w->ne[0];
             slot_bytes[slot] = activation_row_bytes(w->type, w->ne[0]);
             for (int t = 0; t < n_tokens; t++)
-                activation_convert(w->type, x + (int64_t)t * x_stride, w->ne[0],
+                activation_convert(s->kernels, w->type, x + (int64_t)t * x_stride, w->ne[0],
                                    s->activations[slot] + (size_t)t * slot_bytes[slot]);
             n_slots++;
         }
@@ -130,17 +129,14 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
     int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
     int64_t k_base = (int64_t)layer * s->n_ctx * k_dim;
     int64_t v_base = (int64_t)layer * s->n_ctx * v_dim;
+    quantize_row_fn to_f16 = kernels_quantize_row(s->kernels, TYPE_F16);
     for (int t = 0; t < n_tokens; t++) {
         int64_t position = s->positions[t];
         const float *k = s->k + t * k_dim;
         const float *v = s->v + t * v_dim;
         if (s->kv_f16) {
-            uint16_t *k_out = (uint16_t *)s->k_cache + k_base + position * k_dim;
-            uint16_t *v_out = (uint16_t *)s->v_cache + v_base + position * v_dim;
-            for (int64_t i = 0; i < k_dim; i++)
-                k_out[i] = fp32_to_fp16(k[i]);
-            for (int64_t i = 0; i < v_dim; i++)
-                v_out[i] = fp32_to_fp16(v[i]);
+            to_f16(k, (uint16_t *)s->k_cache + k_base + position * k_dim, k_dim);
+            to_f16(v, (uint16_t *)s->v_cache + v_base + position * v_dim, v_dim);
         } else {
             memcpy((float *)s->k_cache + k_base + position * k_dim, k, (size_t)k_dim * sizeof(float));
             memcpy((float *)s->v_cache + v_base + position * v_dim, v, (size_t)v_dim * sizeof(float));

@@ -75,7 +75,7 @@ static void gather_inputs(run_state *s, const tensor_view *const *matrices, cons
         }
         first_format = format;
         for (int t = 0; t < n_tokens; t++)
-            activation_convert(matrices[i]->type, x + (int64_t)t * n_embd, n_embd,
+            activation_convert(s->kernels, matrices[i]->type, x + (int64_t)t * n_embd, n_embd,
                                s->activations[i] + (size_t)t * bytes);
         for (int r = 0; r < n_rows; r++)
             memcpy(s->expert_inputs[i] + (size_t)r * bytes,
@@ -174,7 +174,7 @@ void moe_layer(run_state *s, const model *m, const layer_weights *layer, int lay
     const tensor_view *down = &layer->ffn_down_exps;
     size_t down_stride = activation_row_bytes(down->type, n_ff);
     for (int r = 0; r < n_rows; r++)
-        activation_convert(down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
+        activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
                            s->expert_inputs[0] + (size_t)r * down_stride);
     n_jobs = 0;
     for (int e = 0; e < n_expert; e++) {

@@ -40,7 +40,7 @@ static void attention_one_head(const attention_params *p, dot_rows_fn dot, axpy_
     const void *query = q;
     if (p->cache_f16) {
         void *converted = scratch + (p->scratch_per_thread - p->head_dim_k); /* after the scores */
-        activation_convert(TYPE_F16, q, p->head_dim_k, converted);
+        activation_convert(p->kernels ? p->kernels : kernels_scalar(), TYPE_F16, q, p->head_dim_k, converted);
         query = converted;
     }
 

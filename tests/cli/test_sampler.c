@@ -69,6 +69,29 @@ static void test_greedy(void)
     CHECK(sampler != NULL);
     float all_nan_but_last[3] = {NAN, NAN, -5.0f};
     CHECK(bmoe_sampler_sample(sampler, all_nan_but_last, NULL, 0) == 2);
+    /* nothing above -inf: id 0, as if every NaN were -inf */
+    float all_nan[3] = {NAN, NAN, NAN};
+    CHECK(bmoe_sampler_sample(sampler, all_nan, NULL, 0) == 0);
+    float nan_first[3] = {NAN, -INFINITY, -INFINITY};
+    CHECK(bmoe_sampler_sample(sampler, nan_first, NULL, 0) == 0);
+    float infinite[3] = {1.0f, INFINITY, INFINITY};
+    CHECK(bmoe_sampler_sample(sampler, infinite, NULL, 0) == 1);
+    bmoe_sampler_free(sampler);
+
+    /* A vocabulary-sized row: the maximum near the end, tied once more after. */
+    enum { VOCAB = 151936 };
+    float *row = malloc(sizeof(float) * VOCAB);
+    sampler = bmoe_sampler_create(&params, VOCAB);
+    CHECK(row != NULL && sampler != NULL);
+    if (row && sampler) {
+        for (int i = 0; i < VOCAB; i++)
+            row[i] = (float)((i * 7919) % 1000) * 0.01f;
+        row[150001] = 11.0f;
+        row[150002] = NAN;
+        row[151000] = 11.0f;
+        CHECK(bmoe_sampler_sample(sampler, row, NULL, 0) == 150001);
+    }
+    free(row);
     bmoe_sampler_free(sampler);
 }
 

@@ -397,6 +397,108 @@ static void test_axpy(const kernel_set *set, int exact)
     CHECK(kernels_axpy(set, TYPE_COUNT) == NULL);
 }
 
+/* Inputs for the activation quantizers: ordinary rows, and blocks built to
+ * hit every branch of the reference: all zeros, a NaN-only or tied largest
+ * magnitude (+a before -a and the reverse), one value far above the rest,
+ * values that land exactly on .5 after scaling (round half even), infinities,
+ * NaNs and subnormals. `kind` picks one; n is a multiple of 256. */
+static void quantizer_input(float *x, int64_t n, int kind)
+{
+    random_floats(x, n);
+    for (int64_t b = 0; b < n / 256; b++) {
+        float *block = x + 256 * b;
+        switch ((kind + b) % 9) {
+        case 0:
+            break;
+        case 1:
+            memset(block, 0, 256 * sizeof(float));
+            break;
+        case 2: /* ties: the first of equal magnitudes sets the sign */
+            block[17] = 3.0f;
+            block[200] = -3.0f;
+            break;
+        case 3:
+            block[5] = -3.0f;
+            block[90] = 3.0f;
+            break;
+        case 4: /* max 127 -> scale -1: every k + 0.5 is a tie */
+            for (int j = 0; j < 256; j++)
+                block[j] = (float)((j % 254) - 127) * 0.5f;
+            block[0] = 127.0f;
+            break;
+        case 5:
+            block[33] = 1e30f;
+            block[34] = -1e-30f;
+            break;
+        case 6:
+            block[7] = INFINITY;
+            block[8] = -INFINITY;
+            block[9] = NAN;
+            break;
+        case 7: /* NaNs among zeros only: an all-zero block */
+            memset(block, 0, 256 * sizeof(float));
+            block[100] = NAN;
+            break;
+        case 8: /* subnormals: the scale overflows to infinity */
+            for (int j = 0; j < 256; j++)
+                block[j] = (float)(j - 128) * 1e-42f;
+            break;
+        }
+    }
+}
+
+/* A set's activation quantizers give the quant table reference's bytes. */
+static void test_quantizers(const kernel_set *set)
+{
+    const uint32_t types[] = {TYPE_Q8_K, TYPE_F16};
+    static const int64_t lengths[] = {256, 512, 768, 2048, 4096};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        uint32_t type = types[k];
+        quantize_row_fn quantize = kernels_quantize_row(set, type);
+        quantize_row_fn reference = quant_format_of(type)->quantize_row;
+        CHECK_MSG(quantize != NULL && reference != NULL, "%s: no quantizer for %s", set->name,
+                  quant_format_of(type)->name);
+        if (!quantize || !reference)
+            continue;
+        int bad = 0, runs = 0;
+        for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+            for (int kind = 0; kind < 9; kind++) {
+                /* F16 also at lengths that leave a partial vector. */
+                int64_t n = lengths[l] + (type == TYPE_F16 ? kind : 0);
+                size_t bytes = quant_row_bytes(type, n);
+                float *x = malloc(sizeof(float) * (size_t)(n + 16));
+                uint8_t *got = malloc(bytes + 64), *want = malloc(bytes + 64);
+                quantizer_input(x, lengths[l], kind);
+                for (int64_t i = lengths[l]; i < n; i++)
+                    x[i] = rng_float(-2.0f, 2.0f);
+                memset(got, 0xa5, bytes + 64);
+                memset(want, 0xa5, bytes + 64);
+                quantize(x, got, n);
+                reference(x, want, n);
+                if (memcmp(got, want, bytes + 64) != 0) {
+                    if (bad == 0) {
+                        size_t at = 0;
+                        while (got[at] == want[at])
+                            at++;
+                        fprintf(stderr, "%s quantize %s n=%lld kind %d: byte %zu is %02x, want %02x\n", set->name,
+                                quant_format_of(type)->name, (long long)n, kind, at, got[at], want[at]);
+                    }
+                    bad++;
+                }
+                runs++;
+                free(x);
+                free(got);
+                free(want);
+            }
+        }
+        CHECK_MSG(bad == 0, "%s quantize %s: %d of %d rows differ from the reference", set->name,
+                  quant_format_of(type)->name, bad, runs);
+    }
+    CHECK(kernels_quantize_row(set, TYPE_COUNT) == NULL);
+    CHECK(kernels_quantize_row(set, TYPE_Q8_0) == quant_format_of(TYPE_Q8_0)->quantize_row ||
+          kernels_quantize_row(set, TYPE_Q8_0) == set->quantize_row[TYPE_Q8_0]);
+}
+
 static const uint32_t required_types[] = {TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K,
                                           TYPE_MXFP4, TYPE_F16, TYPE_BF16};
 
@@ -600,6 +702,7 @@ int main(void)
     test_best(&features); /* first: children must not inherit a cached choice */
     test_select();
     test_scalar_set();
+    test_quantizers(kernels_scalar());
 
     const kernel_set *sets[] = {kernels_avx2(), kernels_avx512(), kernels_neon()};
     const char *names[] = {"avx2", "avx512", "neon"};
@@ -618,6 +721,7 @@ int main(void)
         test_set(sets[i]);
         test_tiles(sets[i]);
         test_axpy(sets[i], 1);
+        test_quantizers(sets[i]);
         sets_run++;
     }
     printf("%d SIMD sets run, %d cases, %d tile shapes\n", sets_run, checked_cases, checked_tiles);

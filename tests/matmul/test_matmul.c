@@ -197,7 +197,7 @@ static unsigned char *convert_inputs(uint32_t type, const float *x, int64_t n_to
     if (!a)
         return NULL;
     for (int64_t t = 0; t < n_tokens; t++)
-        activation_convert(type, x + t * N_IN, N_IN, a + (size_t)t * *stride);
+        activation_convert(NULL, type, x + t * N_IN, N_IN, a + (size_t)t * *stride);
     return a;
 }
 
@@ -383,7 +383,7 @@ static void test_activation_sizes(void)
     for (int i = 0; i < 64; i++)
         x[i] = random_uniform();
     float copy[64];
-    activation_convert(TYPE_F32, x, 64, copy);
+    activation_convert(NULL, TYPE_F32, x, 64, copy);
     CHECK(memcmp(copy, x, sizeof x) == 0);
 }
 
