@@ -110,7 +110,7 @@ typedef struct matmul_step {
     int64_t n_chunks;    /* over all jobs (batch steps) */
     int64_t n_rows;      /* over all jobs (decode steps) */
     _Alignas(64) atomic_llong next_chunk;
-    _Alignas(64) atomic_llong next_row;
+    _Alignas(64) _Atomic int64_t next_row;
 } matmul_step;
 
 /* Rows per chunk for one job of a step.
