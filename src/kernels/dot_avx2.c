@@ -5,6 +5,7 @@
  * or sign-extended 16-bit madd where both sides are signed); across blocks
  * each row accumulates in f32 lanes in increasing block order. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "dot_common.h"
 #include "kernels_dispatch.h"
@@ -478,33 +479,62 @@ FLOAT_GROUP(f32_group, avx2_load_f32, 4)
 
 /* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
 
-#define AXPY(name, load, size)                                                                   \
-    static void name(int64_t n, float a, const void *x, float *y)                                \
+KERNEL_INLINE float avx2_value_f32(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+KERNEL_INLINE float avx2_value_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* 32 elements of y in four registers over all rows, then 8 at a time, then
+ * one at a time (fmaf: the same single rounding as the vector lanes). */
+#define AXPY(name, load, value, size)                                                            \
+    static void name(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride,  \
+                     float *y)                                                                   \
     {                                                                                            \
-        const uint8_t *values = x;                                                               \
-        __m256 scale = _mm256_set1_ps(a);                                                        \
+        const uint8_t *rows = x;                                                                 \
         int64_t i = 0;                                                                           \
-        for (; i + 16 <= n; i += 16) {                                                           \
-            __m256 y0 = _mm256_fmadd_ps(load(values + (size) * i), scale, _mm256_loadu_ps(y + i)); \
-            __m256 y1 = _mm256_fmadd_ps(load(values + (size) * (i + 8)), scale,                  \
-                                        _mm256_loadu_ps(y + i + 8));                             \
+        for (; i + 32 <= n; i += 32) {                                                           \
+            __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);                \
+            __m256 y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24);          \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride) {                              \
+                __m256 scale = _mm256_set1_ps(a[r]);                                             \
+                y0 = _mm256_fmadd_ps(load(row), scale, y0);                                      \
+                y1 = _mm256_fmadd_ps(load(row + (size) * 8), scale, y1);                         \
+                y2 = _mm256_fmadd_ps(load(row + (size) * 16), scale, y2);                        \
+                y3 = _mm256_fmadd_ps(load(row + (size) * 24), scale, y3);                        \
+            }                                                                                    \
             _mm256_storeu_ps(y + i, y0);                                                         \
             _mm256_storeu_ps(y + i + 8, y1);                                                     \
+            _mm256_storeu_ps(y + i + 16, y2);                                                    \
+            _mm256_storeu_ps(y + i + 24, y3);                                                    \
         }                                                                                        \
-        if (i < n) {                                                                             \
-            uint8_t x_tail[16 * (size)] = {0};                                                   \
-            float y_tail[16] = {0};                                                              \
-            memcpy(x_tail, values + (size) * i, (size_t)(n - i) * (size));                       \
-            memcpy(y_tail, y + i, (size_t)(n - i) * sizeof(float));                              \
-            _mm256_storeu_ps(y_tail, _mm256_fmadd_ps(load(x_tail), scale, _mm256_loadu_ps(y_tail))); \
-            _mm256_storeu_ps(y_tail + 8, _mm256_fmadd_ps(load(x_tail + 8 * (size)), scale,       \
-                                                         _mm256_loadu_ps(y_tail + 8)));          \
-            memcpy(y + i, y_tail, (size_t)(n - i) * sizeof(float));                              \
+        for (; i + 8 <= n; i += 8) {                                                             \
+            __m256 sum = _mm256_loadu_ps(y + i);                                                 \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
+                sum = _mm256_fmadd_ps(load(row), _mm256_set1_ps(a[r]), sum);                     \
+            _mm256_storeu_ps(y + i, sum);                                                        \
+        }                                                                                        \
+        for (; i < n; i++) {                                                                     \
+            float sum = y[i];                                                                    \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
+                sum = fmaf(a[r], value(row), sum);                                               \
+            y[i] = sum;                                                                          \
         }                                                                                        \
     }
 
-AXPY(avx2_axpy_f32, avx2_load_f32, 4)
-AXPY(avx2_axpy_f16, avx2_load_f16, 2)
+AXPY(avx2_axpy_f32, avx2_load_f32, avx2_value_f32, 4)
+AXPY(avx2_axpy_f16, avx2_load_f16, avx2_value_f16, 2)
 
 /* 16 ymm registers: tiles of 2 rows x 4 tokens. No float tiles: with two
  * accumulators per element they spill, and measured slower than dot_rows per

@@ -734,23 +734,35 @@ KERNEL_INLINE __m512 avx512_load_partial_f16(const uint8_t *p, __mmask16 mask)
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
 }
 
+/* 64 elements of y in four registers over all rows, then 16 at a time. */
 #define AXPY(name, load, load_partial, size)                                                     \
-    static void name(int64_t n, float a, const void *x, float *y)                                \
+    static void name(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride,  \
+                     float *y)                                                                   \
     {                                                                                            \
-        const uint8_t *values = x;                                                               \
-        __m512 scale = _mm512_set1_ps(a);                                                        \
+        const uint8_t *rows = x;                                                                 \
         int64_t i = 0;                                                                           \
-        for (; i + 32 <= n; i += 32) {                                                           \
-            __m512 y0 = _mm512_fmadd_ps(load(values + (size) * i), scale, _mm512_loadu_ps(y + i)); \
-            __m512 y1 = _mm512_fmadd_ps(load(values + (size) * (i + 16)), scale,                 \
-                                        _mm512_loadu_ps(y + i + 16));                            \
+        for (; i + 64 <= n; i += 64) {                                                           \
+            __m512 y0 = _mm512_loadu_ps(y + i), y1 = _mm512_loadu_ps(y + i + 16);               \
+            __m512 y2 = _mm512_loadu_ps(y + i + 32), y3 = _mm512_loadu_ps(y + i + 48);          \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride) {                              \
+                __m512 scale = _mm512_set1_ps(a[r]);                                             \
+                y0 = _mm512_fmadd_ps(load(row), scale, y0);                                      \
+                y1 = _mm512_fmadd_ps(load(row + (size) * 16), scale, y1);                        \
+                y2 = _mm512_fmadd_ps(load(row + (size) * 32), scale, y2);                        \
+                y3 = _mm512_fmadd_ps(load(row + (size) * 48), scale, y3);                        \
+            }                                                                                    \
             _mm512_storeu_ps(y + i, y0);                                                         \
             _mm512_storeu_ps(y + i + 16, y1);                                                    \
+            _mm512_storeu_ps(y + i + 32, y2);                                                    \
+            _mm512_storeu_ps(y + i + 48, y3);                                                    \
         }                                                                                        \
         for (; i < n; i += 16) {                                                                 \
             __mmask16 mask = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1); \
-            __m512 sum = _mm512_fmadd_ps(load_partial(values + (size) * i, mask), scale,         \
-                                         _mm512_maskz_loadu_ps(mask, y + i));                    \
+            __m512 sum = _mm512_maskz_loadu_ps(mask, y + i);                                     \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
+                sum = _mm512_fmadd_ps(load_partial(row, mask), _mm512_set1_ps(a[r]), sum);       \
             _mm512_mask_storeu_ps(y + i, mask, sum);                                             \
         }                                                                                        \
     }

@@ -309,30 +309,71 @@ KERNEL_INLINE void f32_group(const int R, int64_t n, const uint8_t *rows, size_t
 
 /* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
 
-static void neon_axpy_f32(int64_t n, float a, const void *x, float *y)
+KERNEL_INLINE float32x4_t neon_axpy_load_f32(const uint8_t *p)
 {
-    const float *values = x;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(values + i), a));
-        vst1q_f32(y + i + 4, vfmaq_n_f32(vld1q_f32(y + i + 4), vld1q_f32(values + i + 4), a));
-    }
-    for (; i < n; i++)
-        y[i] = fmaf(a, values[i], y[i]);
+    return vld1q_f32((const float *)p);
 }
 
-static void neon_axpy_f16(int64_t n, float a, const void *x, float *y)
+KERNEL_INLINE float32x4_t neon_axpy_load_f16(const uint8_t *p)
 {
-    const uint16_t *values = x;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(values + i));
-        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vcvt_f32_f16(vget_low_f16(h)), a));
-        vst1q_f32(y + i + 4, vfmaq_n_f32(vld1q_f32(y + i + 4), vcvt_f32_f16(vget_high_f16(h)), a));
-    }
-    for (; i < n; i++)
-        y[i] = fmaf(a, neon_f16(values[i]), y[i]);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p)));
 }
+
+KERNEL_INLINE float neon_axpy_value_f32(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+KERNEL_INLINE float neon_axpy_value_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return neon_f16(h);
+}
+
+/* 16 elements of y in four registers over all rows, then 4 at a time, then
+ * one at a time (fmaf: the same single rounding as the vector lanes). */
+#define AXPY(name, load, value, size)                                                            \
+    static void name(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride,  \
+                     float *y)                                                                   \
+    {                                                                                            \
+        const uint8_t *rows = x;                                                                 \
+        int64_t i = 0;                                                                           \
+        for (; i + 16 <= n; i += 16) {                                                           \
+            float32x4_t y0 = vld1q_f32(y + i), y1 = vld1q_f32(y + i + 4);                        \
+            float32x4_t y2 = vld1q_f32(y + i + 8), y3 = vld1q_f32(y + i + 12);                   \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride) {                              \
+                y0 = vfmaq_n_f32(y0, load(row), a[r]);                                           \
+                y1 = vfmaq_n_f32(y1, load(row + (size) * 4), a[r]);                              \
+                y2 = vfmaq_n_f32(y2, load(row + (size) * 8), a[r]);                              \
+                y3 = vfmaq_n_f32(y3, load(row + (size) * 12), a[r]);                             \
+            }                                                                                    \
+            vst1q_f32(y + i, y0);                                                                \
+            vst1q_f32(y + i + 4, y1);                                                            \
+            vst1q_f32(y + i + 8, y2);                                                            \
+            vst1q_f32(y + i + 12, y3);                                                           \
+        }                                                                                        \
+        for (; i + 4 <= n; i += 4) {                                                             \
+            float32x4_t sum = vld1q_f32(y + i);                                                  \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
+                sum = vfmaq_n_f32(sum, load(row), a[r]);                                         \
+            vst1q_f32(y + i, sum);                                                               \
+        }                                                                                        \
+        for (; i < n; i++) {                                                                     \
+            float sum = y[i];                                                                    \
+            const uint8_t *row = rows + (size) * i;                                              \
+            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
+                sum = fmaf(a[r], value(row), sum);                                               \
+            y[i] = sum;                                                                          \
+        }                                                                                        \
+    }
+
+AXPY(neon_axpy_f32, neon_axpy_load_f32, neon_axpy_value_f32, 4)
+AXPY(neon_axpy_f16, neon_axpy_load_f16, neon_axpy_value_f16, 2)
 
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q4_0, q4_0_group)

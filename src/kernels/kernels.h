@@ -32,9 +32,13 @@ typedef void (*dot_tile_fn)(int64_t n, const void *weights, size_t row_bytes, in
                             const void *activations, size_t activation_stride, int64_t n_tokens,
                             float *out, int64_t out_stride);
 
-/* y[i] += a * x[i] for i < n, x of the kernel's type (F32 or F16): the value
- * accumulation of attention over a KV cache. */
-typedef void (*axpy_fn)(int64_t n, float a, const void *x, float *y);
+/* y[i] += a[r] * x_r[i] for r = 0 .. n_rows - 1 in that order and i < n; row
+ * r of x starts r * x_stride bytes after x and holds values of the kernel's
+ * type (F32 or F16): the value sum of attention over a KV cache. y stays in
+ * registers across the rows (one call per head, not one per position), and
+ * each element still takes its rows' multiply-adds one after the other, so the
+ * result equals n_rows single-row calls. */
+typedef void (*axpy_fn)(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride, float *y);
 
 typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */

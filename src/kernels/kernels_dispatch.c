@@ -58,18 +58,24 @@ static const dot_rows_fn scalar_wrappers[TYPE_COUNT] = {
  * gives it a vec_dot, so a NULL entry always means "no dot product". */
 static kernel_set scalar_set = {.name = "scalar"};
 
-static void scalar_axpy_f32(int64_t n, float a, const void *x, float *y)
+static void scalar_axpy_f32(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride, float *y)
 {
-    const float *values = x;
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * values[i];
+    const uint8_t *row = x;
+    for (int64_t r = 0; r < n_rows; r++, row += x_stride) {
+        const float *values = (const float *)row;
+        for (int64_t i = 0; i < n; i++)
+            y[i] += a[r] * values[i];
+    }
 }
 
-static void scalar_axpy_f16(int64_t n, float a, const void *x, float *y)
+static void scalar_axpy_f16(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride, float *y)
 {
-    const uint16_t *values = x;
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * fp16_to_fp32(values[i]);
+    const uint8_t *row = x;
+    for (int64_t r = 0; r < n_rows; r++, row += x_stride) {
+        const uint16_t *values = (const uint16_t *)row;
+        for (int64_t i = 0; i < n; i++)
+            y[i] += a[r] * fp16_to_fp32(values[i]);
+    }
 }
 static pthread_once_t scalar_once = PTHREAD_ONCE_INIT;
 

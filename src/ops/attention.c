@@ -7,7 +7,7 @@
  * The products run on the kernel set: the visible K rows of a head are the
  * "weight rows" of one dot_rows call against the query (rounded to f16 once
  * for an f16 cache, which is also what the reference does), and the values
- * are accumulated one position at a time with the set's axpy. */
+ * are accumulated in position order by one call of the set's axpy. */
 #include <math.h>
 
 #include "../kernels/matmul.h"
@@ -71,7 +71,8 @@ static void attention_one_head(const attention_params *p, dot_rows_fn dot, axpy_
     const uint8_t *v = (const uint8_t *)p->v_cache + (size_t)first * v_row_bytes +
                        (size_t)kv_head * (size_t)p->head_dim_v * element;
     for (int32_t j = 0; j < count; j++)
-        axpy(p->head_dim_v, scores[j] * inverse, v + (size_t)j * v_row_bytes, out);
+        scores[j] *= inverse;
+    axpy(p->head_dim_v, count, scores, v, v_row_bytes, out);
 }
 
 /* The parameters and the kernels chosen for them, once per call. */

@@ -351,10 +351,19 @@ static void test_tiles(const kernel_set *set)
 /* Every element y[i] becomes fmaf(a, x[i], y[i]) exactly, for lengths around
  * every vector width; y beyond n is untouched. The scalar set (a multiply
  * then an add) is held to one rounding of the product. */
+/* axpy over several rows equals the rows' multiply-adds in row order: exactly
+ * one fmaf per element and row for the SIMD sets (exact), within rounding of
+ * the separate multiply and add for the scalar set; rows read at a stride
+ * wider than n, nothing written past y[n - 1]. */
 static void test_axpy(const kernel_set *set, int exact)
 {
-    static const int64_t lengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 1000};
+    static const int64_t lengths[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 200, 1000};
+    static const int64_t row_counts[] = {0, 1, 2, 5, 9};
+    enum { MAX_N = 1000, MAX_AXPY_ROWS = 9, PAD = 8, STRIDE = MAX_N + 24 };
     const uint32_t types[] = {TYPE_F32, TYPE_F16};
+    static float x[MAX_AXPY_ROWS][STRIDE];
+    static uint16_t h[MAX_AXPY_ROWS][STRIDE];
+    float y[MAX_N + PAD], y0[MAX_N + PAD], a[MAX_AXPY_ROWS];
     for (int k = 0; k < 2; k++) {
         uint32_t type = types[k];
         axpy_fn axpy = kernels_axpy(set, type);
@@ -366,28 +375,37 @@ static void test_axpy(const kernel_set *set, int exact)
                       quant_format_of(type)->name);
         int bad = 0;
         for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
-            int64_t n = lengths[l];
-            float x[1000 + 8], y[1000 + 8], y0[1000 + 8];
-            uint16_t h[1000 + 8];
-            random_floats(x, n + 8);
-            random_floats(y0, n + 8);
-            for (int64_t i = 0; i < n + 8; i++) {
-                h[i] = fp32_to_fp16(x[i]);
+            for (size_t c = 0; c < sizeof row_counts / sizeof row_counts[0]; c++) {
+                int64_t n = lengths[l], n_rows = row_counts[c];
+                for (int r = 0; r < MAX_AXPY_ROWS; r++) {
+                    random_floats(x[r], STRIDE);
+                    for (int64_t i = 0; i < STRIDE; i++) {
+                        h[r][i] = fp32_to_fp16(x[r][i]);
+                        if (type == TYPE_F16)
+                            x[r][i] = fp16_to_fp32(h[r][i]);
+                    }
+                    a[r] = rng_float(-3.0f, 3.0f);
+                }
+                random_floats(y0, n + PAD);
+                memcpy(y, y0, sizeof(float) * (size_t)(n + PAD));
                 if (type == TYPE_F16)
-                    x[i] = fp16_to_fp32(h[i]);
-            }
-            memcpy(y, y0, sizeof(float) * (size_t)(n + 8));
-            float a = rng_float(-3.0f, 3.0f);
-            axpy(n, a, type == TYPE_F16 ? (const void *)h : (const void *)x, y);
-            for (int64_t i = 0; i < n + 8; i++) {
-                float want = i < n ? fmaf(a, x[i], y0[i]) : y0[i];
-                int ok = exact || i >= n ? memcmp(&y[i], &want, sizeof want) == 0
-                                         : fabsf(y[i] - want) <= 0x1p-23f * (fabsf(a * x[i]) + fabsf(y0[i]));
-                if (!ok) {
-                    if (bad == 0)
-                        fprintf(stderr, "%s axpy %s n=%lld i=%lld: %.9g, want %.9g\n", set->name,
-                                quant_format_of(type)->name, (long long)n, (long long)i, y[i], want);
-                    bad++;
+                    axpy(n, n_rows, a, h, sizeof h[0], y);
+                else
+                    axpy(n, n_rows, a, x, sizeof x[0], y);
+                for (int64_t i = 0; i < n + PAD; i++) {
+                    float want = y0[i], bound = 0.0f;
+                    for (int64_t r = 0; i < n && r < n_rows; r++) {
+                        bound += 0x1p-22f * (fabsf(a[r] * x[r][i]) + fabsf(want));
+                        want = fmaf(a[r], x[r][i], want);
+                    }
+                    int ok = exact || i >= n ? memcmp(&y[i], &want, sizeof want) == 0 : fabsf(y[i] - want) <= bound;
+                    if (!ok) {
+                        if (bad == 0)
+                            fprintf(stderr, "%s axpy %s n=%lld rows=%lld i=%lld: %.9g, want %.9g\n", set->name,
+                                    quant_format_of(type)->name, (long long)n, (long long)n_rows, (long long)i,
+                                    y[i], want);
+                        bad++;
+                    }
                 }
             }
         }
