@@ -5,7 +5,6 @@
  * or sign-extended 16-bit madd where both sides are signed); across blocks
  * each row accumulates in f32 lanes in increasing block order. */
 #include <immintrin.h>
-#include <math.h>
 
 #include "dot_common.h"
 #include "kernels_dispatch.h"
@@ -479,23 +478,9 @@ FLOAT_GROUP(f32_group, avx2_load_f32, 4)
 
 /* ---- axpy: y += a * x, one fused multiply-add per element -------------- */
 
-KERNEL_INLINE float avx2_value_f32(const uint8_t *p)
-{
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-KERNEL_INLINE float avx2_value_f16(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _cvtsh_ss(h);
-}
-
 /* 32 elements of y in four registers over all rows, then 8 at a time, then
  * one at a time (fmaf: the same single rounding as the vector lanes). */
-#define AXPY(name, load, value, size)                                                            \
+#define AXPY(name, load, size)                                                            \
     static void name(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride,  \
                      float *y)                                                                   \
     {                                                                                            \
@@ -524,17 +509,11 @@ KERNEL_INLINE float avx2_value_f16(const uint8_t *p)
                 sum = _mm256_fmadd_ps(load(row), _mm256_set1_ps(a[r]), sum);                     \
             _mm256_storeu_ps(y + i, sum);                                                        \
         }                                                                                        \
-        for (; i < n; i++) {                                                                     \
-            float sum = y[i];                                                                    \
-            const uint8_t *row = rows + (size) * i;                                              \
-            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
-                sum = fmaf(a[r], value(row), sum);                                               \
-            y[i] = sum;                                                                          \
-        }                                                                                        \
+        kernel_axpy_tail(i, n, n_rows, a, rows, x_stride, (size), y);                            \
     }
 
-AXPY(avx2_axpy_f32, avx2_load_f32, avx2_value_f32, 4)
-AXPY(avx2_axpy_f16, avx2_load_f16, avx2_value_f16, 2)
+AXPY(avx2_axpy_f32, avx2_load_f32, 4)
+AXPY(avx2_axpy_f16, avx2_load_f16, 2)
 
 /* 16 ymm registers: tiles of 2 rows x 4 tokens. No float tiles: with two
  * accumulators per element they spill, and measured slower than dot_rows per

@@ -10,9 +10,11 @@
 #ifndef BMOE_KERNELS_DOT_COMMON_H
 #define BMOE_KERNELS_DOT_COMMON_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "base/fp16.h"
 #include "kernels.h"
 #include "quant/quant_blocks.h"
 
@@ -115,6 +117,30 @@ KERNEL_INLINE void kernel_k4_unpack_scales(const uint8_t *packed, uint8_t out[16
     words[2] = b & 0x3f3f3f3fu;
     words[3] = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
     memcpy(out, words, 16);
+}
+
+/* The last elements of an axpy (fewer than a vector) one at a time, from i
+ * to n: fmaf rounds once, as the vector lanes' fused multiply-adds do.
+ * element_bytes: 4 for F32 rows, 2 for F16 rows. */
+KERNEL_INLINE void kernel_axpy_tail(int64_t i, int64_t n, int64_t n_rows, const float *a, const uint8_t *rows,
+                                    size_t x_stride, size_t element_bytes, float *y)
+{
+    for (; i < n; i++) {
+        float sum = y[i];
+        const uint8_t *row = rows + element_bytes * (size_t)i;
+        for (int64_t r = 0; r < n_rows; r++, row += x_stride) {
+            float value;
+            if (element_bytes == 2) {
+                uint16_t h;
+                memcpy(&h, row, sizeof h);
+                value = fp16_to_fp32(h);
+            } else {
+                memcpy(&value, row, sizeof value);
+            }
+            sum = fmaf(a[r], value, sum);
+        }
+        y[i] = sum;
+    }
 }
 
 #endif

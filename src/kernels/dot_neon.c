@@ -319,23 +319,9 @@ KERNEL_INLINE float32x4_t neon_axpy_load_f16(const uint8_t *p)
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p)));
 }
 
-KERNEL_INLINE float neon_axpy_value_f32(const uint8_t *p)
-{
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-KERNEL_INLINE float neon_axpy_value_f16(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return neon_f16(h);
-}
-
 /* 16 elements of y in four registers over all rows, then 4 at a time, then
  * one at a time (fmaf: the same single rounding as the vector lanes). */
-#define AXPY(name, load, value, size)                                                            \
+#define AXPY(name, load, size)                                                            \
     static void name(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride,  \
                      float *y)                                                                   \
     {                                                                                            \
@@ -363,17 +349,11 @@ KERNEL_INLINE float neon_axpy_value_f16(const uint8_t *p)
                 sum = vfmaq_n_f32(sum, load(row), a[r]);                                         \
             vst1q_f32(y + i, sum);                                                               \
         }                                                                                        \
-        for (; i < n; i++) {                                                                     \
-            float sum = y[i];                                                                    \
-            const uint8_t *row = rows + (size) * i;                                              \
-            for (int64_t r = 0; r < n_rows; r++, row += x_stride)                                \
-                sum = fmaf(a[r], value(row), sum);                                               \
-            y[i] = sum;                                                                          \
-        }                                                                                        \
+        kernel_axpy_tail(i, n, n_rows, a, rows, x_stride, (size), y);                            \
     }
 
-AXPY(neon_axpy_f32, neon_axpy_load_f32, neon_axpy_value_f32, 4)
-AXPY(neon_axpy_f16, neon_axpy_load_f16, neon_axpy_value_f16, 2)
+AXPY(neon_axpy_f32, neon_axpy_load_f32, 4)
+AXPY(neon_axpy_f16, neon_axpy_load_f16, 2)
 
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_q4_0, q4_0_group)
