@@ -86,3 +86,19 @@ printf '| %-8s | %-6s | %-14s | %-28s |\n' phase tokens "tok/s (median)" "all ru
 printf '|----------|--------|----------------|------------------------------|\n'
 printf '| %-8s | %-6s | %-14s | %-28s |\n' prefill "$n_prompt" "$(median "${prefill_rates[@]}")" "${prefill_rates[*]}"
 printf '| %-8s | %-6s | %-14s | %-28s |\n' decode "$n_generate" "$(median "${decode_rates[@]}")" "${decode_rates[*]}"
+
+# What decode reads per token: the dense weights but the embedding table (one
+# row of it), and n_used / n_expert of the experts. Times the median decode
+# rate, the weight bandwidth decode achieved: compare it with the machine's
+# streaming read (build/bin/bench-kernels prints it) rather than tok/s alone,
+# which moves with this machine's memory from run to run.
+"$cli" --info "$model" 2>/dev/null | awk -v rate="$(median "${decode_rates[@]}")" '
+  $2 == "token_embd.weight" { embd = $NF }
+  $1 == "expert" && $2 == "bytes" { experts = $3 }
+  $1 == "dense" && $2 == "bytes" { dense = $3 }
+  $1 == "experts:" { n_expert = $2; n_used = $3; gsub(/[^0-9]/, "", n_used) }
+  END {
+    if (!n_expert || !dense) exit
+    per_token = dense - embd + experts * n_used / n_expert
+    printf "decode reads %.2f GB of weights per token: %.1f GB/s at the median rate\n", per_token / 1e9, per_token * rate / 1e9
+  }'
