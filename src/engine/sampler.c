@@ -131,8 +131,8 @@ static void sampler_apply_repeat_penalty(bmoe_sampler *sampler, const int32_t *h
     }
 }
 
-/* Greedy over raw logits, as sampler_argmax after sampler_copy_logits: NaN
- * counts as -inf and the first of equal maxima wins. Two plain passes (the
+/* Greedy: NaN counts as -inf (as sampler_copy_logits makes it) and the first
+ * of equal maxima wins. Two plain passes (the
  * maximum, then where it first occurs) that the compiler vectorizes: decode
  * takes one per token over the whole vocabulary (152k logits for Qwen3). */
 static int32_t sampler_argmax_of(const float *logits, int32_t n)
@@ -150,11 +150,7 @@ static int32_t sampler_argmax_of(const float *logits, int32_t n)
 
 static int32_t sampler_argmax(const bmoe_sampler *sampler)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < sampler->n_vocab; i++)
-        if (sampler->logits[i] > sampler->logits[best])
-            best = i;
-    return best;
+    return sampler_argmax_of(sampler->logits, sampler->n_vocab);
 }
 
 /* Orders candidates by logit, highest first, then by id. */

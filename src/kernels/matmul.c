@@ -44,7 +44,8 @@
 /* Each job is cut into at least this many chunks per thread when it has the
  * rows, so that the last chunks even out the threads' finishing times. */
 #define MATMUL_CHUNKS_PER_THREAD 4
-/* Decode: chunks per thread per job (long sequential runs, some balance). */
+/* One-token jobs in a batch step (an expert that got one token of the batch):
+ * chunks per thread per job (long sequential runs, some balance). */
 #define MATMUL_DECODE_CHUNKS_PER_THREAD 2
 /* Decode: how far ahead of the row being computed its lines are requested
  * (bench-kernels, 2048x4096 from memory, 2 threads, vs no software prefetch:
