@@ -566,6 +566,7 @@ static const kernel_set avx2_set = {
     },
     .quantize_row = {
         [TYPE_Q8_K] = avx2_quantize_row_q8_k,
+        [TYPE_Q8_0] = avx2_quantize_row_q8_0,
         [TYPE_F16] = avx2_quantize_row_f16,
     },
 };

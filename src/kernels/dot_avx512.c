@@ -826,6 +826,7 @@ static const kernel_set avx512_set = {
     },
     .quantize_row = {
         [TYPE_Q8_K] = avx512_quantize_row_q8_k,
+        [TYPE_Q8_0] = avx512_quantize_row_q8_0,
         [TYPE_F16] = avx512_quantize_row_f16,
     },
 };

@@ -1,4 +1,4 @@
-/* AVX2 (+F16C) activation quantizers: Q8_K and F16, byte-identical to the
+/* AVX2 (+F16C) activation quantizers: Q8_K, Q8_0 and F16, byte-identical to the
  * quant table's reference quantize_row; see quantize_avx512.c for why they
  * exist. Private to src/kernels; tested against the reference in
  * test_kernels. */
@@ -63,6 +63,42 @@ void avx2_quantize_row_q8_k(const float *src, void *dst, int64_t n)
             block->bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(s);
         }
         block->d = 1.0f / iscale;
+    }
+}
+
+/* Q8_0: see avx512_quantize_row_q8_0. */
+void avx2_quantize_row_q8_0(const float *src, void *dst, int64_t n)
+{
+    block_q8_0 *blocks = dst;
+    const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 sign_bit = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    for (int64_t b = 0; b < n / 32; b++) {
+        const float *x = src + 32 * b;
+        __m256 v[4];
+        __m256 amax_v = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            amax_v = _mm256_max_ps(_mm256_and_ps(v[k], sign_off), amax_v); /* NaN: keeps amax_v */
+        }
+        float d = avx2_hmax(amax_v) / 127.0f;
+        const __m256 inverse = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 s = _mm256_mul_ps(v[k], inverse);
+            __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(s, t), sign_off), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+            __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(s, sign_bit));
+            __m256 r = _mm256_add_ps(t, _mm256_and_ps(up, one));
+            __m256 ordered = _mm256_cmp_ps(r, r, _CMP_ORD_Q);
+            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+            q[k] = _mm256_and_si256(_mm256_cvtps_epi32(r), _mm256_castps_si256(ordered));
+        }
+        for (int k = 0; k < 4; k += 2) {
+            __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[k], q[k + 1]), 0xd8);
+            __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+            _mm_storeu_si128((__m128i *)(blocks[b].qs + 8 * k), bytes);
+        }
+        blocks[b].d = fp32_to_fp16(d);
     }
 }
 

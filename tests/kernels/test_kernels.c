@@ -468,7 +468,7 @@ static void quantizer_input(float *x, int64_t n, int kind)
 /* A set's activation quantizers give the quant table reference's bytes. */
 static void test_quantizers(const kernel_set *set)
 {
-    const uint32_t types[] = {TYPE_Q8_K, TYPE_F16};
+    const uint32_t types[] = {TYPE_Q8_K, TYPE_Q8_0, TYPE_F16};
     static const int64_t lengths[] = {256, 512, 768, 2048, 4096};
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         uint32_t type = types[k];
@@ -513,8 +513,8 @@ static void test_quantizers(const kernel_set *set)
                   quant_format_of(type)->name, bad, runs);
     }
     CHECK(kernels_quantize_row(set, TYPE_COUNT) == NULL);
-    CHECK(kernels_quantize_row(set, TYPE_Q8_0) == quant_format_of(TYPE_Q8_0)->quantize_row ||
-          kernels_quantize_row(set, TYPE_Q8_0) == set->quantize_row[TYPE_Q8_0]);
+    CHECK(kernels_quantize_row(set, TYPE_Q4_K) == quant_format_of(TYPE_Q4_K)->quantize_row ||
+          kernels_quantize_row(set, TYPE_Q4_K) == set->quantize_row[TYPE_Q4_K]);
 }
 
 static const uint32_t required_types[] = {TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K,
