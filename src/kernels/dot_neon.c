@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "dot_common.h"
+#include "kernels_dispatch.h"
 
 KERNEL_INLINE float neon_f16(uint16_t h)
 {
@@ -383,6 +384,11 @@ static const kernel_set neon_set = {
     .axpy = {
         [TYPE_F32] = neon_axpy_f32,
         [TYPE_F16] = neon_axpy_f16,
+    },
+    .quantize_row = {
+        [TYPE_Q8_K] = neon_quantize_row_q8_k,
+        [TYPE_Q8_0] = neon_quantize_row_q8_0,
+        [TYPE_F16] = neon_quantize_row_f16,
     },
 };
 

@@ -15,12 +15,17 @@ int kernels_set_supported(const kernel_set *set, const cpu_features *features);
  * in and supported, otherwise the best supported one. Never NULL. */
 const kernel_set *kernels_select(const char *isa, const cpu_features *features);
 
-/* Activation quantizers of the x86 sets (quantize_avx2.c, quantize_avx512.c). */
+/* Activation quantizers of the x86 sets (quantize_avx2.c, quantize_avx512.c)... */
 void avx2_quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void avx2_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void avx2_quantize_row_f16(const float *src, void *dst, int64_t n);
 void avx512_quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void avx512_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void avx512_quantize_row_f16(const float *src, void *dst, int64_t n);
+
+/* ... and of the NEON set (quantize_neon.c). */
+void neon_quantize_row_q8_k(const float *src, void *dst, int64_t n);
+void neon_quantize_row_q8_0(const float *src, void *dst, int64_t n);
+void neon_quantize_row_f16(const float *src, void *dst, int64_t n);
 
 #endif
