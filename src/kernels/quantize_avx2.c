@@ -15,6 +15,24 @@ static inline float avx2_hmax(__m256 v)
     return _mm_cvtss_f32(m);
 }
 
+/* Rounded values to int32 quants with the reference's clamp: NaN -> 0, then
+ * [-128, 127]. */
+static inline __m256i avx2_clamp_quant(__m256 rounded)
+{
+    __m256 ordered = _mm256_cmp_ps(rounded, rounded, _CMP_ORD_Q);
+    __m256 clamped = _mm256_min_ps(_mm256_max_ps(rounded, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
+    return _mm256_and_si256(_mm256_cvtps_epi32(clamped), _mm256_castps_si256(ordered));
+}
+
+/* Sixteen int32 quants (already in int8 range) stored as int8, in order:
+ * the packs work per 128-bit lane. */
+static inline void avx2_store_quants(int8_t *out, __m256i q0, __m256i q1)
+{
+    __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xd8);
+    _mm_storeu_si128((__m128i *)out,
+                     _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
+}
+
 void avx2_quantize_row_q8_k(const float *src, void *dst, int64_t n)
 {
     block_q8_k *blocks = dst;
@@ -45,17 +63,10 @@ void avx2_quantize_row_q8_k(const float *src, void *dst, int64_t n)
         const __m256 scale = _mm256_set1_ps(iscale);
         for (int j = 0; j < QK_K; j += 16) {
             __m256i q[2];
-            for (int k = 0; k < 2; k++) {
-                __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), scale),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                __m256 ordered = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
-                v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
-                q[k] = _mm256_and_si256(_mm256_cvtps_epi32(v), _mm256_castps_si256(ordered));
-            }
-            /* 16 int32 -> 16 int8 in order: packs work per 128-bit lane. */
-            __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);
-            __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
-            _mm_storeu_si128((__m128i *)(block->qs + j), bytes);
+            for (int k = 0; k < 2; k++)
+                q[k] = avx2_clamp_quant(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), scale),
+                                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            avx2_store_quants(block->qs + j, q[0], q[1]);
             __m256i sum = _mm256_add_epi32(q[0], q[1]);
             __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
             s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -88,16 +99,10 @@ void avx2_quantize_row_q8_0(const float *src, void *dst, int64_t n)
             __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
             __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(s, t), sign_off), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
             __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(s, sign_bit));
-            __m256 r = _mm256_add_ps(t, _mm256_and_ps(up, one));
-            __m256 ordered = _mm256_cmp_ps(r, r, _CMP_ORD_Q);
-            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.0f)), _mm256_set1_ps(127.0f));
-            q[k] = _mm256_and_si256(_mm256_cvtps_epi32(r), _mm256_castps_si256(ordered));
+            q[k] = avx2_clamp_quant(_mm256_add_ps(t, _mm256_and_ps(up, one)));
         }
-        for (int k = 0; k < 4; k += 2) {
-            __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[k], q[k + 1]), 0xd8);
-            __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
-            _mm_storeu_si128((__m128i *)(blocks[b].qs + 8 * k), bytes);
-        }
+        avx2_store_quants(blocks[b].qs, q[0], q[1]);
+        avx2_store_quants(blocks[b].qs + 16, q[2], q[3]);
         blocks[b].d = fp32_to_fp16(d);
     }
 }

@@ -1,6 +1,7 @@
 /* AVX-512 activation quantizers: Q8_K (the K-quants' activations), Q8_0 (the
- * 32-element formats' and MXFP4's) and F16 (f16 KV-cache queries and entries). Each gives exactly the bytes of the
- * quant table's reference quantize_row (quant_kquants.c, quant_float.c):
+ * 32-element formats' and MXFP4's) and F16 (f16 KV-cache queries and
+ * entries). Each gives exactly the bytes of the quant table's reference
+ * quantize_row (quant_kquants.c, quant_legacy.c, quant_float.c):
  * decode quantizes every activation row on the main thread between parallel
  * steps, and the scalar reference spent 1-2 ms per qwen3-30b-a3b token there.
  * Private to src/kernels; tested against the reference in test_kernels. */
@@ -8,6 +9,15 @@
 
 #include "dot_common.h"
 #include "kernels_dispatch.h"
+
+/* Rounded values to int8 quants with the reference's clamp: NaN -> 0, then
+ * [-128, 127]. */
+static inline __m128i avx512_clamp_quant(__m512 rounded)
+{
+    __mmask16 nan = _mm512_cmp_ps_mask(rounded, rounded, _CMP_UNORD_Q);
+    __m512 clamped = _mm512_min_ps(_mm512_max_ps(rounded, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
+    return _mm512_cvtepi32_epi8(_mm512_maskz_cvtps_epi32((__mmask16)~nan, clamped));
+}
 
 /* Q8_K, per block of 256: the largest magnitude and the first value that has
  * it (its sign sets the scale's sign), then round-half-even of x * iscale,
@@ -41,13 +51,10 @@ void avx512_quantize_row_q8_k(const float *src, void *dst, int64_t n)
         float iscale = -127.0f / max;
         const __m512 scale = _mm512_set1_ps(iscale);
         for (int j = 0; j < QK_K; j += 16) {
-            __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), scale),
-                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-            v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
-            __m512i q = _mm512_maskz_cvtps_epi32((__mmask16)~nan, v);
-            _mm_storeu_si128((__m128i *)(block->qs + j), _mm512_cvtepi32_epi8(q));
-            block->bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+            __m128i q = avx512_clamp_quant(_mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j), scale),
+                                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm_storeu_si128((__m128i *)(block->qs + j), q);
+            block->bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q));
         }
         block->d = 1.0f / iscale;
     }
@@ -76,11 +83,7 @@ void avx512_quantize_row_q8_0(const float *src, void *dst, int64_t n)
             __mmask16 up = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(s, t), sign_off), _mm512_set1_ps(0.5f),
                                               _CMP_GE_OQ);
             __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(s, sign_bit));
-            __m512 r = _mm512_mask_add_ps(t, up, t, one);
-            __mmask16 nan = _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
-            r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
-            _mm_storeu_si128((__m128i *)(blocks[b].qs + 16 * k),
-                             _mm512_cvtepi32_epi8(_mm512_maskz_cvtps_epi32((__mmask16)~nan, r)));
+            _mm_storeu_si128((__m128i *)(blocks[b].qs + 16 * k), avx512_clamp_quant(_mm512_mask_add_ps(t, up, t, one)));
         }
         blocks[b].d = fp32_to_fp16(d);
     }
