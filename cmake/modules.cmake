@@ -1,37 +1,43 @@
-# bmoe_module(NAME DEPS ...): a static library bmoe_NAME from src/NAME/*.c.
+# bmoe_module(NAME DEPS ...): the sources of src/NAME/*.c join libbmoe. Every
+# source compiles once, into one object library; bmoe_NAME is a name for
+# "link what this module needs" (the static library), kept so that tests and
+# tools say which part of the engine they use.
 function(bmoe_module name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.c)
   bmoe_filter_isa_sources(sources ${sources})
-  if(NOT sources)
-    # A module with no code yet still links.
-    set(sources ${CMAKE_SOURCE_DIR}/cmake/empty.c)
-  endif()
-  add_library(bmoe_${name} STATIC ${sources})
-  target_include_directories(bmoe_${name} PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
-  target_link_libraries(bmoe_${name} PUBLIC ${ARG_DEPS})
   set_property(GLOBAL APPEND PROPERTY BMOE_ALL_SOURCES ${sources})
   set_property(GLOBAL APPEND PROPERTY BMOE_ALL_DEPS ${ARG_DEPS})
+  set_property(GLOBAL APPEND PROPERTY BMOE_MODULES ${name})
 endfunction()
 
-# libbmoe.a and libbmoe.so from every module's sources.
+# libbmoe.a and libbmoe.so from one compilation of every module's sources.
+# Symbols are hidden unless the public header marks them BMOE_API, so the
+# shared library exports bmoe_* only; the static library still links every
+# internal function into the tests and tools that use them.
 function(bmoe_library)
   get_property(sources GLOBAL PROPERTY BMOE_ALL_SOURCES)
   get_property(deps GLOBAL PROPERTY BMOE_ALL_DEPS)
+  get_property(modules GLOBAL PROPERTY BMOE_MODULES)
   list(REMOVE_DUPLICATES sources)
-  list(FILTER sources EXCLUDE REGEX "cmake/empty\\.c$")
   list(FILTER deps EXCLUDE REGEX "^bmoe_")
   list(REMOVE_DUPLICATES deps)
   add_library(bmoe_objects OBJECT ${sources})
+  set_target_properties(bmoe_objects PROPERTIES C_VISIBILITY_PRESET hidden)
   target_include_directories(bmoe_objects PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
   target_link_libraries(bmoe_objects PUBLIC ${deps})
   add_library(bmoe STATIC $<TARGET_OBJECTS:bmoe_objects>)
   add_library(bmoe_shared SHARED $<TARGET_OBJECTS:bmoe_objects>)
   set_target_properties(bmoe_shared PROPERTIES OUTPUT_NAME bmoe)
-  target_link_libraries(bmoe PUBLIC ${deps})
-  target_link_libraries(bmoe_shared PUBLIC ${deps})
-  target_include_directories(bmoe PUBLIC ${CMAKE_SOURCE_DIR}/include)
-  target_include_directories(bmoe_shared PUBLIC ${CMAKE_SOURCE_DIR}/include)
+  foreach(library bmoe bmoe_shared)
+    target_link_libraries(${library} PUBLIC ${deps})
+    target_include_directories(${library} PUBLIC ${CMAKE_SOURCE_DIR}/include)
+  endforeach()
+  target_include_directories(bmoe PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  foreach(module ${modules})
+    add_library(bmoe_${module} INTERFACE)
+    target_link_libraries(bmoe_${module} INTERFACE bmoe)
+  endforeach()
 endfunction()
 
 # bmoe_add_test(NAME SOURCES ... LIBS ... [ARGS ...] [LABELS ...] [TIMEOUT s])

@@ -2,9 +2,16 @@
  *
  * The one public header. A bmoe_model holds the weights (memory-mapped, read
  * only), the hyperparameters and the tokenizer; a bmoe_context holds what one
- * conversation needs (KV cache, activation buffers, the thread pool). Errors:
- * functions that can fail return NULL or a negative value and write one line
- * into the caller's error buffer. */
+ * conversation needs (KV cache, activation buffers, the thread pool, the
+ * tokens its cache holds); a bmoe_generation runs the generation loop on a
+ * context: prompt (reusing the cached prefix), prefill, sampling, decoding,
+ * stop rules and the text of each step.
+ *
+ * Errors: a function that can fail returns NULL or a negative bmoe_status and,
+ * when given a bmoe_error, fills it with the status and one line saying what
+ * failed. The library never prints: warnings go to the log callback of the
+ * model parameters. Thread safety: one thread per context at a time; a model
+ * may serve several contexts. */
 #ifndef BMOE_H
 #define BMOE_H
 
@@ -16,13 +23,47 @@
 extern "C" {
 #endif
 
-#define BMOE_VERSION "0.1.0"
+#if defined(_WIN32)
+#define BMOE_API
+#else
+#define BMOE_API __attribute__((visibility("default")))
+#endif
+
+#define BMOE_VERSION "0.2.0"
 
 typedef struct bmoe_model bmoe_model;
 typedef struct bmoe_context bmoe_context;
 typedef struct bmoe_sampler bmoe_sampler;
+typedef struct bmoe_generation bmoe_generation;
 
-/* ---- Model ---------------------------------------------------------- */
+/* ---- Errors and logging ----------------------------------------------- */
+
+typedef enum bmoe_status {
+    BMOE_OK = 0,
+    BMOE_ERR_INVALID_ARGUMENT = -1, /* a bad parameter, token id, flag value */
+    BMOE_ERR_CONTEXT_FULL = -2,     /* the tokens do not fit in the context */
+    BMOE_ERR_IO = -3,               /* a file could not be opened, mapped or read */
+    BMOE_ERR_BAD_MODEL = -4,        /* the file is not a model this build can run */
+    BMOE_ERR_OUT_OF_MEMORY = -5,
+    BMOE_ERR_ABORTED = -6,          /* the abort callback asked to stop */
+    BMOE_ERR_NUMERIC = -7,          /* the model computed non-finite logits */
+} bmoe_status;
+
+#define BMOE_ERROR_MAX 512
+
+typedef struct bmoe_error {
+    char message[BMOE_ERROR_MAX]; /* one line, NUL-terminated */
+    bmoe_status status;
+} bmoe_error;
+
+/* "invalid argument", "context full", ...: a fixed string for each status. */
+BMOE_API const char *bmoe_status_name(bmoe_status status);
+
+enum bmoe_log_level { BMOE_LOG_ERROR = 0, BMOE_LOG_WARNING = 1, BMOE_LOG_INFO = 2 };
+/* One line, without a trailing newline. */
+typedef void (*bmoe_log_callback)(void *user, enum bmoe_log_level level, const char *message);
+
+/* ---- Model ------------------------------------------------------------ */
 
 /* Where the dense weights (everything but the routed experts) are read from
  * during inference. The experts always stay file-backed (memory-mapped). */
@@ -33,46 +74,97 @@ enum bmoe_dense_weights {
 
 typedef struct bmoe_model_params {
     enum bmoe_dense_weights dense_weights;
+    bool prefault;               /* map every page at load when the model fits in RAM */
+    bmoe_log_callback log_callback; /* warnings of the model and its contexts; may be NULL */
+    void *log_user;
 } bmoe_model_params;
 
-bmoe_model_params bmoe_model_default_params(void);
-bmoe_model *bmoe_model_load_with_params(const char *path, const bmoe_model_params *params,
-                                        char *error, size_t error_size);
-/* bmoe_model_load_with_params with the default parameters. */
-bmoe_model *bmoe_model_load(const char *path, char *error, size_t error_size);
-void bmoe_model_free(bmoe_model *model);
+BMOE_API bmoe_model_params bmoe_model_default_params(void);
+/* params may be NULL (the defaults). */
+BMOE_API bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, bmoe_error *error);
+BMOE_API void bmoe_model_free(bmoe_model *model);
 
-/* Maps every page of the model now, so the first tokens pay no page faults
- * (about 0.4 s for an 18.5 GB model already in the page cache). Meant for
- * models that fit in RAM; on a larger one it would read the whole file.
- * Returns 0, or -1 with the reason (the model stays usable either way). */
-int bmoe_model_prefault(bmoe_model *model, char *error, size_t error_size);
+BMOE_API const char *bmoe_model_architecture(const bmoe_model *model); /* "qwen3moe" */
+BMOE_API int32_t bmoe_model_n_vocab(const bmoe_model *model);
+BMOE_API int32_t bmoe_model_n_ctx_train(const bmoe_model *model);
+BMOE_API int32_t bmoe_model_n_layer(const bmoe_model *model);
 
-const char *bmoe_model_architecture(const bmoe_model *model); /* "qwen3moe" */
-int32_t bmoe_model_n_vocab(const bmoe_model *model);
-int32_t bmoe_model_n_ctx_train(const bmoe_model *model);
-int32_t bmoe_model_n_layer(const bmoe_model *model);
+/* Sizes and the expert layout, as the file stores them. */
+typedef struct bmoe_model_info {
+    uint64_t file_bytes;        /* all shards */
+    uint64_t tensor_bytes;      /* every tensor's data */
+    uint64_t expert_bytes;      /* the routed experts' tensors */
+    uint64_t dense_bytes;       /* tensor_bytes - expert_bytes */
+    int32_t n_layer;
+    int32_t n_moe_layers;       /* layers with routed experts */
+    int32_t n_expert;           /* per MoE layer; 0 for a dense model */
+    int32_t n_expert_used;
+    uint64_t expert_slice_bytes; /* one expert of one layer, all projections (the largest layer's) */
+    uint32_t n_shards;
+} bmoe_model_info;
 
-/* ---- Tokenizer ------------------------------------------------------ */
+BMOE_API void bmoe_model_get_info(const bmoe_model *model, bmoe_model_info *info);
+
+/* A metadata string by key (e.g. "general.name", "tokenizer.chat_template").
+ * Returns its length in bytes (not counting a NUL), copying what fits of it
+ * and a NUL into buf when buf_size > 0; -1 when the key is absent or not a
+ * string. */
+BMOE_API int64_t bmoe_model_meta_string(const bmoe_model *model, const char *key, char *buf, size_t buf_size);
+/* The model's chat template (tokenizer.chat_template), NUL-terminated, owned
+ * by the model; NULL when it has none. */
+BMOE_API const char *bmoe_model_chat_template(const bmoe_model *model);
+
+/* ---- Tokenizer -------------------------------------------------------- */
 
 /* Tokenizes text. add_special: add BOS/EOS as the vocabulary's metadata asks;
  * parse_special: recognise special/control token text inside text.
  * Returns the number of tokens; when it exceeds max_tokens nothing past
  * max_tokens is written and the caller retries with a larger buffer.
- * Negative on error. */
-int32_t bmoe_tokenize(const bmoe_model *model, const char *text, size_t text_length,
-                      bool add_special, bool parse_special, int32_t *tokens, int32_t max_tokens);
+ * Negative bmoe_status on error (error says why; may be NULL). */
+BMOE_API int32_t bmoe_tokenize(const bmoe_model *model, const char *text, size_t text_length, bool add_special,
+                               bool parse_special, int32_t *tokens, int32_t max_tokens, bmoe_error *error);
 
-/* Appends the bytes of one token's text to buf (render_special: print
+/* Copies the bytes of one token's text to buf (render_special: print
  * control tokens' text). Returns the number of bytes the piece has (which
- * may exceed buf_size, then nothing is written). A piece may end inside a
- * UTF-8 sequence; the CLI's output layer joins pieces before printing. */
-int32_t bmoe_token_to_piece(const bmoe_model *model, int32_t token, bool render_special,
-                            char *buf, int32_t buf_size);
+ * may exceed buf_size, then nothing is written), or a negative bmoe_status.
+ * A piece may end inside a UTF-8 sequence; the generation joins pieces. */
+BMOE_API int32_t bmoe_token_to_piece(const bmoe_model *model, int32_t token, bool render_special, char *buf,
+                                     int32_t buf_size, bmoe_error *error);
 
-bool bmoe_token_is_end_of_generation(const bmoe_model *model, int32_t token);
-int32_t bmoe_token_bos(const bmoe_model *model); /* -1 if none */
-int32_t bmoe_token_eos(const bmoe_model *model);
+BMOE_API bool bmoe_token_is_end_of_generation(const bmoe_model *model, int32_t token);
+BMOE_API int32_t bmoe_token_bos(const bmoe_model *model); /* -1 if none */
+BMOE_API int32_t bmoe_token_eos(const bmoe_model *model);
+/* The end-of-generation tokens (EOS, end of turn, ...): writes up to
+ * max_tokens of them in id order and returns how many there are. */
+BMOE_API int32_t bmoe_token_end_of_generation_list(const bmoe_model *model, int32_t *tokens, int32_t max_tokens);
+
+/* ---- Statistics --------------------------------------------------------- */
+
+/* What one evaluation cost: a decode step, or a whole prefill. The engine
+ * fills the clocks and the process counters around the forward pass; the
+ * expert store fills its counters (all 0 while experts are not streamed). */
+typedef struct bmoe_stats {
+    int32_t n_tokens;        /* tokens evaluated; 0: no evaluation happened */
+    double wall_ms;          /* wall time of the forward pass(es) */
+    double cpu_ms;           /* process CPU time (all threads) over the same window; 0: unmeasured */
+    int64_t majflt;          /* major page faults over the same window */
+    double loop_overhead_ms; /* wall time since the previous evaluation ended (sampling, output) */
+    /* expert store */
+    uint64_t read_bytes;     /* bytes read from the model file(s) for experts */
+    double io_ms;            /* serial: wall time blocked on reads; overlap: summed lane busy time */
+    double stall_ms;         /* overlap: union of the intervals a compute thread waited for bytes */
+    double mgmt_ms;          /* cache management (slot bookkeeping, eviction) */
+    uint64_t cache_hits;     /* routed (layer, expert) found in the cache */
+    uint64_t cache_misses;   /* routed (layer, expert) read from the file */
+    uint64_t evictions;
+    uint64_t rereads;        /* misses on an entry the cache had held before */
+    uint64_t prefetch_bytes; /* speculative reads (a subset of read_bytes) */
+    uint64_t prefetched;     /* experts read ahead */
+    uint64_t prefetch_useful;/* of those, how many a later routing hit */
+} bmoe_stats;
+
+/* Adds every counter of b to a (n_tokens too): sums over steps. */
+BMOE_API void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b);
 
 /* ---- Context: the forward pass ---------------------------------------- */
 
@@ -90,6 +182,12 @@ typedef struct bmoe_route_event {
  * choice is made: streaming, telemetry and traces attach here. */
 typedef void (*bmoe_route_callback)(void *user, const bmoe_route_event *event);
 
+/* Asked between prefill micro-batches, between layers and between decode
+ * steps; returning true stops the evaluation with BMOE_ERR_ABORTED. Called
+ * on the evaluating thread; the application may set its own flag from any
+ * other thread and return it here. */
+typedef bool (*bmoe_abort_callback)(void *user);
+
 typedef struct bmoe_context_params {
     int32_t n_ctx;            /* 0: the model's, capped at 4096 */
     int32_t n_ubatch;         /* prefill micro-batch; 0: 512 */
@@ -97,27 +195,34 @@ typedef struct bmoe_context_params {
     enum bmoe_kv_type kv_type;
     bmoe_route_callback route_callback; /* may be NULL */
     void *route_user;
+    bmoe_abort_callback abort_callback; /* may be NULL */
+    void *abort_user;
 } bmoe_context_params;
 
-bmoe_context_params bmoe_context_default_params(void);
-bmoe_context *bmoe_context_create(bmoe_model *model, const bmoe_context_params *params,
-                                  char *error, size_t error_size);
-void bmoe_context_free(bmoe_context *context);
-int32_t bmoe_context_n_ctx(const bmoe_context *context);
-int32_t bmoe_context_position(const bmoe_context *context); /* tokens in the KV cache */
+BMOE_API bmoe_context_params bmoe_context_default_params(void);
+/* params may be NULL (the defaults). */
+BMOE_API bmoe_context *bmoe_context_create(bmoe_model *model, const bmoe_context_params *params, bmoe_error *error);
+BMOE_API void bmoe_context_free(bmoe_context *context);
+BMOE_API int32_t bmoe_context_n_ctx(const bmoe_context *context);
+BMOE_API int32_t bmoe_context_position(const bmoe_context *context); /* tokens in the KV cache */
+/* The tokens in the KV cache, in position order (bmoe_context_position of them). */
+BMOE_API const int32_t *bmoe_context_tokens(const bmoe_context *context);
+BMOE_API const bmoe_model *bmoe_context_model(const bmoe_context *context);
 
 /* Evaluates n_tokens tokens at positions position..position+n_tokens-1
  * (appending to the KV cache; prefill runs in ubatches). When logits is not
  * NULL it receives n_tokens rows of n_vocab floats if all_logits, else only
- * the last token's row. Returns 0, or -1 with error filled (e.g. past the
- * context size). */
-int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens,
-              float *logits, bool all_logits, char *error, size_t error_size);
+ * the last token's row. stats, when not NULL, receives what it cost. Returns
+ * 0 or a negative bmoe_status; after an abort or an error the cache keeps
+ * the micro-batches that completed and forgets the rest. Logits holding NaN
+ * or Inf are an error (BMOE_ERR_NUMERIC), never passed on as results. */
+BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, float *logits,
+                       bool all_logits, bmoe_stats *stats, bmoe_error *error);
 
 /* Forgets every position >= position (0 clears the cache). */
-void bmoe_context_truncate(bmoe_context *context, int32_t position);
+BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
 
-/* ---- Sampling ------------------------------------------------------- */
+/* ---- Sampling --------------------------------------------------------- */
 
 typedef struct bmoe_sampler_params {
     float temperature;     /* <= 0: greedy */
@@ -125,17 +230,91 @@ typedef struct bmoe_sampler_params {
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
-    int32_t repeat_last_n; /* tokens of history the penalty looks at */
+    int32_t repeat_last_n; /* tokens of history the penalty looks at; -1: all */
     uint64_t seed;
 } bmoe_sampler_params;
 
-bmoe_sampler_params bmoe_sampler_default_params(void); /* greedy */
-bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_vocab);
-void bmoe_sampler_free(bmoe_sampler *sampler);
+BMOE_API bmoe_sampler_params bmoe_sampler_default_params(void); /* greedy */
+BMOE_API bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_vocab, bmoe_error *error);
+BMOE_API void bmoe_sampler_free(bmoe_sampler *sampler);
 /* Picks the next token from one row of logits (not modified); history: the
  * tokens so far (for the repeat penalty). */
-int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits,
-                            const int32_t *history, int32_t n_history);
+BMOE_API int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits, const int32_t *history,
+                                     int32_t n_history);
+
+/* ---- Generation ------------------------------------------------------- */
+
+enum bmoe_stop_reason {
+    BMOE_STOP_NONE = 0,         /* still generating */
+    BMOE_STOP_END_OF_GENERATION,/* the model produced an end-of-generation token */
+    BMOE_STOP_N_PREDICT,        /* n_predict tokens were generated */
+    BMOE_STOP_CONTEXT_FULL,     /* no room left in the context */
+    BMOE_STOP_STRING,           /* a stop string appeared in the text */
+    BMOE_STOP_ABORTED,          /* the abort callback asked to stop */
+};
+
+typedef struct bmoe_generation_params {
+    int32_t n_predict;             /* tokens to generate; -1: until another stop */
+    bool ignore_eos;               /* generate past end-of-generation tokens */
+    bool echo_prompt;              /* the text starts with the prompt's (special tokens rendered) */
+    bool render_special;           /* control tokens' text appears in the generated text */
+    const char *const *stop_strings; /* the text ends before the first of these (not included) */
+    int32_t n_stop_strings;
+    bmoe_sampler_params sampler;
+} bmoe_generation_params;
+
+/* One step of a generation: a token, or the end. */
+typedef struct bmoe_step {
+    int32_t index;               /* 1-based count of generated tokens; 0 before the first */
+    int32_t token;               /* -1 on the final step (stop != NONE) */
+    const char *text;            /* text that became final with this step (valid UTF-8, may be ""); */
+    size_t text_length;          /*   valid until the next call on the generation */
+    enum bmoe_stop_reason stop;  /* NONE while generating */
+    bmoe_stats stats;            /* the decode of this token (n_tokens 0 when none ran) */
+} bmoe_step;
+
+BMOE_API bmoe_generation_params bmoe_generation_default_params(void); /* greedy, n_predict 128 */
+
+/* Starts a generation on context from prompt tokens: keeps the longest
+ * prefix of the context's cached tokens that the prompt shares (at least one
+ * token is always evaluated, so the first logits are fresh), prefills the
+ * rest and prepares sampling. Any earlier generation on the context must be
+ * freed first. NULL on error (the context stays usable). */
+BMOE_API bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generation_params *params,
+                                                const int32_t *prompt, int32_t n_prompt, bmoe_error *error);
+/* The same from text, tokenized with add_special and parse_special. */
+BMOE_API bmoe_generation *bmoe_generation_start_text(bmoe_context *context, const bmoe_generation_params *params,
+                                                     const char *text, size_t text_length, bmoe_error *error);
+/* Samples the next token, checks the stop rules and decodes it so the next
+ * logits are ready. Fills step; returns 1 while generating, 0 on the final
+ * step (step->stop says why; its text holds what was still held back), and
+ * a negative bmoe_status on error (the generation is then finished). */
+BMOE_API int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_error *error);
+
+/* Called for every step, the final one included; returning false stops the
+ * generation (BMOE_STOP_ABORTED). */
+typedef bool (*bmoe_step_callback)(void *user, const bmoe_step *step);
+/* Steps until a stop. Returns 0 or a negative bmoe_status. */
+BMOE_API int bmoe_generation_run(bmoe_generation *generation, bmoe_step_callback callback, void *user,
+                                 bmoe_error *error);
+
+BMOE_API int32_t bmoe_generation_n_prompt(const bmoe_generation *generation);   /* prompt tokens */
+BMOE_API int32_t bmoe_generation_n_reused(const bmoe_generation *generation);   /* of those, from the cache */
+BMOE_API const bmoe_stats *bmoe_generation_prefill_stats(const bmoe_generation *generation);
+/* Sum over the decode steps so far. */
+BMOE_API const bmoe_stats *bmoe_generation_decode_stats(const bmoe_generation *generation);
+BMOE_API int32_t bmoe_generation_n_generated(const bmoe_generation *generation);
+/* The row of n_vocab logits the next token will be sampled from. */
+BMOE_API const float *bmoe_generation_logits(const bmoe_generation *generation);
+/* The seed the sampler used (the params' seed). */
+BMOE_API uint64_t bmoe_generation_seed(const bmoe_generation *generation);
+BMOE_API void bmoe_generation_free(bmoe_generation *generation);
+
+/* ---- Files ------------------------------------------------------------ */
+
+/* Prints a GGUF file's metadata, tensor table and totals to out (a FILE *).
+ * Returns 0 or a negative bmoe_status. */
+BMOE_API int bmoe_describe_file(const char *path, void *out, bmoe_error *error);
 
 #ifdef __cplusplus
 }

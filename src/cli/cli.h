@@ -73,20 +73,14 @@ bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, 
 int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,
                  bool parse_special, int32_t **tokens, int32_t *n_tokens);
 
-/* Streams token pieces to a FILE, holding back an incomplete UTF-8 sequence
- * until the bytes that complete it arrive (cli_output.c). */
-typedef struct cli_text_output {
-    FILE *stream;
-    unsigned char pending[4];
-    int n_pending;
-} cli_text_output;
-
-void cli_text_output_init(cli_text_output *output, FILE *stream);
-/* Writes what is complete of pending + bytes, keeps a trailing incomplete
- * sequence, and flushes the stream. */
-void cli_text_output_write(cli_text_output *output, const char *bytes, size_t length);
-/* Writes whatever is still held back (an incomplete sequence at the end of
- * the output is printed as it is) and flushes. */
-void cli_text_output_finish(cli_text_output *output);
+/* Writes bytes to stream and flushes it (text appears as it is generated).
+ * Returns 0, or prints why it failed (a full disk, a closed pipe) and returns
+ * -1. */
+int cli_write(FILE *stream, const char *bytes, size_t length);
+/* Flushes stream; 0, or the reason printed and -1. */
+int cli_flush(FILE *stream);
+/* Flushes and closes standard output at exit: any error on it (printed
+ * output that never arrived) makes the run fail. Returns 0 or -1. */
+int cli_close_stdout(void);
 
 #endif

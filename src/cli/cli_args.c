@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 /* The most token ids a --prompt-ids or --force-ids list may hold. */
 #define CLI_MAX_ID_LIST (1 << 20)

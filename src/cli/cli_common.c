@@ -3,12 +3,13 @@
  * a buffer of the right size. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 /* A file bigger than this is not a prompt or a corpus we can tokenize into
  * int32 counts. */
@@ -92,18 +93,25 @@ int cli_read_file(const char *path, char **text, size_t *length)
     return 0;
 }
 
+/* The library's warnings, one line each on stderr. */
+static void cli_log(void *user, enum bmoe_log_level level, const char *message)
+{
+    (void)user;
+    fprintf(stderr, "bmoe-cli: %s%s\n", level == BMOE_LOG_WARNING ? "warning: " : "", message);
+}
+
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
 {
-    char error[512] = "";
+    bmoe_error error = {0};
     double start = cli_now_seconds();
-    bmoe_model *model = bmoe_model_load_with_params(options->model_path, &options->model_params, error,
-                                                    sizeof error);
+    bmoe_model_params params = options->model_params;
+    params.prefault = !options->no_prefault;
+    params.log_callback = cli_log;
+    bmoe_model *model = bmoe_model_load(options->model_path, &params, &error);
     if (!model) {
-        cli_fail("%s", error[0] ? error : "cannot load the model");
+        cli_fail("%s", error.message[0] ? error.message : "cannot load the model");
         return NULL;
     }
-    if (!options->no_prefault && bmoe_model_prefault(model, error, sizeof error) != 0)
-        fprintf(stderr, "bmoe-cli: warning: %s\n", error);
     *load_seconds = cli_now_seconds() - start;
     return model;
 }
@@ -117,10 +125,10 @@ bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, 
     if (options->n_threads > 0)
         params.n_threads = options->n_threads;
     params.kv_type = options->kv_type;
-    char error[512] = "";
-    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
+    bmoe_error error = {0};
+    bmoe_context *context = bmoe_context_create(model, &params, &error);
     if (!context)
-        cli_fail("%s", error[0] ? error : "cannot create the context");
+        cli_fail("%s", error.message[0] ? error.message : "cannot create the context");
     return context;
 }
 
@@ -142,10 +150,11 @@ int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool 
             cli_fail("out of memory tokenizing %zu bytes", length);
             return -1;
         }
-        int32_t count = bmoe_tokenize(model, text, length, add_special, parse_special, buffer, capacity);
+        bmoe_error error = {0};
+        int32_t count = bmoe_tokenize(model, text, length, add_special, parse_special, buffer, capacity, &error);
         if (count < 0) {
             free(buffer);
-            cli_fail("tokenization failed");
+            cli_fail("%s", error.message);
             return -1;
         }
         if (count <= capacity) {
@@ -158,4 +167,47 @@ int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool 
     }
     cli_fail("tokenization did not settle on a token count");
     return -1;
+}
+
+/* The name of a stream in messages. */
+static const char *cli_stream_name(FILE *stream)
+{
+    return stream == stdout ? "standard output" : stream == stderr ? "standard error" : "the output file";
+}
+
+int cli_flush(FILE *stream)
+{
+    if (fflush(stream) != 0 || ferror(stream)) {
+        int saved = errno;
+        cli_fail("cannot write to %s: %s", cli_stream_name(stream), strerror(saved ? saved : EIO));
+        return -1;
+    }
+    return 0;
+}
+
+int cli_write(FILE *stream, const char *bytes, size_t length)
+{
+    errno = 0;
+    if (fwrite(bytes, 1, length, stream) != length) {
+        int saved = errno;
+        cli_fail("cannot write to %s: %s", cli_stream_name(stream), strerror(saved ? saved : EIO));
+        return -1;
+    }
+    return cli_flush(stream);
+}
+
+int cli_close_stdout(void)
+{
+    errno = 0;
+    bool failed = fflush(stdout) != 0 || ferror(stdout);
+    int saved = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = true;
+        saved = errno;
+    }
+    if (failed) {
+        cli_fail("cannot write to standard output: %s", strerror(saved ? saved : EIO));
+        return -1;
+    }
+    return 0;
 }

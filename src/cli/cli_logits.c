@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 /* Writes rows of floats as little-endian bytes whatever the host order. */
 static int cli_write_floats(FILE *file, const float *values, size_t count)
@@ -78,9 +78,9 @@ int cli_run_logits(const cli_options *options)
     }
     created = true;
 
-    char error[512] = "";
-    if (bmoe_eval(context, options->prompt_ids, n_prompt, logits, true, error, sizeof error) != 0) {
-        cli_fail("%s", error[0] ? error : "prefill failed");
+    bmoe_error error = {0};
+    if (bmoe_eval(context, options->prompt_ids, n_prompt, logits, true, NULL, &error) != 0) {
+        cli_fail("%s", error.message[0] ? error.message : "prefill failed");
         goto done;
     }
     if (cli_write_floats(out, logits, (size_t)n_prompt * (size_t)n_vocab) != 0) {
@@ -88,8 +88,8 @@ int cli_run_logits(const cli_options *options)
         goto done;
     }
     for (int32_t s = 0; s < n_force; s++) {
-        if (bmoe_eval(context, &options->force_ids[s], 1, logits, false, error, sizeof error) != 0) {
-            cli_fail("forced id %d: %s", s + 1, error[0] ? error : "decode failed");
+        if (bmoe_eval(context, &options->force_ids[s], 1, logits, false, NULL, &error) != 0) {
+            cli_fail("forced id %d: %s", s + 1, error.message[0] ? error.message : "decode failed");
             goto done;
         }
         if (cli_write_floats(out, logits, (size_t)n_vocab) != 0) {

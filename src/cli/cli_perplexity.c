@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 /* -log p(target) from one row of logits, in double. */
 static double cli_negative_log_likelihood(const float *row, int32_t n_vocab, int32_t target)
@@ -82,7 +82,7 @@ int cli_run_perplexity(const cli_options *options)
             tokenize_seconds, n_chunks, n_ctx, first, n_ctx - 2);
     double nll_sum = 0.0, nll_squared_sum = 0.0;
     int64_t count = 0;
-    char error[512] = "";
+    bmoe_error error = {0};
     double eval_start = cli_now_seconds();
     for (int32_t c = 0; c < n_chunks; c++) {
         memcpy(chunk, tokens + (size_t)c * (size_t)n_ctx, (size_t)n_ctx * sizeof *chunk);
@@ -91,14 +91,14 @@ int cli_run_perplexity(const cli_options *options)
         bmoe_context_truncate(context, 0);
         /* The unscored first half needs no logits. The last token's row
          * predicts nothing inside the chunk, so it is never evaluated. */
-        if (bmoe_eval(context, chunk, first, NULL, false, error, sizeof error) != 0) {
-            cli_fail("chunk %d: %s", c + 1, error[0] ? error : "evaluation failed");
+        if (bmoe_eval(context, chunk, first, NULL, false, NULL, &error) != 0) {
+            cli_fail("chunk %d: %s", c + 1, error.message[0] ? error.message : "evaluation failed");
             goto done;
         }
         for (int32_t start = first; start < n_ctx - 1; start += piece) {
             int32_t n = n_ctx - 1 - start < piece ? n_ctx - 1 - start : piece;
-            if (bmoe_eval(context, chunk + start, n, logits, true, error, sizeof error) != 0) {
-                cli_fail("chunk %d: %s", c + 1, error[0] ? error : "evaluation failed");
+            if (bmoe_eval(context, chunk + start, n, logits, true, NULL, &error) != 0) {
+                cli_fail("chunk %d: %s", c + 1, error.message[0] ? error.message : "evaluation failed");
                 goto done;
             }
             for (int32_t r = 0; r < n; r++) {

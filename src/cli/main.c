@@ -1,22 +1,17 @@
 /* bmoe-cli: the command-line front end. Parses flags, then hands the work to
- * one job: --info (gguf), generation, teacher-forced logits or perplexity
+ * one job: --info, generation, teacher-forced logits or perplexity
  * (the public library). Every failure is one line on stderr and a non-zero
  * exit. */
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "gguf/gguf.h"
+#include "cli.h"
 
 static int run_info(const char *path)
 {
-    bmoe_error err;
-    error_clear(&err);
-    gguf_model *model = gguf_open(path, &err);
-    if (!model)
-        return cli_fail("%s", err.message);
-    gguf_print_info(model, stdout);
-    gguf_close(model);
+    bmoe_error error = {0};
+    if (bmoe_describe_file(path, stdout, &error) != 0)
+        return cli_fail("%s", error.message);
     return 0;
 }
 
@@ -45,5 +40,9 @@ int main(int argc, char **argv)
         break;
     }
     cli_options_free(&options);
+    /* a job that printed its result into a full disk or a closed pipe failed
+     * (a job that failed already said why) */
+    if (status == 0 && cli_close_stdout() != 0)
+        status = 1;
     return status;
 }

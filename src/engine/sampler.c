@@ -5,6 +5,7 @@
  * argmax of the penalized logits. Ties are broken towards the lower token id
  * so that results never depend on sort stability. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,16 +54,30 @@ static double sampler_uniform(bmoe_sampler *sampler)
     return (double)(sampler_next_random(sampler) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_vocab)
+/* Fills error (this file stands alone: its test compiles it without the rest
+ * of the engine). Returns NULL. */
+static bmoe_sampler *sampler_fail(bmoe_error *error, bmoe_status status, const char *message)
 {
-    if (!params || n_vocab <= 0)
-        return NULL;
-    if (isnan(params->temperature) || isnan(params->top_p) || isnan(params->min_p) ||
-        !isfinite(params->repeat_penalty) || params->repeat_penalty <= 0.0f)
-        return NULL;
+    if (error) {
+        snprintf(error->message, sizeof error->message, "sampler: %s", message);
+        error->status = status;
+    }
+    return NULL;
+}
+
+bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_vocab, bmoe_error *error)
+{
+    if (!params)
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "no parameters");
+    if (n_vocab <= 0)
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the vocabulary is empty");
+    if (isnan(params->temperature) || isnan(params->top_p) || isnan(params->min_p))
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "temperature, top-p and min-p must be numbers");
+    if (!isfinite(params->repeat_penalty) || params->repeat_penalty <= 0.0f)
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the repeat penalty must be a positive number");
     bmoe_sampler *sampler = calloc(1, sizeof *sampler);
     if (!sampler)
-        return NULL;
+        return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
     sampler->params = *params;
     sampler->n_vocab = n_vocab;
     sampler->logits = malloc((size_t)n_vocab * sizeof *sampler->logits);
@@ -70,7 +85,7 @@ bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_v
     sampler->penalized = calloc((size_t)n_vocab, 1);
     if (!sampler->logits || !sampler->candidates || !sampler->penalized) {
         bmoe_sampler_free(sampler);
-        return NULL;
+        return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory for the vocabulary's buffers");
     }
     sampler->rng_state = params->seed;
     return sampler;

@@ -49,7 +49,7 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
         return error_set(err, "%s: out of memory", path);
     shard->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (shard->fd < 0) {
-        error_set(err, "%s: cannot open: %s", path, strerror(errno));
+        error_set_status(err, BMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         gguf_shard_release(shard);
         return -1;
     }
@@ -73,7 +73,7 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
     }
     void *map = mmap(NULL, shard->size, PROT_READ, MAP_SHARED, shard->fd, 0);
     if (map == MAP_FAILED) {
-        error_set(err, "%s: cannot map %" PRIu64 " bytes: %s", path, shard->size, strerror(errno));
+        error_set_status(err, BMOE_ERR_IO, "%s: cannot map %" PRIu64 " bytes: %s", path, shard->size, strerror(errno));
         gguf_shard_release(shard);
         return -1;
     }

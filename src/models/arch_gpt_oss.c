@@ -64,6 +64,8 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
+        if (forward_check_abort(s, il, err) != 0)
+            return -1;
         bool swa = hp->layer_is_swa[il];
         const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
         const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;

@@ -63,6 +63,8 @@ int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
+        if (forward_check_abort(s, il, err) != 0)
+            return -1;
 
         /* attention: x = norm(h); q, k, v = W x + b; rope; attend */
         attention_qkv(s, hp, l, n);

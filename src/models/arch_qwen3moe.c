@@ -54,6 +54,8 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
 
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
+        if (forward_check_abort(s, il, err) != 0)
+            return -1;
 
         /* attention: x = norm(h); q, k, v = W x + b; q/k head norms; rope; attend */
         attention_qkv(s, hp, l, n);

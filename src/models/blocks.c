@@ -205,3 +205,10 @@ void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int 
     const tensor_view *down = &layer->ffn_down;
     linear(s, s->ffn_gate, n_ff, n_tokens, 1, &down, &out, NULL);
 }
+
+int forward_check_abort(const run_state *s, int layer, bmoe_error *err)
+{
+    if (s->abort_requested && s->abort_requested(s->abort_user))
+        return error_set_status(err, BMOE_ERR_ABORTED, "forward: aborted before layer %d", layer);
+    return 0;
+}

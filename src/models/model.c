@@ -449,7 +449,8 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->v_cache = allocate(positions * v_dim, element, &failed);
     if (failed) {
         run_state_destroy(s);
-        return error_set(err, "context: out of memory for buffers and KV cache (n_ctx %d, n_ubatch %d)", n_ctx,
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
+                                "context: out of memory for buffers and KV cache (n_ctx %d, n_ubatch %d)", n_ctx,
                          n_ubatch);
     }
     return 0;

@@ -104,6 +104,9 @@ typedef struct run_state {
     const kernel_set *kernels;
     bmoe_route_callback route_callback;
     void *route_user;
+    /* asked before each layer: true stops the forward pass (BMOE_ERR_ABORTED) */
+    bool (*abort_requested)(void *user);
+    void *abort_user;
 
     int32_t *positions;    /* [n_ubatch] */
     float *h;              /* [n_ubatch][n_embd] residual stream */
@@ -261,6 +264,10 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
  * must see every (token, layer). Rows are independent after attention, so the
  * rows kept come out bit-identical. */
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer);
+
+/* Before each layer: fails with BMOE_ERR_ABORTED when the context's abort
+ * callback asks to stop, so a slow token can be cancelled mid-way. */
+int forward_check_abort(const run_state *s, int layer, bmoe_error *err);
 
 /* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
 void output_logits(const model *m, run_state *s, const forward_batch *batch);

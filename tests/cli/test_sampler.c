@@ -25,7 +25,7 @@ static bmoe_sampler_params params_with(float temperature, int32_t top_k, float t
 static void count_draws_n(const bmoe_sampler_params *params, const float *logits, int32_t n_vocab,
                           int32_t *counts, int draws)
 {
-    bmoe_sampler *sampler = bmoe_sampler_create(params, n_vocab);
+    bmoe_sampler *sampler = bmoe_sampler_create(params, n_vocab, NULL);
     CHECK(sampler != NULL);
     if (!sampler)
         return;
@@ -55,7 +55,7 @@ static void test_greedy(void)
     float logits[6] = {0.5f, 3.0f, -1.0f, 3.0f, NAN, 2.9f};
     float copy[6];
     memcpy(copy, logits, sizeof copy);
-    bmoe_sampler *sampler = bmoe_sampler_create(&params, 6);
+    bmoe_sampler *sampler = bmoe_sampler_create(&params, 6, NULL);
     CHECK(sampler != NULL);
     /* two equal maxima: the lower id wins; NaN is never chosen */
     CHECK(bmoe_sampler_sample(sampler, logits, NULL, 0) == 1);
@@ -65,7 +65,7 @@ static void test_greedy(void)
             CHECK(copy[i] == logits[i]);
     CHECK(isnan(logits[4]));
     bmoe_sampler_free(sampler);
-    sampler = bmoe_sampler_create(&params, 3);
+    sampler = bmoe_sampler_create(&params, 3, NULL);
     CHECK(sampler != NULL);
     float all_nan_but_last[3] = {NAN, NAN, -5.0f};
     CHECK(bmoe_sampler_sample(sampler, all_nan_but_last, NULL, 0) == 2);
@@ -81,7 +81,7 @@ static void test_greedy(void)
     /* A vocabulary-sized row: the maximum near the end, tied once more after. */
     enum { VOCAB = 151936 };
     float *row = malloc(sizeof(float) * VOCAB);
-    sampler = bmoe_sampler_create(&params, VOCAB);
+    sampler = bmoe_sampler_create(&params, VOCAB, NULL);
     CHECK(row != NULL && sampler != NULL);
     if (row && sampler) {
         for (int i = 0; i < VOCAB; i++)
@@ -100,7 +100,7 @@ static void test_repeat_penalty(void)
     bmoe_sampler_params params = bmoe_sampler_default_params();
     params.repeat_penalty = 1.5f;
     params.repeat_last_n = 3;
-    bmoe_sampler *sampler = bmoe_sampler_create(&params, 4);
+    bmoe_sampler *sampler = bmoe_sampler_create(&params, 4, NULL);
     CHECK(sampler != NULL);
 
     /* positive logit divided: 2.0 / 1.5 = 1.33 < 1.9 */
@@ -136,7 +136,7 @@ static void test_repeat_penalty(void)
 
     /* repeat_last_n < 0: the whole history */
     params.repeat_last_n = -1;
-    sampler = bmoe_sampler_create(&params, 4);
+    sampler = bmoe_sampler_create(&params, 4, NULL);
     CHECK(sampler != NULL);
     CHECK(bmoe_sampler_sample(sampler, positive, history_old, 4) == 1);
     bmoe_sampler_free(sampler);
@@ -261,10 +261,10 @@ static void test_seed(void)
         logits[i] = 0.01f * (float)i;
     bmoe_sampler_params params = params_with(1.0f, 0, 1.0f, 0.0f);
     int32_t first[STEPS], second[STEPS], other[STEPS];
-    bmoe_sampler *a = bmoe_sampler_create(&params, VOCAB);
-    bmoe_sampler *b = bmoe_sampler_create(&params, VOCAB);
+    bmoe_sampler *a = bmoe_sampler_create(&params, VOCAB, NULL);
+    bmoe_sampler *b = bmoe_sampler_create(&params, VOCAB, NULL);
     params.seed = 1235;
-    bmoe_sampler *c = bmoe_sampler_create(&params, VOCAB);
+    bmoe_sampler *c = bmoe_sampler_create(&params, VOCAB, NULL);
     CHECK(a && b && c);
     if (!a || !b || !c)
         return;
@@ -289,18 +289,21 @@ static void test_seed(void)
 static void test_bad_params(void)
 {
     bmoe_sampler_params params = bmoe_sampler_default_params();
-    CHECK(bmoe_sampler_create(&params, 0) == NULL);
-    CHECK(bmoe_sampler_create(&params, -5) == NULL);
-    CHECK(bmoe_sampler_create(NULL, 10) == NULL);
+    CHECK(bmoe_sampler_create(&params, 0, NULL) == NULL);
+    CHECK(bmoe_sampler_create(&params, -5, NULL) == NULL);
+    CHECK(bmoe_sampler_create(NULL, 10, NULL) == NULL);
     params.repeat_penalty = 0.0f;
-    CHECK(bmoe_sampler_create(&params, 10) == NULL);
+    bmoe_error error = {0};
+    CHECK(bmoe_sampler_create(&params, 10, &error) == NULL);
+    CHECK(error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "repeat penalty") != NULL);
     params = bmoe_sampler_default_params();
     params.temperature = NAN;
-    CHECK(bmoe_sampler_create(&params, 10) == NULL);
+    CHECK(bmoe_sampler_create(&params, 10, &error) == NULL);
+    CHECK(error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "temperature") != NULL);
     bmoe_sampler_free(NULL);
     /* infinite logits never produce NaN probabilities */
     params = params_with(1.0f, 0, 0.9f, 0.05f);
-    bmoe_sampler *sampler = bmoe_sampler_create(&params, 3);
+    bmoe_sampler *sampler = bmoe_sampler_create(&params, 3, NULL);
     CHECK(sampler != NULL);
     float infinite[3] = {0.0f, INFINITY, -INFINITY};
     CHECK(bmoe_sampler_sample(sampler, infinite, NULL, 0) == 1);

@@ -1,14 +1,10 @@
-# bmoe-cli and the sampler. The sampler and output-layer tests compile their
-# one source file on their own so that they do not depend on the rest of the
-# engine; the others run build/bin/bmoe-cli as a child process.
+# bmoe-cli and the sampler. The sampler test compiles its one source file on
+# its own so that it does not depend on the rest of the engine; the others
+# run build/bin/bmoe-cli as a child process.
 bmoe_add_test(test_sampler
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sampler.c ${CMAKE_SOURCE_DIR}/src/engine/sampler.c
   LIBS m)
 target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
-
-bmoe_add_test(test_cli_output
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_output.c ${CMAKE_SOURCE_DIR}/src/cli/cli_output.c)
-target_include_directories(test_cli_output PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).

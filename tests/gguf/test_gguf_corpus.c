@@ -112,7 +112,7 @@ static void run_case(corpus_run *run, const uint8_t *image, size_t size, bool mu
     uint8_t *copy = malloc(size ? size : 1);
     if (size)
         memcpy(copy, image, size);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open_memory(copy, size, "case", &err);
     if (m) {
         run->loaded++;
@@ -261,7 +261,7 @@ int main(int argc, char **argv)
     }
 
     char path[1024];
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     size_t size;
     uint8_t *image;
 

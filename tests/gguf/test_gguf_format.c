@@ -17,7 +17,7 @@ static void test_writer_round_trip(uint32_t alignment)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/gguf_format_sample_%u.gguf", test_tmp_dir(), alignment);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     CHECK_MSG(sample_model_write(path, alignment, &err) == 0, "%s", err.message);
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
@@ -140,7 +140,7 @@ static void test_crafted_v2_and_nested_arrays(void)
     char path[512];
     snprintf(path, sizeof path, "%s/gguf_format_crafted_v2.gguf", test_tmp_dir());
     CHECK(write_whole_file(path, b.data, b.size));
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
     gguf_model *from_memory = gguf_open_memory(b.data, b.size, "crafted", &err);
@@ -284,7 +284,7 @@ static void test_print_info(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/gguf_format_info.gguf", test_tmp_dir());
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     CHECK_MSG(sample_model_write(path, 0, &err) == 0, "%s", err.message);
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
@@ -316,7 +316,7 @@ static void test_writer_misuse(void)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/gguf_format_misuse.gguf", test_tmp_dir());
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     const int64_t ne[2] = {32, 2};
 
     gguf_writer *w = gguf_writer_create(path, &err);

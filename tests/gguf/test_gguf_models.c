@@ -11,7 +11,7 @@ static gguf_model *open_shared(const char *relative)
 {
     char path[1024];
     test_shared_path(path, sizeof path, relative);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m != NULL, "%s: %s", relative, err.message);
     return m;
@@ -130,7 +130,7 @@ static void test_stories260k(void)
     CHECK(arch_int(m, "llama", "attention.head_count_kv") == 4);
     CHECK(token_count(m) == 512);
     uint32_t heads[5];
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     CHECK(gguf_get_per_layer_uint32(m, "llama.attention.head_count", 5, heads, &err) == 1 && heads[4] == 8);
     const gguf_tensor *embd = gguf_find_tensor(m, "token_embd.weight");
     CHECK(embd && embd->type == TYPE_F32 && embd->ne[0] == 64 && embd->ne[1] == 512 && embd->nbytes == 64 * 512 * 4);

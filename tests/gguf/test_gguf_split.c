@@ -50,7 +50,7 @@ static void write_split(const char *prefix, const split_options *o)
         unlink(path);
         if (s == o->skip_shard)
             continue;
-        bmoe_error err = {{0}};
+        bmoe_error err = {0};
         gguf_writer *w = gguf_writer_create(path, &err);
         CHECK_MSG(w != NULL, "%s", err.message);
         if (!w)
@@ -88,7 +88,7 @@ static void expect_split_error(const char *name, const split_options *o, const c
     snprintf(prefix, sizeof prefix, "%s/%s", test_tmp_dir(), name);
     write_split(prefix, o);
     shard_path(path, sizeof path, prefix, 0);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m == NULL, "%s: loaded", name);
     gguf_close(m);
@@ -104,7 +104,7 @@ static void test_valid_split(bool empty_first)
     snprintf(prefix, sizeof prefix, "%s/split_ok%s", test_tmp_dir(), empty_first ? "_empty" : "");
     write_split(prefix, &o);
     shard_path(path, sizeof path, prefix, 0);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m != NULL, "%s", err.message);
     if (!m)

@@ -15,7 +15,7 @@ static void expect_error(test_bytes *b, const char *expected, const char *what)
     char path[512];
     snprintf(path, sizeof path, "%s/gguf_validation_%02d.gguf", test_tmp_dir(), ++case_number);
     CHECK(write_whole_file(path, b->data, b->size));
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *m = gguf_open(path, &err);
     CHECK_MSG(m == NULL, "%s: loaded but should fail with '%s'", what, expected);
     gguf_close(m);
@@ -27,7 +27,7 @@ static void expect_error(test_bytes *b, const char *expected, const char *what)
     uint8_t *copy = malloc(b->size ? b->size : 1);
     if (b->size)
         memcpy(copy, b->data, b->size);
-    bmoe_error err2 = {{0}};
+    bmoe_error err2 = {0};
     m = gguf_open_memory(copy, b->size, "mem", &err2);
     CHECK_MSG(m == NULL, "%s: loaded from memory", what);
     gguf_close(m);
@@ -39,7 +39,7 @@ static void expect_error(test_bytes *b, const char *expected, const char *what)
 
 static void expect_load(test_bytes *b, const char *what)
 {
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     uint8_t *copy = malloc(b->size ? b->size : 1);
     if (b->size)
         memcpy(copy, b->data, b->size);
@@ -306,7 +306,7 @@ static void test_tensor_rules(void)
 
 static void test_open_failures(void)
 {
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     CHECK(gguf_open("/nonexistent/model.gguf", &err) == NULL && strstr(err.message, "/nonexistent/model.gguf") &&
           strstr(err.message, "cannot open"));
     CHECK(gguf_open(test_tmp_dir(), &err) == NULL && strstr(err.message, "not a regular file"));

@@ -15,31 +15,31 @@ enum { N_TOKENS = 40 };
  * but its last token without logits, then the last token alone. */
 static float *run(bmoe_model *model, const int32_t *tokens, int mode, int threads, enum bmoe_kv_type kv)
 {
-    char error[512];
+    bmoe_error error = {0};
     int n_vocab = bmoe_model_n_vocab(model);
     bmoe_context_params params = bmoe_context_default_params();
     params.n_ctx = 64;
     params.n_threads = threads;
     params.kv_type = kv;
     params.n_ubatch = mode == 1 ? 7 : 0;
-    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
-    CHECK_MSG(context != NULL, "context: %s", error);
+    bmoe_context *context = bmoe_context_create(model, &params, &error);
+    CHECK_MSG(context != NULL, "context: %s", error.message);
     if (!context)
         return NULL;
     float *logits = calloc((size_t)N_TOKENS * (size_t)n_vocab, sizeof(float));
     float *last = logits + (size_t)(N_TOKENS - 1) * n_vocab;
     if (mode == 3) {
-        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, last, false, error, sizeof error) == 0, "eval: %s", error);
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, last, false, NULL, &error) == 0, "eval: %s", error.message);
     } else if (mode == 4) {
-        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS - 1, NULL, false, error, sizeof error) == 0, "eval: %s", error);
-        CHECK_MSG(bmoe_eval(context, tokens + N_TOKENS - 1, 1, last, false, error, sizeof error) == 0, "eval: %s",
-                  error);
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS - 1, NULL, false, NULL, &error) == 0, "eval: %s", error.message);
+        CHECK_MSG(bmoe_eval(context, tokens + N_TOKENS - 1, 1, last, false, NULL, &error) == 0, "eval: %s",
+                  error.message);
     } else if (mode == 2) {
         for (int t = 0; t < N_TOKENS; t++)
-            CHECK_MSG(bmoe_eval(context, &tokens[t], 1, logits + (size_t)t * n_vocab, false, error, sizeof error) == 0,
-                      "eval: %s", error);
+            CHECK_MSG(bmoe_eval(context, &tokens[t], 1, logits + (size_t)t * n_vocab, false, NULL, &error) == 0,
+                      "eval: %s", error.message);
     } else {
-        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, logits, true, error, sizeof error) == 0, "eval: %s", error);
+        CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, logits, true, NULL, &error) == 0, "eval: %s", error.message);
     }
     CHECK(bmoe_context_position(context) == N_TOKENS);
     bmoe_context_free(context);
@@ -53,11 +53,12 @@ static void check_model(const char *model_name)
         CHECK(false);
         return;
     }
-    char relative[256], path[1024], error[512];
+    char relative[256], path[1024];
+    bmoe_error error = {0};
     snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
     test_shared_path(path, sizeof path, relative);
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
-    CHECK_MSG(model != NULL, "load: %s", error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load: %s", error.message);
     if (!model) {
         oracle_case_free(&c);
         return;
@@ -128,14 +129,15 @@ static void on_route(void *user, const bmoe_route_event *event)
 static void check_routes(void)
 {
     oracle_case c;
-    char path[1024], error[512];
+    char path[1024];
+    bmoe_error error = {0};
     if (oracle_case_load(&c, "qwen3moe-tiny-q4_k_m", "long") != 0) {
         CHECK(false);
         return;
     }
     test_shared_path(path, sizeof path, "oracle/models/qwen3moe-tiny-q4_k_m.gguf");
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
-    CHECK_MSG(model != NULL, "load: %s", error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load: %s", error.message);
     static route_log log;
     log.valid = true;
     bmoe_context_params params = bmoe_context_default_params();
@@ -144,10 +146,10 @@ static void check_routes(void)
     params.n_threads = 2;
     params.route_callback = on_route;
     params.route_user = &log;
-    bmoe_context *context = model ? bmoe_context_create(model, &params, error, sizeof error) : NULL;
+    bmoe_context *context = model ? bmoe_context_create(model, &params, &error) : NULL;
     CHECK(context != NULL);
     if (context)
-        CHECK(bmoe_eval(context, c.prompt_ids, N_TOKENS, NULL, false, error, sizeof error) == 0);
+        CHECK(bmoe_eval(context, c.prompt_ids, N_TOKENS, NULL, false, NULL, &error) == 0);
     int layers = model ? bmoe_model_n_layer(model) : 0;
     CHECK(log.valid);
     CHECK(log.events == N_TOKENS * layers);

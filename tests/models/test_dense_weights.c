@@ -27,21 +27,21 @@ static uint64_t file_hash(const char *path)
 /* Evaluates the prompt ids as one batch; returns all rows of logits. */
 static float *evaluate(const char *path, enum bmoe_dense_weights dense, const oracle_case *c)
 {
-    char error[512] = "";
+    bmoe_error error = {0};
     bmoe_model_params params = bmoe_model_default_params();
     params.dense_weights = dense;
-    bmoe_model *model = bmoe_model_load_with_params(path, &params, error, sizeof error);
-    CHECK_MSG(model != NULL, "%s", error);
+    bmoe_model *model = bmoe_model_load(path, &params, &error);
+    CHECK_MSG(model != NULL, "%s", error.message);
     if (!model)
         return NULL;
     bmoe_context_params context_params = bmoe_context_default_params();
     context_params.n_ctx = 512;
     context_params.n_threads = 2;
-    bmoe_context *context = bmoe_context_create(model, &context_params, error, sizeof error);
-    CHECK_MSG(context != NULL, "%s", error);
+    bmoe_context *context = bmoe_context_create(model, &context_params, &error);
+    CHECK_MSG(context != NULL, "%s", error.message);
     float *logits = malloc(sizeof(float) * (size_t)c->n_prompt * (size_t)c->n_vocab);
-    int status = context ? bmoe_eval(context, c->prompt_ids, c->n_prompt, logits, true, error, sizeof error) : -1;
-    CHECK_MSG(status == 0, "%s", error);
+    int status = context ? bmoe_eval(context, c->prompt_ids, c->n_prompt, logits, true, NULL, &error) : -1;
+    CHECK_MSG(status == 0, "%s", error.message);
     bmoe_context_free(context);
     bmoe_model_free(model);
     return logits;

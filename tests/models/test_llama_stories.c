@@ -11,7 +11,8 @@
 
 int main(void)
 {
-    char path[1024], error[512];
+    char path[1024];
+    bmoe_error error = {0};
     test_shared_path(path, sizeof path, "data/models/stories260K/expected_runc_once_upon_a_time_n200.ids");
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
@@ -31,8 +32,8 @@ int main(void)
     CHECK(n_expected == 200);
 
     test_shared_path(path, sizeof path, "data/models/stories260K/stories260K.gguf");
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
-    CHECK_MSG(model != NULL, "load: %s", error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load: %s", error.message);
     if (!model)
         return test_finish();
     CHECK(strcmp(bmoe_model_architecture(model), "llama") == 0);
@@ -43,13 +44,13 @@ int main(void)
         bmoe_context_params params = bmoe_context_default_params();
         params.n_ctx = 256; /* past the file's context_length of 128, as run.c's seq_len 512 allows */
         params.n_threads = threads;
-        bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
-        CHECK_MSG(context != NULL, "context: %s", error);
+        bmoe_context *context = bmoe_context_create(model, &params, &error);
+        CHECK_MSG(context != NULL, "context: %s", error.message);
         if (!context)
             break;
         const int32_t prompt[5] = {1, 403, 407, 261, 378};
         float logits[512];
-        CHECK(bmoe_eval(context, prompt, 5, logits, false, error, sizeof error) == 0);
+        CHECK(bmoe_eval(context, prompt, 5, logits, false, NULL, &error) == 0);
         int matched = 0;
         /* expected[p] is the token after position p; the prompt covers 0..3 */
         for (int position = 4; position < n_expected; position++) {
@@ -61,8 +62,8 @@ int main(void)
             }
             matched++;
             if (position + 1 < n_expected &&
-                bmoe_eval(context, &next, 1, logits, false, error, sizeof error) != 0) {
-                fprintf(stderr, "eval: %s\n", error);
+                bmoe_eval(context, &next, 1, logits, false, NULL, &error) != 0) {
+                fprintf(stderr, "eval: %s\n", error.message);
                 break;
             }
         }

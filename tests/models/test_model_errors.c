@@ -126,27 +126,29 @@ static bool write_model(const char *path, const defects *d)
 /* Loading fails and the message contains every one of the given fragments. */
 static void expect_load_error(const char *label, const defects *d, const char *fragment1, const char *fragment2)
 {
-    char path[1024], error[512] = "";
+    char path[1024];
+    bmoe_error error = {0};
     snprintf(path, sizeof path, "%s/model-errors-%s.gguf", test_tmp_dir(), label);
     CHECK_MSG(write_model(path, d), "%s: cannot write the model", label);
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
     CHECK_MSG(model == NULL, "%s: a broken model loaded", label);
     bmoe_model_free(model);
-    CHECK_MSG(strstr(error, fragment1) != NULL, "%s: message '%s' lacks '%s'", label, error, fragment1);
+    CHECK_MSG(strstr(error.message, fragment1) != NULL, "%s: message '%s' lacks '%s'", label, error.message, fragment1);
     if (fragment2)
-        CHECK_MSG(strstr(error, fragment2) != NULL, "%s: message '%s' lacks '%s'", label, error, fragment2);
-    CHECK_MSG(strchr(error, '\n') == NULL, "%s: message is not one line", label);
+        CHECK_MSG(strstr(error.message, fragment2) != NULL, "%s: message '%s' lacks '%s'", label, error.message, fragment2);
+    CHECK_MSG(strchr(error.message, '\n') == NULL, "%s: message is not one line", label);
     remove(path);
 }
 
 static void test_valid_model(void)
 {
-    char path[1024], error[512];
+    char path[1024];
+    bmoe_error error = {0};
     snprintf(path, sizeof path, "%s/model-errors-valid.gguf", test_tmp_dir());
     defects none = {0};
     CHECK(write_model(path, &none));
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
-    CHECK_MSG(model != NULL, "valid model: %s", error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "valid model: %s", error.message);
     if (!model)
         return;
     CHECK(strcmp(bmoe_model_architecture(model), "qwen3moe") == 0);
@@ -156,50 +158,51 @@ static void test_valid_model(void)
 
     bmoe_context_params params = bmoe_context_default_params();
     params.n_threads = 2;
-    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
-    CHECK_MSG(context != NULL, "context: %s", error);
+    bmoe_context *context = bmoe_context_create(model, &params, &error);
+    CHECK_MSG(context != NULL, "context: %s", error.message);
     if (context) {
         CHECK(bmoe_context_n_ctx(context) == 64); /* the model's, below the 4096 cap */
         int32_t tokens[70];
         for (int i = 0; i < 70; i++)
             tokens[i] = i % VOCAB;
         float logits[VOCAB * 70];
-        CHECK(bmoe_eval(context, tokens, 10, logits, true, error, sizeof error) == 0);
+        CHECK(bmoe_eval(context, tokens, 10, logits, true, NULL, &error) == 0);
         bool finite = true;
         for (int i = 0; i < VOCAB * 10; i++)
             finite &= isfinite(logits[i]);
         CHECK(finite);
         /* a token outside the vocabulary: error, and the cache is untouched */
         int32_t bad[2] = {1, VOCAB};
-        CHECK(bmoe_eval(context, bad, 2, logits, false, error, sizeof error) == -1);
-        CHECK_MSG(strstr(error, "vocabulary") != NULL, "message: %s", error);
+        CHECK(bmoe_eval(context, bad, 2, logits, false, NULL, &error) == BMOE_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(strstr(error.message, "vocabulary") != NULL, "message: %s", error.message);
         CHECK(bmoe_context_position(context) == 10);
         /* past the context size */
-        CHECK(bmoe_eval(context, tokens, 55, logits, false, error, sizeof error) == -1);
-        CHECK_MSG(strstr(error, "context overflow") != NULL, "message: %s", error);
+        CHECK(bmoe_eval(context, tokens, 55, logits, false, NULL, &error) == BMOE_ERR_CONTEXT_FULL);
+        CHECK(error.status == BMOE_ERR_CONTEXT_FULL);
+        CHECK_MSG(strstr(error.message, "context overflow") != NULL, "message: %s", error.message);
         CHECK(bmoe_context_position(context) == 10);
-        CHECK(bmoe_eval(context, tokens, 0, logits, false, error, sizeof error) == -1);
+        CHECK(bmoe_eval(context, tokens, 0, logits, false, NULL, &error) == BMOE_ERR_INVALID_ARGUMENT);
         /* truncating makes room again */
         bmoe_context_truncate(context, 4);
         CHECK(bmoe_context_position(context) == 4);
-        CHECK(bmoe_eval(context, tokens, 60, logits, false, error, sizeof error) == 0);
+        CHECK(bmoe_eval(context, tokens, 60, logits, false, NULL, &error) == 0);
         CHECK(bmoe_context_position(context) == 64);
         bmoe_context_free(context);
     }
     params.n_ctx = -1;
-    CHECK(bmoe_context_create(model, &params, error, sizeof error) == NULL);
-    CHECK(strstr(error, "invalid") != NULL);
+    CHECK(bmoe_context_create(model, &params, &error) == NULL);
+    CHECK(strstr(error.message, "invalid") != NULL);
     bmoe_model_free(model);
     remove(path);
 }
 
 int main(void)
 {
-    char error[512];
+    bmoe_error error = {0};
     test_valid_model();
 
-    CHECK(bmoe_model_load("/nonexistent/model.gguf", error, sizeof error) == NULL);
-    CHECK(error[0] != '\0');
+    CHECK(bmoe_model_load("/nonexistent/model.gguf", NULL, &error) == NULL);
+    CHECK(error.message[0] != '\0');
 
     defects unknown = {.architecture = "notanarch"};
     expect_load_error("unknown-arch", &unknown, "unknown architecture", "notanarch");

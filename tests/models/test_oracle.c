@@ -16,11 +16,12 @@ static void run_case(const char *model_name, const char *case_name)
         CHECK_MSG(false, "%s.%s: cannot load the oracle case", model_name, case_name);
         return;
     }
-    char relative[256], path[1024], error[512];
+    char relative[256], path[1024];
+    bmoe_error error = {0};
     snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
     test_shared_path(path, sizeof path, relative);
-    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
-    CHECK_MSG(model != NULL, "load %s: %s", path, error);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load %s: %s", path, error.message);
     if (!model) {
         oracle_case_free(&c);
         return;
@@ -28,7 +29,7 @@ static void run_case(const char *model_name, const char *case_name)
     CHECK(bmoe_model_n_vocab(model) == c.n_vocab);
     /* the prompt ids are the text tokenized without BOS, specials parsed */
     int32_t ids[2048];
-    int32_t n_ids = bmoe_tokenize(model, c.text, strlen(c.text), false, true, ids, 2048);
+    int32_t n_ids = bmoe_tokenize(model, c.text, strlen(c.text), false, true, ids, 2048, NULL);
     bool same = n_ids >= c.n_prompt;
     for (int i = 0; same && i < c.n_prompt; i++)
         same = ids[i] == c.prompt_ids[i];
@@ -37,17 +38,16 @@ static void run_case(const char *model_name, const char *case_name)
     params.n_ctx = 512;
     params.n_threads = 2;
     params.kv_type = BMOE_KV_F32;
-    bmoe_context *context = bmoe_context_create(model, &params, error, sizeof error);
-    CHECK_MSG(context != NULL, "context: %s", error);
+    bmoe_context *context = bmoe_context_create(model, &params, &error);
+    CHECK_MSG(context != NULL, "context: %s", error.message);
     int n_rows = c.n_prompt + c.n_greedy;
     CHECK(n_rows == c.rows);
     float *logits = calloc((size_t)n_rows * (size_t)c.n_vocab, sizeof(float));
-    bool ok = context && bmoe_eval(context, c.prompt_ids, c.n_prompt, logits, true, error, sizeof error) == 0;
-    CHECK_MSG(ok, "prefill: %s", error);
+    bool ok = context && bmoe_eval(context, c.prompt_ids, c.n_prompt, logits, true, NULL, &error) == 0;
+    CHECK_MSG(ok, "prefill: %s", error.message);
     for (int s = 0; ok && s < c.n_greedy; s++) {
-        ok = bmoe_eval(context, &c.greedy_ids[s], 1, logits + (size_t)(c.n_prompt + s) * (size_t)c.n_vocab, false,
-                       error, sizeof error) == 0;
-        CHECK_MSG(ok, "decode step %d: %s", s, error);
+        ok = bmoe_eval(context, &c.greedy_ids[s], 1, logits + (size_t)(c.n_prompt + s) * (size_t)c.n_vocab, false, NULL, &error) == 0;
+        CHECK_MSG(ok, "decode step %d: %s", s, error.message);
     }
 
     bool quantized = strstr(model_name, "f32") == NULL;

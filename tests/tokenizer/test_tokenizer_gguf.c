@@ -13,7 +13,7 @@ static tokenizer *open_tokenizer(const char *relative, gguf_model **model_out)
 {
     char path[1024];
     test_shared_path(path, sizeof(path), relative);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     gguf_model *model = gguf_open(path, &err);
     CHECK_MSG(model != NULL, "%s: %s", relative, err.message);
     if (!model)

@@ -23,7 +23,7 @@ static tokenizer *load(const char *relative, const char *model, const char *pre,
                        const char *eos)
 {
     char path[1024];
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = hf_tokenizer_load(test_shared_path(path, sizeof(path), relative), model, pre, bos,
                                        eos, &err);
     CHECK_MSG(tok != NULL, "%s: %s", relative, err.message);

@@ -122,7 +122,7 @@ static void test_byte_level_bpe(void)
     add_merge(&v, "a b");
     add_merge(&v, "o \xC4\xA0");
     add_merge(&v, "1 2");
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = build(&v, "gpt2", "gpt-2", &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (!tok)
@@ -177,7 +177,7 @@ static void test_special_partition(void)
     int32_t xa = add_token(&v, "xa", TOKENIZER_TOKEN_CONTROL, 0);
     int32_t user = add_token(&v, "<u>", TOKENIZER_TOKEN_USER_DEFINED, 0);
     int32_t im_end = add_token(&v, "<|im_end|>", TOKENIZER_TOKEN_CONTROL, 0);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = build(&v, "gpt2", "qwen2", &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (!tok)
@@ -206,7 +206,7 @@ static void test_harmony_end_of_generation(void)
     int32_t ret = add_token(&v, "<|return|>", TOKENIZER_TOKEN_CONTROL, 0);
     int32_t call = add_token(&v, "<|call|>", TOKENIZER_TOKEN_CONTROL, 0);
     int32_t start = add_token(&v, "<|start|>", TOKENIZER_TOKEN_CONTROL, 0);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = build(&v, "gpt2", "gpt-4o", &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (!tok)
@@ -238,7 +238,7 @@ static void test_sentencepiece(void)
     int32_t b = add_token(&v, "b", 1, -1);
     int32_t space_a = add_token(&v, "\xE2\x96\x81" "a", 1, -2);
     int32_t ab = add_token(&v, "ab", 1, -3);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = build(&v, "llama", NULL, &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (!tok)
@@ -297,7 +297,7 @@ static void test_gemma4(void)
     parts.merges = v.merges;
     parts.bos_id = bos;
     parts.add_bos = 0; /* gemma4 adds BOS whatever the key says */
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = tokenizer_create(&parts, &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (!tok)
@@ -319,7 +319,7 @@ static void test_errors(void)
 {
     static vocab v;
     byte_level_vocab(&v);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     CHECK(build(&v, "bert", NULL, &err) == NULL && strstr(err.message, "'bert'") != NULL);
     CHECK(build(&v, "gpt2", "no-such-pre", &err) == NULL && strstr(err.message, "no-such-pre") != NULL);
     add_merge(&v, "abc");
@@ -361,7 +361,7 @@ static void test_arbitrary_input(void)
     }
     static const char *const pres[] = {"qwen2", "gpt-4o", "qwen35", "llama3", "deepseek-llm", "deepseek-v3", "default", "gpt-2"};
     for (size_t p = 0; p < sizeof(pres) / sizeof(pres[0]); p++) {
-        bmoe_error err = {{0}};
+        bmoe_error err = {0};
         tokenizer *tok = build(&v, "gpt2", pres[p], &err);
         CHECK_MSG(tok != NULL, "%s: %s", pres[p], err.message);
         if (!tok)
@@ -388,7 +388,7 @@ static void test_arbitrary_input(void)
     }
     add_token(&spm, "\xE2\x96\x81", 1, -1);
     add_token(&spm, "\xE2\x96\x81\xE2\x96\x81", 1, -1);
-    bmoe_error err = {{0}};
+    bmoe_error err = {0};
     tokenizer *tok = build(&spm, "llama", NULL, &err);
     CHECK_MSG(tok != NULL, "%s", err.message);
     if (tok) {

@@ -118,7 +118,7 @@ size_t vector_run(const tokenizer *tok, const vector_set *set, const char *name,
     for (size_t i = 0; i < set->count; i++) {
         int32_t capacity = (int32_t)set->input_lengths[i] * 3 + 16;
         int32_t *ids = malloc((size_t)capacity * sizeof(int32_t));
-        bmoe_error err = {{0}};
+        bmoe_error err = {0};
         int32_t n = tokenizer_encode(tok, set->inputs[i], set->input_lengths[i], false, parse_special,
                                      ids, capacity, &err);
         bool same = n == set->expected_counts[i] &&

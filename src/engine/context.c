@@ -1,0 +1,248 @@
+/* Contexts: the thread pool, the run state (activations and KV cache), the
+ * tokens the cache holds, and evaluation in micro-batches with the abort
+ * check between them. The forward pass itself lives in src/models. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "process_stats.h"
+
+/* Default and cap of the context size when the caller gives none. */
+#define ENGINE_DEFAULT_MAX_CTX 4096
+#define ENGINE_DEFAULT_UBATCH 512
+
+void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b)
+{
+    a->n_tokens += b->n_tokens;
+    a->wall_ms += b->wall_ms;
+    a->cpu_ms += b->cpu_ms;
+    a->majflt += b->majflt;
+    a->loop_overhead_ms += b->loop_overhead_ms;
+    a->read_bytes += b->read_bytes;
+    a->io_ms += b->io_ms;
+    a->stall_ms += b->stall_ms;
+    a->mgmt_ms += b->mgmt_ms;
+    a->cache_hits += b->cache_hits;
+    a->cache_misses += b->cache_misses;
+    a->evictions += b->evictions;
+    a->rereads += b->rereads;
+    a->prefetch_bytes += b->prefetch_bytes;
+    a->prefetched += b->prefetched;
+    a->prefetch_useful += b->prefetch_useful;
+}
+
+bmoe_context_params bmoe_context_default_params(void)
+{
+    bmoe_context_params params = {
+        .n_ctx = 0,
+        .n_ubatch = 0,
+        .n_threads = 0,
+        .kv_type = BMOE_KV_F16,
+        .route_callback = NULL,
+        .route_user = NULL,
+        .abort_callback = NULL,
+        .abort_user = NULL,
+    };
+    return params;
+}
+
+/* The run state asks this between layers. */
+static bool context_abort_requested(void *user)
+{
+    bmoe_context *context = user;
+    return context->abort_callback && context->abort_callback(context->abort_user);
+}
+
+bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *params, bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    bmoe_context_params p = params ? *params : bmoe_context_default_params();
+    if (!m) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "context: no model");
+        engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return NULL;
+    }
+    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || (p.kv_type != BMOE_KV_F16 && p.kv_type != BMOE_KV_F32)) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
+                         "context: invalid parameters (n_ctx %d, n_ubatch %d, n_threads %d, kv_type %d)", p.n_ctx,
+                         p.n_ubatch, p.n_threads, (int)p.kv_type);
+        engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return NULL;
+    }
+    int32_t n_ctx_train = m->model.hparams.n_ctx_train;
+    int32_t n_ctx = p.n_ctx;
+    if (n_ctx == 0) {
+        n_ctx = n_ctx_train;
+        if (n_ctx > ENGINE_DEFAULT_MAX_CTX)
+            n_ctx = ENGINE_DEFAULT_MAX_CTX;
+    } else if (n_ctx_train > 0 && n_ctx > n_ctx_train) {
+        engine_log(m, BMOE_LOG_WARNING,
+                   "context: %d positions is more than the model was trained for (%d); quality may drop past it",
+                   n_ctx, n_ctx_train);
+    }
+    int32_t n_ubatch = p.n_ubatch ? p.n_ubatch : ENGINE_DEFAULT_UBATCH;
+    if (n_ubatch > n_ctx)
+        n_ubatch = n_ctx;
+    int n_threads = p.n_threads;
+    if (n_threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = cores > 0 ? (int)cores : 1;
+    }
+
+    bmoe_context *context = calloc(1, sizeof *context);
+    int32_t *tokens = malloc((size_t)n_ctx * sizeof *tokens);
+    if (!context || !tokens) {
+        free(context);
+        free(tokens);
+        error_set_status(&err, BMOE_ERR_OUT_OF_MEMORY, "context: out of memory for %d positions", n_ctx);
+        engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        return NULL;
+    }
+    context->model = m;
+    context->n_ctx = n_ctx;
+    context->n_ubatch = n_ubatch;
+    context->tokens = tokens;
+    context->abort_callback = p.abort_callback;
+    context->abort_user = p.abort_user;
+    context->pool = thread_pool_create(n_threads, &err);
+    if (!context->pool ||
+        run_state_create(&context->state, &m->model, n_ctx, n_ubatch, p.kv_type == BMOE_KV_F16, context->pool,
+                         &err) != 0) {
+        engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        if (context->pool)
+            thread_pool_destroy(context->pool);
+        free(context->tokens);
+        free(context);
+        return NULL;
+    }
+    context->state.route_callback = p.route_callback;
+    context->state.route_user = p.route_user;
+    context->state.abort_requested = context_abort_requested;
+    context->state.abort_user = context;
+    return context;
+}
+
+void bmoe_context_free(bmoe_context *context)
+{
+    if (!context)
+        return;
+    run_state_destroy(&context->state);
+    thread_pool_destroy(context->pool);
+    free(context->tokens);
+    free(context);
+}
+
+int32_t bmoe_context_n_ctx(const bmoe_context *context)
+{
+    return context->n_ctx;
+}
+
+int32_t bmoe_context_position(const bmoe_context *context)
+{
+    return context->position;
+}
+
+const int32_t *bmoe_context_tokens(const bmoe_context *context)
+{
+    return context->tokens;
+}
+
+const bmoe_model *bmoe_context_model(const bmoe_context *context)
+{
+    return context->model;
+}
+
+/* A model whose weights hold NaN or Inf yields rows that sampling would turn
+ * into token 0 forever; one pass over the row costs microseconds. */
+static bool logits_non_finite(const float *logits, int32_t n_rows, int32_t n_vocab)
+{
+    float sum = 0.0f;
+    size_t count = (size_t)n_rows * (size_t)n_vocab;
+    for (size_t i = 0; i < count; i++)
+        sum += logits[i] * 0.0f; /* 0 for finite values, NaN for NaN and Inf */
+    return sum != 0.0f;
+}
+
+int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, float *logits, bool all_logits,
+              bmoe_stats *stats, bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    if (!context || n_tokens <= 0 || !tokens) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "eval: no tokens given");
+        return engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    }
+    const model *m = &context->model->model;
+    int32_t n_vocab = m->hparams.n_vocab;
+    if (n_tokens > context->n_ctx - context->position) {
+        error_set_status(&err, BMOE_ERR_CONTEXT_FULL,
+                         "eval: context overflow: %d tokens at position %d exceed the context size %d", n_tokens,
+                         context->position, context->n_ctx);
+        return engine_report(&err, BMOE_ERR_CONTEXT_FULL, error);
+    }
+    /* checked up front so that a bad id never leaves a half-written cache */
+    for (int32_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+            error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
+                             "eval: token %d (index %d) is outside the vocabulary [0, %d)", tokens[i], i, n_vocab);
+            return engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        }
+    }
+    bmoe_stats cost;
+    memset(&cost, 0, sizeof cost);
+    stats_window window;
+    stats_window_open(&window);
+    if (context->last_eval_end > 0.0)
+        cost.loop_overhead_ms = (window.wall_start - context->last_eval_end) * 1e3;
+    int status = 0;
+    for (int32_t start = 0; start < n_tokens; start += context->n_ubatch) {
+        if (context_abort_requested(context)) {
+            status = error_set_status(&err, BMOE_ERR_ABORTED, "eval: aborted after %d of %d tokens", start, n_tokens);
+            break;
+        }
+        int32_t count = n_tokens - start < context->n_ubatch ? n_tokens - start : context->n_ubatch;
+        bool last = start + count == n_tokens;
+        forward_batch batch = {
+            .tokens = tokens + start,
+            .n_tokens = count,
+            .position = context->position,
+            .first_output = count,
+            .logits = NULL,
+        };
+        if (logits && all_logits) {
+            batch.first_output = 0;
+            batch.logits = logits + (size_t)start * (size_t)n_vocab;
+        } else if (logits && last) {
+            batch.first_output = count - 1;
+            batch.logits = logits;
+        }
+        if (m->arch->forward(m, &context->state, &batch, &err) != 0) {
+            status = -1;
+            break;
+        }
+        memcpy(context->tokens + context->position, tokens + start, (size_t)count * sizeof *tokens);
+        context->position += count;
+        cost.n_tokens += count;
+    }
+    context->last_eval_end = stats_window_close(&window, &cost);
+    if (stats)
+        *stats = cost;
+    if (status != 0)
+        return engine_report(&err, BMOE_ERR_BAD_MODEL, error);
+    if (logits && logits_non_finite(logits, all_logits ? n_tokens : 1, n_vocab)) {
+        error_set_status(&err, BMOE_ERR_NUMERIC,
+                         "eval: the model computed non-finite logits (NaN or Inf in its weights or activations)");
+        return engine_report(&err, BMOE_ERR_NUMERIC, error);
+    }
+    return 0;
+}
+
+void bmoe_context_truncate(bmoe_context *context, int32_t position)
+{
+    if (position < 0)
+        position = 0;
+    if (position < context->position)
+        context->position = position;
+}

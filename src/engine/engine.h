@@ -1,0 +1,54 @@
+/* The engine's internal view of the public objects (include/bmoe.h): what a
+ * bmoe_model and a bmoe_context hold, shared by the files of src/engine.
+ *   model_api.c    loading, accessors, tokenizer entry points
+ *   context.c      contexts: thread pool, run state, the cached tokens, eval
+ *   generation.c   the generation loop: prefix reuse, prefill, sampling, stops
+ *   text_stream.c  joining token pieces into whole UTF-8 and stop strings
+ *   process_stats.c the clocks and process counters around an evaluation
+ *   sampler.c      the sampler
+ * Owns: per bmoe_model the gguf mapping, the bound model and the tokenizer;
+ * per bmoe_context the thread pool, the run state and the token history. */
+#ifndef BMOE_ENGINE_ENGINE_H
+#define BMOE_ENGINE_ENGINE_H
+
+#include <stdarg.h>
+
+#include "../models/model.h"
+#include "../tokenizer/tokenizer.h"
+#include "bmoe.h"
+
+struct bmoe_model {
+    gguf_model *file;
+    model model;
+    tokenizer *tokenizer;  /* NULL when the file has no vocabulary */
+    char *chat_template;   /* NUL-terminated copy; NULL when absent */
+    bmoe_log_callback log_callback;
+    void *log_user;
+};
+
+struct bmoe_context {
+    bmoe_model *model;
+    thread_pool *pool;
+    run_state state;
+    int32_t n_ctx;
+    int32_t n_ubatch;
+    int32_t position;      /* tokens in the KV cache */
+    int32_t *tokens;       /* [n_ctx] the token at each cached position */
+    bmoe_abort_callback abort_callback;
+    void *abort_user;
+    double last_eval_end;  /* monotonic seconds; 0 before the first evaluation */
+    bool generating;       /* a bmoe_generation is open on this context */
+};
+
+/* Sends one formatted line to the model's log callback, if any. */
+void engine_log(const bmoe_model *model, enum bmoe_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Copies err into the caller's error (when given) after classifying it with
+ * fallback; returns the (negative) status. */
+int engine_report(bmoe_error *err, bmoe_status fallback, bmoe_error *out);
+
+#endif
