@@ -1,42 +1,42 @@
-# bmoe_module(NAME DEPS ...): the sources of src/NAME/*.c join libbmoe. Every
-# source compiles once, into one object library; bmoe_NAME is a name for
-# "link what this module needs" (the static library), kept so that tests and
-# tools say which part of the engine they use.
+# bmoe_module(NAME DEPS ...): the sources of src/NAME/*.c, compiled once into
+# the object library bmoe_NAME_objects. bmoe_NAME is a static library of those
+# objects (and, through DEPS, the modules it needs), so that a test or tool
+# links, and a build compiles, only the part of the engine it uses; libbmoe
+# is built from the same objects.
 function(bmoe_module name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.c)
   bmoe_filter_isa_sources(sources ${sources})
-  set_property(GLOBAL APPEND PROPERTY BMOE_ALL_SOURCES ${sources})
-  set_property(GLOBAL APPEND PROPERTY BMOE_ALL_DEPS ${ARG_DEPS})
+  add_library(bmoe_${name}_objects OBJECT ${sources})
+  set_target_properties(bmoe_${name}_objects PROPERTIES C_VISIBILITY_PRESET hidden)
+  target_include_directories(bmoe_${name}_objects PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+  set(external ${ARG_DEPS})
+  list(FILTER external EXCLUDE REGEX "^bmoe_")
+  target_link_libraries(bmoe_${name}_objects PUBLIC ${external})
+  add_library(bmoe_${name} STATIC $<TARGET_OBJECTS:bmoe_${name}_objects>)
+  target_include_directories(bmoe_${name} PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(bmoe_${name} PUBLIC ${ARG_DEPS})
+  set_property(GLOBAL APPEND PROPERTY BMOE_ALL_DEPS ${external})
   set_property(GLOBAL APPEND PROPERTY BMOE_MODULES ${name})
 endfunction()
 
-# libbmoe.a and libbmoe.so from one compilation of every module's sources.
-# Symbols are hidden unless the public header marks them BMOE_API, so the
-# shared library exports bmoe_* only; the static library still links every
-# internal function into the tests and tools that use them.
+# libbmoe.a and libbmoe.so from every module's objects. Symbols are hidden
+# unless the public header marks them BMOE_API, so the shared library
+# exports bmoe_* only.
 function(bmoe_library)
-  get_property(sources GLOBAL PROPERTY BMOE_ALL_SOURCES)
   get_property(deps GLOBAL PROPERTY BMOE_ALL_DEPS)
   get_property(modules GLOBAL PROPERTY BMOE_MODULES)
-  list(REMOVE_DUPLICATES sources)
-  list(FILTER deps EXCLUDE REGEX "^bmoe_")
   list(REMOVE_DUPLICATES deps)
-  add_library(bmoe_objects OBJECT ${sources})
-  set_target_properties(bmoe_objects PROPERTIES C_VISIBILITY_PRESET hidden)
-  target_include_directories(bmoe_objects PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
-  target_link_libraries(bmoe_objects PUBLIC ${deps})
-  add_library(bmoe STATIC $<TARGET_OBJECTS:bmoe_objects>)
-  add_library(bmoe_shared SHARED $<TARGET_OBJECTS:bmoe_objects>)
+  set(objects)
+  foreach(module ${modules})
+    list(APPEND objects $<TARGET_OBJECTS:bmoe_${module}_objects>)
+  endforeach()
+  add_library(bmoe STATIC ${objects})
+  add_library(bmoe_shared SHARED ${objects})
   set_target_properties(bmoe_shared PROPERTIES OUTPUT_NAME bmoe)
   foreach(library bmoe bmoe_shared)
     target_link_libraries(${library} PUBLIC ${deps})
     target_include_directories(${library} PUBLIC ${CMAKE_SOURCE_DIR}/include)
-  endforeach()
-  target_include_directories(bmoe PUBLIC ${CMAKE_SOURCE_DIR}/src)
-  foreach(module ${modules})
-    add_library(bmoe_${module} INTERFACE)
-    target_link_libraries(bmoe_${module} INTERFACE bmoe)
   endforeach()
 endfunction()
 

@@ -31,6 +31,9 @@ extern "C" {
 
 #define BMOE_VERSION "0.2.0"
 
+/* The library's version (BMOE_VERSION when it was built). */
+BMOE_API const char *bmoe_version(void);
+
 typedef struct bmoe_model bmoe_model;
 typedef struct bmoe_context bmoe_context;
 typedef struct bmoe_sampler bmoe_sampler;
@@ -72,9 +75,25 @@ enum bmoe_dense_weights {
     BMOE_DENSE_WEIGHTS_ANON = 1, /* an engine-owned copy read at load (huge pages) */
 };
 
+/* Expert streaming: the routed experts are read from the file into a bounded
+ * cache when a token routes to them, instead of through the mapping. */
+typedef struct bmoe_stream_params {
+    bool enabled;
+    int64_t cache_mb;         /* the cache budget; 0: no cache (re-read every token); -1: auto */
+    int64_t cache_floor_mb;   /* auto: memory left free (default 1536) */
+    int64_t cache_ceil_mb;    /* auto: at most this (0: no cap) */
+    int32_t io_threads;       /* read lanes, 1..16 (default 4) */
+    bool direct;              /* O_DIRECT reads where the file system serves them right (default true) */
+    bool overlap;             /* compute resident experts while the missing ones are read */
+    int32_t prefetch;         /* read what the previous token used this many layers ahead (0: off) */
+    bool load_all;            /* read every expert of every layer at load (a debugging aid) */
+} bmoe_stream_params;
+
 typedef struct bmoe_model_params {
     enum bmoe_dense_weights dense_weights;
     bool prefault;               /* map every page at load when the model fits in RAM */
+    int32_t n_expert_used;       /* routing width override (lossy); 0: the model's */
+    bmoe_stream_params stream;
     bmoe_log_callback log_callback; /* warnings of the model and its contexts; may be NULL */
     void *log_user;
 } bmoe_model_params;

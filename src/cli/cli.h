@@ -17,6 +17,7 @@ typedef enum cli_mode {
     CLI_MODE_HELP,
     CLI_MODE_LOGITS,     /* --prompt-ids / --force-ids / --logits-out */
     CLI_MODE_PERPLEXITY, /* --ppl */
+    CLI_MODE_VERSION,
 } cli_mode;
 
 typedef struct cli_options {

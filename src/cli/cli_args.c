@@ -1,6 +1,9 @@
-/* Command-line parsing for bmoe-cli: flags, strict numbers (the whole
- * string, in range) and token id lists. A bad command line is one line on
- * stderr naming the flag and what is wrong with its value. */
+/* Command-line parsing for bmoe-cli: one table of flags, each with the kind
+ * of value it takes, its range and the jobs it means something in. Numbers
+ * are parsed by one function with one rule (the whole string, digits and an
+ * optional leading '-', no spaces or '+', in range); a flag that does
+ * nothing in the chosen job is an error, never silently ignored. A bad
+ * command line is one line on stderr naming the flag and what is wrong. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +15,80 @@
 /* The most token ids a --prompt-ids or --force-ids list may hold. */
 #define CLI_MAX_ID_LIST (1 << 20)
 
+/* Jobs, as bits of the modes a flag applies to. */
+#define FOR_GENERATE (1u << CLI_MODE_GENERATE)
+#define FOR_LOGITS (1u << CLI_MODE_LOGITS)
+#define FOR_PPL (1u << CLI_MODE_PERPLEXITY)
+#define FOR_EVAL (FOR_GENERATE | FOR_LOGITS | FOR_PPL)
+
+typedef enum flag_kind {
+    FLAG_SWITCH,   /* no value */
+    FLAG_INT,      /* int32 in [low, high] */
+    FLAG_FLOAT,    /* finite, in [low, high] */
+    FLAG_TEXT,     /* any string */
+    FLAG_SEED,     /* unsigned 64-bit */
+    FLAG_IDS,      /* 1,2,3 */
+    FLAG_CHOICE,   /* one of choices (|-separated) */
+    FLAG_MIB,      /* MiB in [low, high], or "auto" */
+} flag_kind;
+
+typedef enum flag_id {
+    F_MODEL, F_PROMPT, F_FILE, F_N_PREDICT, F_THREADS, F_CTX, F_UBATCH, F_KV_TYPE, F_DENSE, F_TEMP, F_TOP_K,
+    F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
+    F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
+    F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_LOAD_ALL, F_N_EXPERT_USED,
+    F_COUNT
+} flag_id;
+
+typedef struct cli_flag {
+    flag_id id;
+    const char *short_name, *long_name;
+    flag_kind kind;
+    long long low, high;
+    const char *choices;
+    unsigned modes; /* jobs it means something in (0: picks the job itself) */
+    bool streaming; /* needs --moe-stream */
+} cli_flag;
+
+static const cli_flag cli_flags[] = {
+    {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_EVAL, false},
+    {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_FILE, "-f", "--file", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_GENERATE, false},
+    {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_EVAL, false},
+    {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_EVAL, false},
+    {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_EVAL, false},
+    {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_EVAL, false},
+    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap", FOR_EVAL, false},
+    {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_GENERATE, false},
+    {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_GENERATE, false},
+    {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_GENERATE, false},
+    {F_MIN_P, NULL, "--min-p", FLAG_FLOAT, 0, 1, NULL, FOR_GENERATE, false},
+    {F_REPEAT_PENALTY, NULL, "--repeat-penalty", FLAG_FLOAT, 0, 1000000, NULL, FOR_GENERATE, false},
+    {F_REPEAT_LAST_N, NULL, "--repeat-last-n", FLAG_INT, -1, INT32_MAX, NULL, FOR_GENERATE, false},
+    {F_SEED, NULL, "--seed", FLAG_SEED, 0, 0, NULL, FOR_GENERATE, false},
+    {F_IGNORE_EOS, NULL, "--ignore-eos", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false},
+    {F_NO_PREFAULT, NULL, "--no-prefault", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, false},
+    {F_PROMPT_IDS, NULL, "--prompt-ids", FLAG_IDS, 0, 0, NULL, FOR_GENERATE | FOR_LOGITS, false},
+    {F_FORCE_IDS, NULL, "--force-ids", FLAG_IDS, 0, 0, NULL, FOR_LOGITS, false},
+    {F_LOGITS_OUT, NULL, "--logits-out", FLAG_TEXT, 0, 0, NULL, FOR_LOGITS, false},
+    {F_PPL, NULL, "--ppl", FLAG_TEXT, 0, 0, NULL, 0, false},
+    {F_CHUNKS, NULL, "--chunks", FLAG_INT, 1, INT32_MAX, NULL, FOR_PPL, false},
+    {F_INFO, NULL, "--info", FLAG_TEXT, 0, 0, NULL, 0, false},
+    {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false},
+    {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false},
+    {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, false},
+    {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_EVAL, true},
+    {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_EVAL, true},
+    {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_EVAL, true},
+    {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_EVAL, true},
+    {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
+    {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
+    {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_EVAL, true},
+    {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
+    {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_EVAL, false},
+};
+
 void cli_print_usage(FILE *out)
 {
     fprintf(out,
@@ -19,6 +96,7 @@ void cli_print_usage(FILE *out)
             "       bmoe-cli -m MODEL --ppl FILE [-c N] [--chunks N]\n"
             "       bmoe-cli -m MODEL --prompt-ids 1,2,3 [--force-ids 7,8,9] --logits-out FILE\n"
             "       bmoe-cli --info MODEL\n"
+            "       bmoe-cli --version\n"
             "\n"
             "  -m, --model MODEL      GGUF model file (first shard of a split model)\n"
             "  -p, --prompt TEXT      prompt (special tokens parsed, BOS added as the vocabulary asks)\n"
@@ -31,16 +109,17 @@ void cli_print_usage(FILE *out)
             "      --dense-weights anon|mmap\n"
             "                         read the dense (non-expert) weights into engine memory at\n"
             "                         load (anon, default) or use them from the file mapping\n"
-            "      --temp T           temperature (default 0: greedy)\n"
+            "      --temp T           temperature (default 0: greedy; 0 is greedy, negative is refused)\n"
             "      --top-k N          keep the N most likely tokens (default 40, 0: off)\n"
             "      --top-p P          nucleus sampling (default 0.95, 1: off)\n"
             "      --min-p P          drop tokens below P times the best (default 0.05, 0: off)\n"
-            "      --repeat-penalty R penalize recent tokens (default 1: off)\n"
+            "      --repeat-penalty R penalize recent tokens (default 1: off; must be > 0)\n"
             "      --repeat-last-n N  how many recent tokens (default 64, -1: all)\n"
             "      --seed S           sampling seed (default: from the clock, printed)\n"
             "      --ignore-eos       keep generating past end-of-generation tokens (benchmarks)\n"
             "      --no-prefault      do not map the whole model at load (it is mapped at load\n"
             "                         when it fits in physical memory)\n"
+            "      --n-expert-used N  route each token to N experts instead of the model's number (lossy)\n"
             "      --prompt-ids LIST  the prompt as token ids (1,2,3) instead of text\n"
             "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
             "                         ids one single-token decode each (needs --logits-out)\n"
@@ -48,55 +127,86 @@ void cli_print_usage(FILE *out)
             "      --ppl FILE         perplexity of FILE (chunks of -c tokens, second halves scored)\n"
             "      --chunks N         at most N chunks for --ppl\n"
             "      --info MODEL       print metadata, tensor table and totals of a GGUF model\n"
-            "  -h, --help             this text\n");
+            "\n"
+            "expert streaming (models larger than RAM):\n"
+            "      --moe-stream       read each routed expert from the file into a bounded cache\n"
+            "      --cache-mb N|auto  the cache budget (default auto: available memory minus the floor;\n"
+            "                         0: no cache, every routed expert re-read every token)\n"
+            "      --cache-floor-mb N auto: memory left to everything else (default 1536)\n"
+            "      --cache-ceil-mb N  auto: at most N MiB\n"
+            "      --io-threads N     read lanes, 1..16 (default 4)\n"
+            "      --no-odirect       buffered reads instead of O_DIRECT\n"
+            "      --overlap          compute resident experts while the missing ones are read\n"
+            "      --prefetch K       read what the previous token used K layers ahead (default 0)\n"
+            "      --load-all         read every expert of every layer at load (debugging)\n"
+            "\n"
+            "  -h, --help             this text\n"
+            "      --version          the engine version\n");
 }
 
-static int cli_parse_int(const char *flag, const char *text, long long low, long long high,
-                         int32_t *value)
+/* The one number rule: optional '-', then digits (and for floats what
+ * strtod reads after them), the whole string, no spaces, no '+'. */
+static bool cli_number_shape(const char *text)
+{
+    const char *c = text;
+    if (*c == '-')
+        c++;
+    return (*c >= '0' && *c <= '9') || (*c == '.' && c[1] >= '0' && c[1] <= '9');
+}
+
+static int cli_parse_int(const cli_flag *flag, const char *name, const char *text, int32_t *value)
 {
     errno = 0;
     char *end = NULL;
-    long long parsed = strtoll(text, &end, 10);
-    if (!*text || *end || errno) {
-        cli_fail("%s: '%s' is not an integer", flag, text);
+    long long parsed = cli_number_shape(text) ? strtoll(text, &end, 10) : 0;
+    if (!cli_number_shape(text) || *end) {
+        cli_fail("%s: '%s' is not an integer", name, text);
         return -1;
     }
-    if (parsed < low || parsed > high) {
-        cli_fail("%s: %lld is out of range [%lld, %lld]", flag, parsed, low, high);
+    if (errno == ERANGE || parsed < flag->low || parsed > flag->high) {
+        cli_fail("%s: %s is out of range [%lld, %lld]", name, text, flag->low, flag->high);
         return -1;
     }
     *value = (int32_t)parsed;
     return 0;
 }
 
-static int cli_parse_float(const char *flag, const char *text, double low, double high, float *value)
+static int cli_parse_float(const cli_flag *flag, const char *name, const char *text, float *value)
 {
     errno = 0;
     char *end = NULL;
-    double parsed = strtod(text, &end);
-    if (!*text || *end || errno || !isfinite(parsed)) {
-        cli_fail("%s: '%s' is not a finite number", flag, text);
+    double parsed = cli_number_shape(text) ? strtod(text, &end) : 0.0;
+    if (!cli_number_shape(text) || *end || !isfinite(parsed)) {
+        cli_fail("%s: '%s' is not a finite number", name, text);
         return -1;
     }
-    if (parsed < low || parsed > high) {
-        cli_fail("%s: %g is out of range [%g, %g]", flag, parsed, low, high);
+    if (errno == ERANGE && fabs(parsed) < 1.0) {
+        cli_fail("%s: %s is too small to represent (underflow)", name, text);
+        return -1;
+    }
+    if (errno == ERANGE || parsed < (double)flag->low || parsed > (double)flag->high || fabsf((float)parsed) > 3e38f) {
+        cli_fail("%s: %s is out of range [%lld, %lld]", name, text, flag->low, flag->high);
+        return -1;
+    }
+    if (parsed != 0.0 && (float)parsed == 0.0f) {
+        cli_fail("%s: %s is too small to represent (underflow)", name, text);
         return -1;
     }
     *value = (float)parsed;
     return 0;
 }
 
-static int cli_parse_seed(const char *flag, const char *text, uint64_t *value)
+static int cli_parse_seed(const char *name, const char *text, uint64_t *value)
 {
     errno = 0;
     char *end = NULL;
-    if (!*text || *text == '-' || *text == '+' || *text == ' ') {
-        cli_fail("%s: '%s' is not an unsigned integer", flag, text);
+    if (!cli_number_shape(text) || *text == '-') {
+        cli_fail("%s: '%s' is not an unsigned integer", name, text);
         return -1;
     }
     unsigned long long parsed = strtoull(text, &end, 10);
     if (*end || errno) {
-        cli_fail("%s: '%s' is not an unsigned 64-bit integer", flag, text);
+        cli_fail("%s: '%s' is not an unsigned 64-bit integer", name, text);
         return -1;
     }
     *value = (uint64_t)parsed;
@@ -104,7 +214,7 @@ static int cli_parse_seed(const char *flag, const char *text, uint64_t *value)
 }
 
 /* "1,2,3" into a new array of non-negative ids; an empty string is an empty list. */
-static int cli_parse_id_list(const char *flag, const char *text, int32_t **ids, int32_t *n_ids)
+static int cli_parse_id_list(const char *name, const char *text, int32_t **ids, int32_t *n_ids)
 {
     int32_t count = 0;
     if (*text) {
@@ -113,12 +223,12 @@ static int cli_parse_id_list(const char *flag, const char *text, int32_t **ids, 
             count += *c == ',';
     }
     if (count > CLI_MAX_ID_LIST) {
-        cli_fail("%s: more than %d ids", flag, CLI_MAX_ID_LIST);
+        cli_fail("%s: more than %d ids", name, CLI_MAX_ID_LIST);
         return -1;
     }
     int32_t *list = malloc((size_t)(count ? count : 1) * sizeof *list);
     if (!list) {
-        cli_fail("%s: out of memory", flag);
+        cli_fail("%s: out of memory", name);
         return -1;
     }
     const char *cursor = text;
@@ -127,13 +237,13 @@ static int cli_parse_id_list(const char *flag, const char *text, int32_t **ids, 
         char *end = NULL;
         if (*cursor < '0' || *cursor > '9') {
             free(list);
-            cli_fail("%s: id %d of '%s' is not a non-negative integer", flag, i + 1, text);
+            cli_fail("%s: id %d of '%s' is not a non-negative integer", name, i + 1, text);
             return -1;
         }
         long long value = strtoll(cursor, &end, 10);
         if (errno || value > INT32_MAX || (*end != ',' && *end != '\0')) {
             free(list);
-            cli_fail("%s: id %d of '%s' is not a token id", flag, i + 1, text);
+            cli_fail("%s: id %d of '%s' is not a token id", name, i + 1, text);
             return -1;
         }
         list[i] = (int32_t)value;
@@ -144,6 +254,41 @@ static int cli_parse_id_list(const char *flag, const char *text, int32_t **ids, 
     return 0;
 }
 
+/* Index of value among flag->choices, or -1 (message printed). */
+static int cli_parse_choice(const cli_flag *flag, const char *name, const char *value)
+{
+    size_t length = strlen(value);
+    int index = 0;
+    for (const char *c = flag->choices; *c; index++) {
+        const char *bar = strchr(c, '|');
+        size_t choice_length = bar ? (size_t)(bar - c) : strlen(c);
+        if (choice_length == length && strncmp(c, value, length) == 0)
+            return index;
+        c += choice_length + (bar ? 1 : 0);
+    }
+    /* "a|b|c" as "a, b or c" */
+    char alternatives[128];
+    size_t used = 0;
+    int n_choices = 1;
+    for (const char *c = flag->choices; *c; c++)
+        n_choices += *c == '|';
+    int seen = 0;
+    for (const char *c = flag->choices; *c && used + 4 < sizeof alternatives; c++) {
+        if (*c != '|') {
+            alternatives[used++] = *c;
+            continue;
+        }
+        seen++;
+        const char *joint = seen == n_choices - 1 ? " or " : ", ";
+        size_t joint_length = strlen(joint);
+        memcpy(alternatives + used, joint, joint_length);
+        used += joint_length;
+    }
+    alternatives[used] = '\0';
+    cli_fail("%s: '%s' is not %s", name, value, alternatives);
+    return -1;
+}
+
 void cli_options_free(cli_options *options)
 {
     free(options->prompt_ids);
@@ -152,9 +297,119 @@ void cli_options_free(cli_options *options)
     options->force_ids = NULL;
 }
 
-static bool cli_flag_is(const char *arg, const char *short_name, const char *long_name)
+static const cli_flag *cli_find_flag(const char *arg)
 {
-    return (short_name && strcmp(arg, short_name) == 0) || (long_name && strcmp(arg, long_name) == 0);
+    for (size_t i = 0; i < sizeof cli_flags / sizeof cli_flags[0]; i++) {
+        const cli_flag *flag = &cli_flags[i];
+        if ((flag->short_name && strcmp(arg, flag->short_name) == 0) ||
+            (flag->long_name && strcmp(arg, flag->long_name) == 0))
+            return flag;
+    }
+    return NULL;
+}
+
+/* Stores one flag's value into options. Returns 0 or -1 (message printed). */
+static int cli_apply(const cli_flag *flag, const char *name, const char *value, cli_options *options)
+{
+    int32_t number = 0;
+    float real = 0.0f;
+    int choice;
+    switch (flag->kind) {
+    case FLAG_INT:
+        if (cli_parse_int(flag, name, value, &number) != 0)
+            return -1;
+        break;
+    case FLAG_FLOAT:
+        if (cli_parse_float(flag, name, value, &real) != 0)
+            return -1;
+        break;
+    case FLAG_MIB:
+        if (strcmp(value, "auto") != 0 && cli_parse_int(flag, name, value, &number) != 0)
+            return -1;
+        if (strcmp(value, "auto") == 0)
+            number = -1;
+        break;
+    default:
+        break;
+    }
+    bmoe_stream_params *stream = &options->model_params.stream;
+    switch (flag->id) {
+    case F_MODEL: options->model_path = value; break;
+    case F_PROMPT: options->prompt = value; break;
+    case F_FILE: options->prompt_file = value; break;
+    case F_N_PREDICT: options->n_predict = number; break;
+    case F_THREADS: options->n_threads = number; break;
+    case F_CTX: options->n_ctx = number; break;
+    case F_UBATCH: options->n_ubatch = number; break;
+    case F_KV_TYPE:
+        if ((choice = cli_parse_choice(flag, name, value)) < 0)
+            return -1;
+        options->kv_type = choice == 0 ? BMOE_KV_F16 : BMOE_KV_F32;
+        break;
+    case F_DENSE:
+        if ((choice = cli_parse_choice(flag, name, value)) < 0)
+            return -1;
+        options->model_params.dense_weights = choice == 0 ? BMOE_DENSE_WEIGHTS_ANON : BMOE_DENSE_WEIGHTS_MMAP;
+        break;
+    case F_TEMP: options->sampler.temperature = real; break;
+    case F_TOP_K: options->sampler.top_k = number; break;
+    case F_TOP_P: options->sampler.top_p = real; break;
+    case F_MIN_P: options->sampler.min_p = real; break;
+    case F_REPEAT_PENALTY:
+        if (real <= 0.0f) {
+            cli_fail("%s: %s must be greater than 0", name, value);
+            return -1;
+        }
+        options->sampler.repeat_penalty = real;
+        break;
+    case F_REPEAT_LAST_N: options->sampler.repeat_last_n = number; break;
+    case F_SEED:
+        if (cli_parse_seed(name, value, &options->sampler.seed) != 0)
+            return -1;
+        options->seed_given = true;
+        break;
+    case F_IGNORE_EOS: options->ignore_eos = true; break;
+    case F_NO_PREFAULT: options->no_prefault = true; break;
+    case F_PROMPT_IDS:
+        free(options->prompt_ids);
+        options->prompt_ids = NULL;
+        return cli_parse_id_list(name, value, &options->prompt_ids, &options->n_prompt_ids);
+    case F_FORCE_IDS:
+        free(options->force_ids);
+        options->force_ids = NULL;
+        return cli_parse_id_list(name, value, &options->force_ids, &options->n_force_ids);
+    case F_LOGITS_OUT: options->logits_out = value; break;
+    case F_PPL: options->ppl_path = value; break;
+    case F_CHUNKS: options->ppl_chunks = number; break;
+    case F_INFO: options->info_path = value; break;
+    case F_MOE_STREAM: stream->enabled = true; break;
+    case F_CACHE_MB: stream->cache_mb = number; break;
+    case F_CACHE_FLOOR: stream->cache_floor_mb = number; break;
+    case F_CACHE_CEIL: stream->cache_ceil_mb = number; break;
+    case F_IO_THREADS: stream->io_threads = number; break;
+    case F_NO_ODIRECT: stream->direct = false; break;
+    case F_OVERLAP: stream->overlap = true; break;
+    case F_PREFETCH: stream->prefetch = number; break;
+    case F_LOAD_ALL: stream->load_all = true; break;
+    case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
+    case F_HELP:
+    case F_VERSION:
+    case F_COUNT: break;
+    }
+    return 0;
+}
+
+static const char *cli_mode_name(cli_mode mode)
+{
+    switch (mode) {
+    case CLI_MODE_GENERATE: return "generation";
+    case CLI_MODE_INFO: return "--info";
+    case CLI_MODE_HELP: return "--help";
+    case CLI_MODE_VERSION: return "--version";
+    case CLI_MODE_LOGITS: return "--logits-out";
+    case CLI_MODE_PERPLEXITY: return "--ppl";
+    }
+    return "this job";
 }
 
 int cli_parse_args(int argc, char **argv, cli_options *options)
@@ -166,7 +421,8 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->ppl_chunks = -1;
-    bool have_prompt_ids = false, have_force_ids = false;
+    bool given[F_COUNT] = {false};
+    const char *given_as[F_COUNT] = {NULL};
 
     if (argc <= 1) {
         cli_fail("no arguments (try --help)");
@@ -174,145 +430,86 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (cli_flag_is(arg, "-h", "--help")) {
-            cli_options_free(options);
-            options->mode = CLI_MODE_HELP;
-            return 0;
-        }
-        if (strcmp(arg, "--no-prefault") == 0) {
-            options->no_prefault = true;
-            continue;
-        }
-        if (strcmp(arg, "--ignore-eos") == 0) {
-            options->ignore_eos = true;
-            continue;
-        }
-        /* every other flag takes one value */
-        static const char *const known[] = {
-            "-m", "--model", "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-t",
-            "--threads", "-c", "--ctx-size", "--ubatch", "--kv-type", "--dense-weights", "--temp",
-            "--top-k",
-            "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
-            "--prompt-ids", "--force-ids", "--logits-out", "--ppl", "--chunks", "--info"};
-        bool is_known = false;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            is_known |= strcmp(arg, known[k]) == 0;
-        if (!is_known) {
+        const cli_flag *flag = cli_find_flag(arg);
+        if (!flag) {
             if (arg[0] == '-' && arg[1])
                 cli_fail("unknown flag %s (try --help)", arg);
             else
                 cli_fail("unexpected argument '%s' (try --help)", arg);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            cli_fail("%s needs a value", arg);
-            return -1;
-        }
-        const char *value = argv[++i];
-        int status = 0;
-        if (cli_flag_is(arg, "-m", "--model"))
-            options->model_path = value;
-        else if (cli_flag_is(arg, "-p", "--prompt"))
-            options->prompt = value;
-        else if (cli_flag_is(arg, "-f", "--file"))
-            options->prompt_file = value;
-        else if (cli_flag_is(arg, "-n", "--n-predict"))
-            status = cli_parse_int(arg, value, -1, INT32_MAX, &options->n_predict);
-        else if (cli_flag_is(arg, "-t", "--threads"))
-            status = cli_parse_int(arg, value, 1, 1024, &options->n_threads);
-        else if (cli_flag_is(arg, "-c", "--ctx-size"))
-            status = cli_parse_int(arg, value, 1, 1 << 24, &options->n_ctx);
-        else if (cli_flag_is(arg, NULL, "--ubatch"))
-            status = cli_parse_int(arg, value, 1, 1 << 16, &options->n_ubatch);
-        else if (cli_flag_is(arg, NULL, "--dense-weights")) {
-            if (strcmp(value, "anon") == 0)
-                options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_ANON;
-            else if (strcmp(value, "mmap") == 0)
-                options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_MMAP;
-            else {
-                cli_fail("--dense-weights: '%s' is not anon or mmap", value);
-                status = -1;
-            }
-        } else if (cli_flag_is(arg, NULL, "--kv-type")) {
-            if (strcmp(value, "f16") == 0)
-                options->kv_type = BMOE_KV_F16;
-            else if (strcmp(value, "f32") == 0)
-                options->kv_type = BMOE_KV_F32;
-            else {
-                cli_fail("--kv-type: '%s' is not f16 or f32", value);
-                status = -1;
-            }
-        } else if (cli_flag_is(arg, NULL, "--temp"))
-            status = cli_parse_float(arg, value, -1e9, 1e9, &options->sampler.temperature);
-        else if (cli_flag_is(arg, NULL, "--top-k"))
-            status = cli_parse_int(arg, value, 0, INT32_MAX, &options->sampler.top_k);
-        else if (cli_flag_is(arg, NULL, "--top-p"))
-            status = cli_parse_float(arg, value, 0.0, 1.0, &options->sampler.top_p);
-        else if (cli_flag_is(arg, NULL, "--min-p"))
-            status = cli_parse_float(arg, value, 0.0, 1.0, &options->sampler.min_p);
-        else if (cli_flag_is(arg, NULL, "--repeat-penalty"))
-            status = cli_parse_float(arg, value, 1e-6, 1e6, &options->sampler.repeat_penalty);
-        else if (cli_flag_is(arg, NULL, "--repeat-last-n"))
-            status = cli_parse_int(arg, value, -1, INT32_MAX, &options->sampler.repeat_last_n);
-        else if (cli_flag_is(arg, NULL, "--seed")) {
-            status = cli_parse_seed(arg, value, &options->sampler.seed);
-            options->seed_given = true;
-        } else if (cli_flag_is(arg, NULL, "--prompt-ids")) {
-            free(options->prompt_ids);
-            options->prompt_ids = NULL;
-            status = cli_parse_id_list(arg, value, &options->prompt_ids, &options->n_prompt_ids);
-            have_prompt_ids = true;
-        } else if (cli_flag_is(arg, NULL, "--force-ids")) {
-            free(options->force_ids);
-            options->force_ids = NULL;
-            status = cli_parse_id_list(arg, value, &options->force_ids, &options->n_force_ids);
-            have_force_ids = true;
-        } else if (cli_flag_is(arg, NULL, "--logits-out"))
-            options->logits_out = value;
-        else if (cli_flag_is(arg, NULL, "--ppl"))
-            options->ppl_path = value;
-        else if (cli_flag_is(arg, NULL, "--chunks"))
-            status = cli_parse_int(arg, value, 1, INT32_MAX, &options->ppl_chunks);
-        else if (cli_flag_is(arg, NULL, "--info"))
-            options->info_path = value;
-        if (status != 0) {
             cli_options_free(options);
             return -1;
         }
+        if (flag->id == F_HELP || flag->id == F_VERSION) {
+            cli_options_free(options);
+            options->mode = flag->id == F_HELP ? CLI_MODE_HELP : CLI_MODE_VERSION;
+            return 0;
+        }
+        const char *value = NULL;
+        if (flag->kind != FLAG_SWITCH) {
+            if (i + 1 >= argc) {
+                cli_fail("%s needs a value", arg);
+                cli_options_free(options);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (cli_apply(flag, arg, value, options) != 0) {
+            cli_options_free(options);
+            return -1;
+        }
+        given[flag->id] = true;
+        given_as[flag->id] = arg;
     }
 
     /* Which job, and do the flags agree with it. */
     const char *problem = NULL;
     if (options->info_path) {
         options->mode = CLI_MODE_INFO;
-        if (options->model_path || options->prompt || options->prompt_file || options->ppl_path ||
-            have_prompt_ids)
-            problem = "--info takes only the model path";
     } else if (!options->model_path) {
         problem = "no model given (-m MODEL)";
     } else if (options->ppl_path) {
         options->mode = CLI_MODE_PERPLEXITY;
-        if (options->prompt || options->prompt_file || have_prompt_ids || have_force_ids)
-            problem = "--ppl cannot be combined with a prompt or token ids";
-    } else if (have_prompt_ids && (options->prompt || options->prompt_file)) {
+    } else if (given[F_PROMPT_IDS] && (options->prompt || options->prompt_file)) {
         problem = "--prompt-ids cannot be combined with -p or -f";
-    } else if (have_prompt_ids && options->n_prompt_ids == 0) {
+    } else if (given[F_PROMPT_IDS] && options->n_prompt_ids == 0) {
         problem = "--prompt-ids: the list is empty";
-    } else if (have_force_ids || options->logits_out) {
+    } else if (given[F_FORCE_IDS] || options->logits_out) {
         options->mode = CLI_MODE_LOGITS;
-        if (!have_prompt_ids)
+        if (!given[F_PROMPT_IDS])
             problem = "--force-ids and --logits-out need --prompt-ids";
         else if (!options->logits_out)
             problem = "--force-ids needs --logits-out FILE";
     } else if (options->prompt && options->prompt_file) {
         problem = "-p and -f cannot be used together";
     }
-    if (!problem && options->mode != CLI_MODE_PERPLEXITY && options->ppl_chunks != -1)
-        problem = "--chunks needs --ppl";
     if (problem) {
         cli_fail("%s", problem);
         cli_options_free(options);
         return -1;
+    }
+    unsigned mode_bit = 1u << options->mode;
+    for (size_t k = 0; k < sizeof cli_flags / sizeof cli_flags[0]; k++) {
+        const cli_flag *flag = &cli_flags[k];
+        if (!given[flag->id] || flag->modes == 0)
+            continue;
+        if (!(flag->modes & mode_bit)) {
+            if (flag->id == F_CHUNKS)
+                cli_fail("--chunks needs --ppl");
+            else if (options->mode == CLI_MODE_INFO)
+                cli_fail("--info takes only the model path (%s does nothing there)", given_as[flag->id]);
+            else if (options->mode == CLI_MODE_PERPLEXITY && (flag->id == F_PROMPT || flag->id == F_FILE ||
+                                                             flag->id == F_PROMPT_IDS || flag->id == F_FORCE_IDS))
+                cli_fail("--ppl cannot be combined with a prompt or token ids (%s)", given_as[flag->id]);
+            else
+                cli_fail("%s does nothing with %s", given_as[flag->id], cli_mode_name(options->mode));
+            cli_options_free(options);
+            return -1;
+        }
+        if (flag->streaming && !options->model_params.stream.enabled) {
+            cli_fail("%s needs --moe-stream", given_as[flag->id]);
+            cli_options_free(options);
+            return -1;
+        }
     }
     return 0;
 }

@@ -26,6 +26,10 @@ int main(int argc, char **argv)
         cli_print_usage(stdout);
         status = 0;
         break;
+    case CLI_MODE_VERSION:
+        printf("bmoe-cli %s\n", bmoe_version());
+        status = 0;
+        break;
     case CLI_MODE_INFO:
         status = run_info(options.info_path);
         break;

@@ -154,6 +154,23 @@ const bmoe_model *bmoe_context_model(const bmoe_context *context)
     return context->model;
 }
 
+/* What the expert store did between two snapshots of its counters. */
+static void add_store_delta(bmoe_stats *stats, const expert_store_counters *before,
+                            const expert_store_counters *after)
+{
+    stats->read_bytes += after->read_bytes - before->read_bytes;
+    stats->io_ms += after->io_ms - before->io_ms;
+    stats->stall_ms += after->stall_ms - before->stall_ms;
+    stats->mgmt_ms += after->mgmt_ms - before->mgmt_ms;
+    stats->cache_hits += after->hits - before->hits;
+    stats->cache_misses += after->misses - before->misses;
+    stats->evictions += after->evictions - before->evictions;
+    stats->rereads += after->rereads - before->rereads;
+    stats->prefetch_bytes += after->prefetch_bytes - before->prefetch_bytes;
+    stats->prefetched += after->prefetched - before->prefetched;
+    stats->prefetch_useful += after->prefetch_useful - before->prefetch_useful;
+}
+
 /* A model whose weights hold NaN or Inf yields rows that sampling would turn
  * into token 0 forever; one pass over the row costs microseconds. */
 static bool logits_non_finite(const float *logits, int32_t n_rows, int32_t n_vocab)
@@ -192,6 +209,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     }
     bmoe_stats cost;
     memset(&cost, 0, sizeof cost);
+    expert_store_counters store_before, store_after;
+    expert_store_get_counters(context->model->experts, &store_before);
     stats_window window;
     stats_window_open(&window);
     if (context->last_eval_end > 0.0)
@@ -227,6 +246,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
         cost.n_tokens += count;
     }
     context->last_eval_end = stats_window_close(&window, &cost);
+    expert_store_get_counters(context->model->experts, &store_after);
+    add_store_delta(&cost, &store_before, &store_after);
     if (stats)
         *stats = cost;
     if (status != 0)

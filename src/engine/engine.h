@@ -14,12 +14,15 @@
 #include <stdarg.h>
 
 #include "../models/model.h"
+#include "../stream/expert_store.h"
 #include "../tokenizer/tokenizer.h"
 #include "bmoe.h"
 
 struct bmoe_model {
     gguf_model *file;
     model model;
+    expert_store *experts; /* the routed experts' bytes: the mapping, or streamed */
+    bmoe_model_params params; /* as resolved at load (cache_mb as sized) */
     tokenizer *tokenizer;  /* NULL when the file has no vocabulary */
     char *chat_template;   /* NUL-terminated copy; NULL when absent */
     bmoe_log_callback log_callback;

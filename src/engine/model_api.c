@@ -6,7 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../stream/memory_budget.h"
 #include "engine.h"
+
+const char *bmoe_version(void)
+{
+    return BMOE_VERSION;
+}
 
 const char *bmoe_status_name(bmoe_status status)
 {
@@ -50,10 +56,144 @@ bmoe_model_params bmoe_model_default_params(void)
     bmoe_model_params params = {
         .dense_weights = BMOE_DENSE_WEIGHTS_ANON,
         .prefault = true,
+        .n_expert_used = 0,
+        .stream =
+            {
+                .enabled = false,
+                .cache_mb = -1,
+                .cache_floor_mb = 1536,
+                .cache_ceil_mb = 0,
+                .io_threads = 4,
+                .direct = true,
+                .overlap = false,
+                .prefetch = 0,
+                .load_all = false,
+            },
         .log_callback = NULL,
         .log_user = NULL,
     };
     return params;
+}
+
+#define MIB ((int64_t)1 << 20)
+/* Shards a streamed model may have (the reference layouts use a handful). */
+#define GGUF_MAX_SHARDS_FOR_STREAM 256
+
+/* --cache-mb auto: what the process can still take, minus the floor left to
+ * everything else, capped by the ceiling and the whole expert set. */
+static int64_t auto_cache_bytes(const bmoe_stream_params *p, uint64_t whole_set)
+{
+    uint64_t available = memory_available_bytes();
+    uint64_t hard = whole_set;
+    if (p->cache_ceil_mb > 0 && (uint64_t)(p->cache_ceil_mb * MIB) < hard)
+        hard = (uint64_t)(p->cache_ceil_mb * MIB);
+    if (available == 0) /* unknown: a modest cache */
+        return (int64_t)(hard < (uint64_t)(1500 * MIB) ? hard : (uint64_t)(1500 * MIB));
+    uint64_t floor = (uint64_t)(p->cache_floor_mb > 0 ? p->cache_floor_mb : 0) * (uint64_t)MIB;
+    uint64_t budget = available > floor ? available - floor : 0;
+    return (int64_t)(budget < hard ? budget : hard);
+}
+
+static int check_stream_params(const bmoe_model_params *p, bmoe_error *err)
+{
+    const bmoe_stream_params *s = &p->stream;
+    if (p->n_expert_used < 0)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "model: n_expert_used %d is negative",
+                                p->n_expert_used);
+    if (!s->enabled)
+        return 0;
+    if (s->io_threads < 1 || s->io_threads > 16)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: io_threads %d is outside 1..16",
+                                s->io_threads);
+    if (s->cache_mb < -1 || s->cache_floor_mb < 0 || s->cache_ceil_mb < 0 || s->prefetch < 0)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "stream: invalid cache or prefetch parameters (cache %lld MiB, floor %lld, ceil "
+                                "%lld, prefetch %d)",
+                                (long long)s->cache_mb, (long long)s->cache_floor_mb, (long long)s->cache_ceil_mb,
+                                s->prefetch);
+    return 0;
+}
+
+/* Reads every expert of every layer once (--load-all), through the cache. */
+static int load_all_experts(bmoe_model *m, bmoe_error *err)
+{
+    const model_hparams *hp = &m->model.hparams;
+    int capacity = expert_store_capacity(m->experts);
+    int32_t experts[MODEL_MAX_EXPERTS];
+    expert_handle handles[MODEL_MAX_EXPERTS];
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!m->model.weights.layers[il].ffn_gate_exps.name)
+            continue;
+        for (int first = 0; first < hp->n_expert; first += capacity) {
+            int n = hp->n_expert - first < capacity ? hp->n_expert - first : capacity;
+            for (int i = 0; i < n; i++)
+                experts[i] = first + i;
+            int status = expert_store_acquire(m->experts, il, experts, n, handles, err);
+            if (expert_store_release(m->experts, status == 0 ? err : NULL) != 0 || status != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The expert store: resident (the mapping) or streamed with the resolved
+ * budget; under streaming the expert views forget the mapping. */
+static int create_expert_store(bmoe_model *m, bmoe_error *err)
+{
+    model *mo = &m->model;
+    const model_hparams *hp = &mo->hparams;
+    bmoe_stream_params *p = &m->params.stream;
+    expert_layer_source layers[MODEL_MAX_LAYERS];
+    model_expert_sources(mo, layers);
+    uint64_t whole_set = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        for (int j = 0; j < layers[il].n_projections; j++)
+            whole_set += layers[il].projections[j].expert_bytes * (uint64_t)hp->n_expert;
+    if (p->enabled && whole_set == 0)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "stream: architecture %s has no routed experts to stream", hp->architecture);
+    expert_store_config config = {
+        .streaming = p->enabled,
+        .cache_bytes = 0,
+        .io_threads = p->io_threads,
+        .direct = p->direct,
+        .overlap = p->overlap,
+        .n_expert_used = hp->n_expert_used,
+        .io = {NULL, NULL},
+    };
+    if (p->enabled) {
+        config.cache_bytes = p->cache_mb < 0 ? auto_cache_bytes(p, whole_set) : p->cache_mb * MIB;
+        if ((uint64_t)config.cache_bytes > whole_set)
+            config.cache_bytes = (int64_t)whole_set;
+    }
+    const char *paths[GGUF_MAX_SHARDS_FOR_STREAM];
+    uint64_t sizes[GGUF_MAX_SHARDS_FOR_STREAM];
+    uint32_t n_files = gguf_shard_count(m->file);
+    if (n_files > GGUF_MAX_SHARDS_FOR_STREAM)
+        return error_set_status(err, BMOE_ERR_BAD_MODEL, "stream: %u shards, more than %d", n_files,
+                                GGUF_MAX_SHARDS_FOR_STREAM);
+    for (uint32_t i = 0; i < n_files; i++) {
+        paths[i] = gguf_shard_path(m->file, i);
+        sizes[i] = gguf_shard_size(m->file, i);
+    }
+    m->experts = expert_store_create(&config, layers, hp->n_layer, hp->n_expert, paths, sizes, n_files, err);
+    if (!m->experts)
+        return -1;
+    mo->experts = m->experts;
+    if (!p->enabled)
+        return 0;
+    model_detach_expert_data(mo);
+    p->cache_mb = expert_store_cache_budget(m->experts) / MIB;
+    uint64_t cycle = expert_store_cycle_bytes(m->experts, hp->n_expert_used);
+    int64_t budget = expert_store_cache_budget(m->experts);
+    if (budget > 0 && (uint64_t)budget < cycle)
+        engine_log(m, BMOE_LOG_WARNING,
+                   "stream: the cache (%lld MiB) is smaller than one token's routed experts (%llu MiB): it will "
+                   "hit almost nothing",
+                   (long long)(budget / MIB), (unsigned long long)(cycle / (uint64_t)MIB));
+    if (p->load_all && load_all_experts(m, err) != 0)
+        return -1;
+    return 0;
 }
 
 static uint64_t model_file_bytes(const gguf_model *file)
@@ -96,6 +236,10 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     bmoe_error err;
     error_clear(&err);
     bmoe_model_params p = params ? *params : bmoe_model_default_params();
+    if (check_stream_params(&p, &err) != 0) {
+        engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return NULL;
+    }
     if (!path) {
         error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "model: no path given");
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
@@ -115,12 +259,26 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     }
     result->log_callback = p.log_callback;
     result->log_user = p.log_user;
+    result->params = p;
     result->file = gguf_open(path, &err);
     if (!result->file)
         goto fail;
     if (p.dense_weights == BMOE_DENSE_WEIGHTS_ANON && gguf_copy_dense_weights(result->file, &err) != 0)
         goto fail;
     if (model_init(&result->model, result->file, &err) != 0)
+        goto fail;
+    if (p.n_expert_used > 0) {
+        model_hparams *hp = &result->model.hparams;
+        if (hp->n_expert <= 0 || p.n_expert_used > hp->n_expert) {
+            error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
+                             "model: n_expert_used %d: the model routes over %d experts (uses %d)", p.n_expert_used,
+                             hp->n_expert, hp->n_expert_used);
+            goto fail;
+        }
+        hp->n_expert_used = p.n_expert_used;
+    }
+    result->params.n_expert_used = result->model.hparams.n_expert_used;
+    if (create_expert_store(result, &err) != 0)
         goto fail;
     if (gguf_find_kv(result->file, "tokenizer.ggml.model")) {
         result->tokenizer = tokenizer_create_from_gguf(result->file, &err);
@@ -129,7 +287,9 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     }
     if (copy_chat_template(result, &err) != 0)
         goto fail;
-    if (p.prefault)
+    /* streaming: the experts must stay out of memory, and the dense
+     * weights are in engine memory or left to the policy */
+    if (p.prefault && !p.stream.enabled)
         model_prefault(result);
     return result;
 fail:
@@ -144,6 +304,7 @@ void bmoe_model_free(bmoe_model *m)
         return;
     if (m->tokenizer)
         tokenizer_destroy(m->tokenizer);
+    expert_store_destroy(m->experts);
     model_release(&m->model);
     if (m->file)
         gguf_close(m->file);

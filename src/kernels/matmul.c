@@ -110,6 +110,8 @@ typedef struct matmul_step {
     int n_threads;       /* the split is computed for this many threads */
     int64_t n_chunks;    /* over all jobs (batch steps) */
     int64_t n_rows;      /* over all jobs (decode steps) */
+    const matmul_waiter *waiter;
+    _Atomic int64_t skipped; /* pieces whose weights never arrived */
     _Alignas(64) atomic_llong next_chunk;
     _Alignas(64) _Atomic int64_t next_row;
 } matmul_step;
@@ -221,6 +223,16 @@ static void matmul_rows(const kernel_set *kernels, const matmul_job *job, int64_
     }
 }
 
+/* Rows [row_begin, row_end) of job once its weights are in. */
+static void matmul_piece(matmul_step *step, const matmul_job *job, int64_t row_begin, int64_t row_end)
+{
+    if (job->ready && step->waiter && step->waiter->wait(step->waiter->user, job->ready) != 0) {
+        atomic_fetch_add_explicit(&step->skipped, 1, memory_order_relaxed);
+        return;
+    }
+    matmul_rows(step->kernels, job, row_begin, row_end);
+}
+
 static void matmul_task(void *context, int thread_index, int n_threads)
 {
     (void)thread_index;
@@ -244,7 +256,7 @@ static void matmul_task(void *context, int thread_index, int n_threads)
         int64_t rows = matmul_chunk_rows(step, job);
         int64_t row_begin = (chunk - job_first_chunk) * rows;
         int64_t row_end = row_begin + rows < job->n_out ? row_begin + rows : job->n_out;
-        matmul_rows(step->kernels, job, row_begin, row_end);
+        matmul_piece(step, job, row_begin, row_end);
     }
 }
 
@@ -297,7 +309,7 @@ static void matmul_decode_task(void *context, int thread_index, int n_threads)
             end = matmul_decode_piece_end(step, job_index, job_first, begin);
         } while (!atomic_compare_exchange_weak_explicit(&step->next_row, &begin, end, memory_order_relaxed,
                                                         memory_order_relaxed));
-        matmul_rows(step->kernels, &step->jobs[job_index], begin - job_first, end - job_first);
+        matmul_piece(step, &step->jobs[job_index], begin - job_first, end - job_first);
     }
 }
 
@@ -312,8 +324,14 @@ static bool matmul_is_decode(const matmul_job *jobs, int n_jobs)
 
 void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs)
 {
+    matmul_run_waiting(pool, kernels, jobs, n_jobs, NULL);
+}
+
+int64_t matmul_run_waiting(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs,
+                           const matmul_waiter *waiter)
+{
     if (!jobs || n_jobs <= 0)
-        return;
+        return 0;
     if (!kernels)
         kernels = kernels_best();
     matmul_step step;
@@ -321,6 +339,8 @@ void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *
     step.jobs = jobs;
     step.n_jobs = n_jobs;
     step.n_threads = thread_pool_size(pool);
+    step.waiter = waiter;
+    atomic_init(&step.skipped, 0);
     if (matmul_is_decode(jobs, n_jobs)) {
         step.n_rows = 0;
         uint64_t bytes = 0;
@@ -333,18 +353,19 @@ void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *
             matmul_decode_task(&step, 0, 1); /* waking the workers would cost more */
         else
             thread_pool_run(pool, matmul_decode_task, &step);
-        return;
+        return atomic_load(&step.skipped);
     }
     step.n_chunks = 0;
     for (int j = 0; j < n_jobs; j++)
         step.n_chunks += matmul_job_chunks(&step, &jobs[j]);
     atomic_init(&step.next_chunk, 0);
     if (step.n_chunks == 0)
-        return;
+        return 0;
     if (step.n_chunks == 1) {
         /* One chunk: waking the workers would cost more than the product. */
         matmul_task(&step, 0, 1);
-        return;
+        return atomic_load(&step.skipped);
     }
     thread_pool_run(pool, matmul_task, &step);
+    return atomic_load(&step.skipped);
 }

@@ -34,10 +34,25 @@ typedef struct matmul_job {
     int64_t n_tokens;
     float *out;                 /* out[t * out_stride + r] */
     int64_t out_stride;
+    void *ready;                /* NULL, or a handle the waiter blocks on until the weights are in */
 } matmul_job;
+
+/* How a thread waits for a job's weights (streamed experts): wait(user,
+ * ready) returns 0 once they are in, -1 when they will never be (the job's
+ * output is then left unwritten). */
+typedef struct matmul_waiter {
+    int (*wait)(void *user, void *ready);
+    void *user;
+} matmul_waiter;
 
 /* Runs all jobs as one parallel step (one barrier), splitting the rows of all
  * jobs over the pool's threads. */
 void matmul_run(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs);
+/* The same with jobs whose weights may still be arriving: each piece of a
+ * job with a ready handle waits on it first (jobs whose weights are in should
+ * come first). Returns how many pieces were skipped because their weights
+ * never arrived. */
+int64_t matmul_run_waiting(thread_pool *pool, const kernel_set *kernels, const matmul_job *jobs, int n_jobs,
+                           const matmul_waiter *waiter);
 
 #endif

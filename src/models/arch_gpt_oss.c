@@ -89,7 +89,8 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
 
         /* h = h + moe(norm(h; post_attention_norm)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        moe_layer(s, m, l, il, &gpt_oss_moe, s->x, s->positions + first, rows, s->block_out);
+        if (moe_layer(s, m, l, il, &gpt_oss_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+            return -1;
         vector_add(h, s->block_out, rows * n_embd);
     }
     output_logits(m, s, batch);

@@ -85,10 +85,12 @@ int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe
 
         /* h = h + ffn(norm(h)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (hp->n_expert > 0)
-            moe_layer(s, m, l, il, &llama_moe, s->x, s->positions + first, rows, s->block_out);
-        else
+        if (hp->n_expert > 0) {
+            if (moe_layer(s, m, l, il, &llama_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+                return -1;
+        } else {
             ffn_silu_glu(s, l, s->x, rows, (int)n_embd, s->block_out);
+        }
         vector_add(h, s->block_out, rows * n_embd);
     }
     output_logits(m, s, batch);

@@ -78,7 +78,8 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
 
         /* h = h + moe(norm(h)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        moe_layer(s, m, l, il, &qwen3moe_moe, s->x, s->positions + first, rows, s->block_out);
+        if (moe_layer(s, m, l, il, &qwen3moe_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+            return -1;
         vector_add(h, s->block_out, rows * n_embd);
     }
     output_logits(m, s, batch);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../quant/quant.h"
+#include "../stream/expert_store.h"
 
 int model_init(model *m, const gguf_model *file, bmoe_error *err)
 {
@@ -305,6 +306,8 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
     memcpy(view->ne, tensor->ne, sizeof view->ne);
     view->row_bytes = quant_row_bytes(tensor->type, tensor->ne[0]);
     view->data = tensor->data;
+    view->shard = tensor->shard;
+    view->file_offset = tensor->file_offset;
     if ((uint64_t)view->row_bytes * (uint64_t)(tensor->ne[1] * tensor->ne[2] * tensor->ne[3]) > tensor->nbytes)
         return error_set(err, "model: tensor '%s' is smaller than its shape", name);
     if (kind == TENSOR_MATRIX) {
@@ -442,6 +445,8 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->expert_up = allocate(rows * (size_t)hp->n_ff_exp, sizeof(float), &failed);
         s->expert_down = allocate(rows * n_embd, sizeof(float), &failed);
         s->jobs = allocate(2 * e, sizeof(matmul_job), &failed);
+        s->distinct_experts = allocate(e, sizeof(int32_t), &failed);
+        s->expert_handles = allocate(e, sizeof(expert_handle), &failed);
     }
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
     size_t positions = (size_t)hp->n_layer * (size_t)n_ctx;
@@ -463,8 +468,40 @@ void run_state_destroy(run_state *s)
                        s->activations[1], s->activations[2], s->expert_inputs[0], s->expert_inputs[1],
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
-                       s->k_cache, s->v_cache};
+                       s->distinct_experts, s->expert_handles, s->k_cache, s->v_cache};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- The experts' place in the file ----------------------------------- */
+
+static void expert_projection_of(const tensor_view *view, expert_projection_source *out)
+{
+    out->resident = view->data;
+    out->shard = view->shard;
+    out->file_offset = view->file_offset;
+    out->expert_bytes = (uint64_t)view->row_bytes * (uint64_t)view->ne[1];
+}
+
+void model_expert_sources(const model *m, expert_layer_source *layers)
+{
+    for (int il = 0; il < m->hparams.n_layer; il++) {
+        const layer_weights *l = &m->weights.layers[il];
+        memset(&layers[il], 0, sizeof layers[il]);
+        if (!l->ffn_gate_exps.name)
+            continue;
+        const tensor_view *views[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        layers[il].n_projections = 3;
+        for (int p = 0; p < 3; p++)
+            expert_projection_of(views[p], &layers[il].projections[p]);
+    }
+}
+
+void model_detach_expert_data(model *m)
+{
+    for (int il = 0; il < m->hparams.n_layer; il++) {
+        layer_weights *l = &m->weights.layers[il];
+        l->ffn_gate_exps.data = l->ffn_up_exps.data = l->ffn_down_exps.data = NULL;
+    }
 }

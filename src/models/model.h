@@ -26,13 +26,15 @@
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EXPERTS 512
 
-/* One tensor of the file. data == NULL: absent (optional tensor). */
+/* One tensor of the file. name == NULL: absent (an optional tensor). */
 typedef struct tensor_view {
     const char *name;
     uint32_t type;         /* enum tensor_type */
     int64_t ne[4];         /* ggml order, trailing dims 1 */
     size_t row_bytes;      /* bytes of one ne0-long row */
-    const void *data;
+    const void *data;      /* NULL for a streamed expert matrix: its bytes come from the expert store */
+    uint32_t shard;        /* where the bytes are in the file(s) */
+    uint64_t file_offset;
 } tensor_view;
 
 typedef struct model_hparams {
@@ -87,11 +89,14 @@ typedef struct model_weights {
 
 typedef struct model_arch model_arch;
 
+typedef struct expert_store expert_store;
+
 typedef struct model {
     const gguf_model *file;
     const model_arch *arch;
     model_hparams hparams;
     model_weights weights;
+    expert_store *experts;       /* where the MoE layers get their experts' bytes; not owned */
     size_t max_activation_bytes; /* largest converted input row of any bound matrix */
 } model;
 
@@ -137,6 +142,8 @@ typedef struct run_state {
     float *expert_up;       /* [n_ubatch*K][Fe] */
     float *expert_down;     /* [n_ubatch*K][n_embd] */
     matmul_job *jobs;       /* [2E] */
+    int32_t *distinct_experts; /* [E] the experts a layer's batch selected */
+    struct expert_handle *expert_handles; /* [E] */
 
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][Hkv*Dk] (f16 or f32), likewise V */
 } run_state;
@@ -286,9 +293,19 @@ typedef struct moe_config {
 } moe_config;
 
 /* out[t] = sum over the K experts chosen for x[t] of w * expert(x[t]) for
- * the n_tokens rows of x (n_embd floats each), the tokens at positions[t]. */
-void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
-               const moe_config *config, const float *x, const int32_t *positions, int n_tokens, float *out);
+ * the n_tokens rows of x (n_embd floats each), the tokens at positions[t].
+ * The experts' bytes come from m->experts; fails (a read that failed) with
+ * err filled, and then out is not to be used. */
+int moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index, const moe_config *config,
+              const float *x, const int32_t *positions, int n_tokens, float *out, bmoe_error *err);
+
+/* Where each layer's routed experts are in the file(s) (layers[n_layer]),
+ * for the expert store. */
+struct expert_layer_source;
+void model_expert_sources(const model *m, struct expert_layer_source *layers);
+/* Streaming: the expert matrices' views drop their mapping pointers, so
+ * nothing can fault the experts in through the mapping. */
+void model_detach_expert_data(model *m);
 
 /* Dense SiLU-GLU feed-forward: out = down(silu(gate x) * up x). */
 void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../quant/quant.h"
+#include "../stream/expert_store.h"
 #include "model.h"
 
 /* The router decision for one token: fills experts[0..K) in rank order and
@@ -84,12 +85,11 @@ static void gather_inputs(run_state *s, const tensor_view *const *matrices, cons
     }
 }
 
-static matmul_job expert_job(const tensor_view *w, int expert, const uint8_t *inputs, size_t stride, int first,
-                             int count, float *out)
+static matmul_job expert_job(const tensor_view *w, const uint8_t *weights, void *ready, const uint8_t *inputs,
+                             size_t stride, int first, int count, float *out)
 {
-    size_t expert_bytes = w->row_bytes * (size_t)w->ne[1];
     return (matmul_job){
-        .weights = (const uint8_t *)w->data + (size_t)expert * expert_bytes,
+        .weights = weights,
         .type = w->type,
         .n_in = w->ne[0],
         .n_out = w->ne[1],
@@ -99,6 +99,7 @@ static matmul_job expert_job(const tensor_view *w, int expert, const uint8_t *in
         .n_tokens = count,
         .out = out + (int64_t)first * w->ne[1],
         .out_stride = w->ne[1],
+        .ready = ready,
     };
 }
 
@@ -113,12 +114,85 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
         vector_add(rows + (int64_t)r * n, b, n);
 }
 
-void moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index,
-               const moe_config *config, const float *x, const int32_t *positions, int n_tokens, float *out)
+/* One group of the layer's selected experts (as many as the expert store
+ * holds at once): gate and up as one parallel step, the activation, down as
+ * another. Experts already resident come first in each step, so under overlap
+ * the threads compute them while the others are read. Each expert's rows
+ * depend on that expert alone, so the grouping never changes a bit. */
+static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
+                     const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
+                     const size_t *strides, bmoe_error *err)
+{
+    expert_store *store = m->experts;
+    int64_t n_ff = layer->ffn_gate_exps.ne[1];
+    expert_handle *handles = s->expert_handles;
+    if (expert_store_acquire(store, layer_index, group, n_group, handles, err) != 0) {
+        expert_store_release(store, NULL);
+        return -1;
+    }
+    const matmul_waiter *waiter = expert_store_waiter(store);
+    /* hits first, then the experts being read, in the order they were asked for */
+    int order[MODEL_MAX_EXPERTS];
+    int n_order = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_group; i++)
+            if (handles[i].hit == (pass == 0))
+                order[n_order++] = i;
+
+    const tensor_view *gate = &layer->ffn_gate_exps, *up = &layer->ffn_up_exps, *down = &layer->ffn_down_exps;
+    int n_jobs = 0;
+    for (int k = 0; k < n_order; k++) {
+        const expert_handle *h = &handles[order[k]];
+        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
+        s->jobs[n_jobs++] = expert_job(gate, h->data[0], h->ready[0], inputs[0], strides[0], first, count,
+                                       s->expert_gate);
+        s->jobs[n_jobs++] = expert_job(up, h->data[1], h->ready[1], inputs[1], strides[1], first, count,
+                                       s->expert_up);
+    }
+    int64_t skipped = matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
+
+    /* biases and the gated activation, then down's input rows */
+    size_t down_stride = activation_row_bytes(down->type, n_ff);
+    for (int k = 0; k < n_order && skipped == 0; k++) {
+        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
+        add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, first, count);
+        add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, first, count);
+        float *g = s->expert_gate + (int64_t)first * n_ff;
+        const float *u = s->expert_up + (int64_t)first * n_ff;
+        if (config->activation == MOE_SWIGLU_OAI)
+            swiglu_oai(g, g, u, (int64_t)count * n_ff, 1.702f, 7.0f);
+        else
+            silu_glu(g, g, u, (int64_t)count * n_ff);
+        for (int r = first; r < first + count; r++)
+            activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
+                               s->expert_inputs[0] + (size_t)r * down_stride);
+    }
+    n_jobs = 0;
+    for (int k = 0; k < n_order && skipped == 0; k++) {
+        const expert_handle *h = &handles[order[k]];
+        int e = group[order[k]];
+        s->jobs[n_jobs++] = expert_job(down, h->data[2], h->ready[2], s->expert_inputs[0], down_stride,
+                                       s->expert_first[e], s->expert_count[e], s->expert_down);
+    }
+    skipped += matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
+    if (expert_store_release(store, err) != 0)
+        return -1; /* it names the read that failed */
+    if (skipped != 0)
+        return error_set_status(err, BMOE_ERR_IO, "stream: the weights of layer %d's experts never arrived",
+                                layer_index);
+    for (int k = 0; k < n_order; k++) {
+        int e = group[order[k]];
+        add_expert_bias(&layer->ffn_down_exps_bias, e, s->expert_down, s->expert_first[e], s->expert_count[e]);
+    }
+    return 0;
+}
+
+int moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index, const moe_config *config,
+              const float *x, const int32_t *positions, int n_tokens, float *out, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     int n_expert = hp->n_expert, n_used = hp->n_expert_used;
-    int64_t n_embd = hp->n_embd, n_ff = layer->ffn_gate_exps.ne[1];
+    int64_t n_embd = hp->n_embd;
     int n_rows = n_tokens * n_used;
 
     /* 1. router */
@@ -145,48 +219,24 @@ void moe_layer(run_state *s, const model *m, const layer_weights *layer, int lay
         s->sorted_token[row] = i / n_used;
     }
 
-    /* 3. gate and up of every selected expert: one parallel step */
+    /* 3. the selected experts, in groups the expert store can hold at once */
     const tensor_view *gate_up[2] = {&layer->ffn_gate_exps, &layer->ffn_up_exps};
     const uint8_t *inputs[2];
     size_t strides[2];
     gather_inputs(s, gate_up, x, n_tokens, n_embd, n_rows, inputs, strides);
-    int n_jobs = 0;
-    for (int e = 0; e < n_expert; e++) {
-        int first = s->expert_first[e], count = s->expert_count[e];
-        if (count == 0)
-            continue;
-        s->jobs[n_jobs++] = expert_job(gate_up[0], e, inputs[0], strides[0], first, count, s->expert_gate);
-        s->jobs[n_jobs++] = expert_job(gate_up[1], e, inputs[1], strides[1], first, count, s->expert_up);
-    }
-    matmul_run(s->pool, s->kernels, s->jobs, n_jobs);
-
-    /* 4. biases and the gated activation */
-    for (int e = 0; e < n_expert; e++) {
-        add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, s->expert_first[e], s->expert_count[e]);
-        add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, s->expert_first[e], s->expert_count[e]);
-    }
-    if (config->activation == MOE_SWIGLU_OAI)
-        swiglu_oai(s->expert_gate, s->expert_gate, s->expert_up, (int64_t)n_rows * n_ff, 1.702f, 7.0f);
-    else
-        silu_glu(s->expert_gate, s->expert_gate, s->expert_up, (int64_t)n_rows * n_ff);
-
-    /* 5. down of every selected expert: one parallel step */
-    const tensor_view *down = &layer->ffn_down_exps;
-    size_t down_stride = activation_row_bytes(down->type, n_ff);
-    for (int r = 0; r < n_rows; r++)
-        activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
-                           s->expert_inputs[0] + (size_t)r * down_stride);
-    n_jobs = 0;
-    for (int e = 0; e < n_expert; e++) {
-        int first = s->expert_first[e], count = s->expert_count[e];
-        if (count > 0)
-            s->jobs[n_jobs++] = expert_job(down, e, s->expert_inputs[0], down_stride, first, count, s->expert_down);
-    }
-    matmul_run(s->pool, s->kernels, s->jobs, n_jobs);
+    int32_t *selected = s->distinct_experts;
+    int n_selected = 0;
     for (int e = 0; e < n_expert; e++)
-        add_expert_bias(&layer->ffn_down_exps_bias, e, s->expert_down, s->expert_first[e], s->expert_count[e]);
+        if (s->expert_count[e] > 0)
+            selected[n_selected++] = e;
+    int capacity = expert_store_capacity(m->experts);
+    for (int g = 0; g < n_selected; g += capacity) {
+        int n_group = n_selected - g < capacity ? n_selected - g : capacity;
+        if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides, err) != 0)
+            return -1;
+    }
 
-    /* 6. weighted sum in selection order */
+    /* 4. weighted sum in selection order */
     for (int t = 0; t < n_tokens; t++) {
         float *o = out + (int64_t)t * n_embd;
         const float *w = s->selected_weights + t * n_used;
@@ -195,4 +245,5 @@ void moe_layer(run_state *s, const model *m, const layer_weights *layer, int lay
         for (int k = 1; k < n_used; k++)
             vector_add_scaled(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
     }
+    return 0;
 }

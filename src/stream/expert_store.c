@@ -1,0 +1,497 @@
+/* The expert store (expert_store.h): the resident pass-through, and the
+ * streamed cache of fixed slots filled by the I/O lanes.
+ *
+ * A slot holds one (layer, expert) entry: one region per projection, each
+ * aligned for direct reads and sized for the aligned window around the
+ * largest layer's slice. The slots are one anonymous mapping made once (2 MiB
+ * pages where the kernel gives them) and touched at creation, so nothing is
+ * mapped, unmapped or advised per eviction and the hot path never allocates.
+ * An acquire pins its entries; eviction takes the policy's victim among the
+ * unpinned ones, so a layer's experts stay put until its matmuls are done.
+ * With no cache the same slots are a staging area emptied at each release. */
+#include "expert_store.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache_policy.h"
+#include "io_lanes.h"
+
+/* Slots of the staging area without a cache, per routing slot: one token's
+ * experts with room for the prefill groups to stay a few experts wide. */
+#define STORE_STAGING_PER_USED 2
+#define STORE_STAGING_MIN 16
+
+typedef struct cache_slot {
+    int32_t layer, expert; /* -1: empty */
+    bool pinned;           /* held by the current acquire */
+    bool failed;           /* a read into it failed: emptied at release */
+} cache_slot;
+
+struct expert_store {
+    expert_store_config config;
+    int n_layer, n_expert;
+    expert_layer_source *layers;
+    matmul_waiter waiter;
+
+    /* streaming */
+    io_lanes *lanes;
+    uint32_t n_files;
+    const char *const *paths;
+    uint64_t *sizes;
+    dev_t *devices;
+    ino_t *inodes;
+    uint8_t *memory;
+    size_t memory_bytes;
+    size_t region_offset[EXPERT_MAX_PROJECTIONS];
+    size_t slot_bytes;
+    int n_slots;
+    bool retain;               /* a cache (false: staging only) */
+    cache_slot *slots;
+    _Atomic uint32_t *state;   /* [n_slots][EXPERT_MAX_PROJECTIONS] enum io_state */
+    int32_t *entry_slot;       /* [n_layer][n_expert]: slot or -1 */
+    uint8_t *ever_held;        /* [n_layer][n_expert] */
+    int *free_slots;
+    int n_free;
+    const cache_policy_ops *policy;
+    void *policy_state;
+    int *pinned;               /* slots of the current acquire */
+    int n_pinned;
+    int *miss_index;           /* [n_expert] indices of an acquire's entries to read */
+    io_job *jobs;              /* [n_slots][EXPERT_MAX_PROJECTIONS] */
+    uint64_t resident_bytes;
+
+    /* eval-thread counters */
+    uint64_t hits, misses, evictions, rereads;
+    double serial_io_ms, mgmt_ms;
+};
+
+static double now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec * 1e3 + (double)now.tv_nsec * 1e-6;
+}
+
+static int store_wait(void *user, void *ready)
+{
+    expert_store *store = user;
+    return io_lanes_wait(store->lanes, ready);
+}
+
+static uint64_t entry_bytes(const expert_layer_source *layer)
+{
+    uint64_t bytes = 0;
+    for (int p = 0; p < layer->n_projections; p++)
+        bytes += layer->projections[p].expert_bytes;
+    return bytes;
+}
+
+void expert_store_destroy(expert_store *store)
+{
+    if (!store)
+        return;
+    if (store->lanes)
+        io_lanes_destroy(store->lanes);
+    if (store->memory)
+        munmap(store->memory, store->memory_bytes);
+    if (store->policy && store->policy_state)
+        store->policy->destroy(store->policy_state);
+    free(store->layers);
+    free(store->sizes);
+    free(store->devices);
+    free(store->inodes);
+    free(store->slots);
+    free((void *)store->state);
+    free(store->entry_slot);
+    free(store->ever_held);
+    free(store->free_slots);
+    free(store->pinned);
+    free(store->miss_index);
+    free(store->jobs);
+    free(store);
+}
+
+/* The slot memory: one mapping, huge pages where the kernel gives them,
+ * every page touched now so that the budget is memory the process holds. */
+static int create_slots(expert_store *store, bmoe_error *err)
+{
+    size_t bytes = (size_t)store->n_slots * store->slot_bytes;
+    void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED)
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: cannot map %zu bytes for %d cache slots",
+                                bytes, store->n_slots);
+    store->memory = memory;
+    store->memory_bytes = bytes;
+#ifdef MADV_HUGEPAGE
+    madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
+    long page = sysconf(_SC_PAGESIZE);
+    for (size_t offset = 0; offset < bytes; offset += (size_t)(page > 0 ? page : 4096))
+        ((volatile uint8_t *)store->memory)[offset] = 0;
+    size_t n = (size_t)store->n_slots;
+    store->slots = calloc(n, sizeof *store->slots);
+    store->state = calloc(n * EXPERT_MAX_PROJECTIONS, sizeof *store->state);
+    store->free_slots = malloc(n * sizeof *store->free_slots);
+    store->pinned = malloc(n * sizeof *store->pinned);
+    store->miss_index = malloc((size_t)store->n_expert * sizeof *store->miss_index);
+    store->jobs = calloc(n * EXPERT_MAX_PROJECTIONS, sizeof *store->jobs);
+    size_t entries = (size_t)store->n_layer * (size_t)store->n_expert;
+    store->entry_slot = malloc(entries * sizeof *store->entry_slot);
+    store->ever_held = calloc(entries, 1);
+    store->policy = &cache_policy_lru;
+    store->policy_state = store->policy->create(store->n_slots);
+    if (!store->slots || !store->state || !store->free_slots || !store->pinned || !store->miss_index || !store->jobs ||
+        !store->entry_slot || !store->ever_held || !store->policy_state)
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the cache index");
+    for (size_t i = 0; i < entries; i++)
+        store->entry_slot[i] = -1;
+    for (int i = 0; i < store->n_slots; i++) {
+        store->slots[i].layer = store->slots[i].expert = -1;
+        store->free_slots[i] = store->n_slots - 1 - i;
+    }
+    store->n_free = store->n_slots;
+    return 0;
+}
+
+static int record_files(expert_store *store, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
+                        bmoe_error *err)
+{
+    store->paths = paths;
+    store->n_files = n_files;
+    store->sizes = malloc(n_files * sizeof *store->sizes);
+    store->devices = malloc(n_files * sizeof *store->devices);
+    store->inodes = malloc(n_files * sizeof *store->inodes);
+    if (!store->sizes || !store->devices || !store->inodes)
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory");
+    for (uint32_t i = 0; i < n_files; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) != 0)
+            return error_set_status(err, BMOE_ERR_IO, "%s: cannot stat for streaming", paths[i]);
+        store->sizes[i] = sizes[i];
+        store->devices[i] = st.st_dev;
+        store->inodes[i] = st.st_ino;
+    }
+    return 0;
+}
+
+expert_store *expert_store_create(const expert_store_config *config, const expert_layer_source *layers, int n_layer,
+                                  int n_expert, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
+                                  bmoe_error *err)
+{
+    expert_store *store = calloc(1, sizeof *store);
+    if (!store) {
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory");
+        return NULL;
+    }
+    store->config = *config;
+    store->n_layer = n_layer;
+    store->n_expert = n_expert;
+    store->waiter.wait = store_wait;
+    store->waiter.user = store;
+    store->layers = calloc(n_layer > 0 ? (size_t)n_layer : 1, sizeof *store->layers);
+    if (!store->layers) {
+        expert_store_destroy(store);
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory");
+        return NULL;
+    }
+    memcpy(store->layers, layers, (size_t)n_layer * sizeof *layers);
+    if (!config->streaming)
+        return store;
+
+    if (config->io_threads < 1 || config->io_threads > 16 || config->cache_bytes < 0 || n_expert <= 0) {
+        expert_store_destroy(store);
+        error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                         "stream: invalid configuration (%d I/O threads, cache %" PRId64 " bytes, %d experts)",
+                         config->io_threads, config->cache_bytes, n_expert);
+        return NULL;
+    }
+    /* one region per projection, sized for the largest layer's slice */
+    size_t offset = 0;
+    uint64_t largest_entry = 0;
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++) {
+        uint64_t largest = 0;
+        for (int il = 0; il < n_layer; il++)
+            if (p < layers[il].n_projections && layers[il].projections[p].expert_bytes > largest)
+                largest = layers[il].projections[p].expert_bytes;
+        store->region_offset[p] = offset;
+        if (largest > 0)
+            offset += shard_region_bytes(largest);
+    }
+    for (int il = 0; il < n_layer; il++)
+        if (entry_bytes(&layers[il]) > largest_entry)
+            largest_entry = entry_bytes(&layers[il]);
+    store->slot_bytes = offset;
+    if (store->slot_bytes == 0) {
+        expert_store_destroy(store);
+        error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: the model has no routed experts to stream");
+        return NULL;
+    }
+    store->retain = config->cache_bytes > 0;
+    if (store->retain) {
+        int64_t slots = config->cache_bytes / (int64_t)store->slot_bytes;
+        int64_t whole_set = (int64_t)n_layer * n_expert;
+        store->n_slots = (int)(slots < 1 ? 1 : slots > whole_set ? whole_set : slots);
+    } else {
+        int staging = config->n_expert_used * STORE_STAGING_PER_USED;
+        if (staging < STORE_STAGING_MIN)
+            staging = STORE_STAGING_MIN;
+        store->n_slots = staging < n_expert ? staging : n_expert;
+    }
+    if (record_files(store, paths, sizes, n_files, err) != 0 || create_slots(store, err) != 0) {
+        expert_store_destroy(store);
+        return NULL;
+    }
+    store->lanes = io_lanes_create(config->io_threads, paths, sizes, n_files, config->direct, &config->io, err);
+    if (!store->lanes) {
+        expert_store_destroy(store);
+        return NULL;
+    }
+    (void)largest_entry;
+    return store;
+}
+
+bool expert_store_streaming(const expert_store *store)
+{
+    return store->config.streaming;
+}
+
+int expert_store_capacity(const expert_store *store)
+{
+    if (!store->config.streaming || store->n_slots > store->n_expert)
+        return store->n_expert;
+    return store->n_slots;
+}
+
+const matmul_waiter *expert_store_waiter(const expert_store *store)
+{
+    return store->config.streaming ? &store->waiter : NULL;
+}
+
+static bool slot_evictable(void *user, int slot)
+{
+    const expert_store *store = user;
+    return !store->slots[slot].pinned;
+}
+
+/* Empties slot (its entry is no longer cached). */
+static void empty_slot(expert_store *store, int slot)
+{
+    cache_slot *s = &store->slots[slot];
+    if (s->layer >= 0) {
+        store->entry_slot[(size_t)s->layer * (size_t)store->n_expert + (size_t)s->expert] = -1;
+        store->resident_bytes -= entry_bytes(&store->layers[s->layer]);
+    }
+    s->layer = s->expert = -1;
+    s->failed = false;
+    store->policy->remove(store->policy_state, slot);
+    store->free_slots[store->n_free++] = slot;
+}
+
+/* A slot for a new entry: a free one, else the policy's victim. */
+static int take_slot(expert_store *store)
+{
+    if (store->n_free == 0) {
+        int victim = store->policy->victim(store->policy_state, slot_evictable, store);
+        if (victim < 0)
+            return -1;
+        empty_slot(store, victim);
+        store->evictions++;
+    }
+    return store->free_slots[--store->n_free];
+}
+
+static const uint8_t *slot_data(const expert_store *store, int slot, int layer, int expert, int projection)
+{
+    const expert_projection_source *source = &store->layers[layer].projections[projection];
+    uint64_t offset = source->file_offset + (uint64_t)expert * source->expert_bytes;
+    return store->memory + (size_t)slot * store->slot_bytes + store->region_offset[projection] +
+           shard_region_offset(offset);
+}
+
+static int acquire_resident(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles)
+{
+    const expert_layer_source *source = &store->layers[layer];
+    for (int i = 0; i < n; i++) {
+        memset(&handles[i], 0, sizeof handles[i]);
+        handles[i].hit = true;
+        for (int p = 0; p < source->n_projections; p++)
+            handles[i].data[p] =
+                source->projections[p].resident + (size_t)experts[i] * (size_t)source->projections[p].expert_bytes;
+    }
+    return 0;
+}
+
+int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
+                         bmoe_error *err)
+{
+    if (layer < 0 || layer >= store->n_layer || store->layers[layer].n_projections == 0 || n < 0 ||
+        n > expert_store_capacity(store))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: bad request (layer %d, %d experts)", layer,
+                                n);
+    if (!store->config.streaming)
+        return acquire_resident(store, layer, experts, n, handles);
+
+    double start = now_ms();
+    const expert_layer_source *source = &store->layers[layer];
+    int n_projections = source->n_projections;
+    int *misses = store->miss_index;
+    int n_misses = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t expert = experts[i];
+        size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
+        int slot = store->entry_slot[key];
+        expert_handle *handle = &handles[i];
+        memset(handle, 0, sizeof *handle);
+        if (slot >= 0) {
+            store->hits++;
+            handle->hit = true;
+        } else {
+            slot = take_slot(store);
+            if (slot < 0)
+                return error_set(err, "stream: no cache slot free for layer %d expert %d", layer, expert);
+            store->misses++;
+            if (store->ever_held[key])
+                store->rereads++;
+            store->ever_held[key] = 1;
+            store->entry_slot[key] = slot;
+            store->slots[slot].layer = layer;
+            store->slots[slot].expert = expert;
+            store->resident_bytes += entry_bytes(source);
+            misses[n_misses++] = i;
+        }
+        store->slots[slot].pinned = true;
+        store->pinned[store->n_pinned++] = slot;
+        store->policy->touch(store->policy_state, slot);
+        for (int p = 0; p < n_projections; p++)
+            handle->data[p] = slot_data(store, slot, layer, expert, p);
+    }
+    /* projection-major: the matmul of every missing expert's first
+     * projection can start before any second projection is in */
+    int n_jobs = 0;
+    for (int p = 0; p < n_projections; p++) {
+        const expert_projection_source *projection = &source->projections[p];
+        for (int m = 0; m < n_misses; m++) {
+            int i = misses[m];
+            int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[i]];
+            _Atomic uint32_t *state = &store->state[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+            atomic_store(state, IO_PENDING);
+            io_job *job = &store->jobs[n_jobs++];
+            memset(job, 0, sizeof *job);
+            job->region = store->memory + (size_t)slot * store->slot_bytes + store->region_offset[p];
+            job->shard = projection->shard;
+            job->offset = projection->file_offset + (uint64_t)experts[i] * projection->expert_bytes;
+            job->length = projection->expert_bytes;
+            job->state = state;
+            job->layer = layer;
+            job->expert = experts[i];
+            job->projection = p;
+            if (store->config.overlap)
+                handles[i].ready[p] = (void *)state;
+        }
+    }
+    io_lanes_submit(store->lanes, store->jobs, n_jobs);
+    double waited = 0.0;
+    int status = 0;
+    if (!store->config.overlap && n_jobs > 0) {
+        double wait_start = now_ms();
+        status = io_lanes_drain(store->lanes, err);
+        waited = now_ms() - wait_start;
+        store->serial_io_ms += waited;
+        if (status != 0)
+            for (int m = 0; m < n_misses; m++)
+                store->slots[store->entry_slot[(size_t)layer * (size_t)store->n_expert +
+                                                (size_t)experts[misses[m]]]]
+                    .failed = true;
+    }
+    store->mgmt_ms += now_ms() - start - waited;
+    return status;
+}
+
+int expert_store_release(expert_store *store, bmoe_error *err)
+{
+    if (!store->config.streaming)
+        return 0;
+    double start = now_ms();
+    /* overlap: the matmuls waited for every read they used, but a failed
+     * one left its neighbours' reads running */
+    int status = io_lanes_drain(store->lanes, err);
+    double drained = now_ms();
+    for (int i = 0; i < store->n_pinned; i++) {
+        int slot = store->pinned[i];
+        cache_slot *s = &store->slots[slot];
+        s->pinned = false;
+        for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+            if (atomic_load(&store->state[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p]) == IO_FAILED)
+                s->failed = true;
+        if (s->failed || !store->retain)
+            empty_slot(store, slot);
+    }
+    store->n_pinned = 0;
+    store->mgmt_ms += now_ms() - drained;
+    (void)start;
+    return status;
+}
+
+void expert_store_get_counters(expert_store *store, expert_store_counters *counters)
+{
+    memset(counters, 0, sizeof *counters);
+    counters->hits = store->hits;
+    counters->misses = store->misses;
+    counters->evictions = store->evictions;
+    counters->rereads = store->rereads;
+    counters->mgmt_ms = store->mgmt_ms;
+    if (!store->lanes)
+        return;
+    io_lanes_counters lanes;
+    io_lanes_get_counters(store->lanes, &lanes);
+    counters->read_bytes = lanes.bytes;
+    counters->reads = lanes.reads;
+    counters->prefetch_bytes = lanes.speculative_bytes;
+    counters->io_ms = store->config.overlap ? (double)lanes.busy_ns * 1e-6 : store->serial_io_ms;
+    counters->stall_ms = (double)lanes.stall_ns * 1e-6;
+}
+
+int64_t expert_store_cache_budget(const expert_store *store)
+{
+    return store->config.streaming && store->retain ? (int64_t)store->n_slots * (int64_t)store->slot_bytes : 0;
+}
+
+uint64_t expert_store_resident_bytes(const expert_store *store)
+{
+    return store->resident_bytes;
+}
+
+bool expert_store_direct(const expert_store *store)
+{
+    return store->lanes && io_lanes_direct(store->lanes);
+}
+
+uint64_t expert_store_cycle_bytes(const expert_store *store, int n_expert_used)
+{
+    uint64_t bytes = 0;
+    for (int il = 0; il < store->n_layer; il++)
+        bytes += entry_bytes(&store->layers[il]);
+    return bytes * (uint64_t)(n_expert_used > 0 ? n_expert_used : 0);
+}
+
+int expert_store_check_files(const expert_store *store, bmoe_error *err)
+{
+    for (uint32_t i = 0; store->config.streaming && i < store->n_files; i++) {
+        struct stat st;
+        if (stat(store->paths[i], &st) != 0)
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file is gone", store->paths[i]);
+        if (st.st_dev != store->devices[i] || st.st_ino != store->inodes[i])
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file was replaced while loaded", store->paths[i]);
+        if ((uint64_t)st.st_size != store->sizes[i])
+            return error_set_status(err, BMOE_ERR_IO,
+                                    "%s: the model file is %" PRIu64 " bytes now, %" PRIu64 " when loaded",
+                                    store->paths[i], (uint64_t)st.st_size, store->sizes[i]);
+    }
+    return 0;
+}

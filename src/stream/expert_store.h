@@ -1,0 +1,108 @@
+/* The expert store: where the MoE layer gets the bytes of the routed experts.
+ * The models ask it, once per layer per batch (in groups no larger than
+ * expert_store_capacity), for "these experts of this layer" and get, per
+ * expert and projection, a pointer and (under overlap) a readiness handle
+ * the matmul waits on. Resident, the pointers are into the file mapping and
+ * nothing is read. Streaming, the experts live in a bounded cache of fixed
+ * slots (anonymous memory allocated once) filled from the file by the I/O
+ * lanes; no expert byte is read through the mapping.
+ *
+ * The store knows byte ranges of (layer, expert, projection) and nothing of
+ * the model's math; the models know nothing of files, lanes or slots.
+ * Owns: the slots, the cache index and policy, the lanes, the counters. */
+#ifndef BMOE_STREAM_EXPERT_STORE_H
+#define BMOE_STREAM_EXPERT_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../base/error.h"
+#include "../kernels/matmul.h"
+#include "shard_reader.h"
+
+/* Gate, up and down, or a fused gate_up and down. */
+#define EXPERT_MAX_PROJECTIONS 3
+
+/* Where one projection of one layer's experts is: expert e is the byte range
+ * [file_offset + e * expert_bytes, + expert_bytes) of shard. */
+typedef struct expert_projection_source {
+    const uint8_t *resident;   /* expert 0 in the mapping; unused when streaming */
+    uint32_t shard;
+    uint64_t file_offset;
+    uint64_t expert_bytes;
+} expert_projection_source;
+
+typedef struct expert_layer_source {
+    int n_projections;         /* 0: the layer has no routed experts */
+    expert_projection_source projections[EXPERT_MAX_PROJECTIONS];
+} expert_layer_source;
+
+typedef struct expert_store_config {
+    bool streaming;            /* false: resident (pointers into the mapping) */
+    int64_t cache_bytes;       /* streaming: the cache budget; 0: no cache (re-read every token) */
+    int io_threads;            /* read lanes, 1..16 */
+    bool direct;               /* O_DIRECT where the file system serves it right */
+    bool overlap;              /* compute resident experts while the missing ones are read */
+    int n_expert_used;         /* the routing width (sizes the staging area of cache 0) */
+    shard_io io;               /* the read seam (tests) */
+} expert_store_config;
+
+typedef struct expert_store expert_store;
+
+/* One expert of an acquire: its bytes per projection, and the handle a
+ * matmul job waits on (NULL: ready now). */
+typedef struct expert_handle {
+    const uint8_t *data[EXPERT_MAX_PROJECTIONS];
+    void *ready[EXPERT_MAX_PROJECTIONS];
+    bool hit;                  /* was already resident (or is resident mode) */
+} expert_handle;
+
+/* Cumulative counters (since the store was created). */
+typedef struct expert_store_counters {
+    uint64_t read_bytes;       /* device bytes read for experts */
+    uint64_t reads;
+    double io_ms;              /* serial: wall time waiting for reads; overlap: lane busy time */
+    double stall_ms;           /* overlap: union of compute threads' waits */
+    double mgmt_ms;            /* acquire/release bookkeeping, waits excluded */
+    uint64_t hits, misses, evictions, rereads;
+    uint64_t prefetch_bytes, prefetched, prefetch_useful;
+} expert_store_counters;
+
+/* paths/sizes: the model's shards (the paths must outlive the store). */
+expert_store *expert_store_create(const expert_store_config *config, const expert_layer_source *layers, int n_layer,
+                                  int n_expert, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
+                                  bmoe_error *err);
+void expert_store_destroy(expert_store *store);
+
+bool expert_store_streaming(const expert_store *store);
+/* The most experts one acquire may hold. */
+int expert_store_capacity(const expert_store *store);
+
+/* Makes experts[0..n) of layer (distinct) available; fills handles[0..n).
+ * Serial: returns once their bytes are in. Overlap: returns at once; each
+ * projection's handle says when its bytes are in. Returns 0 or -1. */
+int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
+                         bmoe_error *err);
+/* Ends the acquire (every acquire, a failed one too): waits for its reads,
+ * lets its experts be evicted again. Returns -1 if any of its reads failed
+ * (what was computed from them must be discarded). */
+int expert_store_release(expert_store *store, bmoe_error *err);
+
+/* What the matmul calls to wait on a handle. */
+const matmul_waiter *expert_store_waiter(const expert_store *store);
+
+void expert_store_get_counters(expert_store *store, expert_store_counters *counters);
+
+/* Facts for reports: the budget in bytes (0: no cache), the slots' bytes in
+ * use now, whether every shard is read with O_DIRECT, one token's worst-case
+ * routed bytes (k x the sum over MoE layers of one expert's bytes). */
+int64_t expert_store_cache_budget(const expert_store *store);
+uint64_t expert_store_resident_bytes(const expert_store *store);
+bool expert_store_direct(const expert_store *store);
+uint64_t expert_store_cycle_bytes(const expert_store *store, int n_expert_used);
+
+/* Checks that the model's files are still the ones opened (same inode, same
+ * size): a file truncated or replaced while the model is loaded. 0 or -1. */
+int expert_store_check_files(const expert_store *store, bmoe_error *err);
+
+#endif

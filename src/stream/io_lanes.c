@@ -1,0 +1,289 @@
+#include "io_lanes.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Checks of a readiness flag before a waiting thread sleeps: a slice that
+ * is nearly in costs a spin of about a microsecond, not a wake-up. */
+#define IO_WAIT_SPINS 1024
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("isb" ::: "memory")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+typedef struct io_lane {
+    io_lanes *lanes;
+    int index;
+    shard_reader reader;
+    pthread_t thread;
+    bool started;
+} io_lane;
+
+struct io_lanes {
+    int n_lanes;
+    io_lane *lane;
+    pthread_mutex_t mutex;
+    pthread_cond_t work;       /* lanes: a job was queued, or stop */
+    pthread_cond_t done;       /* drain: nothing pending */
+    pthread_cond_t arrived;    /* io_lanes_wait: a job finished */
+    io_job **queue;            /* ring of queued jobs */
+    int capacity;
+    int head, count;           /* ring position and queued jobs */
+    int pending;               /* submitted and not finished */
+    int sleepers;              /* threads asleep in io_lanes_wait */
+    bool stopping;
+    bool failed;
+    bmoe_error first_error;
+    io_job_observer observer;
+    void *observer_user;
+    _Atomic uint64_t reads, bytes, speculative_bytes;
+    _Atomic int64_t busy_ns;
+    pthread_mutex_t stall_mutex;
+    int stalled;               /* threads waiting now */
+    int64_t stall_start_ns, stall_ns;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+static void *lane_main(void *argument)
+{
+    io_lane *lane = argument;
+    io_lanes *lanes = lane->lanes;
+    for (;;) {
+        pthread_mutex_lock(&lanes->mutex);
+        while (!lanes->stopping && lanes->count == 0)
+            pthread_cond_wait(&lanes->work, &lanes->mutex);
+        if (lanes->count == 0) {
+            pthread_mutex_unlock(&lanes->mutex);
+            return NULL;
+        }
+        io_job *job = lanes->queue[lanes->head];
+        lanes->head = (lanes->head + 1) % lanes->capacity;
+        lanes->count--;
+        pthread_mutex_unlock(&lanes->mutex);
+
+        bmoe_error err;
+        error_clear(&err);
+        int64_t start = now_ns();
+        int status = shard_reader_read(&lane->reader, job->shard, job->offset, job->length, job->region,
+                                       &job->device_bytes, &err);
+        job->latency_ns = now_ns() - start;
+        job->lane = lane->index;
+        atomic_fetch_add(&lanes->busy_ns, job->latency_ns);
+        atomic_fetch_add(&lanes->reads, 1);
+        if (status == 0) {
+            atomic_fetch_add(&lanes->bytes, job->device_bytes);
+            if (job->speculative)
+                atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
+        }
+        atomic_store(job->state, status == 0 ? IO_READY : IO_FAILED);
+        if (lanes->observer)
+            lanes->observer(lanes->observer_user, job);
+
+        pthread_mutex_lock(&lanes->mutex);
+        if (status != 0 && !lanes->failed) {
+            lanes->failed = true;
+            lanes->first_error = err;
+        }
+        if (--lanes->pending == 0)
+            pthread_cond_broadcast(&lanes->done);
+        if (lanes->sleepers > 0)
+            pthread_cond_broadcast(&lanes->arrived);
+        pthread_mutex_unlock(&lanes->mutex);
+    }
+}
+
+io_lanes *io_lanes_create(int n_lanes, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
+                          bool want_direct, const shard_io *io, bmoe_error *err)
+{
+    if (n_lanes < 1)
+        n_lanes = 1;
+    io_lanes *lanes = calloc(1, sizeof *lanes);
+    if (!lanes) {
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the I/O lanes");
+        return NULL;
+    }
+    pthread_mutex_init(&lanes->mutex, NULL);
+    pthread_mutex_init(&lanes->stall_mutex, NULL);
+    pthread_cond_init(&lanes->work, NULL);
+    pthread_cond_init(&lanes->done, NULL);
+    pthread_cond_init(&lanes->arrived, NULL);
+    lanes->capacity = 1024;
+    lanes->queue = calloc((size_t)lanes->capacity, sizeof *lanes->queue);
+    lanes->lane = calloc((size_t)n_lanes, sizeof *lanes->lane);
+    if (!lanes->queue || !lanes->lane) {
+        io_lanes_destroy(lanes);
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the I/O lanes");
+        return NULL;
+    }
+    for (int i = 0; i < n_lanes; i++) {
+        io_lane *lane = &lanes->lane[i];
+        lane->lanes = lanes;
+        lane->index = i;
+        lanes->n_lanes = i + 1;
+        if (shard_reader_open(&lane->reader, paths, sizes, n_files, want_direct, io, err) != 0) {
+            io_lanes_destroy(lanes);
+            return NULL;
+        }
+        if (pthread_create(&lane->thread, NULL, lane_main, lane) != 0) {
+            io_lanes_destroy(lanes);
+            error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: cannot start I/O lane %d", i);
+            return NULL;
+        }
+        lane->started = true;
+    }
+    return lanes;
+}
+
+void io_lanes_destroy(io_lanes *lanes)
+{
+    if (!lanes)
+        return;
+    pthread_mutex_lock(&lanes->mutex);
+    lanes->stopping = true;
+    pthread_cond_broadcast(&lanes->work);
+    pthread_mutex_unlock(&lanes->mutex);
+    for (int i = 0; i < lanes->n_lanes; i++) {
+        if (lanes->lane[i].started)
+            pthread_join(lanes->lane[i].thread, NULL);
+        shard_reader_close(&lanes->lane[i].reader);
+    }
+    pthread_cond_destroy(&lanes->work);
+    pthread_cond_destroy(&lanes->done);
+    pthread_cond_destroy(&lanes->arrived);
+    pthread_mutex_destroy(&lanes->mutex);
+    pthread_mutex_destroy(&lanes->stall_mutex);
+    free(lanes->lane);
+    free(lanes->queue);
+    free(lanes);
+}
+
+bool io_lanes_direct(const io_lanes *lanes)
+{
+    return lanes->n_lanes > 0 && shard_reader_direct(&lanes->lane[0].reader);
+}
+
+int io_lanes_count(const io_lanes *lanes)
+{
+    return lanes->n_lanes;
+}
+
+void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user)
+{
+    lanes->observer = observer;
+    lanes->observer_user = user;
+}
+
+void io_lanes_submit(io_lanes *lanes, io_job *jobs, int n_jobs)
+{
+    if (n_jobs <= 0)
+        return;
+    pthread_mutex_lock(&lanes->mutex);
+    if (lanes->count + n_jobs > lanes->capacity) {
+        /* rare: more queued than ever before; grow the ring in order */
+        int capacity = lanes->capacity;
+        while (capacity < lanes->count + n_jobs)
+            capacity *= 2;
+        io_job **queue = malloc((size_t)capacity * sizeof *queue);
+        if (queue) {
+            for (int i = 0; i < lanes->count; i++)
+                queue[i] = lanes->queue[(lanes->head + i) % lanes->capacity];
+            free(lanes->queue);
+            lanes->queue = queue;
+            lanes->capacity = capacity;
+            lanes->head = 0;
+        }
+    }
+    int accepted = 0;
+    for (int i = 0; i < n_jobs && lanes->count < lanes->capacity; i++, accepted++) {
+        lanes->queue[(lanes->head + lanes->count) % lanes->capacity] = &jobs[i];
+        lanes->count++;
+    }
+    lanes->pending += accepted;
+    /* out of memory growing the ring: the rest fail rather than vanish */
+    for (int i = accepted; i < n_jobs; i++) {
+        atomic_store(jobs[i].state, IO_FAILED);
+        if (!lanes->failed) {
+            lanes->failed = true;
+            error_set_status(&lanes->first_error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
+        }
+    }
+    pthread_cond_broadcast(&lanes->work);
+    pthread_mutex_unlock(&lanes->mutex);
+}
+
+int io_lanes_drain(io_lanes *lanes, bmoe_error *err)
+{
+    pthread_mutex_lock(&lanes->mutex);
+    while (lanes->pending > 0)
+        pthread_cond_wait(&lanes->done, &lanes->mutex);
+    bool failed = lanes->failed;
+    if (failed) {
+        if (err)
+            *err = lanes->first_error;
+        lanes->failed = false;
+    }
+    pthread_mutex_unlock(&lanes->mutex);
+    return failed ? -1 : 0;
+}
+
+static void stall_begin(io_lanes *lanes)
+{
+    pthread_mutex_lock(&lanes->stall_mutex);
+    if (lanes->stalled++ == 0)
+        lanes->stall_start_ns = now_ns();
+    pthread_mutex_unlock(&lanes->stall_mutex);
+}
+
+static void stall_end(io_lanes *lanes)
+{
+    pthread_mutex_lock(&lanes->stall_mutex);
+    if (--lanes->stalled == 0)
+        lanes->stall_ns += now_ns() - lanes->stall_start_ns;
+    pthread_mutex_unlock(&lanes->stall_mutex);
+}
+
+int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state)
+{
+    uint32_t value = atomic_load_explicit(state, memory_order_acquire);
+    if (value != IO_PENDING)
+        return value == IO_READY ? 0 : -1;
+    /* the interval opens with the spin: a thread spinning is a thread stalled */
+    stall_begin(lanes);
+    for (int spin = 0; spin < IO_WAIT_SPINS && value == IO_PENDING; spin++) {
+        CPU_RELAX();
+        value = atomic_load_explicit(state, memory_order_acquire);
+    }
+    if (value == IO_PENDING) {
+        pthread_mutex_lock(&lanes->mutex);
+        lanes->sleepers++;
+        while ((value = atomic_load_explicit(state, memory_order_acquire)) == IO_PENDING)
+            pthread_cond_wait(&lanes->arrived, &lanes->mutex);
+        lanes->sleepers--;
+        pthread_mutex_unlock(&lanes->mutex);
+    }
+    stall_end(lanes);
+    return value == IO_READY ? 0 : -1;
+}
+
+void io_lanes_get_counters(io_lanes *lanes, io_lanes_counters *counters)
+{
+    counters->reads = atomic_load(&lanes->reads);
+    counters->bytes = atomic_load(&lanes->bytes);
+    counters->speculative_bytes = atomic_load(&lanes->speculative_bytes);
+    counters->busy_ns = atomic_load(&lanes->busy_ns);
+    pthread_mutex_lock(&lanes->stall_mutex);
+    counters->stall_ns = lanes->stall_ns + (lanes->stalled > 0 ? now_ns() - lanes->stall_start_ns : 0);
+    pthread_mutex_unlock(&lanes->stall_mutex);
+}

@@ -1,0 +1,70 @@
+/* I/O lanes: a few threads, each with its own shard descriptors, that pull
+ * read jobs from one queue and publish each slice's arrival in its readiness
+ * flag. Compute threads that need a slice wait on that flag alone (a brief
+ * spin, then sleep), so an expert's matmul starts the moment its bytes are in;
+ * the time during which at least one thread waits is the stall (a union of
+ * intervals, not a sum over threads).
+ * Owns: the lane threads, their readers, the queue and the wait state. The
+ * jobs' memory stays the caller's until io_lanes_drain returns. */
+#ifndef BMOE_STREAM_IO_LANES_H
+#define BMOE_STREAM_IO_LANES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shard_reader.h"
+
+enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2 };
+
+typedef struct io_job {
+    uint8_t *region;            /* destination (aligned), shard_region_bytes(length) long */
+    uint32_t shard;
+    uint64_t offset, length;
+    _Atomic uint32_t *state;    /* IO_READY or IO_FAILED once done */
+    int32_t layer, expert;      /* for traces */
+    int32_t projection;
+    bool speculative;
+    /* filled by the lane */
+    uint64_t device_bytes;
+    int64_t latency_ns;
+    int32_t lane;
+} io_job;
+
+typedef struct io_lanes io_lanes;
+
+/* The lanes' counters, cumulative since creation. */
+typedef struct io_lanes_counters {
+    uint64_t reads;             /* jobs done */
+    uint64_t bytes;             /* device bytes (aligned windows) */
+    uint64_t speculative_bytes;
+    int64_t busy_ns;            /* summed over lanes */
+    int64_t stall_ns;           /* union of the intervals some thread waited in io_lanes_wait */
+} io_lanes_counters;
+
+/* n_lanes threads, each opening every shard (want_direct: O_DIRECT where
+ * the file system serves it right). Returns NULL with err filled. */
+io_lanes *io_lanes_create(int n_lanes, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
+                          bool want_direct, const shard_io *io, bmoe_error *err);
+void io_lanes_destroy(io_lanes *lanes);
+bool io_lanes_direct(const io_lanes *lanes);
+int io_lanes_count(const io_lanes *lanes);
+
+/* Queues jobs (their states must be IO_PENDING); lanes start on them at once.
+ * The array must stay valid until io_lanes_drain. */
+void io_lanes_submit(io_lanes *lanes, io_job *jobs, int n_jobs);
+/* Waits until every submitted job is done. Returns 0, or -1 with the first
+ * failure's message when a read failed since the previous drain. */
+int io_lanes_drain(io_lanes *lanes, bmoe_error *err);
+
+/* Waits until *state is no longer IO_PENDING (any thread). Returns 0 when the
+ * bytes arrived, -1 when their read failed. */
+int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state);
+
+void io_lanes_get_counters(io_lanes *lanes, io_lanes_counters *counters);
+
+/* Called by a lane after each job (traces); may be NULL. Runs on the lane. */
+typedef void (*io_job_observer)(void *user, const io_job *job);
+void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user);
+
+#endif

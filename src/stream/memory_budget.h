@@ -1,0 +1,18 @@
+/* How much memory the process can still take, for sizing the expert cache:
+ * the smaller of MemAvailable and what its cgroup still allows (memory.max,
+ * or v1's memory.limit_in_bytes, minus current usage, over the cgroup and
+ * its ancestors). Inside a container or a memory cap /proc/meminfo describes
+ * the host, and a cache sized from it gets the process killed. Owns nothing. */
+#ifndef BMOE_STREAM_MEMORY_BUDGET_H
+#define BMOE_STREAM_MEMORY_BUDGET_H
+
+#include <stdint.h>
+
+/* Bytes available now; 0 when nothing can be read. */
+uint64_t memory_available_bytes(void);
+
+/* The cgroup's remaining allowance (limit - usage) over the cgroup and its
+ * ancestors, UINT64_MAX when there is no limit or no cgroup. */
+uint64_t memory_cgroup_remaining_bytes(void);
+
+#endif
