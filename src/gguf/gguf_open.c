@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/text.h"
+
 /* "-00001-of-00003.gguf": the suffix of a shard's file name. */
 #define GGUF_SPLIT_SUFFIX_LENGTH 20
 
@@ -177,7 +179,7 @@ static int model_index(gguf_model *model, bmoe_error *err)
         if (strcmp(a->name, b->name) != 0)
             continue;
         char shown[80];
-        gguf_describe_name(a->name, shown, sizeof shown);
+        text_escape_string(a->name, shown, sizeof shown);
         if (a->shard == b->shard)
             return error_set(err, "%s: duplicate tensor name '%s'", model->shards[a->shard].path, shown);
         return error_set(err, "%s: tensor '%s' appears in shard %" PRIu32 " and again in %s", first->path, shown,
