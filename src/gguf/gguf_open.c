@@ -5,14 +5,13 @@
 #include "gguf_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/file.h"
 #include "../base/text.h"
 
 /* "-00001-of-00003.gguf": the suffix of a shard's file name. */
@@ -49,24 +48,21 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
     shard->path = copy_string(path);
     if (!shard->path)
         return error_set(err, "%s: out of memory", path);
-    shard->fd = open(path, O_RDONLY | O_CLOEXEC);
+    shard->fd = file_open_regular(path, &shard->size, err);
     if (shard->fd < 0) {
-        error_set(err, "%s: cannot open: %s", path, strerror(errno));
         gguf_shard_release(shard);
         return -1;
     }
-    struct stat st;
-    if (fstat(shard->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        error_set(err, "%s: not a regular file", path);
-        gguf_shard_release(shard);
-        return -1;
-    }
-    shard->size = (uint64_t)st.st_size;
     if (shard->size < 24) {
         /* Too small to map usefully; the parser still names the problem. */
         static const uint8_t empty[1];
         uint8_t head[24];
         ssize_t got = pread(shard->fd, head, sizeof head, 0);
+        if (got < 0) {
+            error_set(err, "%s: cannot read: %s", path, strerror(errno));
+            gguf_shard_release(shard);
+            return -1;
+        }
         shard->base = got > 0 ? head : empty;
         shard->size = got > 0 ? (uint64_t)got : 0;
         gguf_parse_shard(shard, err);

@@ -1,7 +1,9 @@
 /* Split (multi-shard) GGUF models: three shards written by the writer are
  * presented as one model; a missing shard, a wrong split.no or split.count, a
  * tensor duplicated across shards, a wrong split.tensors.count, a badly named
- * first shard and a broken shard each give a clean one-line error. */
+ * first shard, a shard that is a FIFO and a broken shard each give a clean
+ * one-line error. */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf_test_util.h"
@@ -183,8 +185,27 @@ static void test_valid_split(bool empty_first)
     CHECK(m == NULL && strstr(err.message, "the name says shard 2 of 3"));
 }
 
+/* A shard that is a FIFO: the open must not wait for a writer. */
+static void test_fifo_shard(void)
+{
+    char prefix[400], path[512], first[512], message[512];
+    snprintf(prefix, sizeof prefix, "%s/split_fifo", test_tmp_dir());
+    write_split(prefix, &defaults);
+    shard_path(path, sizeof path, prefix, 1);
+    CHECK(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+    shard_path(first, sizeof first, prefix, 0);
+    bool opened = true;
+    CHECK_MSG(gguf_open_in_time(first, 10, &opened, message, sizeof message), "a FIFO shard hangs the open");
+    CHECK_MSG(!opened && strstr(message, "shard 2 of 3") && strstr(message, path) &&
+                  strstr(message, "not a regular file (a FIFO)"),
+              "FIFO shard: '%s'", message);
+    unlink(path);
+}
+
 int main(void)
 {
+    test_fifo_shard();
+
     test_valid_split(false);
     test_valid_split(true);
 

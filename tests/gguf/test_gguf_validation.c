@@ -2,6 +2,7 @@
  * refused with a one-line message naming the file and the problem, both
  * through gguf_open (a real file) and gguf_open_memory. A few valid edge
  * cases must load. */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf_test_util.h"
@@ -313,7 +314,18 @@ static void test_open_failures(void)
     bmoe_error err = {{0}};
     CHECK(gguf_open("/nonexistent/model.gguf", &err) == NULL && strstr(err.message, "/nonexistent/model.gguf") &&
           strstr(err.message, "cannot open"));
-    CHECK(gguf_open(test_tmp_dir(), &err) == NULL && strstr(err.message, "not a regular file"));
+    CHECK(gguf_open(test_tmp_dir(), &err) == NULL && strstr(err.message, "not a regular file (a directory)"));
+
+    /* A FIFO with no writer: opening it for reading would block forever. */
+    char fifo[512], message[512];
+    snprintf(fifo, sizeof fifo, "%s/gguf_validation_fifo.gguf", test_tmp_dir());
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    bool opened = true;
+    CHECK_MSG(gguf_open_in_time(fifo, 10, &opened, message, sizeof message), "gguf_open of a FIFO hangs");
+    CHECK_MSG(!opened && strstr(message, fifo) && strstr(message, "not a regular file (a FIFO)"), "FIFO: '%s'",
+              message);
+    CHECK(unlink(fifo) == 0);
     CHECK(gguf_open_memory(NULL, 0, "nothing", &err) == NULL && strstr(err.message, "nothing: not a GGUF file"));
 }
 
