@@ -187,33 +187,6 @@ static int model_index(gguf_model *model, bmoe_error *err)
     return 0;
 }
 
-/* Reads split.count and split.no of shard 0: the shard count, or 0 on error. */
-static uint32_t split_count_of(const gguf_shard *first, bmoe_error *err)
-{
-    int64_t count = 1, number = 0;
-    int has_count = shard_split_key(first, "split.count", &count, err);
-    if (has_count < 0)
-        return 0;
-    if (has_count == 0 || count <= 1)
-        return 1;
-    if (count > 65535) {
-        error_set(err, "%s: split.count %" PRId64 " is out of range", first->path, count);
-        return 0;
-    }
-    int has_number = shard_split_key(first, "split.no", &number, err);
-    if (has_number < 0)
-        return 0;
-    if (has_number == 0 || number != 0) {
-        if (has_number == 0)
-            error_set(err, "%s: split model (split.count %" PRId64 ") lacks split.no", first->path, count);
-        else
-            error_set(err, "%s: split.no is %" PRId64 ", expected 0: open the first shard (-00001-of-%05" PRId64
-                      ".gguf)", first->path, number, count);
-        return 0;
-    }
-    return (uint32_t)count;
-}
-
 /* Reads NNNNN and MMMMM from a name ending in -NNNNN-of-MMMMM.gguf. */
 static bool parse_split_suffix(const char *path, unsigned *number, unsigned *total)
 {
@@ -241,6 +214,68 @@ static bool parse_split_suffix(const char *path, unsigned *number, unsigned *tot
     return true;
 }
 
+/* "split.count is 3" or "split.count is absent", for messages. */
+static void describe_split_key(char *out, size_t size, const char *key, int found, int64_t value)
+{
+    if (found)
+        snprintf(out, size, "%s is %" PRId64, key, value);
+    else
+        snprintf(out, size, "%s is absent", key);
+}
+
+/* A file named PREFIX-NNNNN-of-MMMMM.gguf must be shard NNNNN of MMMMM by
+ * its split keys too: a split.count of 1 (or none) under a name that says 3
+ * would otherwise open a third of the model as if it were all of it. An
+ * absent or zero split.count means "not split", as in the reference loader. */
+static int check_split_name(const gguf_shard *first, int has_count, int64_t count, int has_number,
+                            int64_t number, bmoe_error *err)
+{
+    unsigned name_number = 0, name_total = 0;
+    if (!parse_split_suffix(first->path, &name_number, &name_total))
+        return 0;
+    int64_t shards = has_count && count > 0 ? count : 1;
+    bool agrees = shards == (int64_t)name_total &&
+                  (shards == 1 ? (!has_number || number == 0) && name_number == 1
+                               : has_number && number == (int64_t)name_number - 1);
+    if (agrees)
+        return 0;
+    char count_text[64], number_text[64];
+    describe_split_key(count_text, sizeof count_text, "split.count", has_count, count);
+    describe_split_key(number_text, sizeof number_text, "split.no", has_number, number);
+    return error_set(err, "%s: the name says shard %u of %u, but %s and %s", first->path, name_number,
+                     name_total, count_text, number_text);
+}
+
+/* Reads split.count and split.no of shard 0 (and, for a file, checks them
+ * against its name): the shard count, or 0 on error. */
+static uint32_t split_count_of(const gguf_shard *first, bool check_name, bmoe_error *err)
+{
+    int64_t count = 1, number = 0;
+    int has_count = shard_split_key(first, "split.count", &count, err);
+    if (has_count < 0)
+        return 0;
+    int has_number = shard_split_key(first, "split.no", &number, err);
+    if (has_number < 0)
+        return 0;
+    if (check_name && check_split_name(first, has_count, count, has_number, number, err) != 0)
+        return 0;
+    if (has_count == 0 || count <= 1)
+        return 1;
+    if (count > 65535) {
+        error_set(err, "%s: split.count %" PRId64 " is out of range", first->path, count);
+        return 0;
+    }
+    if (has_number == 0 || number != 0) {
+        if (has_number == 0)
+            error_set(err, "%s: split model (split.count %" PRId64 ") lacks split.no", first->path, count);
+        else
+            error_set(err, "%s: split.no is %" PRId64 ", expected 0: open the first shard (-00001-of-%05" PRId64
+                      ".gguf)", first->path, number, count);
+        return 0;
+    }
+    return (uint32_t)count;
+}
+
 /* Opens shards 1..count-1 next to the first and checks their split keys. */
 static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
 {
@@ -250,9 +285,6 @@ static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
     if (!parse_split_suffix(path, &number, &total))
         return error_set(err, "%s: split model (split.count %" PRIu32 "), but the name does not end in"
                          " -00001-of-%05" PRIu32 ".gguf", path, count, count);
-    if (number != 1 || total != count)
-        return error_set(err, "%s: the name says shard %u of %u, but split.no is 0 and split.count is %" PRIu32,
-                         path, number, total, count);
     size_t prefix_length = length - GGUF_SPLIT_SUFFIX_LENGTH;
     char *shard_path = malloc(prefix_length + 32);
     if (!shard_path)
@@ -319,7 +351,7 @@ static gguf_model *model_create(gguf_shard *first, bool allow_split, bmoe_error 
     shards[0] = *first;
     model->shards = shards;
     model->shard_count = 1;
-    uint32_t count = split_count_of(&model->shards[0], err);
+    uint32_t count = split_count_of(&model->shards[0], allow_split, err);
     if (count == 0) {
         model_free(model);
         return NULL;
