@@ -152,7 +152,10 @@ void gguf_print_info(const gguf_model *model, FILE *out);
 /* ---- Writer ------------------------------------------------------------
  * Streams a GGUF v3 file with small memory: add all metadata and tensor
  * infos first, then write each tensor's data in the order the infos were
- * added (padding is inserted by the writer). */
+ * added (padding is inserted by the writer). The bytes go to a temporary
+ * file beside the target, which only replaces the target once complete and
+ * synced; a target that is not a regular file (a device, FIFO, directory) is
+ * refused by gguf_writer_create, and a symbolic link is written through. */
 typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_create(const char *path, bmoe_error *err);
@@ -176,9 +179,16 @@ int gguf_writer_begin_data(gguf_writer *writer);
 /* Appends data of the next tensor; may be called several times per tensor
  * with consecutive pieces; the writer checks each tensor gets exactly its size. */
 int gguf_writer_write_data(gguf_writer *writer, const void *data, size_t nbytes);
-/* Pads, flushes and closes; returns -1 (with the message) if any step failed. */
+/* Pads, flushes and closes the temporary file; returns -1 with the first
+ * failure of any step (the reason of a failed write included). The target
+ * is not touched yet. */
+int gguf_writer_complete(gguf_writer *writer, bmoe_error *err);
+/* Syncs the completed temporary file and renames it over the target. */
+int gguf_writer_publish(gguf_writer *writer, bmoe_error *err);
+/* gguf_writer_complete, gguf_writer_publish and gguf_writer_destroy. */
 int gguf_writer_finish(gguf_writer *writer, bmoe_error *err);
-/* Frees a writer that was not finished (removes nothing). */
+/* Frees a writer; an unpublished temporary file is removed (the target is
+ * never touched). */
 void gguf_writer_destroy(gguf_writer *writer);
 
 #endif
