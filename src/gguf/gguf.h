@@ -143,6 +143,8 @@ int gguf_get_per_layer_uint32(const gguf_model *model, const char *key,
 /* Tensors, in file order (shard 0 first). */
 uint64_t gguf_tensor_count(const gguf_model *model);
 const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index);
+/* The index of a tensor of this model (for gguf_tensor_at). */
+uint64_t gguf_tensor_index(const gguf_model *model, const gguf_tensor *tensor);
 const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name);
 
 /* bmoe-cli --info: metadata (long arrays abbreviated), the tensor table and

@@ -482,6 +482,11 @@ const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index)
     return index < model->tensor_count ? &model->tensors[index] : NULL;
 }
 
+uint64_t gguf_tensor_index(const gguf_model *model, const gguf_tensor *tensor)
+{
+    return (uint64_t)(tensor - model->tensors);
+}
+
 const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name)
 {
     uint64_t low = 0, high = model->tensor_count;

@@ -41,6 +41,7 @@ typedef struct model_hparams {
     int32_t n_ctx_train;
     int32_t n_embd;
     int32_t n_layer;          /* block_count - nextn_predict_layers */
+    int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run */
     int32_t n_head, n_head_kv;
     int32_t head_dim_k, head_dim_v;
     int32_t n_rot;
@@ -93,6 +94,7 @@ typedef struct model {
     model_hparams hparams;
     model_weights weights;
     size_t max_activation_bytes; /* largest converted input row of any bound matrix */
+    uint8_t *tensor_used;        /* during model_init: [gguf_tensor_count] bound by a view */
 } model;
 
 /* ---- Run state ----------------------------------------------------------
@@ -164,7 +166,10 @@ const model_arch *model_arch_find(const char *name);
 /* Comma-separated names of the supported architectures, for messages. */
 const char *model_arch_names(void);
 
-/* Finds the architecture of file and binds its weights. */
+/* Finds the architecture of file and binds its weights. Every tensor of
+ * the file must be bound by the architecture (or belong to one of the
+ * nextn_predict_layers it does not run): a tensor left over means the keys
+ * (block_count, ...) contradict the tensors, and is an error. */
 int model_init(model *m, const gguf_model *file, bmoe_error *err);
 void model_release(model *m);
 
@@ -177,6 +182,10 @@ void run_state_destroy(run_state *s);
 /* Reads the keys every architecture here shares (gguf.md 9.2-9.4): sizes,
  * head counts, eps, RoPE (with YaRN), experts, sliding window. */
 int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err);
+
+/* 0 when value is positive; otherwise an error naming the key
+ * "<architecture>.<suffix>" and whether it is absent or what it holds. */
+int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err);
 
 /* Sliding-window layers from attention.sliding_window_pattern (a period, or
  * per-layer bools); default_period applies when the key is absent. */

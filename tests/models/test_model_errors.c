@@ -19,12 +19,18 @@ typedef struct defects {
     const char *missing;      /* tensor left out */
     const char *wrong_shape;  /* tensor with ne[1] one larger (or ne[0] for vectors) */
     const char *wrong_type;   /* tensor stored as F16 */
+    uint32_t block_count;     /* 0: LAYERS */
+    uint32_t nextn;           /* nextn_predict_layers, written when not 0 */
+    uint32_t embedding_length; /* the key only (0: EMBD); the tensors keep EMBD */
+    bool no_head_size;        /* attention.key_length and value_length left out */
+    const char *extra;        /* one more F32 {EMBD} tensor of this name */
 } defects;
 
 typedef struct tensor_spec {
     char name[64];
     int n_dims;
     int64_t ne[3];
+    uint32_t type; /* as written */
 } tensor_spec;
 
 static int tensor_specs(tensor_spec *specs)
@@ -69,13 +75,17 @@ static bool write_model(const char *path, const defects *d)
     char key[128];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     gguf_writer_add_string(w, "general.architecture", arch);
-    gguf_writer_add_uint32(w, KEY("block_count"), LAYERS);
+    gguf_writer_add_uint32(w, KEY("block_count"), d->block_count ? d->block_count : LAYERS);
+    if (d->nextn)
+        gguf_writer_add_uint32(w, KEY("nextn_predict_layers"), d->nextn);
     gguf_writer_add_uint32(w, KEY("context_length"), 64);
-    gguf_writer_add_uint32(w, KEY("embedding_length"), EMBD);
+    gguf_writer_add_uint32(w, KEY("embedding_length"), d->embedding_length ? d->embedding_length : EMBD);
     gguf_writer_add_uint32(w, KEY("attention.head_count"), HEADS);
     gguf_writer_add_uint32(w, KEY("attention.head_count_kv"), HEADS_KV);
-    gguf_writer_add_uint32(w, KEY("attention.key_length"), HEAD_DIM);
-    gguf_writer_add_uint32(w, KEY("attention.value_length"), HEAD_DIM);
+    if (!d->no_head_size) {
+        gguf_writer_add_uint32(w, KEY("attention.key_length"), HEAD_DIM);
+        gguf_writer_add_uint32(w, KEY("attention.value_length"), HEAD_DIM);
+    }
     gguf_writer_add_uint32(w, KEY("rope.dimension_count"), HEAD_DIM);
     gguf_writer_add_float32(w, KEY("rope.freq_base"), 10000.0f);
     gguf_writer_add_float32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
@@ -85,6 +95,13 @@ static bool write_model(const char *path, const defects *d)
 #undef KEY
     static tensor_spec specs[64];
     int n = tensor_specs(specs);
+    if (d->extra) {
+        snprintf(specs[n].name, sizeof specs[n].name, "%s", d->extra);
+        specs[n].n_dims = 1;
+        specs[n].ne[0] = EMBD;
+        specs[n].ne[1] = specs[n].ne[2] = 1;
+        n++;
+    }
     for (int i = 0; i < n; i++) {
         tensor_spec *s = &specs[i];
         if (d->missing && strcmp(s->name, d->missing) == 0)
@@ -94,10 +111,10 @@ static bool write_model(const char *path, const defects *d)
             ne[s->n_dims == 1 ? 0 : 1] += 1;
         uint32_t type = d->wrong_type && strcmp(s->name, d->wrong_type) == 0 ? TYPE_F16 : TYPE_F32;
         gguf_writer_add_tensor_info(w, s->name, type, (uint32_t)s->n_dims, ne);
-        s->ne[0] = ne[0]; /* remember the written shape for the data */
+        s->ne[0] = ne[0]; /* remember the written shape and type for the data */
         s->ne[1] = ne[1];
         s->ne[2] = ne[2];
-        s->n_dims = type == TYPE_F16 ? -s->n_dims : s->n_dims;
+        s->type = type;
     }
     gguf_writer_begin_data(w);
     for (int i = 0; i < n; i++) {
@@ -105,11 +122,10 @@ static bool write_model(const char *path, const defects *d)
         if (d->missing && strcmp(s->name, d->missing) == 0)
             continue;
         int64_t count = s->ne[0] * s->ne[1] * s->ne[2];
-        bool half = s->n_dims < 0;
         for (int64_t j = 0; j < count; j++) {
             /* small deterministic weights; norms near 1 */
             float value = strstr(s->name, "norm") ? 1.0f : 0.1f * sinf((float)(j * 7 + i * 13));
-            if (half) {
+            if (s->type == TYPE_F16) {
                 uint16_t h = 0x3c00;
                 gguf_writer_write_data(w, &h, sizeof h);
             } else {
@@ -193,6 +209,22 @@ static void test_valid_model(void)
     remove(path);
 }
 
+/* The layers nextn_predict_layers declares are in the file but not run:
+ * their tensors are no contradiction. */
+static void test_nextn_layers(void)
+{
+    char path[1024], error[512] = "";
+    snprintf(path, sizeof path, "%s/model-errors-nextn.gguf", test_tmp_dir());
+    defects d = {.block_count = LAYERS, .nextn = 1};
+    CHECK(write_model(path, &d));
+    bmoe_model *model = bmoe_model_load(path, error, sizeof error);
+    CHECK_MSG(model != NULL, "nextn: %s", error);
+    if (model)
+        CHECK(bmoe_model_n_layer(model) == LAYERS - 1);
+    bmoe_model_free(model);
+    remove(path);
+}
+
 int main(void)
 {
     char error[512];
@@ -215,5 +247,25 @@ int main(void)
     expect_load_error("expert-used", &used, "expert_used_count", "expert_count");
     defects no_embedding = {.missing = "token_embd.weight"};
     expect_load_error("no-embedding", &no_embedding, "missing tensor", "token_embd.weight");
+
+    /* keys that contradict the tensors: the layers past block_count, a
+     * tensor the architecture has no use for (12 tensors per layer here) */
+    defects fewer_layers = {.block_count = 1};
+    expect_load_error("fewer-layers", &fewer_layers,
+                      "tensor 'blk.1.attn_norm.weight' belongs to layer 1, but qwen3moe.block_count is 1",
+                      "(and 11 more unused tensors)");
+    defects extra = {.extra = "blk.0.ffn_gate_shexp.weight"};
+    expect_load_error("extra", &extra, "tensor 'blk.0.ffn_gate_shexp.weight' is not used by the qwen3moe", NULL);
+    defects odd_name = {.extra = "blk.0.odd\nname"};
+    expect_load_error("odd-name", &odd_name, "tensor 'blk.0.odd\\nname' is not used", NULL);
+
+    /* the message blames the keys that are there, not the absent default */
+    defects head_size = {.embedding_length = 33, .no_head_size = true};
+    expect_load_error("head-size", &head_size, "qwen3moe.attention.key_length is absent",
+                      "qwen3moe.embedding_length 33 is not a multiple of qwen3moe.attention.head_count 2");
+    defects control_arch = {.architecture = "qwen\n3\x01"};
+    expect_load_error("control-arch", &control_arch, "unknown architecture 'qwen\\n3\\x01'", NULL);
+
+    test_nextn_layers();
     return test_finish();
 }
