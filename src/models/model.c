@@ -346,6 +346,18 @@ static void format_shape(char *buffer, size_t size, const int64_t *ne, int n_dim
         snprintf(buffer + used, size - used, "}");
 }
 
+/* The alignment a type's data needs: a block's size is a multiple of its
+ * alignment and no block holds a field wider than 8 bytes, so the largest
+ * power of two dividing the block size, at most 8, covers every load (f32:
+ * 4; f16, Q8_0: 2; MXFP4: 1; K-quants: 8, more than their f16 fields need,
+ * which costs nothing on files with the usual 32-byte alignment). */
+static uint64_t data_alignment(const quant_format *format)
+{
+    uint64_t bytes = (uint64_t)format->block_bytes;
+    uint64_t lowest_bit = bytes & (~bytes + 1);
+    return lowest_bit > 8 ? 8 : lowest_bit;
+}
+
 int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
                const int64_t *ne, bmoe_error *err, const char *name_format, int layer)
 {
@@ -385,6 +397,16 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
             return error_set(err, "model: tensor '%s' has type %s, which bmoe cannot decode", name, type_name);
         break;
     }
+    /* Kernels load a type's data as its blocks' fields (f32 values, f16
+     * scales): a file whose general.alignment is 1 or 2 can place a tensor
+     * where those loads would be misaligned. Refused whatever the dense
+     * weights mode, since the file offset decides it. */
+    uint64_t alignment = data_alignment(format);
+    if (tensor->file_offset % alignment != 0 || (uintptr_t)tensor->data % alignment != 0)
+        return error_set(err, "model: tensor '%s' (%s) starts at file offset %llu, not a multiple of the %llu bytes"
+                         " bmoe needs for %s data (general.alignment is %u)", name, type_name,
+                         (unsigned long long)tensor->file_offset, (unsigned long long)alignment, type_name,
+                         (unsigned)gguf_alignment(m->file));
     view->name = tensor->name;
     view->type = tensor->type;
     memcpy(view->ne, tensor->ne, sizeof view->ne);

@@ -198,7 +198,8 @@ enum tensor_kind {
 };
 
 /* Binds tensor `name` (printf format with the layer) to view, checking its
- * shape against ne (n_dims entries, the rest 1) and its type against kind.
+ * shape against ne (n_dims entries, the rest 1), its type against kind and
+ * the alignment of its data against what the kernels load for its type.
  * required false: an absent tensor leaves the view empty and returns 0. */
 int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
                const int64_t *ne, bmoe_error *err, const char *name_format, int layer);
