@@ -129,6 +129,8 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
 {
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    if (!*path)
+        return error_set(err, "no file name given");
     r->target = replacement_target(path, err);
     if (!r->target)
         return -1;

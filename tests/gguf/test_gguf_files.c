@@ -207,6 +207,8 @@ static void test_targets_that_are_not_files(void)
         expect_refused(device, S_IFCHR, "not a regular file (a character device)");
         unlink(device);
     }
+    bmoe_error err = {{0}};
+    CHECK(gguf_writer_create("", &err) == NULL && strstr(err.message, "no file name"));
     CHECK(count_files("directory.gguf") == 1 && count_files("fifo.gguf") == 1);
     CHECK(count_files("fifo-link.gguf") == 1);
     rmdir(directory);

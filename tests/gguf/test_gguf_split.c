@@ -235,7 +235,8 @@ static void test_name_disagrees(void)
     } cases[] = {
         {"-00001-of-00003.gguf", 0, 1, "the name says shard 1 of 3, but split.count is 1 and split.no is 0"},
         {"-00001-of-00003.gguf", 0, 0, "the name says shard 1 of 3, but split.count is 0 and split.no is 0"},
-        {"-00001-of-00003.gguf", -1, -1, "the name says shard 1 of 3, but split.count is absent and split.no is absent"},
+        {"-00001-of-00003.gguf", -1, -1,
+         "the name says shard 1 of 3, but split.count is absent and split.no is absent"},
         {"-00001-of-00003.gguf", 1, 3, "the name says shard 1 of 3, but split.count is 3 and split.no is 1"},
         {"-00001-of-00002.gguf", 0, 3, "the name says shard 1 of 2, but split.count is 3 and split.no is 0"},
         {"-00002-of-00003.gguf", -1, -1, "the name says shard 2 of 3, but split.count is absent"},

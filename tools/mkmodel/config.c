@@ -134,7 +134,7 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
     int t = quant_type_from_name(name);
     if (!is_plain_type(t))
         return error_set(err, "unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
-                              "mxfp4 q4_k_m mxfp4_moe)", name);
+                         "mxfp4 q4_k_m mxfp4_moe)", name);
     *recipe = MKMODEL_RECIPE_PLAIN;
     *type = (uint32_t)t;
     return 0;
@@ -143,7 +143,7 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
 #define LIMIT(field, low, high, flag)                                                     \
     do {                                                                                  \
         if (config->field < (low) || config->field > (high))                              \
-            return error_set(err, "%s %u out of range [%u, %u]", flag,           \
+            return error_set(err, "%s %u out of range [%u, %u]", flag,                    \
                              (unsigned)config->field, (unsigned)(low), (unsigned)(high)); \
     } while (0)
 
