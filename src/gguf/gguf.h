@@ -71,7 +71,9 @@ typedef struct gguf_model gguf_model;
 /* Opens and validates path. For a split model, path is any shard name of the
  * form PREFIX-NNNNN-of-MMMMM.gguf whose split.no is 0; every shard is opened
  * and the tensors of all shards are presented as one table. Metadata comes
- * from the first shard. NULL on failure with a one-line message in err. */
+ * from the first shard. A name of that form must agree with split.count and
+ * split.no. Only regular files are opened (a FIFO or a device is refused
+ * without blocking). NULL on failure with a one-line message in err. */
 gguf_model *gguf_open(const char *path, bmoe_error *err);
 void gguf_close(gguf_model *model);
 /* Opens a GGUF image held in memory (fuzzing, tests): the same validation as
