@@ -71,7 +71,9 @@ typedef struct gguf_model gguf_model;
 /* Opens and validates path. For a split model, path is any shard name of the
  * form PREFIX-NNNNN-of-MMMMM.gguf whose split.no is 0; every shard is opened
  * and the tensors of all shards are presented as one table. Metadata comes
- * from the first shard. NULL on failure with a one-line message in err. */
+ * from the first shard. A name of that form must agree with split.count and
+ * split.no. Only regular files are opened (a FIFO or a device is refused
+ * without blocking). NULL on failure with a one-line message in err. */
 gguf_model *gguf_open(const char *path, bmoe_error *err);
 void gguf_close(gguf_model *model);
 /* Opens a GGUF image held in memory (fuzzing, tests): the same validation as
@@ -143,6 +145,8 @@ int gguf_get_per_layer_uint32(const gguf_model *model, const char *key,
 /* Tensors, in file order (shard 0 first). */
 uint64_t gguf_tensor_count(const gguf_model *model);
 const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index);
+/* The index of a tensor of this model (for gguf_tensor_at). */
+uint64_t gguf_tensor_index(const gguf_model *model, const gguf_tensor *tensor);
 const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name);
 
 /* bmoe-cli --info: metadata (long arrays abbreviated), the tensor table and
@@ -152,7 +156,10 @@ void gguf_print_info(const gguf_model *model, FILE *out);
 /* ---- Writer ------------------------------------------------------------
  * Streams a GGUF v3 file with small memory: add all metadata and tensor
  * infos first, then write each tensor's data in the order the infos were
- * added (padding is inserted by the writer). */
+ * added (padding is inserted by the writer). The bytes go to a temporary
+ * file beside the target, which only replaces the target once complete and
+ * synced; a target that is not a regular file (a device, FIFO, directory) is
+ * refused by gguf_writer_create, and a symbolic link is written through. */
 typedef struct gguf_writer gguf_writer;
 
 gguf_writer *gguf_writer_create(const char *path, bmoe_error *err);
@@ -176,9 +183,16 @@ int gguf_writer_begin_data(gguf_writer *writer);
 /* Appends data of the next tensor; may be called several times per tensor
  * with consecutive pieces; the writer checks each tensor gets exactly its size. */
 int gguf_writer_write_data(gguf_writer *writer, const void *data, size_t nbytes);
-/* Pads, flushes and closes; returns -1 (with the message) if any step failed. */
+/* Pads, flushes and closes the temporary file; returns -1 with the first
+ * failure of any step (the reason of a failed write included). The target
+ * is not touched yet. */
+int gguf_writer_complete(gguf_writer *writer, bmoe_error *err);
+/* Syncs the completed temporary file and renames it over the target. */
+int gguf_writer_publish(gguf_writer *writer, bmoe_error *err);
+/* gguf_writer_complete, gguf_writer_publish and gguf_writer_destroy. */
 int gguf_writer_finish(gguf_writer *writer, bmoe_error *err);
-/* Frees a writer that was not finished (removes nothing). */
+/* Frees a writer; an unpublished temporary file is removed (the target is
+ * never touched). */
 void gguf_writer_destroy(gguf_writer *writer);
 
 #endif

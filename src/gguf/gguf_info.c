@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../quant/quant.h"
 
 /* Elements of an array shown before "... (N total)". */
@@ -121,7 +122,7 @@ static void print_metadata(const gguf_model *model, FILE *out)
     for (uint64_t i = 0; i < gguf_kv_count(model); i++) {
         const gguf_kv *kv = gguf_kv_at(model, i);
         char key[256];
-        gguf_describe_bytes((const uint8_t *)kv->key, strlen(kv->key), key, sizeof key);
+        text_escape_string(kv->key, key, sizeof key);
         fprintf(out, "  %s: ", key);
         print_type_of(out, kv);
         fputs(" = ", out);
@@ -143,7 +144,7 @@ static void print_tensors(const gguf_model *model, FILE *out)
     for (uint64_t i = 0; i < gguf_tensor_count(model); i++) {
         const gguf_tensor *tensor = gguf_tensor_at(model, i);
         char name[256], shape[96];
-        gguf_describe_bytes((const uint8_t *)tensor->name, strlen(tensor->name), name, sizeof name);
+        text_escape_string(tensor->name, name, sizeof name);
         int used = snprintf(shape, sizeof shape, "{");
         for (uint32_t d = 0; d < tensor->n_dims && used < (int)sizeof shape; d++)
             used += snprintf(shape + used, sizeof shape - (size_t)used, "%s%" PRId64, d ? ", " : "",
@@ -199,7 +200,7 @@ static void print_totals(const gguf_model *model, FILE *out)
     gguf_string arch_string = {"", 0};
     char arch[128] = "";
     if (gguf_get_string(model, "general.architecture", &arch_string))
-        gguf_describe_bytes((const uint8_t *)arch_string.data, arch_string.length, arch, sizeof arch);
+        text_escape(arch_string.data, (size_t)arch_string.length, arch, sizeof arch);
     fprintf(out, "summary:\n");
     fprintf(out, "architecture: %s\n", arch[0] ? arch : "?");
     fprintf(out, "tensors: %" PRIu64 "\n", gguf_tensor_count(model));

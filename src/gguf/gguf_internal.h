@@ -73,11 +73,4 @@ static inline uint64_t gguf_load_u64(const uint8_t *p)
  * step through string and nested arrays. */
 uint64_t gguf_element_size(uint32_t type, const uint8_t *p);
 
-/* Writes a printable, truncated form of bytes (for messages and --info):
- * non-printable bytes become '?', and at most max_chars characters are kept. */
-void gguf_describe_bytes(const uint8_t *bytes, uint64_t length, char *out, size_t out_size);
-
-/* The same for a C string (a key or tensor name). */
-void gguf_describe_name(const char *name, char *out, size_t out_size);
-
 #endif

@@ -5,13 +5,14 @@
 #include "gguf_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
+
+#include "../base/file.h"
+#include "../base/text.h"
 
 /* "-00001-of-00003.gguf": the suffix of a shard's file name. */
 #define GGUF_SPLIT_SUFFIX_LENGTH 20
@@ -47,24 +48,21 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
     shard->path = copy_string(path);
     if (!shard->path)
         return error_set(err, "%s: out of memory", path);
-    shard->fd = open(path, O_RDONLY | O_CLOEXEC);
+    shard->fd = file_open_regular(path, &shard->size, err);
     if (shard->fd < 0) {
-        error_set_status(err, BMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         gguf_shard_release(shard);
         return -1;
     }
-    struct stat st;
-    if (fstat(shard->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        error_set(err, "%s: not a regular file", path);
-        gguf_shard_release(shard);
-        return -1;
-    }
-    shard->size = (uint64_t)st.st_size;
     if (shard->size < 24) {
         /* Too small to map usefully; the parser still names the problem. */
         static const uint8_t empty[1];
         uint8_t head[24];
         ssize_t got = pread(shard->fd, head, sizeof head, 0);
+        if (got < 0) {
+            error_set(err, "%s: cannot read: %s", path, strerror(errno));
+            gguf_shard_release(shard);
+            return -1;
+        }
         shard->base = got > 0 ? head : empty;
         shard->size = got > 0 ? (uint64_t)got : 0;
         gguf_parse_shard(shard, err);
@@ -177,7 +175,7 @@ static int model_index(gguf_model *model, bmoe_error *err)
         if (strcmp(a->name, b->name) != 0)
             continue;
         char shown[80];
-        gguf_describe_name(a->name, shown, sizeof shown);
+        text_escape_string(a->name, shown, sizeof shown);
         if (a->shard == b->shard)
             return error_set(err, "%s: duplicate tensor name '%s'", model->shards[a->shard].path, shown);
         return error_set(err, "%s: tensor '%s' appears in shard %" PRIu32 " and again in %s", first->path, shown,
@@ -187,33 +185,6 @@ static int model_index(gguf_model *model, bmoe_error *err)
         model->kvs_by_key[i] = i;
     qsort_r(model->kvs_by_key, first->kv_count, sizeof *model->kvs_by_key, compare_kv_index, first->kvs);
     return 0;
-}
-
-/* Reads split.count and split.no of shard 0: the shard count, or 0 on error. */
-static uint32_t split_count_of(const gguf_shard *first, bmoe_error *err)
-{
-    int64_t count = 1, number = 0;
-    int has_count = shard_split_key(first, "split.count", &count, err);
-    if (has_count < 0)
-        return 0;
-    if (has_count == 0 || count <= 1)
-        return 1;
-    if (count > 65535) {
-        error_set(err, "%s: split.count %" PRId64 " is out of range", first->path, count);
-        return 0;
-    }
-    int has_number = shard_split_key(first, "split.no", &number, err);
-    if (has_number < 0)
-        return 0;
-    if (has_number == 0 || number != 0) {
-        if (has_number == 0)
-            error_set(err, "%s: split model (split.count %" PRId64 ") lacks split.no", first->path, count);
-        else
-            error_set(err, "%s: split.no is %" PRId64 ", expected 0: open the first shard (-00001-of-%05" PRId64
-                      ".gguf)", first->path, number, count);
-        return 0;
-    }
-    return (uint32_t)count;
 }
 
 /* Reads NNNNN and MMMMM from a name ending in -NNNNN-of-MMMMM.gguf. */
@@ -243,6 +214,68 @@ static bool parse_split_suffix(const char *path, unsigned *number, unsigned *tot
     return true;
 }
 
+/* "split.count is 3" or "split.count is absent", for messages. */
+static void describe_split_key(char *out, size_t size, const char *key, int found, int64_t value)
+{
+    if (found)
+        snprintf(out, size, "%s is %" PRId64, key, value);
+    else
+        snprintf(out, size, "%s is absent", key);
+}
+
+/* A file named PREFIX-NNNNN-of-MMMMM.gguf must be shard NNNNN of MMMMM by
+ * its split keys too: a split.count of 1 (or none) under a name that says 3
+ * would otherwise open a third of the model as if it were all of it. An
+ * absent or zero split.count means "not split", as in the reference loader. */
+static int check_split_name(const gguf_shard *first, int has_count, int64_t count, int has_number,
+                            int64_t number, bmoe_error *err)
+{
+    unsigned name_number = 0, name_total = 0;
+    if (!parse_split_suffix(first->path, &name_number, &name_total))
+        return 0;
+    int64_t shards = has_count && count > 0 ? count : 1;
+    bool agrees = shards == (int64_t)name_total &&
+                  (shards == 1 ? (!has_number || number == 0) && name_number == 1
+                               : has_number && number == (int64_t)name_number - 1);
+    if (agrees)
+        return 0;
+    char count_text[64], number_text[64];
+    describe_split_key(count_text, sizeof count_text, "split.count", has_count, count);
+    describe_split_key(number_text, sizeof number_text, "split.no", has_number, number);
+    return error_set(err, "%s: the name says shard %u of %u, but %s and %s", first->path, name_number,
+                     name_total, count_text, number_text);
+}
+
+/* Reads split.count and split.no of shard 0 (and, for a file, checks them
+ * against its name): the shard count, or 0 on error. */
+static uint32_t split_count_of(const gguf_shard *first, bool check_name, bmoe_error *err)
+{
+    int64_t count = 1, number = 0;
+    int has_count = shard_split_key(first, "split.count", &count, err);
+    if (has_count < 0)
+        return 0;
+    int has_number = shard_split_key(first, "split.no", &number, err);
+    if (has_number < 0)
+        return 0;
+    if (check_name && check_split_name(first, has_count, count, has_number, number, err) != 0)
+        return 0;
+    if (has_count == 0 || count <= 1)
+        return 1;
+    if (count > 65535) {
+        error_set(err, "%s: split.count %" PRId64 " is out of range", first->path, count);
+        return 0;
+    }
+    if (has_number == 0 || number != 0) {
+        if (has_number == 0)
+            error_set(err, "%s: split model (split.count %" PRId64 ") lacks split.no", first->path, count);
+        else
+            error_set(err, "%s: split.no is %" PRId64 ", expected 0: open the first shard (-00001-of-%05" PRId64
+                      ".gguf)", first->path, number, count);
+        return 0;
+    }
+    return (uint32_t)count;
+}
+
 /* Opens shards 1..count-1 next to the first and checks their split keys. */
 static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
 {
@@ -252,9 +285,6 @@ static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
     if (!parse_split_suffix(path, &number, &total))
         return error_set(err, "%s: split model (split.count %" PRIu32 "), but the name does not end in"
                          " -00001-of-%05" PRIu32 ".gguf", path, count, count);
-    if (number != 1 || total != count)
-        return error_set(err, "%s: the name says shard %u of %u, but split.no is 0 and split.count is %" PRIu32,
-                         path, number, total, count);
     size_t prefix_length = length - GGUF_SPLIT_SUFFIX_LENGTH;
     char *shard_path = malloc(prefix_length + 32);
     if (!shard_path)
@@ -321,7 +351,7 @@ static gguf_model *model_create(gguf_shard *first, bool allow_split, bmoe_error 
     shards[0] = *first;
     model->shards = shards;
     model->shard_count = 1;
-    uint32_t count = split_count_of(&model->shards[0], err);
+    uint32_t count = split_count_of(&model->shards[0], allow_split, err);
     if (count == 0) {
         model_free(model);
         return NULL;
@@ -450,6 +480,11 @@ uint64_t gguf_tensor_count(const gguf_model *model)
 const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index)
 {
     return index < model->tensor_count ? &model->tensors[index] : NULL;
+}
+
+uint64_t gguf_tensor_index(const gguf_model *model, const gguf_tensor *tensor)
+{
+    return (uint64_t)(tensor - model->tensors);
 }
 
 const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../quant/quant.h"
 
 /* Smallest encodings, used to reject counts that cannot fit in the file
@@ -79,29 +80,6 @@ uint64_t gguf_element_size(uint32_t type, const uint8_t *p)
     return gguf_scalar_size(type);
 }
 
-void gguf_describe_bytes(const uint8_t *bytes, uint64_t length, char *out, size_t out_size)
-{
-    if (out_size == 0)
-        return;
-    const uint64_t keep = out_size > 4 ? out_size - 4 : 0; /* room for "..." */
-    size_t n = 0;
-    for (uint64_t i = 0; i < length && n + 1 < out_size; i++) {
-        if (i == keep && length > out_size - 1) {
-            memcpy(out + n, "...", 3);
-            n += 3;
-            break;
-        }
-        uint8_t c = bytes[i];
-        out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    out[n] = '\0';
-}
-
-void gguf_describe_name(const char *name, char *out, size_t out_size)
-{
-    gguf_describe_bytes((const uint8_t *)name, strlen(name), out, out_size);
-}
-
 static bool cursor_need(cursor *c, uint64_t bytes, const char *what)
 {
     if (bytes <= c->size - c->pos)
@@ -145,7 +123,6 @@ static bool cursor_string(cursor *c, const uint8_t **out, uint64_t *length, cons
     return true;
 }
 
-/* Skips one value of the given type, checking every length it contains. */
 /* Skips one value of the given type, checking every length it contains. */
 static bool cursor_skip_value(cursor *c, uint32_t type, int depth)
 {
@@ -220,7 +197,7 @@ static int compare_tensor_offsets(const void *a, const void *b, void *tensors)
 static bool check_name(cursor *c, const uint8_t *bytes, uint64_t length, const char *what, uint64_t index)
 {
     char shown[80];
-    gguf_describe_bytes(bytes, length, shown, sizeof shown);
+    text_escape(bytes, (size_t)length, shown, sizeof shown);
     snprintf(c->context, sizeof c->context, "%s '%s': ", what, shown);
     if (length == 0) {
         error_set(c->err, "%s: %s %" PRIu64 " %s (offset %" PRIu64 ")", c->path, what, index,
@@ -356,7 +333,8 @@ static int parse_tensor_info(cursor *c, gguf_shard *shard, uint64_t index, const
     if (overflow)
         return error_set(c->err, "%s: %sbyte size overflows", c->path, c->context);
     if (offset % shard->alignment != 0)
-        return error_set(c->err, "%s: %sdata offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
+        return error_set(c->err, "%s: %sdata offset %" PRIu64 " is not a multiple of the alignment %" PRIu32
+                         " (general.alignment, or 32 when absent)",
                          c->path, c->context, offset, shard->alignment);
     tensor->nbytes = nbytes;
     tensor->file_offset = offset; /* relative until data_start is known */
@@ -407,7 +385,7 @@ static int check_duplicate_keys(cursor *c, gguf_shard *shard)
         const char *key = shard->kvs[order[i]].key;
         if (strcmp(shard->kvs[order[i - 1]].key, key) == 0) {
             char shown[96];
-            gguf_describe_name(key, shown, sizeof shown);
+            text_escape_string(key, shown, sizeof shown);
             status = error_set(c->err, "%s: duplicate key '%s'", c->path, shown);
         }
     }
@@ -422,14 +400,17 @@ static int check_tensor_placement(cursor *c, gguf_shard *shard)
         gguf_tensor *tensor = &shard->tensors[i];
         uint64_t relative = tensor->file_offset;
         uint64_t start, end;
-        if (__builtin_add_overflow(shard->data_start, relative, &start) ||
-            __builtin_add_overflow(start, tensor->nbytes, &end) || end > shard->size) {
-            char shown[80];
-            gguf_describe_name(tensor->name, shown, sizeof shown);
-            return error_set(c->err, "%s: tensor '%s': data at offset %" PRIu64 " + %" PRIu64
-                             " bytes runs past the end of the file (%" PRIu64 " bytes)",
-                             c->path, shown, relative, tensor->nbytes, shard->size);
-        }
+        char shown[80];
+        if (__builtin_add_overflow(shard->data_start, relative, &start) || start > shard->size)
+            return error_set(c->err, "%s: tensor '%s': data offset %" PRIu64 " is past the end of the file (%" PRIu64
+                             " bytes, data section from offset %" PRIu64 ")", c->path,
+                             text_escape_string(tensor->name, shown, sizeof shown), relative, shard->size,
+                             shard->data_start);
+        if (__builtin_add_overflow(start, tensor->nbytes, &end) || end > shard->size)
+            return error_set(c->err, "%s: tensor '%s': %" PRIu64 " bytes of data at file offset %" PRIu64
+                             " run past the end of the file (%" PRIu64 " bytes)", c->path,
+                             text_escape_string(tensor->name, shown, sizeof shown), tensor->nbytes, start,
+                             shard->size);
         tensor->file_offset = start;
         tensor->data = shard->base + start;
     }
@@ -449,11 +430,11 @@ static int check_tensor_placement(cursor *c, gguf_shard *shard)
             continue;
         if (previous && previous->file_offset + previous->nbytes > tensor->file_offset) {
             char first[80], second[80];
-            gguf_describe_name(previous->name, first, sizeof first);
-            gguf_describe_name(tensor->name, second, sizeof second);
-            status = error_set(c->err, "%s: tensors '%s' and '%s' overlap (data offsets %" PRIu64 " and %" PRIu64 ")",
-                               c->path, first, second, previous->file_offset - shard->data_start,
-                               tensor->file_offset - shard->data_start);
+            text_escape_string(previous->name, first, sizeof first);
+            text_escape_string(tensor->name, second, sizeof second);
+            status = error_set(c->err, "%s: tensors '%s' and '%s' overlap (%" PRIu64 " bytes at file offset %" PRIu64
+                               ", %" PRIu64 " at %" PRIu64 ")", c->path, first, second, previous->nbytes,
+                               previous->file_offset, tensor->nbytes, tensor->file_offset);
             break;
         }
         previous = tensor;

@@ -1,15 +1,19 @@
 /* GGUF v3 writer: collects metadata and tensor infos in memory (small), then
- * streams the header and each tensor's data straight to the file, inserting
- * the alignment padding and computing offsets from the tensor sizes. The
- * first failure is kept and reported by gguf_writer_finish, so callers can
- * chain adds without checking each one. */
+ * streams the header and each tensor's data straight to a temporary file
+ * beside the target (base/file.h), inserting the alignment padding and
+ * computing offsets from the tensor sizes; the finished file is synced and
+ * renamed over the target, so a failure never damages an existing file. The
+ * first failure is kept and reported by gguf_writer_complete (or _finish),
+ * so callers can chain adds without checking each one. */
 #include "gguf.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../base/file.h"
 #include "../quant/quant.h"
 
 typedef struct writer_tensor {
@@ -22,8 +26,10 @@ typedef struct writer_tensor {
 } writer_tensor;
 
 struct gguf_writer {
-    FILE *file;
-    char *path;
+    file_replacement file;      /* the temporary file and the target */
+    FILE *stream;               /* buffered writes into the temporary */
+    char *path;                 /* as given, for messages */
+    bool completed;             /* data written, flushed and closed */
     uint32_t alignment;
     uint8_t *metadata;          /* encoded key/value records */
     size_t metadata_bytes, metadata_capacity;
@@ -149,9 +155,20 @@ gguf_writer *gguf_writer_create(const char *path, bmoe_error *err)
     memcpy(writer->path, path, length);
     writer->alignment = GGUF_DEFAULT_ALIGNMENT;
     writer->alignment_value_at = SIZE_MAX;
-    writer->file = fopen(path, "wb");
-    if (!writer->file) {
-        error_set(err, "%s: cannot create: %s", path, strerror(errno));
+    if (file_replacement_begin(&writer->file, path, err) != 0) {
+        free(writer->path);
+        free(writer);
+        return NULL;
+    }
+    /* The stream writes through its own descriptor, so that closing it
+     * leaves the replacement's descriptor open for the sync. */
+    int stream_fd = dup(writer->file.fd);
+    writer->stream = stream_fd >= 0 ? fdopen(stream_fd, "wb") : NULL;
+    if (!writer->stream) {
+        error_set(err, "%s: cannot open a stream on %s: %s", path, writer->file.temporary, strerror(errno));
+        if (stream_fd >= 0)
+            close(stream_fd);
+        file_replacement_release(&writer->file);
         free(writer->path);
         free(writer);
         return NULL;
@@ -296,7 +313,9 @@ int gguf_writer_add_tensor_info(gguf_writer *writer, const char *name, uint32_t 
 
 static int write_bytes(gguf_writer *writer, const void *bytes, size_t length)
 {
-    if (length && fwrite(bytes, 1, length, writer->file) != length)
+    if (writer->completed)
+        return writer_fail(writer, "%s: data written after gguf_writer_complete%s", NULL);
+    if (length && fwrite(bytes, 1, length, writer->stream) != length)
         return writer_fail(writer, "%s: write failed: %s", strerror(errno));
     return 0;
 }
@@ -403,8 +422,9 @@ void gguf_writer_destroy(gguf_writer *writer)
 {
     if (!writer)
         return;
-    if (writer->file)
-        fclose(writer->file);
+    if (writer->stream)
+        fclose(writer->stream);
+    file_replacement_release(&writer->file); /* removes an unpublished temporary */
     for (uint64_t i = 0; i < writer->kv_count; i++)
         free(writer->keys[i]);
     for (uint64_t i = 0; i < writer->tensor_count; i++)
@@ -416,8 +436,10 @@ void gguf_writer_destroy(gguf_writer *writer)
     free(writer);
 }
 
-int gguf_writer_finish(gguf_writer *writer, bmoe_error *err)
+int gguf_writer_complete(gguf_writer *writer, bmoe_error *err)
 {
+    if (!writer->failed && writer->completed)
+        writer_fail(writer, "%s: gguf_writer_complete called twice%s", NULL);
     if (!writer->failed && !writer->data_begun)
         gguf_writer_begin_data(writer);
     if (!writer->failed && writer->current < writer->tensor_count) {
@@ -427,16 +449,34 @@ int gguf_writer_finish(gguf_writer *writer, bmoe_error *err)
                  writer->current_written, tensor->nbytes);
         writer_fail(writer, "%s: finished before all tensor data was written: tensor %s", detail);
     }
-    if (writer->file) {
-        bool write_error = ferror(writer->file) != 0;
-        int close_status = fclose(writer->file);
-        writer->file = NULL;
-        if (write_error || close_status != 0)
+    if (!writer->failed && fflush(writer->stream) != 0)
+        writer_fail(writer, "%s: write failed: %s", strerror(errno));
+    if (writer->stream && !writer->completed) {
+        int closed = fclose(writer->stream);
+        writer->stream = NULL;
+        if (closed != 0)
             writer_fail(writer, "%s: write failed: %s", strerror(errno));
     }
-    int status = writer->failed ? -1 : 0;
+    writer->completed = true;
     if (writer->failed)
-        error_set(err, "%s", writer->error.message);
+        return error_set(err, "%s", writer->error.message);
+    return 0;
+}
+
+int gguf_writer_publish(gguf_writer *writer, bmoe_error *err)
+{
+    if (writer->failed)
+        return error_set(err, "%s", writer->error.message);
+    if (!writer->completed)
+        return error_set(err, "%s: gguf_writer_publish before gguf_writer_complete", writer->path);
+    return file_replacement_commit(&writer->file, err);
+}
+
+int gguf_writer_finish(gguf_writer *writer, bmoe_error *err)
+{
+    int status = gguf_writer_complete(writer, err);
+    if (status == 0)
+        status = gguf_writer_publish(writer, err);
     gguf_writer_destroy(writer);
     return status;
 }

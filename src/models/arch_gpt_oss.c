@@ -18,11 +18,10 @@ int gpt_oss_bind(model *m, bmoe_error *err)
     if (model_read_common_hparams(m, ROPE_NEOX, err) != 0 || model_read_swa_pattern(m, 2, err) != 0)
         return -1;
     model_hparams *hp = &m->hparams;
-    if (hp->n_swa <= 0)
-        return error_set(err, "model: gpt-oss needs a positive gpt-oss.attention.sliding_window");
-    if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
-        return error_set(err, "model: gpt-oss needs expert_count, expert_used_count and "
-                         "expert_feed_forward_length");
+    if (model_require_positive(m, "attention.sliding_window", hp->n_swa, err) ||
+        model_require_positive(m, "expert_count", hp->n_expert, err) ||
+        model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))
+        return -1;
     int64_t n_embd = hp->n_embd, e = hp->n_expert, ff = hp->n_ff_exp;
     if (model_bind_globals(m, false, err) != 0)
         return -1;

@@ -18,10 +18,9 @@ int llama_bind(model *m, bmoe_error *err)
         return -1;
     model_hparams *hp = &m->hparams;
     int64_t n_embd = hp->n_embd, ff = hp->n_ff, e = hp->n_expert;
-    if (e == 0 && ff <= 0)
-        return error_set(err, "model: llama needs llama.feed_forward_length");
-    if (e > 0 && hp->n_ff_exp <= 0)
-        return error_set(err, "model: llama MoE needs an expert feed-forward length");
+    if ((e == 0 && model_require_positive(m, "feed_forward_length", hp->n_ff, err)) ||
+        (e > 0 && model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err)))
+        return -1;
     tensor_view rope_freqs;
     if (model_bind_globals(m, true, err) != 0 ||
         model_bind(m, &rope_freqs, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_rot / 2}, err,

@@ -21,9 +21,9 @@ int qwen3moe_bind(model *m, bmoe_error *err)
     if (hp->head_dim_k != hp->head_dim_v || hp->head_dim_k != hp->n_rot)
         return error_set(err, "model: qwen3moe needs key_length == value_length == rope.dimension_count "
                          "(have %d, %d, %d)", hp->head_dim_k, hp->head_dim_v, hp->n_rot);
-    if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
-        return error_set(err, "model: qwen3moe needs expert_count, expert_used_count and "
-                         "expert_feed_forward_length");
+    if (model_require_positive(m, "expert_count", hp->n_expert, err) ||
+        model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))
+        return -1;
     int64_t n_embd = hp->n_embd, d = hp->head_dim_k;
     if (model_bind_globals(m, true, err) != 0)
         return -1;

@@ -9,8 +9,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../quant/quant.h"
 #include "../stream/expert_store.h"
+
+/* The layer of a tensor named blk.<layer>.*, or -1. */
+static long layer_of_tensor(const char *name)
+{
+    if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
+        return -1;
+    char *end = NULL;
+    long layer = strtol(name + 4, &end, 10);
+    return *end == '.' ? layer : -1;
+}
+
+/* Tensors the architecture left unbound: a block_count smaller than the
+ * layers present would otherwise run the first layers only, silently. */
+static int check_every_tensor_used(const model *m, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int32_t block_count = hp->n_layer + hp->n_layer_nextn;
+    uint64_t unused = 0;
+    const gguf_tensor *first = NULL;
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++) {
+        if (m->tensor_used[i])
+            continue;
+        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
+        long layer = layer_of_tensor(tensor->name);
+        /* the multi-token-prediction layers nextn_predict_layers declares */
+        if (layer >= hp->n_layer && layer < block_count)
+            continue;
+        if (unused++ == 0)
+            first = tensor;
+    }
+    if (unused == 0)
+        return 0;
+    char shown[128], more[64] = "";
+    text_escape_string(first->name, shown, sizeof shown);
+    if (unused > 1)
+        snprintf(more, sizeof more, " (and %llu more unused tensors)", (unsigned long long)(unused - 1));
+    long layer = layer_of_tensor(first->name);
+    if (layer >= block_count)
+        return error_set(err, "model: tensor '%s' belongs to layer %ld, but %s.block_count is %d%s", shown, layer,
+                         hp->architecture, block_count, more);
+    return error_set(err, "model: tensor '%s' is not used by the %s architecture%s", shown, hp->architecture,
+                     more);
+}
 
 int model_init(model *m, const gguf_model *file, bmoe_error *err)
 {
@@ -19,16 +63,26 @@ int model_init(model *m, const gguf_model *file, bmoe_error *err)
     gguf_string name;
     if (!gguf_get_string(file, "general.architecture", &name))
         return error_set(err, "model: missing or non-string key 'general.architecture'");
-    if (name.length == 0 || name.length >= sizeof m->hparams.architecture)
-        return error_set(err, "model: invalid general.architecture (length %llu)",
+    char shown[160];
+    text_escape(name.data, (size_t)name.length, shown, sizeof shown);
+    if (name.length == 0 || name.length >= sizeof m->hparams.architecture || memchr(name.data, 0, name.length))
+        return error_set(err, "model: general.architecture '%s' (%llu bytes) is not an architecture name", shown,
                          (unsigned long long)name.length);
     memcpy(m->hparams.architecture, name.data, name.length);
     m->hparams.architecture[name.length] = '\0';
     m->arch = model_arch_find(m->hparams.architecture);
     if (!m->arch)
-        return error_set(err, "model: unknown architecture '%s' (supported: %s)", m->hparams.architecture,
-                         model_arch_names());
-    if (m->arch->bind(m, err) != 0) {
+        return error_set(err, "model: unknown architecture '%s' (supported: %s)", shown, model_arch_names());
+    uint64_t count = gguf_tensor_count(file);
+    m->tensor_used = calloc(count ? count : 1, 1);
+    if (!m->tensor_used)
+        return error_set(err, "model: out of memory for %llu tensors", (unsigned long long)count);
+    int status = m->arch->bind(m, err);
+    if (status == 0)
+        status = check_every_tensor_used(m, err);
+    free(m->tensor_used);
+    m->tensor_used = NULL;
+    if (status != 0) {
         model_release(m);
         return -1;
     }
@@ -63,11 +117,25 @@ static int read_u32(const model *m, const char *suffix, bool required, uint32_t 
     } else if (!gguf_get_int(m->file, key, &value)) {
         return error_set(err, "model: key '%s' is not an integer", key);
     }
+    if ((value < minimum || value > maximum) && !gguf_find_kv(m->file, key))
+        return error_set(err, "model: key '%s' is absent and its default, %lld, is out of range [%u, %u]", key,
+                         (long long)value, minimum, maximum);
     if (value < minimum || value > maximum)
         return error_set(err, "model: key '%s' = %lld is out of range [%u, %u]", key, (long long)value,
                          minimum, maximum);
     *out = (int32_t)value;
     return 0;
+}
+
+int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err)
+{
+    if (value > 0)
+        return 0;
+    char key[128];
+    arch_key(m, suffix, key, sizeof key);
+    if (!gguf_find_kv(m->file, key))
+        return error_set(err, "model: %s needs key '%s', which is absent", m->hparams.architecture, key);
+    return error_set(err, "model: %s needs a positive '%s' (it is %d)", m->hparams.architecture, key, (int)value);
 }
 
 static int read_f32(const model *m, const char *suffix, bool required, float fallback, float *out,
@@ -81,8 +149,10 @@ static int read_f32(const model *m, const char *suffix, bool required, float fal
         *out = fallback;
         return 0;
     }
-    if (!gguf_get_float(m->file, key, out) || !isfinite(*out))
-        return error_set(err, "model: key '%s' is not a finite number", key);
+    if (!gguf_get_float(m->file, key, out))
+        return error_set(err, "model: key '%s' is not a number", key);
+    if (!isfinite(*out))
+        return error_set(err, "model: key '%s' = %g is not finite", key, (double)*out);
     return 0;
 }
 
@@ -126,6 +196,7 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (nextn >= block_count)
         return error_set(err, "model: nextn_predict_layers %d leaves no layers of %d", nextn, block_count);
     hp->n_layer = block_count - nextn;
+    hp->n_layer_nextn = nextn;
     if (read_u32(m, "context_length", true, 0, 1, 1u << 30, &hp->n_ctx_train, err) ||
         read_u32(m, "embedding_length", true, 0, 1, 1u << 20, &hp->n_embd, err) ||
         read_uniform_u32(m, "attention.head_count", 0, &hp->n_head, err))
@@ -137,6 +208,16 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return error_set(err, "model: head_count %d is not a multiple of head_count_kv %d", hp->n_head,
                          hp->n_head_kv);
+    char key[128];
+    const char *head_key = NULL;
+    if (!gguf_find_kv(m->file, arch_key(m, "attention.key_length", key, sizeof key)))
+        head_key = "key_length";
+    else if (!gguf_find_kv(m->file, arch_key(m, "attention.value_length", key, sizeof key)))
+        head_key = "value_length";
+    if (head_key && hp->n_embd % hp->n_head != 0)
+        return error_set(err, "model: %s.attention.%s is absent, and the head size it defaults to does not exist:"
+                         " %s.embedding_length %d is not a multiple of %s.attention.head_count %d",
+                         hp->architecture, head_key, hp->architecture, hp->n_embd, hp->architecture, hp->n_head);
     uint32_t default_head = (uint32_t)(hp->n_embd / hp->n_head);
     if (read_u32(m, "attention.key_length", false, default_head, 1, 1u << 16, &hp->head_dim_k, err) ||
         read_u32(m, "attention.value_length", false, default_head, 1, 1u << 16, &hp->head_dim_v, err) ||
@@ -148,7 +229,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (read_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err))
         return -1;
     if (hp->rms_eps < 0)
-        return error_set(err, "model: negative layer_norm_rms_epsilon");
+        return error_set(err, "model: key '%s.attention.layer_norm_rms_epsilon' = %g is negative",
+                         hp->architecture, (double)hp->rms_eps);
 
     /* feed-forward and experts */
     if (read_uniform_u32(m, "feed_forward_length", 0, &hp->n_ff, err) ||
@@ -158,9 +240,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (hp->n_expert_used > hp->n_expert)
         return error_set(err, "model: %s.expert_used_count %d exceeds expert_count %d", hp->architecture,
                          hp->n_expert_used, hp->n_expert);
-    if (hp->n_expert > 0 && hp->n_expert_used == 0)
-        return error_set(err, "model: %s.expert_used_count is missing or 0 with %d experts", hp->architecture,
-                         hp->n_expert);
+    if (hp->n_expert > 0 && model_require_positive(m, "expert_used_count", hp->n_expert_used, err) != 0)
+        return -1;
     uint32_t default_ff_exp = hp->n_expert_used > 0 ? (uint32_t)(hp->n_ff / hp->n_expert_used) : 0;
     if (read_u32(m, "expert_feed_forward_length", false, default_ff_exp, 0, 1u << 20, &hp->n_ff_exp, err))
         return -1;
@@ -172,8 +253,9 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
         read_f32(m, "rope.scaling.attn_factor", false, 1.0f, &attn_factor, err))
         return -1;
     if (freq_base <= 0)
-        return error_set(err, "model: rope.freq_base must be positive");
-    char key[128];
+        return error_set(err, "model: key '%s.rope.freq_base' = %g must be positive", hp->architecture,
+                         (double)freq_base);
+    char shown[96];
     gguf_string scaling = {"linear", 6};
     if (gguf_find_kv(m->file, arch_key(m, "rope.scaling.type", key, sizeof key)) &&
         !gguf_get_string(m->file, key, &scaling))
@@ -182,10 +264,11 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     bool none = scaling.length == 4 && memcmp(scaling.data, "none", 4) == 0;
     bool linear_type = scaling.length == 6 && memcmp(scaling.data, "linear", 6) == 0;
     if (!yarn && !none && !linear_type)
-        return error_set(err, "model: unsupported rope.scaling.type '%.*s'", (int)(scaling.length > 32 ? 32 : scaling.length),
-                         scaling.data);
+        return error_set(err, "model: unsupported %s '%s' (linear, yarn or none)", key,
+                         text_escape(scaling.data, (size_t)scaling.length, shown, sizeof shown));
     if (factor < 0)
-        return error_set(err, "model: negative rope.scaling.factor");
+        return error_set(err, "model: key '%s.rope.scaling.factor' = %g is negative", hp->architecture,
+                         (double)factor);
     float freq_scale = (factor == 0.0f || none) ? 1.0f : 1.0f / factor;
     int32_t n_ctx_orig;
     if (read_u32(m, "rope.scaling.original_context_length", false, (uint32_t)hp->n_ctx_train, 1, 1u << 30,
@@ -201,7 +284,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (read_f32(m, "rope.freq_base_swa", false, freq_base, &freq_base_swa, err))
         return -1;
     if (freq_base_swa <= 0)
-        return error_set(err, "model: rope.freq_base_swa must be positive");
+        return error_set(err, "model: key '%s.rope.freq_base_swa' = %g must be positive", hp->architecture,
+                         (double)freq_base_swa);
     hp->rope_swa.freq_base = freq_base_swa;
 
     if (read_u32(m, "attention.sliding_window", false, 0, 0, 1u << 30, &hp->n_swa, err))
@@ -213,7 +297,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (!embd)
         return error_set(err, "model: missing tensor 'token_embd.weight'");
     if (embd->ne[1] <= 0 || embd->ne[1] > INT32_MAX)
-        return error_set(err, "model: tensor 'token_embd.weight' has an invalid vocabulary size");
+        return error_set(err, "model: tensor 'token_embd.weight' has %lld rows, not a vocabulary size",
+                         (long long)embd->ne[1]);
     hp->n_vocab = (int32_t)embd->ne[1];
     const gguf_kv *tokens = gguf_find_kv(m->file, "tokenizer.ggml.tokens");
     if (tokens && tokens->type == GGUF_TYPE_ARRAY && tokens->array_count != (uint64_t)hp->n_vocab)
@@ -262,6 +347,18 @@ static void format_shape(char *buffer, size_t size, const int64_t *ne, int n_dim
         snprintf(buffer + used, size - used, "}");
 }
 
+/* The alignment a type's data needs: a block's size is a multiple of its
+ * alignment and no block holds a field wider than 8 bytes, so the largest
+ * power of two dividing the block size, at most 8, covers every load (f32:
+ * 4; f16, Q8_0: 2; MXFP4: 1; K-quants: 8, more than their f16 fields need,
+ * which costs nothing on files with the usual 32-byte alignment). */
+static uint64_t data_alignment(const quant_format *format)
+{
+    uint64_t bytes = (uint64_t)format->block_bytes;
+    uint64_t lowest_bit = bytes & (~bytes + 1);
+    return lowest_bit > 8 ? 8 : lowest_bit;
+}
+
 int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
                const int64_t *ne, bmoe_error *err, const char *name_format, int layer)
 {
@@ -301,6 +398,16 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
             return error_set(err, "model: tensor '%s' has type %s, which bmoe cannot decode", name, type_name);
         break;
     }
+    /* Kernels load a type's data as its blocks' fields (f32 values, f16
+     * scales): a file whose general.alignment is 1 or 2 can place a tensor
+     * where those loads would be misaligned. Refused whatever the dense
+     * weights mode, since the file offset decides it. */
+    uint64_t alignment = data_alignment(format);
+    if (tensor->file_offset % alignment != 0 || (uintptr_t)tensor->data % alignment != 0)
+        return error_set(err, "model: tensor '%s' (%s) starts at file offset %llu, not a multiple of the %llu bytes"
+                         " bmoe needs for %s data (general.alignment is %u)", name, type_name,
+                         (unsigned long long)tensor->file_offset, (unsigned long long)alignment, type_name,
+                         (unsigned)gguf_alignment(m->file));
     view->name = tensor->name;
     view->type = tensor->type;
     memcpy(view->ne, tensor->ne, sizeof view->ne);
@@ -315,6 +422,8 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
         if (bytes > m->max_activation_bytes)
             m->max_activation_bytes = bytes;
     }
+    if (m->tensor_used)
+        m->tensor_used[gguf_tensor_index(m->file, tensor)] = 1;
     return 0;
 }
 

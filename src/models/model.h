@@ -43,6 +43,7 @@ typedef struct model_hparams {
     int32_t n_ctx_train;
     int32_t n_embd;
     int32_t n_layer;          /* block_count - nextn_predict_layers */
+    int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run */
     int32_t n_head, n_head_kv;
     int32_t head_dim_k, head_dim_v;
     int32_t n_rot;
@@ -98,6 +99,7 @@ typedef struct model {
     model_weights weights;
     expert_store *experts;       /* where the MoE layers get their experts' bytes; not owned */
     size_t max_activation_bytes; /* largest converted input row of any bound matrix */
+    uint8_t *tensor_used;        /* during model_init: [gguf_tensor_count] bound by a view */
 } model;
 
 /* ---- Run state ----------------------------------------------------------
@@ -174,7 +176,10 @@ const model_arch *model_arch_find(const char *name);
 /* Comma-separated names of the supported architectures, for messages. */
 const char *model_arch_names(void);
 
-/* Finds the architecture of file and binds its weights. */
+/* Finds the architecture of file and binds its weights. Every tensor of
+ * the file must be bound by the architecture (or belong to one of the
+ * nextn_predict_layers it does not run): a tensor left over means the keys
+ * (block_count, ...) contradict the tensors, and is an error. */
 int model_init(model *m, const gguf_model *file, bmoe_error *err);
 void model_release(model *m);
 
@@ -188,6 +193,10 @@ void run_state_destroy(run_state *s);
  * head counts, eps, RoPE (with YaRN), experts, sliding window. */
 int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err);
 
+/* 0 when value is positive; otherwise an error naming the key
+ * "<architecture>.<suffix>" and whether it is absent or what it holds. */
+int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err);
+
 /* Sliding-window layers from attention.sliding_window_pattern (a period, or
  * per-layer bools); default_period applies when the key is absent. */
 int model_read_swa_pattern(model *m, uint32_t default_period, bmoe_error *err);
@@ -199,7 +208,8 @@ enum tensor_kind {
 };
 
 /* Binds tensor `name` (printf format with the layer) to view, checking its
- * shape against ne (n_dims entries, the rest 1) and its type against kind.
+ * shape against ne (n_dims entries, the rest 1), its type against kind and
+ * the alignment of its data against what the kernels load for its type.
  * required false: an absent tensor leaves the view empty and returns 0. */
 int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
                const int64_t *ne, bmoe_error *err, const char *name_format, int layer);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "tokenizer_internal.h"
 
 static uint64_t hash_bytes(const char *text, size_t length)
@@ -140,8 +141,9 @@ static int build_merges(tokenizer *tok, const tokenizer_parts *parts, bmoe_error
             }
         if (split == 0 || split + 1 >= length) {
             free(joined);
-            return error_set(err, "tokenizer: merge %d ('%.*s') is not 'LEFT RIGHT'", (int)rank,
-                             (int)(length > 60 ? 60 : length), text ? text : "");
+            char shown[96];
+            return error_set(err, "tokenizer: merge %d ('%s') is not 'LEFT RIGHT'", (int)rank,
+                             text_escape(text ? text : "", text ? length : 0, shown, sizeof shown));
         }
         int32_t left = tokenizer_lookup(tok, text, split);
         int32_t right = tokenizer_lookup(tok, text + split + 1, length - split - 1);
@@ -344,12 +346,24 @@ static void apply_fixups(tokenizer *tok)
     }
 }
 
+/* A special id: the one given, or the model's default when none is given
+ * (a default the vocabulary is too small for means none). */
 static int32_t resolve_id(int32_t given, int32_t fallback, int32_t n_vocab)
 {
     int32_t id = given == TOKENIZER_DEFAULT ? fallback : given;
     if (id < 0 || id >= n_vocab)
         return TOKENIZER_NO_TOKEN;
     return id;
+}
+
+/* A given special id must be a token (or none): one outside the
+ * vocabulary is an error, never quietly dropped. name is the GGUF key. */
+static int check_special_id(int32_t id, const char *name, int32_t n_vocab, bmoe_error *err)
+{
+    if (id == TOKENIZER_DEFAULT || id == TOKENIZER_NO_TOKEN || (id >= 0 && id < n_vocab))
+        return 0;
+    return error_set(err, "tokenizer: %s = %d is outside the vocabulary of %d tokens", name, (int)id,
+                     (int)n_vocab);
 }
 
 tokenizer *tokenizer_create(const tokenizer_parts *parts, bmoe_error *err)
@@ -366,7 +380,9 @@ tokenizer *tokenizer_create(const tokenizer_parts *parts, bmoe_error *err)
     else if (strcmp(parts->model, "gemma4") == 0)
         kind = TOKENIZER_KIND_GEMMA4;
     else {
-        error_set(err, "tokenizer: unsupported tokenizer model '%s' (tokenizer.ggml.model)", parts->model);
+        char shown[96];
+        error_set(err, "tokenizer: unsupported tokenizer model '%s' (tokenizer.ggml.model)",
+                  text_escape_string(parts->model, shown, sizeof shown));
         return NULL;
     }
     if (parts->n_vocab <= 0 || parts->n_vocab > (1 << 24) || !parts->tokens) {
@@ -377,6 +393,18 @@ tokenizer *tokenizer_create(const tokenizer_parts *parts, bmoe_error *err)
         error_set(err, "tokenizer: negative merge count %d", (int)parts->n_merges);
         return NULL;
     }
+    const struct {
+        int32_t id;
+        const char *name;
+    } specials[] = {
+        {parts->bos_id, "tokenizer.ggml.bos_token_id"},     {parts->eos_id, "tokenizer.ggml.eos_token_id"},
+        {parts->eot_id, "tokenizer.ggml.eot_token_id"},     {parts->eom_id, "tokenizer.ggml.eom_token_id"},
+        {parts->unknown_id, "tokenizer.ggml.unknown_token_id"},
+        {parts->padding_id, "tokenizer.ggml.padding_token_id"},
+    };
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
+        if (check_special_id(specials[i].id, specials[i].name, parts->n_vocab, err) != 0)
+            return NULL;
     tokenizer *tok = calloc(1, sizeof(*tok));
     if (!tok) {
         error_set(err, "tokenizer: out of memory");
@@ -462,33 +490,58 @@ void tokenizer_destroy(tokenizer *tok)
 
 /* ---- Reading tokenizer.ggml.* from a GGUF ---- */
 
-static int gguf_special_id(const gguf_model *model, const char *key, int32_t *out)
+/* Published files write "no such token" as the u32 -1 (stories260K, made
+ * by the reference converter from llama2.c, sets its separator and padding
+ * ids so): that value means none. Any other id must be a token. */
+#define GGUF_NO_TOKEN_U32 4294967295ll
+
+static int gguf_special_id(const gguf_model *model, const char *key, int32_t n_vocab, int32_t *out,
+                           bmoe_error *err)
 {
+    *out = TOKENIZER_DEFAULT;
+    if (!gguf_find_kv(model, key))
+        return 0;
     int64_t value;
-    if (!gguf_get_int(model, key, &value)) {
-        *out = TOKENIZER_DEFAULT;
+    if (!gguf_get_int(model, key, &value))
+        return error_set(err, "tokenizer: key %s is not an integer", key);
+    if (value == GGUF_NO_TOKEN_U32 || value == -1) {
+        *out = TOKENIZER_NO_TOKEN;
         return 0;
     }
-    *out = value >= 0 && value <= INT32_MAX ? (int32_t)value : TOKENIZER_NO_TOKEN;
+    if (value < 0 || value >= n_vocab)
+        return error_set(err, "tokenizer: %s = %lld is outside the vocabulary of %d tokens", key, (long long)value,
+                         (int)n_vocab);
+    *out = (int32_t)value;
     return 0;
 }
 
-static int gguf_flag(const gguf_model *model, const char *key)
+static int gguf_flag(const gguf_model *model, const char *key, int *out, bmoe_error *err)
 {
+    *out = TOKENIZER_DEFAULT;
+    if (!gguf_find_kv(model, key))
+        return 0;
     bool value;
     if (!gguf_get_bool(model, key, &value))
-        return TOKENIZER_DEFAULT;
-    return value ? 1 : 0;
+        return error_set(err, "tokenizer: key %s is not a boolean", key);
+    *out = value ? 1 : 0;
+    return 0;
 }
 
-static char *string_copy(gguf_string text)
+/* A name key (tokenizer.ggml.model, .pre) as a C string: NUL bytes inside
+ * would make "gpt2\0junk" pass for "gpt2". */
+static int gguf_name(gguf_string text, const char *key, char **out, bmoe_error *err)
 {
-    char *copy = malloc(text.length + 1);
-    if (copy) {
-        memcpy(copy, text.data, text.length);
-        copy[text.length] = '\0';
+    if (memchr(text.data, 0, text.length)) {
+        char shown[96];
+        return error_set(err, "tokenizer: %s '%s' contains a NUL byte", key,
+                         text_escape(text.data, (size_t)text.length, shown, sizeof shown));
     }
-    return copy;
+    *out = malloc(text.length + 1);
+    if (!*out)
+        return error_set(err, "tokenizer: out of memory");
+    memcpy(*out, text.data, text.length);
+    (*out)[text.length] = '\0';
+    return 0;
 }
 
 tokenizer *tokenizer_create_from_gguf(const gguf_model *model, bmoe_error *err)
@@ -507,14 +560,17 @@ tokenizer *tokenizer_create_from_gguf(const gguf_model *model, bmoe_error *err)
         error_set(err, "tokenizer: key tokenizer.ggml.model is missing or not a string");
         return NULL;
     }
-    model_name = string_copy(text);
-    if (gguf_get_string(model, "tokenizer.ggml.pre", &text))
-        pre_name = string_copy(text);
-    const gguf_kv *token_kv = gguf_find_kv(model, "tokenizer.ggml.tokens");
-    if (!model_name || (gguf_find_kv(model, "tokenizer.ggml.pre") && !pre_name)) {
-        error_set(err, "tokenizer: out of memory");
+    if (gguf_name(text, "tokenizer.ggml.model", &model_name, err) != 0)
         goto done;
+    if (gguf_find_kv(model, "tokenizer.ggml.pre")) {
+        if (!gguf_get_string(model, "tokenizer.ggml.pre", &text)) {
+            error_set(err, "tokenizer: key tokenizer.ggml.pre is not a string");
+            goto done;
+        }
+        if (gguf_name(text, "tokenizer.ggml.pre", &pre_name, err) != 0)
+            goto done;
     }
+    const gguf_kv *token_kv = gguf_find_kv(model, "tokenizer.ggml.tokens");
     if (!token_kv || token_kv->type != GGUF_TYPE_ARRAY || token_kv->array_type != GGUF_TYPE_STRING ||
         token_kv->array_count == 0 || token_kv->array_count > (1u << 24)) {
         error_set(err, "tokenizer: key tokenizer.ggml.tokens is missing, empty or not a string array");
@@ -572,7 +628,12 @@ tokenizer *tokenizer_create_from_gguf(const gguf_model *model, bmoe_error *err)
         }
         for (int32_t i = 0; i < n_vocab; i++) {
             int64_t type = gguf_array_int(type_kv, (uint64_t)i);
-            types[i] = type >= 0 && type <= 6 ? (int32_t)type : -1;
+            if (type < TOKENIZER_TOKEN_UNDEFINED || type > TOKENIZER_TOKEN_BYTE) {
+                error_set(err, "tokenizer: tokenizer.ggml.token_type[%d] = %lld is not a token type (0..6)",
+                          (int)i, (long long)type);
+                goto done;
+            }
+            types[i] = (int32_t)type;
         }
     }
     const gguf_kv *score_kv = gguf_find_kv(model, "tokenizer.ggml.scores");
@@ -599,15 +660,16 @@ tokenizer *tokenizer_create_from_gguf(const gguf_model *model, bmoe_error *err)
     parts.scores = scores;
     parts.n_merges = (int32_t)n_merges;
     parts.merges = merges;
-    gguf_special_id(model, "tokenizer.ggml.bos_token_id", &parts.bos_id);
-    gguf_special_id(model, "tokenizer.ggml.eos_token_id", &parts.eos_id);
-    gguf_special_id(model, "tokenizer.ggml.eot_token_id", &parts.eot_id);
-    gguf_special_id(model, "tokenizer.ggml.eom_token_id", &parts.eom_id);
-    gguf_special_id(model, "tokenizer.ggml.unknown_token_id", &parts.unknown_id);
-    gguf_special_id(model, "tokenizer.ggml.padding_token_id", &parts.padding_id);
-    parts.add_bos = gguf_flag(model, "tokenizer.ggml.add_bos_token");
-    parts.add_eos = gguf_flag(model, "tokenizer.ggml.add_eos_token");
-    parts.add_space_prefix = gguf_flag(model, "tokenizer.ggml.add_space_prefix");
+    if (gguf_special_id(model, "tokenizer.ggml.bos_token_id", n_vocab, &parts.bos_id, err) ||
+        gguf_special_id(model, "tokenizer.ggml.eos_token_id", n_vocab, &parts.eos_id, err) ||
+        gguf_special_id(model, "tokenizer.ggml.eot_token_id", n_vocab, &parts.eot_id, err) ||
+        gguf_special_id(model, "tokenizer.ggml.eom_token_id", n_vocab, &parts.eom_id, err) ||
+        gguf_special_id(model, "tokenizer.ggml.unknown_token_id", n_vocab, &parts.unknown_id, err) ||
+        gguf_special_id(model, "tokenizer.ggml.padding_token_id", n_vocab, &parts.padding_id, err) ||
+        gguf_flag(model, "tokenizer.ggml.add_bos_token", &parts.add_bos, err) ||
+        gguf_flag(model, "tokenizer.ggml.add_eos_token", &parts.add_eos, err) ||
+        gguf_flag(model, "tokenizer.ggml.add_space_prefix", &parts.add_space_prefix, err))
+        goto done;
     tok = tokenizer_create(&parts, err);
 done:
     free(model_name);

@@ -52,7 +52,8 @@ typedef struct tokenizer_parts {
     int32_t n_merges;
     const tokenizer_string *merges; /* "LEFT RIGHT", rank = index; may be NULL when n_merges is 0 */
     /* Special ids: TOKENIZER_DEFAULT takes the model default (spec section 9),
-     * TOKENIZER_NO_TOKEN means none, ids >= n_vocab are ignored. */
+     * TOKENIZER_NO_TOKEN means none; any other id outside [0, n_vocab) is an
+     * error naming its GGUF key (a model default outside it means none). */
     int32_t bos_id, eos_id, eot_id, eom_id, unknown_id, padding_id;
     /* Flags: TOKENIZER_DEFAULT (-2) = per model/pre rules, else 0 or 1. */
     int add_bos, add_eos, add_space_prefix;
@@ -69,7 +70,10 @@ void tokenizer_parts_init(tokenizer_parts *parts);
 tokenizer *tokenizer_create(const tokenizer_parts *parts, bmoe_error *err);
 
 /* Reads tokenizer.ggml.* from a GGUF (tokens, token_type, scores, merges,
- * special ids, add_bos/add_eos/add_space_prefix, pre). */
+ * special ids, add_bos/add_eos/add_space_prefix, pre). A key that is present
+ * with a value of the wrong kind, a token type outside 0..6 or a special id
+ * outside the vocabulary is an error naming the key and the value; the id
+ * 4294967295 (the u32 -1) means "none", as published files use it. */
 tokenizer *tokenizer_create_from_gguf(const gguf_model *model, bmoe_error *err);
 
 void tokenizer_destroy(tokenizer *tok);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "tokenizer_internal.h"
 
 /* Patterns exactly as the spec lists them; \s and \S are rewritten at compile
@@ -243,8 +244,11 @@ static const pre_entry *pre_find(const char *name)
 int tokenizer_pre_setup(tokenizer *tok, const char *pre, bmoe_error *err)
 {
     const pre_entry *entry = pre_find(pre);
-    if (!entry)
-        return error_set(err, "tokenizer: unknown pre-tokenizer type '%s' (tokenizer.ggml.pre)", pre);
+    if (!entry) {
+        char shown[96];
+        return error_set(err, "tokenizer: unknown pre-tokenizer type '%s' (tokenizer.ggml.pre)",
+                         text_escape_string(pre, shown, sizeof shown));
+    }
     tok->newline_split = (entry->flags & PRE_NEWLINE_SPLIT) != 0;
     tok->byte_level = !tok->newline_split;
     tok->escape_whitespaces = tok->newline_split;

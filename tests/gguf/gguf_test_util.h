@@ -6,11 +6,15 @@
 #ifndef BMOE_TESTS_GGUF_TEST_UTIL_H
 #define BMOE_TESTS_GGUF_TEST_UTIL_H
 
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -126,6 +130,40 @@ static inline bool write_whole_file(const char *path, const void *data, size_t s
         return false;
     bool ok = size == 0 || fwrite(data, 1, size, f) == size;
     return fclose(f) == 0 && ok;
+}
+
+/* Runs gguf_open(path) in a child process, which a hang cannot stall: true
+ * when the child answered within timeout_seconds, with the open's outcome
+ * in *opened and its message in message. A child that hangs is killed. */
+static inline bool gguf_open_in_time(const char *path, int timeout_seconds, bool *opened, char *message,
+                                     size_t size)
+{
+    int channel[2];
+    if (pipe(channel) != 0)
+        return false;
+    pid_t child = fork();
+    if (child < 0)
+        return false;
+    if (child == 0) {
+        close(channel[0]);
+        bmoe_error err = {0};
+        gguf_model *m = gguf_open(path, &err);
+        const char *text = m ? "opened" : err.message;
+        ssize_t written = write(channel[1], text, strlen(text));
+        _exit(written < 0 ? 3 : m ? 1 : 0);
+    }
+    close(channel[1]);
+    struct pollfd wait_for = {.fd = channel[0], .events = POLLIN};
+    bool answered = poll(&wait_for, 1, timeout_seconds * 1000) == 1;
+    ssize_t got = answered ? read(channel[0], message, size - 1) : -1;
+    message[got > 0 ? got : 0] = '\0';
+    if (!answered)
+        kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    close(channel[0]);
+    *opened = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+    return answered && WIFEXITED(status);
 }
 
 /* The byte pattern of the sample tensors: tensor t, byte j. */

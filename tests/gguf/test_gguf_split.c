@@ -1,7 +1,9 @@
 /* Split (multi-shard) GGUF models: three shards written by the writer are
  * presented as one model; a missing shard, a wrong split.no or split.count, a
  * tensor duplicated across shards, a wrong split.tensors.count, a badly named
- * first shard and a broken shard each give a clean one-line error. */
+ * first shard, a name the split keys contradict, a shard that is a FIFO and
+ * a broken shard each give a clean one-line error. */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf_test_util.h"
@@ -183,8 +185,103 @@ static void test_valid_split(bool empty_first)
     CHECK(m == NULL && strstr(err.message, "the name says shard 2 of 3"));
 }
 
+/* A shard that is a FIFO: the open must not wait for a writer. */
+static void test_fifo_shard(void)
+{
+    char prefix[400], path[512], first[512], message[512];
+    snprintf(prefix, sizeof prefix, "%s/split_fifo", test_tmp_dir());
+    write_split(prefix, &defaults);
+    shard_path(path, sizeof path, prefix, 1);
+    CHECK(unlink(path) == 0 && mkfifo(path, 0600) == 0);
+    shard_path(first, sizeof first, prefix, 0);
+    bool opened = true;
+    CHECK_MSG(gguf_open_in_time(first, 10, &opened, message, sizeof message), "a FIFO shard hangs the open");
+    CHECK_MSG(!opened && strstr(message, "shard 2 of 3") && strstr(message, path) &&
+                  strstr(message, "not a regular file (a FIFO)"),
+              "FIFO shard: '%s'", message);
+    unlink(path);
+}
+
+/* One file written by the writer with the given split keys (-1: absent). */
+static void write_single(const char *path, int split_no, int split_count)
+{
+    bmoe_error err = {0};
+    gguf_writer *w = gguf_writer_create(path, &err);
+    CHECK_MSG(w != NULL, "%s", err.message);
+    if (!w)
+        return;
+    gguf_writer_add_string(w, "general.architecture", "splitarch");
+    if (split_no >= 0)
+        gguf_writer_add_uint16(w, "split.no", (uint16_t)split_no);
+    if (split_count >= 0)
+        gguf_writer_add_uint16(w, "split.count", (uint16_t)split_count);
+    const int64_t ne[2] = {8, 1};
+    gguf_writer_add_tensor_info(w, "t0.0", TYPE_F32, 2, ne);
+    gguf_writer_begin_data(w);
+    float values[8] = {0};
+    gguf_writer_write_data(w, values, sizeof values);
+    CHECK_MSG(gguf_writer_finish(w, &err) == 0, "%s", err.message);
+}
+
+/* A name that says -00001-of-00003 is a split model whatever the keys say:
+ * split.count 1, 0 or absent under it is one clear error, never a third of
+ * the tensors presented as the whole model. */
+static void test_name_disagrees(void)
+{
+    static const struct {
+        const char *suffix;
+        int split_no, split_count;
+        const char *expected;
+    } cases[] = {
+        {"-00001-of-00003.gguf", 0, 1, "the name says shard 1 of 3, but split.count is 1 and split.no is 0"},
+        {"-00001-of-00003.gguf", 0, 0, "the name says shard 1 of 3, but split.count is 0 and split.no is 0"},
+        {"-00001-of-00003.gguf", -1, -1,
+         "the name says shard 1 of 3, but split.count is absent and split.no is absent"},
+        {"-00001-of-00003.gguf", 1, 3, "the name says shard 1 of 3, but split.count is 3 and split.no is 1"},
+        {"-00001-of-00002.gguf", 0, 3, "the name says shard 1 of 2, but split.count is 3 and split.no is 0"},
+        {"-00002-of-00003.gguf", -1, -1, "the name says shard 2 of 3, but split.count is absent"},
+        {"-00001-of-00001.gguf", 0, 2, "the name says shard 1 of 1, but split.count is 2 and split.no is 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/split_name_%zu%s", test_tmp_dir(), i, cases[i].suffix);
+        write_single(path, cases[i].split_no, cases[i].split_count);
+        bmoe_error err = {0};
+        gguf_model *m = gguf_open(path, &err);
+        CHECK_MSG(m == NULL, "case %zu: opened", i);
+        gguf_close(m);
+        CHECK_MSG(strstr(err.message, cases[i].expected) && strstr(err.message, path),
+                  "case %zu: message '%s' lacks '%s'", i, err.message, cases[i].expected);
+        unlink(path);
+    }
+    /* names and keys that agree on one shard open as one file */
+    static const struct {
+        const char *suffix;
+        int split_no, split_count;
+    } fine[] = {
+        {"-00001-of-00001.gguf", -1, -1},
+        {"-00001-of-00001.gguf", 0, 1},
+        {".gguf", 0, 1},
+        {".gguf", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/split_name_fine_%zu%s", test_tmp_dir(), i, fine[i].suffix);
+        write_single(path, fine[i].split_no, fine[i].split_count);
+        bmoe_error err = {0};
+        gguf_model *m = gguf_open(path, &err);
+        CHECK_MSG(m != NULL && gguf_shard_count(m) == 1 && gguf_tensor_count(m) == 1, "fine case %zu: %s", i,
+                  err.message);
+        gguf_close(m);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
+    test_fifo_shard();
+    test_name_disagrees();
+
     test_valid_split(false);
     test_valid_split(true);
 

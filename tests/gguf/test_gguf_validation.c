@@ -2,6 +2,7 @@
  * refused with a one-line message naming the file and the problem, both
  * through gguf_open (a real file) and gguf_open_memory. A few valid edge
  * cases must load. */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf_test_util.h"
@@ -253,10 +254,13 @@ static void test_tensor_rules(void)
                  "block size");
 
     one_tensor(&b, "t", 1, ne16, TYPE_F32, 0, 32);
-    expect_error(&b, "tensor 't': data at offset 0 + 64 bytes runs past the end of the file", "data past end");
+    /* absolute offsets: 24 header + 41 key + 33 tensor info, padded to 128 */
+    expect_error(&b, "tensor 't': 64 bytes of data at file offset 128 run past the end of the file (160 bytes)",
+                 "data past end");
 
     one_tensor(&b, "t", 1, ne16, TYPE_F32, 1ull << 63, 64);
-    expect_error(&b, "runs past the end of the file", "huge offset");
+    expect_error(&b, "tensor 't': data offset 9223372036854775808 is past the end of the file (192 bytes",
+                 "huge offset");
 
     one_tensor(&b, "t", 1, ne16, TYPE_F32, 4, 96);
     expect_error(&b, "tensor 't': data offset 4 is not a multiple of the alignment 32", "misaligned");
@@ -279,14 +283,15 @@ static void test_tensor_rules(void)
             expect_error(&b, "tensors 'first' and 'second' overlap", "overlap");
     }
 
-    /* names with control bytes are shown sanitized, so the message stays one line */
+    /* names with control bytes are shown escaped, so the message stays one line and exact */
     header(&b, 2, 0);
     bytes_tensor_info(&b, "line\none", 1, ne16, TYPE_F32, 0);
     bytes_tensor_info(&b, "line\ntwo", 1, ne16, TYPE_F32, 32);
     bytes_align(&b, 32);
     for (int i = 0; i < 128; i++)
         bytes_u8(&b, 0);
-    expect_error(&b, "tensors 'line?one' and 'line?two' overlap", "overlap with odd names");
+    expect_error(&b, "tensors 'line\\none' and 'line\\ntwo' overlap (64 bytes at file offset 128, 64 at 160)",
+                 "overlap with odd names");
 
     /* truncated inside a tensor info */
     header(&b, 1, 0);
@@ -309,7 +314,18 @@ static void test_open_failures(void)
     bmoe_error err = {0};
     CHECK(gguf_open("/nonexistent/model.gguf", &err) == NULL && strstr(err.message, "/nonexistent/model.gguf") &&
           strstr(err.message, "cannot open"));
-    CHECK(gguf_open(test_tmp_dir(), &err) == NULL && strstr(err.message, "not a regular file"));
+    CHECK(gguf_open(test_tmp_dir(), &err) == NULL && strstr(err.message, "not a regular file (a directory)"));
+
+    /* A FIFO with no writer: opening it for reading would block forever. */
+    char fifo[512], message[512];
+    snprintf(fifo, sizeof fifo, "%s/gguf_validation_fifo.gguf", test_tmp_dir());
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    bool opened = true;
+    CHECK_MSG(gguf_open_in_time(fifo, 10, &opened, message, sizeof message), "gguf_open of a FIFO hangs");
+    CHECK_MSG(!opened && strstr(message, fifo) && strstr(message, "not a regular file (a FIFO)"), "FIFO: '%s'",
+              message);
+    CHECK(unlink(fifo) == 0);
     CHECK(gguf_open_memory(NULL, 0, "nothing", &err) == NULL && strstr(err.message, "nothing: not a GGUF file"));
 }
 

@@ -5,13 +5,17 @@
 #define BMOE_TESTS_MKMODEL_RUN_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -54,6 +58,49 @@ static inline int mk_run_tool(const char *tool, const char *fmt, ...)
 }
 
 #define mk_run(...) mk_run_tool("bmoe-mkmodel", __VA_ARGS__)
+
+/* mk_run with limits: files the tool writes may not grow past
+ * file_size_limit bytes (0: no limit; a write past it fails with EFBIG),
+ * and a run still going after timeout_seconds is killed (returns -2). */
+static inline int mk_run_limited(int timeout_seconds, long file_size_limit, const char *fmt, ...)
+{
+    char args[4096], command[8192];
+    va_list list;
+    va_start(list, fmt);
+    vsnprintf(args, sizeof args, fmt, list);
+    va_end(list);
+    snprintf(command, sizeof command, "exec '%s/bmoe-mkmodel' %s > '%s' 2> '%s'", BMOE_BIN_DIR, args, mk_stdout,
+             mk_stderr);
+    pid_t child = fork();
+    if (child < 0)
+        return -1;
+    if (child == 0) {
+        if (file_size_limit > 0) {
+            struct rlimit limit;
+            getrlimit(RLIMIT_FSIZE, &limit);
+            limit.rlim_cur = (rlim_t)file_size_limit;
+            setrlimit(RLIMIT_FSIZE, &limit);
+            signal(SIGXFSZ, SIG_IGN); /* ignored signals stay ignored across exec */
+        }
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    for (int waited_ms = 0;; waited_ms += 20) {
+        pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child)
+            break;
+        if (done < 0)
+            return -1;
+        if (waited_ms >= timeout_seconds * 1000) {
+            kill(child, SIGKILL);
+            waitpid(child, &status, 0);
+            return -2;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 /* Lines in a text. */
 static inline int mk_count_lines(const char *text)

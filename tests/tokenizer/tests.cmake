@@ -10,3 +10,7 @@ bmoe_add_test(test_tokenizer_hf
           ${CMAKE_CURRENT_LIST_DIR}/vector_files.c
   LIBS bmoe_tokenizer PkgConfig::CJSON PkgConfig::ZLIB
   LABELS slow TIMEOUT 600)
+# tokenizer.ggml.* keys with bad values, in GGUF files written by the test.
+bmoe_add_test(test_tokenizer_keys
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer_keys.c
+  LIBS bmoe_tokenizer)

@@ -72,7 +72,7 @@ int mkmodel_preset(const char *name, mkmodel_config *config, bmoe_error *err)
             return 0;
         }
     }
-    return error_set(err, "mkmodel: unknown --shape '%s' (see --help)", name);
+    return error_set(err, "unknown --shape '%s' (see --help)", name);
 }
 
 void mkmodel_list_presets(FILE *out)
@@ -133,8 +133,8 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
     }
     int t = quant_type_from_name(name);
     if (!is_plain_type(t))
-        return error_set(err, "mkmodel: unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
-                              "mxfp4 q4_k_m mxfp4_moe)", name);
+        return error_set(err, "unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
+                         "mxfp4 q4_k_m mxfp4_moe)", name);
     *recipe = MKMODEL_RECIPE_PLAIN;
     *type = (uint32_t)t;
     return 0;
@@ -143,7 +143,7 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
 #define LIMIT(field, low, high, flag)                                                     \
     do {                                                                                  \
         if (config->field < (low) || config->field > (high))                              \
-            return error_set(err, "mkmodel: %s %u out of range [%u, %u]", flag,           \
+            return error_set(err, "%s %u out of range [%u, %u]", flag,                    \
                              (unsigned)config->field, (unsigned)(low), (unsigned)(high)); \
     } while (0)
 
@@ -158,10 +158,10 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
     LIMIT(n_ctx, 1, 1u << 24, "--context");
     LIMIT(n_split, 1, 99999, "--split");
     if (config->head_dim % 2 != 0)
-        return error_set(err, "mkmodel: --head-dim %u must be even (RoPE rotates pairs)",
+        return error_set(err, "--head-dim %u must be even (RoPE rotates pairs)",
                          config->head_dim);
     if (config->n_head % config->n_head_kv != 0)
-        return error_set(err, "mkmodel: --heads %u is not a multiple of --kv-heads %u",
+        return error_set(err, "--heads %u is not a multiple of --kv-heads %u",
                          config->n_head, config->n_head_kv);
     if (config->arch == MKMODEL_LLAMA) {
         LIMIT(n_ff, 1, 1u << 20, "--ff");
@@ -173,15 +173,15 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
     if (config->arch == MKMODEL_GPT_OSS) {
         LIMIT(sliding_window, 1, 1u << 24, "--sliding-window");
         if (!(config->yarn_factor >= 1.0f && config->yarn_factor <= 1024.0f))
-            return error_set(err, "mkmodel: --yarn-factor %g out of range [1, 1024]",
+            return error_set(err, "--yarn-factor %g out of range [1, 1024]",
                              (double)config->yarn_factor);
     }
     if (!(config->rope_freq_base > 0.0f && config->rope_freq_base < 1e12f))
-        return error_set(err, "mkmodel: --rope-base %g out of range", (double)config->rope_freq_base);
+        return error_set(err, "--rope-base %g out of range", (double)config->rope_freq_base);
     if (!(config->rms_eps > 0.0f && config->rms_eps < 1.0f))
-        return error_set(err, "mkmodel: --eps %g out of range (0, 1)", (double)config->rms_eps);
+        return error_set(err, "--eps %g out of range (0, 1)", (double)config->rms_eps);
     if (config->expert_type >= 0 && !is_plain_type(config->expert_type))
-        return error_set(err, "mkmodel: unsupported --expert-type");
+        return error_set(err, "unsupported --expert-type");
     return 0;
 }
 
@@ -238,7 +238,7 @@ static int add_tensor(mkmodel_model *model, uint32_t capacity, enum role role, u
                       enum mkmodel_noise noise, float offset, float scale, bmoe_error *err)
 {
     if (model->tensor_count >= capacity)
-        return error_set(err, "mkmodel: internal error: tensor table full at %s", name);
+        return error_set(err, "internal error: tensor table full at %s", name);
     mkmodel_tensor *t = &model->tensors[model->tensor_count++];
     memset(t, 0, sizeof *t);
     if (layer == UINT32_MAX)
@@ -253,7 +253,7 @@ static int add_tensor(mkmodel_model *model, uint32_t capacity, enum role role, u
     t->type = choose_type(&model->config, role, layer, ne0);
     t->nbytes = (uint64_t)quant_row_bytes(t->type, ne0) * (uint64_t)(t->ne[1] * t->ne[2]);
     if (t->nbytes == 0)
-        return error_set(err, "mkmodel: internal error: no size for %s", t->name);
+        return error_set(err, "internal error: no size for %s", t->name);
     t->noise = noise;
     t->offset = offset;
     t->scale = scale;
@@ -283,7 +283,7 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
     uint32_t capacity = 3 + per_layer * c->n_layer;
     model->tensors = calloc(capacity, sizeof *model->tensors);
     if (!model->tensors)
-        return error_set(err, "mkmodel: out of memory for the tensor table");
+        return error_set(err, "out of memory for the tensor table");
     int64_t E = c->n_embd, V = c->n_vocab, Q = (int64_t)c->n_head * c->head_dim,
             KV = (int64_t)c->n_head_kv * c->head_dim, X = c->n_expert, F = c->n_ff_expert;
     float s_embd = inverse_sqrt(c->n_embd), s_q = inverse_sqrt((uint32_t)Q);
@@ -403,13 +403,13 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
 #define KV(prefix, key, gtype, member, number)                        \
     do {                                                             \
         if (!(kv = new_kv(model, prefix, key, gtype)))               \
-            return error_set(err, "mkmodel: out of memory for metadata"); \
+            return error_set(err, "out of memory for metadata"); \
         kv->value.member = (number);                                 \
     } while (0)
 #define KV_STRING(prefix, key, text)                                 \
     do {                                                             \
         if (!(kv = new_kv(model, prefix, key, GGUF_TYPE_STRING)))    \
-            return error_set(err, "mkmodel: out of memory for metadata"); \
+            return error_set(err, "out of memory for metadata"); \
         kv->string = (text);                                         \
     } while (0)
 #define KV_U32(key, number) KV(a, key, GGUF_TYPE_UINT32, u32, (uint32_t)(number))
@@ -451,17 +451,17 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
     KV_STRING(NULL, "tokenizer.ggml.model", v->model);
     KV_STRING(NULL, "tokenizer.ggml.pre", v->pre);
     if (!(kv = new_kv(model, NULL, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY)))
-        return error_set(err, "mkmodel: out of memory for metadata");
+        return error_set(err, "out of memory for metadata");
     kv->array_type = GGUF_TYPE_STRING;
     kv->count = v->count;
     kv->strings = (const char *const *)v->tokens;
     if (!(kv = new_kv(model, NULL, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY)))
-        return error_set(err, "mkmodel: out of memory for metadata");
+        return error_set(err, "out of memory for metadata");
     kv->array_type = GGUF_TYPE_INT32;
     kv->count = v->count;
     kv->array = v->types;
     if (!(kv = new_kv(model, NULL, "tokenizer.ggml.merges", GGUF_TYPE_ARRAY)))
-        return error_set(err, "mkmodel: out of memory for metadata");
+        return error_set(err, "out of memory for metadata");
     kv->array_type = GGUF_TYPE_STRING;
     kv->count = v->merge_count;
     kv->strings = (const char *const *)v->merges;
@@ -540,7 +540,7 @@ int mkmodel_assign_shards(mkmodel_model *model, uint64_t *sizes, bmoe_error *err
 {
     uint32_t n = model->config.n_split, count = model->tensor_count;
     if (count < n)
-        return error_set(err, "mkmodel: --split %u exceeds the %u tensors of the model", n, count);
+        return error_set(err, "--split %u exceeds the %u tensors of the model", n, count);
     uint64_t total = 0;
     for (uint32_t i = 0; i < count; i++)
         total += align_up(model->tensors[i].nbytes);
@@ -596,7 +596,7 @@ int mkmodel_shard_path(const char *output, uint32_t shard, uint32_t n_split, cha
                            n_split);
     }
     if (written < 0 || (size_t)written >= size)
-        return error_set(err, "mkmodel: output name too long: %s", output);
+        return error_set(err, "output name too long: %s", output);
     return 0;
 }
 

@@ -225,7 +225,7 @@ static int encode_row(mkmodel_filler *filler, uint8_t *out, bmoe_error *err)
     default: {
         const quant_format *format = quant_format_of(t->type);
         if (!format || !format->quantize_row)
-            return error_set(err, "mkmodel: no quantizer for %s (tensor %s); use --fill blocks",
+            return error_set(err, "no quantizer for %s (tensor %s); use --fill blocks",
                              format ? format->name : "?", t->name);
         format->quantize_row(filler->scratch, out, n);
         return 0;
@@ -243,18 +243,18 @@ int mkmodel_filler_init(mkmodel_filler *filler, const mkmodel_tensor *tensor, en
     filler->rows_total = tensor->ne[1] * tensor->ne[2] * tensor->ne[3];
     filler->row_bytes = quant_row_bytes(tensor->type, tensor->ne[0]);
     if (filler->row_bytes == 0)
-        return error_set(err, "mkmodel: tensor %s: no row size", tensor->name);
+        return error_set(err, "tensor %s: no row size", tensor->name);
     mkmodel_rng_for_tensor(&filler->rng, seed, tensor->name);
     filler->scratch = malloc((size_t)filler->row_elems * sizeof(float));
     if (!filler->scratch)
-        return error_set(err, "mkmodel: out of memory for a row of %s", tensor->name);
+        return error_set(err, "out of memory for a row of %s", tensor->name);
     return 0;
 }
 
 int64_t mkmodel_filler_next(mkmodel_filler *filler, void *buffer, size_t capacity, bmoe_error *err)
 {
     if (capacity < filler->row_bytes)
-        return error_set(err, "mkmodel: internal error: buffer smaller than a row of %s",
+        return error_set(err, "internal error: buffer smaller than a row of %s",
                          filler->tensor->name);
     uint8_t *out = buffer;
     size_t used = 0;

@@ -342,7 +342,7 @@ static int learn_merges(mkmodel_vocab *vocab, uint32_t capacity, uint32_t max_me
 out_of_memory:
     free(symbols);
     free(pairs);
-    return error_set(err, "mkmodel: out of memory learning merges");
+    return error_set(err, "out of memory learning merges");
 }
 
 static char *placeholder_text(uint32_t id)
@@ -359,7 +359,7 @@ int mkmodel_vocab_build(mkmodel_vocab *vocab, const mkmodel_config *config, bmoe
     family fam = family_of(config->arch);
     uint32_t n_vocab = config->n_vocab;
     if (n_vocab < 256 + fam.special_count)
-        return error_set(err, "mkmodel: --vocab %u is too small: the %s tokenizer needs at least %u",
+        return error_set(err, "--vocab %u is too small: the %s tokenizer needs at least %u",
                          n_vocab, mkmodel_arch_name(config->arch), 256 + fam.special_count);
     vocab->model = "gpt2";
     vocab->pre = fam.pre;
@@ -369,7 +369,7 @@ int mkmodel_vocab_build(mkmodel_vocab *vocab, const mkmodel_config *config, bmoe
     vocab->types = calloc(n_vocab, sizeof *vocab->types);
     if (!vocab->tokens || !vocab->types) {
         mkmodel_vocab_free(vocab);
-        return error_set(err, "mkmodel: out of memory for a vocabulary of %u tokens", n_vocab);
+        return error_set(err, "out of memory for a vocabulary of %u tokens", n_vocab);
     }
     for (uint32_t byte = 0; byte < 256; byte++) {
         char text[4];
@@ -377,7 +377,7 @@ int mkmodel_vocab_build(mkmodel_vocab *vocab, const mkmodel_config *config, bmoe
         text[length] = '\0';
         if (add_token(vocab, n_vocab, string_copy(text), TOKEN_NORMAL) != 0) {
             mkmodel_vocab_free(vocab);
-            return error_set(err, "mkmodel: out of memory building the vocabulary");
+            return error_set(err, "out of memory building the vocabulary");
         }
     }
     /* Specials at their real ids when the vocabulary is big enough to hold
@@ -409,7 +409,7 @@ int mkmodel_vocab_build(mkmodel_vocab *vocab, const mkmodel_config *config, bmoe
 
 out_of_memory:
     mkmodel_vocab_free(vocab);
-    return error_set(err, "mkmodel: out of memory building the vocabulary");
+    return error_set(err, "out of memory building the vocabulary");
 }
 
 void mkmodel_vocab_free(mkmodel_vocab *vocab)

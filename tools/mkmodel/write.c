@@ -2,17 +2,19 @@
  * gguf_writer per shard and streams each tensor's data through a fixed
  * buffer, so memory stays small whatever the model size. Metadata goes to
  * shard 0 only; every shard of a split model carries the split.* keys
- * (gguf.md section 8). On failure the files written so far are removed.
- * Owns the data buffer. */
+ * (gguf.md section 8). Each shard is written to a temporary file beside
+ * its target (the GGUF writer's); the targets are replaced only once every
+ * shard is complete, so a failure leaves whatever was there untouched and
+ * removes only the temporary files. Owns the data buffer. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "mkmodel.h"
 
 #define MKMODEL_BUFFER_BYTES (8u << 20)
 
+/* Adds one record: -1 when the writer failed (it holds the reason). */
 static int add_kv(gguf_writer *writer, const mkmodel_kv *kv)
 {
     switch (kv->type) {
@@ -32,8 +34,8 @@ static int add_kv(gguf_writer *writer, const mkmodel_kv *kv)
         if (kv->array_type == GGUF_TYPE_STRING)
             return gguf_writer_add_string_array(writer, kv->key, kv->count, kv->strings);
         return gguf_writer_add_array(writer, kv->key, kv->array_type, kv->count, kv->array);
-    default:
-        return -1;
+    default: /* config.c builds only the types above */
+        return gguf_writer_add_string(writer, kv->key, "(unsupported value type)");
     }
 }
 
@@ -44,26 +46,28 @@ static double seconds_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Streams one tensor's data into the writer. */
+/* Streams one tensor's data into the writer: -1 when the writer failed
+ * (it holds the reason), -2 when the generator did (err filled). */
 static int write_tensor(gguf_writer *writer, const mkmodel_model *model, const mkmodel_tensor *tensor,
                         void *buffer, size_t capacity, bmoe_error *err)
 {
     mkmodel_filler filler;
     if (mkmodel_filler_init(&filler, tensor, model->config.fill, model->config.seed, err) != 0) {
         mkmodel_filler_destroy(&filler);
-        return -1;
+        return -2;
     }
     int status = 0;
     for (;;) {
         int64_t bytes = mkmodel_filler_next(&filler, buffer, capacity, err);
         if (bytes < 0) {
-            status = -1;
+            status = -2;
             break;
         }
         if (bytes == 0)
             break;
         if (gguf_writer_write_data(writer, buffer, (size_t)bytes) != 0) {
-            status = error_set(err, "mkmodel: writing the data of %s failed", tensor->name);
+            /* the writer holds the reason; gguf_writer_complete reports it */
+            status = -1;
             break;
         }
     }
@@ -71,41 +75,35 @@ static int write_tensor(gguf_writer *writer, const mkmodel_model *model, const m
     return status;
 }
 
-static int write_shard(const mkmodel_model *model, uint32_t shard, const char *path, void *buffer,
+/* Writes shard's metadata, tensor infos and data into writer and completes
+ * it (the file is not in place yet). A failure of the writer itself is
+ * reported with the writer's message, which names the file and the reason. */
+static int write_shard(gguf_writer *writer, const mkmodel_model *model, uint32_t shard, void *buffer,
                        size_t capacity, bmoe_error *err)
 {
     const mkmodel_config *c = &model->config;
-    gguf_writer *writer = gguf_writer_create(path, err);
-    if (!writer)
-        return -1;
-    int failed = 0;
+    int status = 0;
     if (shard == 0)
-        for (uint32_t k = 0; k < model->kv_count && !failed; k++)
-            if (add_kv(writer, &model->kvs[k]) != 0)
-                failed = error_set(err, "mkmodel: %s: adding key %s failed", path, model->kvs[k].key);
-    if (!failed && c->n_split > 1) {
-        if (gguf_writer_add_uint16(writer, "split.no", (uint16_t)shard) != 0 ||
-            gguf_writer_add_uint16(writer, "split.count", (uint16_t)c->n_split) != 0 ||
-            gguf_writer_add_int32(writer, "split.tensors.count", (int32_t)model->tensor_count) != 0)
-            failed = error_set(err, "mkmodel: %s: adding the split keys failed", path);
+        for (uint32_t k = 0; k < model->kv_count && status == 0; k++)
+            status = add_kv(writer, &model->kvs[k]);
+    if (status == 0 && c->n_split > 1) {
+        status = gguf_writer_add_uint16(writer, "split.no", (uint16_t)shard) |
+                 gguf_writer_add_uint16(writer, "split.count", (uint16_t)c->n_split) |
+                 gguf_writer_add_int32(writer, "split.tensors.count", (int32_t)model->tensor_count);
     }
-    for (uint32_t i = 0; i < model->tensor_count && !failed; i++) {
+    for (uint32_t i = 0; i < model->tensor_count && status == 0; i++) {
         const mkmodel_tensor *t = &model->tensors[i];
-        if (t->shard == shard &&
-            gguf_writer_add_tensor_info(writer, t->name, t->type, t->n_dims, t->ne) != 0)
-            failed = error_set(err, "mkmodel: %s: adding tensor %s failed", path, t->name);
+        if (t->shard == shard)
+            status = gguf_writer_add_tensor_info(writer, t->name, t->type, t->n_dims, t->ne);
     }
-    if (!failed && gguf_writer_begin_data(writer) != 0)
-        failed = error_set(err, "mkmodel: %s: writing the header failed", path);
-    for (uint32_t i = 0; i < model->tensor_count && !failed; i++)
-        if (model->tensors[i].shard == shard &&
-            write_tensor(writer, model, &model->tensors[i], buffer, capacity, err) != 0)
-            failed = -1;
-    if (failed) {
-        gguf_writer_destroy(writer);
+    if (status == 0)
+        status = gguf_writer_begin_data(writer);
+    for (uint32_t i = 0; i < model->tensor_count && status == 0; i++)
+        if (model->tensors[i].shard == shard)
+            status = write_tensor(writer, model, &model->tensors[i], buffer, capacity, err);
+    if (status == -2)
         return -1;
-    }
-    return gguf_writer_finish(writer, err);
+    return gguf_writer_complete(writer, err);
 }
 
 int mkmodel_write(const mkmodel_model *model, const char *output, bool quiet, bmoe_error *err)
@@ -119,29 +117,37 @@ int mkmodel_write(const mkmodel_model *model, const char *output, bool quiet, bm
             capacity = row;
     }
     void *buffer = malloc(capacity);
-    if (!buffer)
-        return error_set(err, "mkmodel: out of memory for a %zu-byte buffer", capacity);
-    double start = seconds_now();
-    char path[4096];
-    uint32_t shard = 0;
+    gguf_writer **writers = calloc(c->n_split, sizeof *writers);
+    double *seconds = calloc(c->n_split, sizeof *seconds);
+    char (*paths)[4096] = calloc(c->n_split, sizeof *paths);
     int status = 0;
-    for (; shard < c->n_split; shard++) {
-        if (mkmodel_shard_path(output, shard, c->n_split, path, sizeof path, err) != 0 ||
-            write_shard(model, shard, path, buffer, capacity, err) != 0) {
+    if (!buffer || !writers || !seconds || !paths)
+        status = error_set(err, "out of memory for a %zu-byte buffer", capacity);
+    /* Every target is checked (and its temporary file created) before any
+     * data is written: a target that cannot be written fails the run at
+     * once, and nothing replaces any shard until all of them are complete. */
+    for (uint32_t s = 0; s < c->n_split && status == 0; s++) {
+        if (mkmodel_shard_path(output, s, c->n_split, paths[s], sizeof paths[s], err) != 0)
             status = -1;
-            break;
-        }
-        if (!quiet)
-            fprintf(stderr, "bmoe-mkmodel: wrote %s (%.1f s)\n", path, seconds_now() - start);
+        else if (!(writers[s] = gguf_writer_create(paths[s], err)))
+            status = -1;
     }
-    if (status != 0) {
-        /* Remove every shard up to and including the one that failed. */
-        for (uint32_t s = 0; s <= shard && s < c->n_split; s++) {
-            char stale[4096];
-            if (mkmodel_shard_path(output, s, c->n_split, stale, sizeof stale, NULL) == 0)
-                unlink(stale);
-        }
+    double start = seconds_now();
+    for (uint32_t s = 0; s < c->n_split && status == 0; s++) {
+        status = write_shard(writers[s], model, s, buffer, capacity, err);
+        seconds[s] = seconds_now() - start;
     }
+    for (uint32_t s = 0; s < c->n_split && status == 0; s++) {
+        status = gguf_writer_publish(writers[s], err);
+        if (status == 0 && !quiet)
+            fprintf(stderr, "bmoe-mkmodel: wrote %s (%.1f s)\n", paths[s], seconds[s]);
+    }
+    /* Removes the temporary files of shards not published; never a target. */
+    for (uint32_t s = 0; writers && s < c->n_split; s++)
+        gguf_writer_destroy(writers[s]);
+    free(paths);
+    free(seconds);
+    free(writers);
     free(buffer);
     return status;
 }

@@ -1,0 +1,207 @@
+#define _GNU_SOURCE /* O_CLOEXEC, O_NOFOLLOW, realpath */
+#include "file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Names tried for a temporary file before giving up: collisions only come
+ * from another process writing the same target at the same moment. */
+#define FILE_TEMPORARY_ATTEMPTS 100
+
+const char *file_kind_name(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return "a regular file";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    return "of an unknown kind";
+}
+
+int file_open_regular(const char *path, uint64_t *size, bmoe_error *err)
+{
+    /* stat first so that a device is refused without opening it (opening
+     * some devices acts on them), then fstat the descriptor in case the path
+     * changed in between. O_NONBLOCK: opening a FIFO would otherwise wait for
+     * a writer forever. */
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return error_set_status(err, BMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "%s: not a regular file (%s)", path, file_kind_name(st.st_mode));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return error_set_status(err, BMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        error_set_status(err, BMOE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "%s: not a regular file (%s)", path, file_kind_name(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        error_set(err, "%s: cannot clear O_NONBLOCK: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+static char *copy_string(const char *text)
+{
+    size_t length = strlen(text) + 1;
+    char *copy = malloc(length);
+    if (copy)
+        memcpy(copy, text, length);
+    return copy;
+}
+
+/* The file a replacement of path writes over: path itself, or the file a
+ * symbolic link at path leads to. NULL with err when path exists but is not
+ * (a link to) a regular file we may write. */
+static char *replacement_target(const char *path, bmoe_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) {
+            char *target = copy_string(path);
+            if (!target)
+                error_set(err, "%s: out of memory", path);
+            return target;
+        }
+        error_set_status(err, BMOE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *target;
+    if (S_ISLNK(st.st_mode)) {
+        target = realpath(path, NULL);
+        if (!target) {
+            error_set(err, "%s: a symbolic link that cannot be followed: %s", path, strerror(errno));
+            return NULL;
+        }
+        if (stat(target, &st) != 0) {
+            error_set_status(err, BMOE_ERR_IO, "%s: cannot stat %s: %s", path, target, strerror(errno));
+            free(target);
+            return NULL;
+        }
+    } else {
+        target = copy_string(path);
+        if (!target) {
+            error_set(err, "%s: out of memory", path);
+            return NULL;
+        }
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "%s: not a regular file (%s), not replacing it", path, file_kind_name(st.st_mode));
+        free(target);
+        return NULL;
+    }
+    if (access(target, W_OK) != 0) {
+        error_set(err, "%s: cannot write: %s", path, strerror(errno));
+        free(target);
+        return NULL;
+    }
+    return target;
+}
+
+int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    if (!*path)
+        return error_set(err, "no file name given");
+    r->target = replacement_target(path, err);
+    if (!r->target)
+        return -1;
+    size_t size = strlen(r->target) + 64;
+    r->temporary = malloc(size);
+    if (!r->temporary) {
+        file_replacement_release(r);
+        return error_set(err, "%s: out of memory", path);
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (int attempt = 0; attempt < FILE_TEMPORARY_ATTEMPTS; attempt++) {
+        snprintf(r->temporary, size, "%s.tmp-%ld-%ld", r->target, (long)getpid(),
+                 (long)(now.tv_nsec / 1000) + attempt);
+        r->fd = open(r->temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+        if (r->fd >= 0)
+            return 0;
+        if (errno != EEXIST)
+            break;
+    }
+    error_set(err, "%s: cannot create the temporary file %s: %s", path, r->temporary, strerror(errno));
+    free(r->temporary);
+    r->temporary = NULL; /* never created: nothing to remove */
+    file_replacement_release(r);
+    return -1;
+}
+
+/* Syncs the folder holding path, so that the rename survives a crash. */
+static int sync_directory_of(const char *path, bmoe_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : copy_string(".");
+    if (!directory)
+        return error_set(err, "%s: out of memory", path);
+    int status = 0;
+    int fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* EINVAL: the file system cannot sync a folder; the rename stands. */
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        status = error_set(err, "%s: written, but syncing its folder %s failed: %s", path, directory,
+                           strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(directory);
+    return status;
+}
+
+int file_replacement_commit(file_replacement *r, bmoe_error *err)
+{
+    if (r->fd < 0 || !r->temporary)
+        return error_set(err, "%s: nothing to commit", r->target ? r->target : "(no file)");
+    if (fsync(r->fd) != 0)
+        return error_set(err, "%s: cannot sync %s: %s", r->target, r->temporary, strerror(errno));
+    int closed = close(r->fd);
+    r->fd = -1;
+    if (closed != 0)
+        return error_set(err, "%s: cannot close %s: %s", r->target, r->temporary, strerror(errno));
+    if (rename(r->temporary, r->target) != 0)
+        return error_set(err, "%s: cannot rename %s over it: %s", r->target, r->temporary, strerror(errno));
+    free(r->temporary);
+    r->temporary = NULL;
+    return sync_directory_of(r->target, err);
+}
+
+void file_replacement_release(file_replacement *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    if (r->temporary)
+        unlink(r->temporary);
+    free(r->temporary);
+    free(r->target);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+}

@@ -1,0 +1,43 @@
+/* text_escape: file bytes shown in messages stay one line of printable
+ * ASCII that says exactly which bytes the file holds, and a long text is
+ * cut between two escapes with "..." at the end. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/text.h"
+#include "test.h"
+
+static bool escapes_to(const void *bytes, size_t length, size_t size, const char *expected)
+{
+    char out[128];
+    memset(out, '#', sizeof out);
+    const char *result = text_escape(bytes, length, out, size);
+    bool ok = result == out && strcmp(out, expected) == 0;
+    if (!ok)
+        fprintf(stderr, "escaped to '%s', expected '%s'\n", out, expected);
+    return ok;
+}
+
+int main(void)
+{
+    CHECK(escapes_to("blk.0.attn_q.weight", 19, 64, "blk.0.attn_q.weight"));
+    CHECK(escapes_to("a\nb\tc\rd", 7, 64, "a\\nb\\tc\\rd"));
+    CHECK(escapes_to("it's a \\ path", 13, 64, "it\\'s a \\\\ path"));
+    CHECK(escapes_to("\x00\x01\x1b\x7f", 4, 64, "\\x00\\x01\\x1b\\x7f"));
+    CHECK(escapes_to("w\xc3\xb6rld", 6, 64, "w\\xc3\\xb6rld")); /* UTF-8: byte by byte */
+    CHECK(escapes_to("", 0, 64, ""));
+    /* exactly fits: 5 characters and the NUL */
+    CHECK(escapes_to("abcde", 5, 6, "abcde"));
+    /* one more: cut, with room for "..." */
+    CHECK(escapes_to("abcdef", 6, 6, "ab..."));
+    /* an escape is never cut in half */
+    CHECK(escapes_to("a\x01\x02", 3, 8, "a..."));
+    CHECK(escapes_to("a\x01\x02", 3, 9, "a\\x01..."));
+    CHECK(escapes_to("a\x01\x02", 3, 10, "a\\x01\\x02"));
+    /* buffers too small for "..." still end in a NUL */
+    CHECK(escapes_to("abcdef", 6, 4, ""));
+    CHECK(escapes_to("abcdef", 6, 1, ""));
+    char out[16];
+    CHECK(strcmp(text_escape_string("x\ny", out, sizeof out), "x\\ny") == 0);
+    return test_finish();
+}
