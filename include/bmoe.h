@@ -331,6 +331,27 @@ BMOE_API void bmoe_generation_free(bmoe_generation *generation);
 
 /* ---- Files ------------------------------------------------------------ */
 
+/* An output file written safely: the bytes go to a temporary file beside
+ * path, which commit syncs and renames over path; a failed or discarded
+ * output removes only that temporary, never path. A path that exists and is
+ * not a regular file (a device, a FIFO, a folder) is refused at open; a
+ * symbolic link is written through (the file it leads to is replaced). */
+typedef struct bmoe_output bmoe_output;
+BMOE_API bmoe_output *bmoe_output_open(const char *path, bmoe_error *error);
+/* Returns 0 or a negative bmoe_status (a full disk: BMOE_ERR_IO, with the reason). */
+BMOE_API int bmoe_output_write(bmoe_output *output, const void *bytes, size_t length, bmoe_error *error);
+/* Publishes the file and frees output. Returns 0 or a negative bmoe_status
+ * (then path was not replaced). */
+BMOE_API int bmoe_output_commit(bmoe_output *output, bmoe_error *error);
+/* Frees output without publishing it (NULL is ignored). */
+BMOE_API void bmoe_output_discard(bmoe_output *output);
+
+/* Reads a whole regular file (never blocks on a FIFO; refuses devices and
+ * folders) of at most max_bytes into a new NUL-terminated buffer the caller
+ * releases with bmoe_free. "-" reads standard input. */
+BMOE_API int bmoe_read_file(const char *path, size_t max_bytes, char **data, size_t *length, bmoe_error *error);
+BMOE_API void bmoe_free(void *pointer);
+
 /* Prints a GGUF file's metadata, tensor table and totals to out (a FILE *).
  * Returns 0 or a negative bmoe_status. */
 BMOE_API int bmoe_describe_file(const char *path, void *out, bmoe_error *error);

@@ -43,53 +43,11 @@ double cli_peak_rss_mib(void)
 
 int cli_read_file(const char *path, char **text, size_t *length)
 {
-    *text = NULL;
-    *length = 0;
-    FILE *file = fopen(path, "rb");
-    if (!file) {
-        cli_fail("cannot open %s: %s", path, strerror(errno));
+    bmoe_error error = {0};
+    if (bmoe_read_file(path, CLI_MAX_FILE_BYTES, text, length, &error) != 0) {
+        cli_fail("%s", error.message);
         return -1;
     }
-    size_t capacity = 1 << 16, used = 0;
-    char *buffer = malloc(capacity + 1);
-    if (!buffer) {
-        fclose(file);
-        cli_fail("out of memory reading %s", path);
-        return -1;
-    }
-    for (;;) {
-        if (used == capacity) {
-            if (capacity >= CLI_MAX_FILE_BYTES) {
-                free(buffer);
-                fclose(file);
-                cli_fail("%s is larger than %zu bytes", path, CLI_MAX_FILE_BYTES);
-                return -1;
-            }
-            char *bigger = realloc(buffer, capacity * 2 + 1);
-            if (!bigger) {
-                free(buffer);
-                fclose(file);
-                cli_fail("out of memory reading %s", path);
-                return -1;
-            }
-            buffer = bigger;
-            capacity *= 2;
-        }
-        size_t got = fread(buffer + used, 1, capacity - used, file);
-        used += got;
-        if (got == 0)
-            break;
-    }
-    int failed = ferror(file);
-    fclose(file);
-    if (failed) {
-        free(buffer);
-        cli_fail("cannot read %s", path);
-        return -1;
-    }
-    buffer[used] = '\0';
-    *text = buffer;
-    *length = used;
     return 0;
 }
 

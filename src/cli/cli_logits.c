@@ -8,22 +8,28 @@
 
 #include "cli.h"
 
-/* Writes rows of floats as little-endian bytes whatever the host order. */
-static int cli_write_floats(FILE *file, const float *values, size_t count)
+/* Writes rows of floats as little-endian bytes whatever the host order.
+ * Returns 0, or prints why not and returns -1. */
+static int cli_write_floats(bmoe_output *output, const float *values, size_t count)
 {
+    bmoe_error error = {0};
     const uint16_t probe = 1;
     bool little_endian = *(const unsigned char *)&probe == 1;
-    if (little_endian)
-        return fwrite(values, sizeof *values, count, file) == count ? 0 : -1;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t bits;
-        memcpy(&bits, &values[i], sizeof bits);
-        unsigned char bytes[4] = {(unsigned char)bits, (unsigned char)(bits >> 8),
-                                  (unsigned char)(bits >> 16), (unsigned char)(bits >> 24)};
-        if (fwrite(bytes, 1, 4, file) != 4)
-            return -1;
+    int status = 0;
+    if (little_endian) {
+        status = bmoe_output_write(output, values, count * sizeof *values, &error);
+    } else {
+        for (size_t i = 0; i < count && status == 0; i++) {
+            uint32_t bits;
+            memcpy(&bits, &values[i], sizeof bits);
+            unsigned char bytes[4] = {(unsigned char)bits, (unsigned char)(bits >> 8),
+                                      (unsigned char)(bits >> 16), (unsigned char)(bits >> 24)};
+            status = bmoe_output_write(output, bytes, 4, &error);
+        }
     }
-    return 0;
+    if (status != 0)
+        cli_fail("%s", error.message);
+    return status;
 }
 
 int cli_run_logits(const cli_options *options)
@@ -31,8 +37,7 @@ int cli_run_logits(const cli_options *options)
     int status = 1;
     bmoe_context *context = NULL;
     float *logits = NULL;
-    FILE *out = NULL;
-    bool created = false;
+    bmoe_output *out = NULL;
     double load_seconds = 0.0;
     bmoe_model *model = cli_load_model(options, &load_seconds);
     if (!model)
@@ -71,47 +76,39 @@ int cli_run_logits(const cli_options *options)
         cli_fail("out of memory for %d rows of %d logits", n_prompt, n_vocab);
         goto done;
     }
-    out = fopen(options->logits_out, "wb");
+    bmoe_error error = {0};
+    out = bmoe_output_open(options->logits_out, &error);
     if (!out) {
-        cli_fail("cannot create %s: %s", options->logits_out, strerror(errno));
+        cli_fail("%s", error.message);
         goto done;
     }
-    created = true;
 
-    bmoe_error error = {0};
     if (bmoe_eval(context, options->prompt_ids, n_prompt, logits, true, NULL, &error) != 0) {
         cli_fail("%s", error.message[0] ? error.message : "prefill failed");
         goto done;
     }
-    if (cli_write_floats(out, logits, (size_t)n_prompt * (size_t)n_vocab) != 0) {
-        cli_fail("cannot write %s", options->logits_out);
+    if (cli_write_floats(out, logits, (size_t)n_prompt * (size_t)n_vocab) != 0)
         goto done;
-    }
     for (int32_t s = 0; s < n_force; s++) {
         if (bmoe_eval(context, &options->force_ids[s], 1, logits, false, NULL, &error) != 0) {
             cli_fail("forced id %d: %s", s + 1, error.message[0] ? error.message : "decode failed");
             goto done;
         }
-        if (cli_write_floats(out, logits, (size_t)n_vocab) != 0) {
-            cli_fail("cannot write %s", options->logits_out);
+        if (cli_write_floats(out, logits, (size_t)n_vocab) != 0)
             goto done;
-        }
     }
-    if (fclose(out) != 0) {
-        out = NULL;
-        cli_fail("cannot write %s", options->logits_out);
+    bmoe_output *committing = out;
+    out = NULL;
+    if (bmoe_output_commit(committing, &error) != 0) {
+        cli_fail("%s", error.message);
         goto done;
     }
-    out = NULL;
     fprintf(stderr, "bmoe-cli: wrote %d rows of %d logits to %s\n", n_prompt + n_force, n_vocab,
             options->logits_out);
     status = 0;
 
 done:
-    if (out)
-        fclose(out);
-    if (status != 0 && created)
-        remove(options->logits_out); /* never leave a partial file behind */
+    bmoe_output_discard(out); /* removes only its own temporary file */
     free(logits);
     bmoe_context_free(context);
     bmoe_model_free(model);

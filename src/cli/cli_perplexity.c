@@ -110,7 +110,8 @@ int cli_run_perplexity(const cli_options *options)
             }
         }
         printf("[%d]%.4f,", c + 1, exp(nll_sum / (double)count));
-        fflush(stdout);
+        if (cli_flush(stdout) != 0)
+            goto done;
     }
     double eval_seconds = cli_now_seconds() - eval_start;
 
@@ -119,7 +120,8 @@ int cli_run_perplexity(const cli_options *options)
     double variance = nll_squared_sum / (double)count - mean * mean;
     double ppl_error = count > 1 && variance > 0 ? ppl * sqrt(variance / (double)(count - 1)) : 0.0;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_error);
-    fflush(stdout);
+    if (cli_flush(stdout) != 0)
+        goto done;
     fprintf(stderr, "bmoe-cli: load: %.3f s\n", load_seconds);
     fprintf(stderr, "bmoe-cli: evaluated %d chunks in %.3f s, %.2f tok/s\n", n_chunks, eval_seconds,
             eval_seconds > 0 ? (double)n_chunks * (n_ctx - 1) / eval_seconds : 0.0);

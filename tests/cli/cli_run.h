@@ -61,34 +61,24 @@ static inline void cli_result_free(cli_result *result)
     result->out = result->err = NULL;
 }
 
-/* Runs bmoe-cli with the NULL-terminated arguments (without argv[0]).
- * Returns 0 when the child ran (whatever its status), -1 when it could not
- * be started. */
-static inline int cli_run(const char *const *args, cli_result *result)
+/* Runs argv (argv[0] a path) with stdout and stderr captured. Returns 0
+ * when the child ran (whatever its status), -1 when it could not start. */
+static inline int cli_spawn(const char *const *argv, cli_result *result)
 {
     memset(result, 0, sizeof *result);
     result->exit_code = -1;
-    char binary[1024], out_path[1024], err_path[1024];
-    snprintf(binary, sizeof binary, "%s/bmoe-cli", BMOE_BIN_DIR);
+    char out_path[1024], err_path[1024];
     snprintf(out_path, sizeof out_path, "%s/cli-test-%d.out", test_tmp_dir(), (int)getpid());
     snprintf(err_path, sizeof err_path, "%s/cli-test-%d.err", test_tmp_dir(), (int)getpid());
-
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = binary;
-    for (int i = 0; args[i] && argc < 63; i++)
-        argv[argc++] = args[i];
-    argv[argc] = NULL;
-
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
-    int spawned = posix_spawn(&pid, binary, &actions, NULL, (char *const *)argv, environ);
+    int spawned = posix_spawn(&pid, argv[0], &actions, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) {
-        fprintf(stderr, "cannot start %s (build the bmoe-cli target)\n", binary);
+        fprintf(stderr, "cannot start %s (build the bmoe-cli target)\n", argv[0]);
         return -1;
     }
     int status = 0;
@@ -111,6 +101,33 @@ static inline int cli_run(const char *const *args, cli_result *result)
         return -1;
     }
     return 0;
+}
+
+/* Runs bmoe-cli with the NULL-terminated arguments (without argv[0]).
+ * Returns 0 when the child ran (whatever its status), -1 when it could not
+ * be started. */
+static inline int cli_run(const char *const *args, cli_result *result)
+{
+    char binary[1024];
+    snprintf(binary, sizeof binary, "%s/bmoe-cli", BMOE_BIN_DIR);
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = binary;
+    for (int i = 0; args[i] && argc < 63; i++)
+        argv[argc++] = args[i];
+    argv[argc] = NULL;
+    return cli_spawn(argv, result);
+}
+
+/* Runs a /bin/sh script (redirections in it apply); $BMOE_CLI in it is the
+ * binary. Same result as cli_run. */
+static inline int cli_run_shell(const char *script, cli_result *result)
+{
+    char binary[1024];
+    snprintf(binary, sizeof binary, "%s/bmoe-cli", BMOE_BIN_DIR);
+    setenv("BMOE_CLI", binary, 1);
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    return cli_spawn(argv, result);
 }
 
 /* stderr is exactly one non-empty line starting with "bmoe-cli: ". */

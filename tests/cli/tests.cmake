@@ -8,11 +8,13 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity)
+foreach(cli_test errors stories logits perplexity hardening)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits")
     set(cli_libs PkgConfig::CJSON m)
+  elseif(cli_test STREQUAL "hardening")
+    set(cli_libs bmoe_gguf m)
   elseif(cli_test STREQUAL "perplexity")
     set(cli_libs m)
     set(cli_labels slow)

@@ -1,0 +1,235 @@
+/* bmoe-cli against hostile paths and conditions (the hardening issue), each
+ * asserting the clean outcome: a failed write never removes or damages the
+ * path the user named (a symbolic link, a device) and leaves no temporary;
+ * FIFOs never hang; output into a full disk is an error, in every job; a
+ * model computing NaN is an error, not text or "PPL = nan"; flags that mean
+ * nothing in the job are refused; numbers follow one rule; a context longer
+ * than trained is one warning. */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "gguf/gguf.h"
+
+static char stories[1024], corpus[1024], dir[1100];
+
+/* The run failed cleanly: exit 1, one line on stderr containing needle. */
+static void expect_failure(const char *what, const cli_result *r, const char *needle)
+{
+    CHECK_MSG(r->signal == 0 && r->exit_code == 1, "%s: exit %d signal %d", what, r->exit_code, r->signal);
+    CHECK_MSG(cli_one_line_error(r), "%s: stderr is not one line: %.300s", what, r->err);
+    CHECK_MSG(!needle || strstr(r->err, needle), "%s: stderr lacks '%s': %s", what, needle, r->err);
+}
+
+static void run_shell(const char *what, const char *script, cli_result *r)
+{
+    CHECK_MSG(cli_run_shell(script, r) == 0, "%s: could not run", what);
+}
+
+/* No file in dir starts with prefix followed by ".tmp-". */
+static bool no_temporary_left(const char *prefix)
+{
+    char script[1400];
+    snprintf(script, sizeof script, "ls -a '%s' | grep -q '^%s.tmp-'", dir, prefix);
+    return system(script) != 0;
+}
+
+static void test_outputs(void)
+{
+    char target[1200], link[1200], script[4096];
+    cli_result r;
+    snprintf(target, sizeof target, "%s/precious.bin", dir);
+    snprintf(link, sizeof link, "%s/precious.link", dir);
+    FILE *file = fopen(target, "wb");
+    CHECK(file && fputs("keep me", file) >= 0 && fclose(file) == 0);
+    unlink(link);
+    CHECK(symlink(target, link) == 0);
+
+    /* a write that fails half-way (file size limit) through a symbolic link:
+     * the link and the file it leads to stay as they were */
+    snprintf(script, sizeof script,
+             "trap '' XFSZ; ulimit -f 1; exec \"$BMOE_CLI\" -m '%s' --prompt-ids 1,403,407,261,378 "
+             "--logits-out '%s'",
+             stories, link);
+    run_shell("failing write through a link", script, &r);
+    expect_failure("failing write through a link", &r, "precious");
+    CHECK_MSG(strstr(r.err, "large") || strstr(r.err, "space"), "no reason in '%s'", r.err);
+    cli_result_free(&r);
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    size_t length;
+    char *content = cli_read_all(target, &length);
+    CHECK(content && length == 7 && memcmp(content, "keep me", 7) == 0);
+    free(content);
+    CHECK(no_temporary_left("precious.bin"));
+
+    /* the same run without the limit replaces the file the link leads to */
+    const char *ok_args[] = {"-m", stories, "--prompt-ids", "1,403,407", "--logits-out", link, NULL};
+    CHECK(cli_run(ok_args, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(stat(target, &st) == 0 && st.st_size == 3 * 512 * 4);
+
+    /* a device or a folder as the output is refused up front and left alone */
+    const char *device_args[] = {"-m", stories, "--prompt-ids", "1,403", "--logits-out", "/dev/null", NULL};
+    CHECK(cli_run(device_args, &r) == 0);
+    expect_failure("/dev/null as --logits-out", &r, "not a regular file");
+    cli_result_free(&r);
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    const char *folder_args[] = {"-m", stories, "--prompt-ids", "1,403", "--logits-out", dir, NULL};
+    CHECK(cli_run(folder_args, &r) == 0);
+    expect_failure("a folder as --logits-out", &r, "not a regular file");
+    cli_result_free(&r);
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+    unlink(link);
+    unlink(target);
+}
+
+static void test_fifos(void)
+{
+    char fifo[1200], script[4096];
+    cli_result r;
+    snprintf(fifo, sizeof fifo, "%s/a.fifo", dir);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    const char *forms[][2] = {{"-m '%s' -p hi", "as -m"},
+                              {"--info '%s'", "as --info"},
+                              {"-m '%s' -f '%s'", "as -f"},
+                              {"-m '%s' --ppl '%s'", "as --ppl"}};
+    for (int i = 0; i < 4; i++) {
+        char arguments[2600];
+        if (i < 2)
+            snprintf(arguments, sizeof arguments, forms[i][0], fifo);
+        else
+            snprintf(arguments, sizeof arguments, forms[i][0], stories, fifo);
+        /* timeout: a hang is a failure, not a stuck test */
+        snprintf(script, sizeof script, "exec timeout 20 \"$BMOE_CLI\" %s", arguments);
+        run_shell(forms[i][1], script, &r);
+        expect_failure(forms[i][1], &r, "FIFO");
+        cli_result_free(&r);
+    }
+    unlink(fifo);
+}
+
+static void test_full_disk(void)
+{
+    const char *scripts[][2] = {
+        {"\"$BMOE_CLI\" -m '%s' -p 'Once upon a time' -n 8 > /dev/full", "generation"},
+        {"\"$BMOE_CLI\" --info '%s' > /dev/full", "--info"},
+        {"\"$BMOE_CLI\" -m '%s' --ppl '%s' -c 128 --chunks 2 > /dev/full", "--ppl"},
+        {"\"$BMOE_CLI\" --help > /dev/full", "--help"},
+        {"\"$BMOE_CLI\" --version > /dev/full", "--version"},
+    };
+    for (int i = 0; i < 5; i++) {
+        char script[4096];
+        snprintf(script, sizeof script, scripts[i][0], stories, corpus);
+        cli_result r;
+        run_shell(scripts[i][1], script, &r);
+        /* --ppl reports progress on stderr: the error is its last line */
+        const char *last = r.err && r.err_length > 1 ? r.err + r.err_length - 2 : r.err;
+        while (last && last > r.err && last[-1] != '\n')
+            last--;
+        CHECK_MSG(r.exit_code == 1 && last && strstr(last, "No space left") && strstr(last, "bmoe-cli: "),
+                  "%s into /dev/full: exit %d, stderr '%s'", scripts[i][1], r.exit_code, r.err);
+        if (i != 2)
+            CHECK_MSG(cli_one_line_error(&r), "%s: stderr not one line: %s", scripts[i][1], r.err);
+        cli_result_free(&r);
+    }
+}
+
+/* A copy of stories260K whose output norm is NaN. */
+static bool write_nan_model(const char *path)
+{
+    size_t size;
+    char *bytes = cli_read_all(stories, &size);
+    bmoe_error err = {0};
+    gguf_model *file = gguf_open(stories, &err);
+    const gguf_tensor *norm = file ? gguf_find_tensor(file, "output_norm.weight") : NULL;
+    bool ok = bytes && norm && norm->type == 0;
+    if (ok) {
+        float nan = NAN;
+        for (uint64_t i = 0; i < norm->nbytes / 4; i++)
+            memcpy(bytes + norm->file_offset + i * 4, &nan, 4);
+        FILE *out = fopen(path, "wb");
+        ok = out && fwrite(bytes, 1, size, out) == size;
+        if (out)
+            ok &= fclose(out) == 0;
+    }
+    if (file)
+        gguf_close(file);
+    free(bytes);
+    return ok;
+}
+
+static void test_nan_model(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/nan.gguf", dir);
+    CHECK(write_nan_model(path));
+    const char *generate[] = {"-m", path, "-p", "Once upon a time", "-n", "16", "--temp", "0.8", NULL};
+    cli_result r;
+    CHECK(cli_run(generate, &r) == 0);
+    expect_failure("NaN model, generation", &r, "non-finite");
+    cli_result_free(&r);
+    const char *ppl[] = {"-m", path, "--ppl", corpus, "-c", "128", "--chunks", "2", NULL};
+    CHECK(cli_run(ppl, &r) == 0);
+    CHECK_MSG(r.exit_code == 1 && strstr(r.err, "non-finite") && !strstr(r.out, "nan"),
+              "NaN model, --ppl: exit %d, out '%.200s', err '%.200s'", r.exit_code, r.out, r.err);
+    cli_result_free(&r);
+    unlink(path);
+}
+
+static void test_flags(void)
+{
+    struct {
+        const char *args[12];
+        const char *needle;
+    } cases[] = {
+        {{"-m", stories, "--ppl", corpus, "--logits-out", "x", NULL}, "--logits-out"},
+        {{"--info", stories, "-n", "4", NULL}, "-n"},
+        {{"--info", stories, "--temp", "0.5", NULL}, "--temp"},
+        {{"-m", stories, "--ppl", corpus, "--temp", "0.5", NULL}, "--temp"},
+        {{"-m", stories, "--prompt-ids", "1,2", "--logits-out", "x", "--top-k", "3", NULL}, "--top-k"},
+        {{"-m", stories, "--cache-mb", "100", NULL}, "--moe-stream"},
+        {{"-m", stories, "-t", " 2", NULL}, "not an integer"},
+        {{"-m", stories, "-t", "+2", NULL}, "not an integer"},
+        {{"-m", stories, "--temp", " 0.5", NULL}, "not a finite number"},
+        {{"-m", stories, "--temp", "+0.5", NULL}, "not a finite number"},
+        {{"-m", stories, "--temp", "1e-60", NULL}, "underflow"},
+        {{"-m", stories, "--temp", "-0.5", NULL}, "out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        CHECK(cli_run(cases[i].args, &r) == 0);
+        CHECK_MSG(r.exit_code == 2 || r.exit_code == 1, "case %zu: exit %d", i, r.exit_code);
+        CHECK_MSG(cli_one_line_error(&r) && strstr(r.err, cases[i].needle), "case %zu: '%s' lacks '%s'", i, r.err,
+                  cases[i].needle);
+        cli_result_free(&r);
+    }
+}
+
+static void test_context_warning(void)
+{
+    /* stories260K was trained for 128 positions */
+    const char *args[] = {"-m", stories, "-p", "Once", "-n", "2", "-c", "256", NULL};
+    cli_result r;
+    CHECK(cli_run(args, &r) == 0 && r.exit_code == 0);
+    const char *first = strstr(r.err, "warning:");
+    CHECK_MSG(first && strstr(first, "trained") && !strstr(first + 1, "warning:"), "warnings: %s", r.err);
+    cli_result_free(&r);
+}
+
+int main(void)
+{
+    test_shared_path(stories, sizeof stories, "data/models/stories260K/stories260K.gguf");
+    test_shared_path(corpus, sizeof corpus, "data/corpus/tinyshakespeare.txt");
+    snprintf(dir, sizeof dir, "%s/cli-hardening", test_tmp_dir());
+    mkdir(dir, 0755);
+    test_outputs();
+    test_fifos();
+    test_full_disk();
+    test_nan_model();
+    test_flags();
+    test_context_warning();
+    return test_finish();
+}
