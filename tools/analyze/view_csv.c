@@ -57,9 +57,10 @@ static double median3(double a, double b, double c)
 
 /* The warm-up rule (printed with the output): the steady reference is the
  * median wall_ms of the turn's second half; warm-up ends at the first token
- * t whose rolling median over tokens t, t+1, t+2 is within 25 % of it. A
- * median of three ignores a lone fast or slow token, and the second half's
- * median ignores late spikes and any warm-up that leaks past the middle. */
+ * t that is itself within 25 % of it and whose rolling median over tokens
+ * t, t+1, t+2 is too. The median of three ignores a lone fast token inside
+ * the warm-up; the second half's median ignores late spikes and any warm-up
+ * that leaks past the middle of a short run. */
 static int detect_warmup(const token *tokens, segment *s)
 {
     size_t n = s->end - s->begin;
@@ -78,8 +79,9 @@ static int detect_warmup(const token *tokens, segment *s)
     free(tail);
     s->warmup_end = s->end; /* never settled, unless a window says otherwise */
     for (size_t t = s->begin; t + WARMUP_WINDOW <= s->end; t++) {
+        double limit = WARMUP_TOLERANCE * s->reference_wall;
         double m = median3(tokens[t].v[WALL], tokens[t + 1].v[WALL], tokens[t + 2].v[WALL]);
-        if (m <= WARMUP_TOLERANCE * s->reference_wall) {
+        if (tokens[t].v[WALL] <= limit && m <= limit) {
             s->warmup_end = t;
             break;
         }
@@ -441,8 +443,9 @@ int view_csv(const analyze_options *options)
            n_segments == 1 ? "" : "s");
     print_preamble(&t, overlap_known, overlap);
     printf("warm-up rule: the steady reference is the median wall_ms of a turn's second half; "
-           "warm-up ends at the first token t whose %d-token rolling median wall_ms (t, t+1, "
-           "t+2) is within %.0f %% of that reference; turns under %d tokens are not split\n",
+           "warm-up ends at the first token t whose wall_ms and whose %d-token rolling median "
+           "wall_ms (t, t+1, t+2) are both within %.0f %% of that reference; turns under %d "
+           "tokens are not split\n",
            WARMUP_WINDOW, (WARMUP_TOLERANCE - 1) * 100, WARMUP_MIN_TOKENS);
     printf("rates: tok/s = tokens x 1000 / sum(wall_ms) (the summary's definition); ci95 = "
            "percentile bootstrap of it, %d resamples of the phase's tokens, seed %llu (tokens "
