@@ -72,7 +72,6 @@ const char *comment_value(const char *text, const char *key, char *buffer, size_
  * ("# route_trace v1", ...) or, in files without one, by their columns. */
 enum table_kind { KIND_UNKNOWN, KIND_METRICS, KIND_ROUTE, KIND_IO, KIND_COMPUTE };
 enum table_kind table_kind_of(const table *t);
-const char *table_kind_name(enum table_kind kind);
 /* -1 with a message unless T is of KIND (or could be: no preamble and the
  * required columns present). */
 int table_expect_kind(const table *t, enum table_kind kind);
@@ -135,6 +134,9 @@ typedef struct {
     bool x_labels_by_caller; /* categories: no x ticks, the caller labels them */
 } svg_plot;
 
+/* -1 with a message when DIR exists and is not a directory: checked before
+ * a view runs, so a bad --svg fails before any report is printed. */
+int svg_check_dir(const char *dir);
 /* Opens DIR/NAME (DIR created if missing) for writing through a temporary
  * file beside it. Refuses a target that exists and was not written by this
  * tool. -1 with a message. */

@@ -166,6 +166,8 @@ int main(int argc, char **argv)
     if (!options.file)
         return usage_error("the %s view needs a FILE", view);
 
+    if (options.svg_dir && svg_check_dir(options.svg_dir) != 0)
+        return 1;
     int status = run(&options) == 0 ? 0 : 1;
     if (fflush(stdout) != 0 || ferror(stdout)) {
         analyze_error("write error on standard output: %s", strerror(errno));

@@ -42,6 +42,16 @@ static bool written_by_us(const char *path)
     return strstr(head, SVG_MARKER) != NULL;
 }
 
+int svg_check_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        analyze_error("--svg %s: not a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
 int svg_begin(svg *s, const char *dir, const char *name, int width, int height, const char *title)
 {
     memset(s, 0, sizeof *s);

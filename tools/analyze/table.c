@@ -278,15 +278,15 @@ const char *table_meta(const table *t, const char *key, char *buffer, size_t siz
 
 static const struct {
     enum table_kind kind;
-    const char *name;
+    const char *name;         /* with its article, for messages */
     const char *magic;        /* first preamble line */
     const char *required[3];  /* columns a file without the preamble must have */
     const char *command;
 } kinds[] = {
-    {KIND_METRICS, "per-token metrics CSV", "bmoe_metrics", {"wall_ms"}, "csv"},
-    {KIND_ROUTE, "route trace", "route_trace", {"layer", "expert"}, "route"},
-    {KIND_IO, "io trace", "io_trace", {"latency_ns"}, "io"},
-    {KIND_COMPUTE, "compute trace", "compute_trace", {"wall_ns", "op"}, "compute"},
+    {KIND_METRICS, "a per-token metrics CSV", "bmoe_metrics", {"wall_ms"}, "csv"},
+    {KIND_ROUTE, "a route trace", "route_trace", {"layer", "expert"}, "route"},
+    {KIND_IO, "an io trace", "io_trace", {"latency_ns"}, "io"},
+    {KIND_COMPUTE, "a compute trace", "compute_trace", {"wall_ns", "op"}, "compute"},
 };
 
 static bool has_columns(const table *t, int index)
@@ -323,14 +323,6 @@ enum table_kind table_kind_of(const table *t)
     return KIND_UNKNOWN;
 }
 
-const char *table_kind_name(enum table_kind kind)
-{
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (kinds[i].kind == kind)
-            return kinds[i].name;
-    return "unknown file";
-}
-
 int table_expect_kind(const table *t, enum table_kind kind)
 {
     int index = 0;
@@ -341,13 +333,13 @@ int table_expect_kind(const table *t, enum table_kind kind)
         int other = 0;
         while (kinds[other].kind != found)
             other++;
-        analyze_error("%s: a %s, not a %s (try 'bmoe-analyze %s')", t->path, kinds[other].name,
+        analyze_error("%s: %s, not %s (try 'bmoe-analyze %s')", t->path, kinds[other].name,
                       kinds[index].name, kinds[other].command);
         return -1;
     }
     for (int i = 0; i < 3 && kinds[index].required[i]; i++)
         if (table_column(t, kinds[index].required[i]) < 0) {
-            analyze_error("%s: no '%s' column in the header, not a %s", t->path,
+            analyze_error("%s: no '%s' column in the header, so not %s", t->path,
                           kinds[index].required[i], kinds[index].name);
             return -1;
         }
