@@ -8,7 +8,7 @@ bmoe_add_test(test_analyze_cache
   LIBS m)
 target_include_directories(test_analyze_cache PRIVATE ${CMAKE_SOURCE_DIR}/tools/analyze)
 
-foreach(analyze_test route csv traces)
+foreach(analyze_test route csv traces errors)
   bmoe_add_test(test_analyze_${analyze_test}
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_analyze_${analyze_test}.c
     LIBS m
