@@ -94,9 +94,12 @@ static int detect_warmup(const token *tokens, segment *s)
 static void spread_groups(token *tokens, const double *batch, size_t begin, size_t end)
 {
     for (size_t i = begin; i < end;) {
-        size_t size = batch[i] >= 2 ? (size_t)batch[i] : 1;
-        if (size > end - i)
+        /* Clamped before the conversion: a huge value must not overflow. */
+        size_t size = 1;
+        if (batch[i] >= (double)(end - i))
             size = end - i;
+        else if (batch[i] >= 2)
+            size = (size_t)batch[i];
         for (int k = 0; k < N_VALUES; k++) {
             if (k == HIT)
                 continue; /* cumulative, not a cost */
