@@ -219,6 +219,15 @@ static void test_hand_made(void)
     CHECK(an_run("route '%s' --budget-mib 3", bare) == 0);
     CHECK(read_sweep(rows, 8) == 1 && rows[0].lru_hits == 0 && rows[0].belady_hits == 1);
     CHECK(strstr(an_out, "largest expert_bytes on their rows") != NULL);
+    /* One layer whose last row is a hit (expert_bytes 0): still 2 MiB, so
+     * A B A fits in 4 MiB and hits once, and not in 3. */
+    const char *one = an_path("one-layer.route.csv");
+    an_write(one, ROUTE_HEADER "0,1,1,0,0,5,0.5,0,2097152\n"
+                               "0,1,2,0,0,6,0.5,0,2097152\n"
+                               "0,1,3,0,0,5,0.5,1,0\n");
+    CHECK_MSG(an_run("route '%s' --budget-mib 3,4", one) == 0, "%s", an_err);
+    CHECK(read_sweep(rows, 8) == 2 && rows[0].lru_hits == 0 && rows[1].lru_hits == 1);
+    CHECK(strstr(an_out, "uniform, 2.000 MiB") != NULL);
 
     /* Dropped routings are never looked up: with B dropped, A C A fits. */
     const char *dropped = an_path("dropped.route.csv");

@@ -214,7 +214,7 @@ static int read_preamble(route_state *r)
 /* Notes that a row of LAYER carries BYTES in its expert_bytes column. */
 static int note_row_layer(route_state *r, int64_t layer, uint64_t bytes)
 {
-    uint32_t id;
+    uint32_t id, known = r->layer_map.count;
     if (key_map_get(&r->layer_map, layer, 0, &id) != 0)
         return -1;
     if (id >= r->row_layer_capacity) {
@@ -229,7 +229,7 @@ static int note_row_layer(route_state *r, int64_t layer, uint64_t bytes)
             return -1;
         r->row_layer_capacity = capacity;
     }
-    if (id == r->layer_map.count - 1) {
+    if (id == known) { /* first seen now */
         r->row_layer[id] = layer;
         r->row_bytes[id] = 0;
     }
