@@ -295,6 +295,16 @@ static void test_full_contract(void)
     CHECK(short_turn.tokens == 4 && fabs(short_turn.rate - 20) < 1e-3);
     CHECK(short_turn.median == 20 && short_turn.p95 == 20);
 
+    /* Without a turn column, a "# summary" trailer still ends a turn. */
+    const char *untagged = an_path("untagged.csv");
+    an_write(untagged, "step,wall_ms\n1,1000\n2,1000\n3,1000\n4,100\n5,100\n6,100\n7,100\n8,100\n"
+                       "9,100\n10,100\n# summary tokens=10 tok/s=2.703\n11,50\n12,50\n"
+                       "# summary tokens=2 tok/s=20.000\n");
+    CHECK_MSG(an_run("csv '%s'", untagged) == 0, "%s", an_err);
+    CHECK(strstr(an_out, "(12 token rows, 2 turns)") != NULL);
+    CHECK(read_phase("turn 0:", "warm-up", &warm) && warm.tokens == 3);
+    CHECK(strstr(an_out, "turn 1: 2 tokens; too short to split") != NULL);
+
 }
 
 /* Reproducible by default; --seed moves only the interval. */

@@ -32,6 +32,7 @@ typedef struct {
     size_t warmup_end; /* first steady token; == begin when there is no warm-up */
     double reference_wall;
     bool split;
+    int64_t turn; /* the turn column's value, or the segment's number without one */
 } segment;
 
 typedef struct {
@@ -412,13 +413,15 @@ int view_csv(const analyze_options *options)
             (c_batch >= 0 && table_number(&t, row, c_batch, &batch[row]) != 0))
             goto done;
     }
-    /* Turns: contiguous runs of one turn value. */
+    /* Turns: contiguous runs of one turn value, also cut after a "# summary"
+     * trailer (a session file written without a turn column). */
     size_t n_segments = 0;
     for (size_t row = 0; row < t.n_rows; row++)
-        if (row == 0 || tokens[row].turn != tokens[row - 1].turn)
+        if (row == 0 || tokens[row].turn != tokens[row - 1].turn || summary_after(&t, row))
             segments[n_segments++] = (segment){.begin = row};
     for (size_t g = 0; g < n_segments; g++) {
         segments[g].end = g + 1 < n_segments ? segments[g + 1].begin : t.n_rows;
+        segments[g].turn = c_turn >= 0 ? tokens[segments[g].begin].turn : (int64_t)g;
         if (c_batch >= 0)
             spread_groups(tokens, batch, segments[g].begin, segments[g].end);
         for (size_t i = segments[g].begin; i < segments[g].end; i++)
@@ -458,7 +461,7 @@ int view_csv(const analyze_options *options)
     for (size_t g = 0; g < n_segments; g++) {
         segment *s = &segments[g];
         size_t n = s->end - s->begin;
-        printf("\nturn %lld: %zu tokens", (long long)tokens[s->begin].turn, n);
+        printf("\nturn %lld: %zu tokens", (long long)s->turn, n);
         if (!s->split)
             printf("; too short to split: no warm-up detection\n");
         else if (s->warmup_end == s->end)

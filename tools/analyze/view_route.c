@@ -422,9 +422,13 @@ static void print_header(route_state *r, const analyze_options *options)
     else
         printf("phase: %s (%s; --phase decode|prefill|all)\n", phase_name(options->phase),
                options->phase == PHASE_DEFAULT ? "the default" : "as asked");
-    printf("requests: %zu routed (layer, expert) entries over %zu steps, in trace order (turn, "
-           "step, layer, slot)",
-           r->n_requests, steps);
+    if (table_column(&r->t, "step") < 0)
+        printf("requests: %zu routed (layer, expert) entries in file order (no step column)",
+               r->n_requests);
+    else
+        printf("requests: %zu routed (layer, expert) entries over %zu steps, in trace order "
+               "(turn, step, layer, slot)",
+               r->n_requests, steps);
     if (r->n_dropped)
         printf("; %zu dropped routings left out (never looked up)", r->n_dropped);
     printf("\n");
