@@ -190,6 +190,22 @@ static void test_hand_made(void)
     CHECK(read_sweep(rows, 8) == 1);
     CHECK(rows[0].requests == 7 && rows[0].lru_hits == 0 && rows[0].belady_hits == 2);
 
+    /* A prefill batch listed layer by layer, as the engine serves it, is
+     * kept in that order: two prompt tokens both route A on layer 0, then
+     * B and C on layer 1; the first decode step routes A. Room for 2:
+     * A miss, A hit, B miss, C evicts A, A misses: 1 LRU hit. (Reordered
+     * token by token, A B A C A, LRU would hit twice.) */
+    const char *batch = an_path("batch.route.csv");
+    an_write(batch, "# layer=0 expert_bytes=1048576\n# layer=1 expert_bytes=1048576\n" ROUTE_HEADER
+                    "0,0,0,0,0,1,0.5,0,1048576\n"
+                    "0,0,1,0,0,1,0.5,0,0\n"
+                    "0,0,0,1,0,2,0.5,0,1048576\n"
+                    "0,0,1,1,0,3,0.5,0,1048576\n"
+                    "0,1,2,0,0,1,0.5,0,1048576\n");
+    CHECK(an_run("route '%s' --budget-mib 2 --phase all", batch) == 0);
+    CHECK(read_sweep(rows, 8) == 1 && rows[0].requests == 5 && rows[0].lru_hits == 1);
+    CHECK(strstr(an_out, "over 3 steps, in trace order") != NULL);
+
     /* Sizes per layer: A on layer 0 at 2 MiB, B and C on layer 1 at 1 MiB;
      * requests A B C A (step, then layer), room for 3 MiB. LRU: C evicts A,
      * then A evicts B: 0 hits. MIN: C evicts B (never used again), A hits. */

@@ -16,7 +16,7 @@
 static const double default_budgets[] = {500, 1000, 2000, 3000, 4000, 6000, 8000};
 
 typedef struct {
-    int64_t turn, step, layer, slot, expert;
+    int64_t turn, step, layer, slot, expert, phase;
     size_t row;
 } request;
 
@@ -44,6 +44,27 @@ static int compare_layer_sizes(const void *a, const void *b)
 {
     const layer_size *x = a, *y = b;
     return (x->layer > y->layer) - (x->layer < y->layer);
+}
+
+/* Whether the kept rows are already in the order the engine routed them:
+ * within a turn, prefill rows before decode rows, and decode rows by
+ * (step, layer, slot). Prefill rows keep the file's order, which lists a
+ * batch layer by layer as it is served. */
+static bool in_routing_order(const request *requests, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        const request *a = &requests[i - 1], *b = &requests[i];
+        if (a->turn != b->turn) {
+            if (a->turn > b->turn)
+                return false;
+            continue;
+        }
+        if (a->phase == 1 && b->phase == 0)
+            return false;
+        if (a->phase != 0 && b->phase != 0 && compare_requests(a, b) >= 0)
+            return false;
+    }
+    return true;
 }
 
 /* ---- (layer, expert) -> dense key ------------------------------------------ */
@@ -130,6 +151,7 @@ typedef struct {
     int64_t n_layer_meta, n_expert_meta, n_expert_used_meta;
     char arch[64];
     enum phase_filter phase;
+    bool sorted_by_tool; /* the file was not in routing order */
     key_map layer_map; /* layer -> index into row_layer / row_bytes */
     int64_t *row_layer;
     uint64_t *row_bytes;
@@ -276,12 +298,12 @@ static int read_requests(route_state *r, enum phase_filter phase)
     }
     for (size_t row = 0; row < t->n_rows; row++) {
         /* Without step or slot columns the file's order stands. */
-        request q = {.row = row, .slot = (int64_t)row, .step = (int64_t)row};
-        int64_t row_phase = -1, bytes = 0, dropped = 0, residency = -1;
+        request q = {.row = row, .slot = (int64_t)row, .step = (int64_t)row, .phase = -1};
+        int64_t bytes = 0, dropped = 0, residency = -1;
         if (table_integer(t, row, c_layer, 0, INT32_MAX, &q.layer) != 0 ||
             table_integer(t, row, c_expert, 0, INT32_MAX, &q.expert) != 0 ||
             (c_turn >= 0 && table_integer(t, row, c_turn, INT32_MIN, INT32_MAX, &q.turn) != 0) ||
-            (c_phase >= 0 && table_integer(t, row, c_phase, 0, 1, &row_phase) != 0) ||
+            (c_phase >= 0 && table_integer(t, row, c_phase, 0, 1, &q.phase) != 0) ||
             (c_step >= 0 && table_integer(t, row, c_step, INT64_MIN / 2, INT64_MAX / 2,
                                           &q.step) != 0) ||
             (c_slot >= 0 && table_integer(t, row, c_slot, 0, INT32_MAX, &q.slot) != 0) ||
@@ -293,7 +315,7 @@ static int read_requests(route_state *r, enum phase_filter phase)
             analyze_error("out of memory");
             return -1;
         }
-        if (!phase_keep(phase, row_phase))
+        if (!phase_keep(phase, q.phase))
             continue;
         if (dropped) {
             r->n_dropped++;
@@ -310,11 +332,10 @@ static int read_requests(route_state *r, enum phase_filter phase)
         analyze_error("out of memory");
         return -1;
     }
-    bool sorted = true;
-    for (size_t i = 1; i < r->n_requests && sorted; i++)
-        sorted = compare_requests(&r->requests[i - 1], &r->requests[i]) < 0;
-    if (!sorted)
+    if (!in_routing_order(r->requests, r->n_requests)) {
+        r->sorted_by_tool = true;
         qsort(r->requests, r->n_requests, sizeof *r->requests, compare_requests);
+    }
     return 0;
 }
 
@@ -405,13 +426,36 @@ static double percent(double part, double whole)
     return whole > 0 ? 100.0 * part / whole : 0.0;
 }
 
+static int compare_turn_steps(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Distinct (turn, step) pairs; 0 when there is no memory to count them. */
+static size_t count_steps(const request *requests, size_t n)
+{
+    int64_t *pairs = malloc((n + 1) * 2 * sizeof *pairs);
+    if (!pairs)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        pairs[2 * i] = requests[i].turn;
+        pairs[2 * i + 1] = requests[i].step;
+    }
+    qsort(pairs, n, 2 * sizeof *pairs, compare_turn_steps);
+    size_t steps = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || pairs[2 * i] != pairs[2 * i - 2] || pairs[2 * i + 1] != pairs[2 * i - 1])
+            steps++;
+    free(pairs);
+    return steps;
+}
+
 static void print_header(route_state *r, const analyze_options *options)
 {
-    size_t steps = 0;
-    for (size_t i = 0; i < r->n_requests; i++)
-        if (i == 0 || r->requests[i].step != r->requests[i - 1].step ||
-            r->requests[i].turn != r->requests[i - 1].turn)
-            steps++;
+    size_t steps = count_steps(r->requests, r->n_requests);
     printf("route trace: %s\n", r->t.path);
     printf("model: arch=%s n_layer=%lld n_expert=%lld n_expert_used=%lld (from the preamble; -1 = "
            "absent)\n",
@@ -425,9 +469,13 @@ static void print_header(route_state *r, const analyze_options *options)
     if (table_column(&r->t, "step") < 0)
         printf("requests: %zu routed (layer, expert) entries in file order (no step column)",
                r->n_requests);
+    else if (r->sorted_by_tool)
+        printf("requests: %zu routed (layer, expert) entries over %zu steps, sorted by (turn, "
+               "step, layer, slot): the file's rows were not in routing order",
+               r->n_requests, steps);
     else
         printf("requests: %zu routed (layer, expert) entries over %zu steps, in trace order "
-               "(turn, step, layer, slot)",
+               "(turn, step, layer, slot; a prefill batch layer by layer, as the file lists it)",
                r->n_requests, steps);
     if (r->n_dropped)
         printf("; %zu dropped routings left out (never looked up)", r->n_dropped);
@@ -618,8 +666,9 @@ static int print_reuse(route_state *r)
 static void print_cache(route_state *r)
 {
     printf("\ncache simulation (hit = the routed entry is resident when requested; each entry "
-           "costs its layer's expert_bytes; every miss that fits is admitted; 1 MiB = 2^20 "
-           "bytes)\n");
+           "costs its layer's expert_bytes; every miss that fits is admitted; the caches start "
+           "empty at the first request shown, so --phase all warms them with the prefill; 1 MiB "
+           "= 2^20 bytes)\n");
     printf("  %10s %9s %12s %10s %12s %9s\n", "budget_MiB", "LRU_hit%", "Belady_hit%", "LRU_hits",
            "Belady_hits", "requests");
     for (int b = 0; b < r->n_budgets; b++)
