@@ -12,7 +12,7 @@ typedef struct {
     int tokens;
     double rate, ci_low, ci_high, median, p5, p95;
     double wall, io, compute, stall, mgmt, io_pct, compute_pct, stall_pct, mgmt_pct, read_mib,
-        hit, faults;
+        hit, faults, cpu_per_wall;
 } phase_stats;
 
 /* Whitespace-separated numbers of LINE after its first word; "-" is NAN. */
@@ -76,7 +76,7 @@ static bool read_phase(const char *turn_prefix, const char *name, phase_stats *s
     s->median = v[5];
     s->p5 = v[6];
     s->p95 = v[7];
-    if (numbers_of(split, v, 16) != 12)
+    if (numbers_of(split, v, 16) != 13)
         return false;
     s->wall = v[0];
     s->io = v[1];
@@ -90,6 +90,7 @@ static bool read_phase(const char *turn_prefix, const char *name, phase_stats *s
     s->read_mib = v[9];
     s->hit = v[10];
     s->faults = v[11];
+    s->cpu_per_wall = v[12];
     return true;
 }
 
@@ -288,7 +289,7 @@ static void test_full_contract(void)
     CHECK(fabs(steady.mgmt_pct - 20) < 0.05 && fabs(steady.io_pct - 200) < 0.05);
     CHECK(fabs(warm.read_mib - 2) < 0.05 && fabs(steady.read_mib - 1) < 0.05);
     CHECK(fabs(warm.hit - 20) < 1e-6 && fabs(steady.hit - 90) < 1e-6); /* at each phase's end */
-    CHECK(fabs(warm.faults - 1) < 1e-6);
+    CHECK(fabs(warm.faults - 1) < 1e-6 && fabs(warm.cpu_per_wall - 3) < 1e-6); /* cpu_ms = 3 x wall */
     CHECK(strstr(an_out, "warm-up: 3 tokens, ends after step 23") != NULL);
     CHECK(strstr(an_out, "turn 1: 4 tokens; too short to split") != NULL);
     CHECK(read_phase("turn 1:", "all", &short_turn));
@@ -335,7 +336,7 @@ static void test_metrics_files(void)
     CHECK_MSG(an_run("csv '%s'", path) == 0, "%s", an_err);
     phase_stats all;
     CHECK(read_phase("turn 0:", "all", &all));
-    CHECK(all.tokens == 128 && !isnan(all.faults));
+    CHECK(all.tokens == 128 && !isnan(all.faults) && all.cpu_per_wall > 0);
     CHECK(strstr(an_out, "absent:") == NULL); /* every column this view reads is there */
 }
 

@@ -190,6 +190,7 @@ static void print_phase_split(const token *tokens, phase_range p)
     print_value(n ? sums[READ] / (double)n / MIB : NAN, 9, 1);
     print_value(n ? tokens[p.end - 1].v[HIT] : NAN, 7, 2);
     print_value(n ? sums[FAULTS] / (double)n : NAN, 9, 1);
+    print_value(n && sums[WALL] > 0 ? sums[CPU] / sums[WALL] : NAN, 8, 2);
     printf("\n");
 }
 
@@ -494,13 +495,14 @@ int view_csv(const analyze_options *options)
             if (print_phase_rates(tokens, phases[p], seed, c_step >= 0) != 0)
                 goto done;
         }
-        printf("  %-8s %10s %10s %10s %10s %10s %8s %8s %8s %8s %9s %7s %9s\n", "phase",
+        printf("  %-8s %10s %10s %10s %10s %10s %8s %8s %8s %8s %9s %7s %9s %8s\n", "phase",
                "wall_ms", "io_ms", "compute_ms", "stall_ms", "mgmt_ms", "io%", "compute%",
-               "stall%", "mgmt%", "read_MiB", "hit%", "majflt");
+               "stall%", "mgmt%", "read_MiB", "hit%", "majflt", "cpu/wall");
         for (int p = 0; p < 3; p++)
             print_phase_split(tokens, phases[p]);
         printf("  (ms and MiB are means per token; shares are of the phase's wall time; hit%% is "
-               "the cumulative cache_hit_pct at the phase's last token)\n");
+               "the cumulative cache_hit_pct at the phase's last token; cpu/wall = sum(cpu_ms) / "
+               "sum(wall_ms), the threads busy on average)\n");
     }
     if (options->svg_dir) {
         if (write_tokens_svg(&t, tokens, t.n_rows, segments, n_segments, overlap,
