@@ -372,6 +372,7 @@ int view_csv(const analyze_options *options)
     token *tokens = NULL;
     double *batch = NULL;
     segment *segments = NULL;
+    bool *after_summary = NULL; /* rows that follow a "# summary" trailer */
     if (table_expect_kind(&t, KIND_METRICS) != 0)
         goto done;
     if (t.n_rows == 0) {
@@ -386,7 +387,8 @@ int view_csv(const analyze_options *options)
     tokens = malloc(t.n_rows * sizeof *tokens);
     batch = malloc(t.n_rows * sizeof *batch);
     segments = malloc(t.n_rows * sizeof *segments);
-    if (!tokens || !batch || !segments) {
+    after_summary = calloc(t.n_rows, sizeof *after_summary);
+    if (!tokens || !batch || !segments || !after_summary) {
         analyze_error("out of memory");
         goto done;
     }
@@ -416,9 +418,12 @@ int view_csv(const analyze_options *options)
     }
     /* Turns: contiguous runs of one turn value, also cut after a "# summary"
      * trailer (a session file written without a turn column). */
+    for (size_t i = t.n_preamble; i < t.n_comments; i++)
+        if (t.comments[i].after_rows < t.n_rows && strncmp(t.comments[i].text, "summary", 7) == 0)
+            after_summary[t.comments[i].after_rows] = true;
     size_t n_segments = 0;
     for (size_t row = 0; row < t.n_rows; row++)
-        if (row == 0 || tokens[row].turn != tokens[row - 1].turn || summary_after(&t, row))
+        if (row == 0 || tokens[row].turn != tokens[row - 1].turn || after_summary[row])
             segments[n_segments++] = (segment){.begin = row};
     for (size_t g = 0; g < n_segments; g++) {
         segments[g].end = g + 1 < n_segments ? segments[g + 1].begin : t.n_rows;
@@ -520,6 +525,7 @@ done:
     free(tokens);
     free(batch);
     free(segments);
+    free(after_summary);
     table_free(&t);
     return status;
 }
