@@ -144,7 +144,7 @@ static void test_real_trace(const char *name)
     char bound[128];
     snprintf(bound, sizeof bound, "first uses (compulsory misses): %llu ", distinct);
     CHECK(strstr(an_out, bound) != NULL);
-    CHECK(an_run("route '%s' --budget-mib 0 --budget-mib 1000000", path) == 0);
+    CHECK(an_run("route --budget-mib 0 1000000 '%s'", path) == 0);
     n = read_sweep(rows, 32);
     CHECK(n == 2);
     if (n == 2) {

@@ -40,8 +40,8 @@ static void print_usage(FILE *out)
             "\n"
             "  route FILE    a --route-trace: expert popularity per layer, reuse distance, and the\n"
             "                hit rate of an LRU and of Belady's MIN cache for byte budgets\n"
-            "      --budget-mib N[,N...]   budgets in MiB (repeatable; default 500 1000 2000\n"
-            "                              3000 4000 6000 8000)\n"
+            "      --budget-mib N [N...]   budgets in MiB (also N,N,... or repeated; default\n"
+            "                              500 1000 2000 3000 4000 6000 8000)\n"
             "      --phase decode|prefill|all   rows to use (default decode)\n"
             "      --svg DIR               write the reuse-distance histogram and the hit-rate\n"
             "                              curve as SVG files into DIR\n"
@@ -95,6 +95,22 @@ static int parse_budgets(analyze_options *options, const char *text)
     return 0;
 }
 
+/* A number, or numbers separated by commas ("1000" or "1000,2000"). */
+static bool is_number_list(const char *text)
+{
+    for (;;) {
+        char *end;
+        strtod(text, &end);
+        if (end == text)
+            return false;
+        if (*end == '\0')
+            return true;
+        if (*end != ',')
+            return false;
+        text = end + 1;
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -129,6 +145,12 @@ int main(int argc, char **argv)
             int status = parse_budgets(&options, argv[++i]);
             if (status)
                 return status;
+            /* "--budget-mib 1000 2000 3000": the numbers that follow too. */
+            while (i + 1 < argc && is_number_list(argv[i + 1])) {
+                status = parse_budgets(&options, argv[++i]);
+                if (status)
+                    return status;
+            }
         } else if (strcmp(arg, "--phase") == 0 && run != view_csv) {
             if (!has_value)
                 return usage_error("--phase needs a value");
