@@ -87,6 +87,11 @@ typedef struct bmoe_stream_params {
     bool overlap;             /* compute resident experts while the missing ones are read */
     int32_t prefetch;         /* read what the previous token used this many layers ahead (0: off) */
     bool load_all;            /* read every expert of every layer at load (a debugging aid) */
+    /* The read function, with pread(2)'s contract (bytes read, 0 at the end
+     * of the file, -1 with errno); NULL: the system's. For platforms with
+     * their own file access, and tests that inject faults. */
+    int64_t (*pread)(void *user, int fd, void *buffer, size_t length, int64_t offset);
+    void *pread_user;
 } bmoe_stream_params;
 
 typedef struct bmoe_model_params {

@@ -68,6 +68,8 @@ bmoe_model_params bmoe_model_default_params(void)
                 .overlap = false,
                 .prefetch = 0,
                 .load_all = false,
+                .pread = NULL,
+                .pread_user = NULL,
             },
         .log_callback = NULL,
         .log_user = NULL,
@@ -159,7 +161,7 @@ static int create_expert_store(bmoe_model *m, bmoe_error *err)
         .direct = p->direct,
         .overlap = p->overlap,
         .n_expert_used = hp->n_expert_used,
-        .io = {NULL, NULL},
+        .io = {p->pread, p->pread_user},
     };
     if (p->enabled) {
         config.cache_bytes = p->cache_mb < 0 ? auto_cache_bytes(p, whole_set) : p->cache_mb * MIB;

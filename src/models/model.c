@@ -543,6 +543,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         size_t e = (size_t)hp->n_expert;
         for (int i = 0; i < 2; i++)
             s->expert_inputs[i] = allocate(rows * m->max_activation_bytes, 1, &failed);
+        s->expert_down_inputs = allocate(rows * m->max_activation_bytes, 1, &failed);
         s->router_logits = allocate(nu * e, sizeof(float), &failed);
         s->selected = allocate(rows, sizeof(int32_t), &failed);
         s->selected_weights = allocate(rows, sizeof(float), &failed);
@@ -574,7 +575,7 @@ void run_state_destroy(run_state *s)
 {
     void *buffers[] = {s->positions, s->h, s->x, s->q, s->k, s->v, s->attn, s->block_out, s->rope_cache,
                        s->rope_cache_swa, s->ffn_gate, s->ffn_up, s->attention_scratch, s->activations[0],
-                       s->activations[1], s->activations[2], s->expert_inputs[0], s->expert_inputs[1],
+                       s->activations[1], s->activations[2], s->expert_inputs[0], s->expert_inputs[1], s->expert_down_inputs,
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
                        s->distinct_experts, s->expert_handles, s->k_cache, s->v_cache};

@@ -130,7 +130,9 @@ typedef struct run_state {
     /* converted activations: three slots, one per distinct activation format
      * among the matrices reading one input */
     uint8_t *activations[3];   /* [n_ubatch][max_activation_bytes] each */
-    uint8_t *expert_inputs[2]; /* [n_ubatch*K][max_activation_bytes]: rows gathered by expert */
+    uint8_t *expert_inputs[2]; /* [n_ubatch*K][max_activation_bytes]: gate and up rows gathered by expert */
+    uint8_t *expert_down_inputs; /* [n_ubatch*K][max_activation_bytes]: down's input rows (a group's down
+                                    runs before the next group's gate and up) */
 
     /* mixture of experts, for n_ubatch tokens times K selections */
     float *router_logits;   /* [n_ubatch][E] */

@@ -165,13 +165,13 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
             silu_glu(g, g, u, (int64_t)count * n_ff);
         for (int r = first; r < first + count; r++)
             activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
-                               s->expert_inputs[0] + (size_t)r * down_stride);
+                               s->expert_down_inputs + (size_t)r * down_stride);
     }
     n_jobs = 0;
     for (int k = 0; k < n_order && skipped == 0; k++) {
         const expert_handle *h = &handles[order[k]];
         int e = group[order[k]];
-        s->jobs[n_jobs++] = expert_job(down, h->data[2], h->ready[2], s->expert_inputs[0], down_stride,
+        s->jobs[n_jobs++] = expert_job(down, h->data[2], h->ready[2], s->expert_down_inputs, down_stride,
                                        s->expert_first[e], s->expert_count[e], s->expert_down);
     }
     skipped += matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);

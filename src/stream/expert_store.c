@@ -213,7 +213,6 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
     }
     /* one region per projection, sized for the largest layer's slice */
     size_t offset = 0;
-    uint64_t largest_entry = 0;
     for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++) {
         uint64_t largest = 0;
         for (int il = 0; il < n_layer; il++)
@@ -223,9 +222,6 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
         if (largest > 0)
             offset += shard_region_bytes(largest);
     }
-    for (int il = 0; il < n_layer; il++)
-        if (entry_bytes(&layers[il]) > largest_entry)
-            largest_entry = entry_bytes(&layers[il]);
     store->slot_bytes = offset;
     if (store->slot_bytes == 0) {
         expert_store_destroy(store);
@@ -234,9 +230,19 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
     }
     store->retain = config->cache_bytes > 0;
     if (store->retain) {
+        /* a budget covering the experts' bytes holds them all (the slots'
+         * page rounding is not charged to it) */
+        int64_t whole_entries = 0;
+        uint64_t whole_bytes = 0;
+        for (int il = 0; il < n_layer; il++)
+            if (layers[il].n_projections > 0) {
+                whole_entries += n_expert;
+                whole_bytes += entry_bytes(&layers[il]) * (uint64_t)n_expert;
+            }
         int64_t slots = config->cache_bytes / (int64_t)store->slot_bytes;
-        int64_t whole_set = (int64_t)n_layer * n_expert;
-        store->n_slots = (int)(slots < 1 ? 1 : slots > whole_set ? whole_set : slots);
+        if ((uint64_t)config->cache_bytes >= whole_bytes || slots > whole_entries)
+            slots = whole_entries;
+        store->n_slots = (int)(slots < 1 ? 1 : slots);
     } else {
         int staging = config->n_expert_used * STORE_STAGING_PER_USED;
         if (staging < STORE_STAGING_MIN)
@@ -252,7 +258,6 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
         expert_store_destroy(store);
         return NULL;
     }
-    (void)largest_entry;
     return store;
 }
 

@@ -12,16 +12,16 @@
 #define ALIGN_DOWN(x) ((x) & ~((uint64_t)SHARD_READ_ALIGNMENT - 1))
 #define ALIGN_UP(x) ALIGN_DOWN((x) + SHARD_READ_ALIGNMENT - 1)
 
-static ssize_t system_pread(void *user, int fd, void *buffer, size_t length, off_t offset)
+static int64_t system_pread(void *user, int fd, void *buffer, size_t length, int64_t offset)
 {
     (void)user;
-    return pread(fd, buffer, length, offset);
+    return pread(fd, buffer, length, (off_t)offset);
 }
 
-static ssize_t reader_pread(const shard_reader *reader, int fd, void *buffer, size_t length, uint64_t offset)
+static int64_t reader_pread(const shard_reader *reader, int fd, void *buffer, size_t length, uint64_t offset)
 {
     for (;;) {
-        ssize_t got = reader->io.pread(reader->io.user, fd, buffer, length, (off_t)offset);
+        int64_t got = reader->io.pread(reader->io.user, fd, buffer, length, (int64_t)offset);
         if (got >= 0 || errno != EINTR)
             return got;
     }
@@ -43,7 +43,7 @@ static int read_range(const shard_reader *reader, const shard_file *file, int fd
 {
     uint64_t position = offset;
     while (position < end) {
-        ssize_t got = reader_pread(reader, fd, destination + (position - offset), (size_t)(end - position), position);
+        int64_t got = reader_pread(reader, fd, destination + (position - offset), (size_t)(end - position), position);
         if (got < 0)
             return error_set_status(err, BMOE_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", file->path,
                                     position, strerror(errno));
@@ -73,7 +73,7 @@ int shard_reader_read(const shard_reader *reader, uint32_t shard, uint64_t offse
         window_end = ALIGN_UP(file->size);
     uint64_t position = window;
     while (position < window_end) {
-        ssize_t got = reader_pread(reader, file->direct_fd, region + (position - window),
+        int64_t got = reader_pread(reader, file->direct_fd, region + (position - window),
                                    (size_t)(window_end - position), position);
         if (got < 0)
             return error_set_status(err, BMOE_ERR_IO, "%s: read error at offset %" PRIu64 ": %s", file->path,
@@ -105,8 +105,8 @@ static bool direct_reads_agree(const shard_reader *reader, const shard_file *fil
     bool agree = false;
     if (direct && buffered) {
         uint64_t offset = ALIGN_DOWN(file->size / 2);
-        ssize_t a = reader_pread(reader, file->direct_fd, direct, SHARD_READ_ALIGNMENT, offset);
-        ssize_t b = reader_pread(reader, file->buffered_fd, buffered, SHARD_READ_ALIGNMENT, offset);
+        int64_t a = reader_pread(reader, file->direct_fd, direct, SHARD_READ_ALIGNMENT, offset);
+        int64_t b = reader_pread(reader, file->buffered_fd, buffered, SHARD_READ_ALIGNMENT, offset);
         agree = a == SHARD_READ_ALIGNMENT && b == SHARD_READ_ALIGNMENT &&
                 memcmp(direct, buffered, SHARD_READ_ALIGNMENT) == 0;
     }

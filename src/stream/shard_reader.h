@@ -23,8 +23,9 @@
 /* The block size direct reads align to (offsets, lengths and buffers). */
 #define SHARD_READ_ALIGNMENT 4096
 
-/* pread(2)'s contract: bytes read, 0 at end of file, -1 with errno. */
-typedef ssize_t (*shard_pread_fn)(void *user, int fd, void *buffer, size_t length, off_t offset);
+/* pread(2)'s contract: bytes read, 0 at end of file, -1 with errno (the
+ * type of bmoe_stream_params.pread). */
+typedef int64_t (*shard_pread_fn)(void *user, int fd, void *buffer, size_t length, int64_t offset);
 
 typedef struct shard_io {
     shard_pread_fn pread;   /* NULL: the system's pread */

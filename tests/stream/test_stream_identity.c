@@ -1,0 +1,145 @@
+/* Streaming changes where the bytes come from, never the math: on generated
+ * qwen3moe and gpt-oss models (several shapes and weight types, one split in
+ * three shards) the logits of a prefill and of greedy decode steps, and the
+ * tokens, are byte-identical between the resident run and every streamed
+ * configuration: no cache; a cache smaller than one token's experts
+ * (evictions every token); a cache holding everything; each with overlap;
+ * 1 and 4 read lanes; buffered reads; prefetch; each dense-weights policy;
+ * load-all; a second generation on the warm cache; 1 and 2 threads. The
+ * counters must say what happened (reads, hits, evictions). */
+#include "stream_support.h"
+
+typedef struct model_case {
+    const char *name;
+    const char *mkmodel_args;
+    const char *file; /* the path to load (the first shard when split) */
+} model_case;
+
+typedef struct stream_config {
+    const char *name;
+    int64_t cache_mb;     /* -2: resident */
+    bool overlap;
+    int io_threads;
+    bool direct;
+    int prefetch;
+    enum bmoe_dense_weights dense;
+    bool load_all;
+    int threads;
+    int generations;
+} stream_config;
+
+static bmoe_model_params params_of(const stream_config *c)
+{
+    bmoe_model_params p = bmoe_model_default_params();
+    p.dense_weights = c->dense;
+    if (c->cache_mb == -2)
+        return p;
+    p.stream.enabled = true;
+    p.stream.cache_mb = c->cache_mb;
+    p.stream.overlap = c->overlap;
+    p.stream.io_threads = c->io_threads;
+    p.stream.direct = c->direct;
+    p.stream.prefetch = c->prefetch;
+    p.stream.load_all = c->load_all;
+    return p;
+}
+
+static void check_model(const model_case *m, const char *dir)
+{
+    char path[1200], first[1300];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, m->name);
+    if (!stream_make_model(path, m->mkmodel_args))
+        return;
+    snprintf(first, sizeof first, m->file ? m->file : "%s", path);
+    if (m->file) {
+        char base[1200];
+        snprintf(base, sizeof base, "%s/%s", dir, m->name);
+        snprintf(first, sizeof first, "%s-00001-of-00003.gguf", base);
+    }
+    bmoe_model_info info;
+    bmoe_error error = {0};
+    bmoe_model *probe = bmoe_model_load(first, NULL, &error);
+    CHECK_MSG(probe != NULL, "%s: %s", m->name, error.message);
+    if (!probe)
+        return;
+    bmoe_model_get_info(probe, &info);
+    bmoe_model_free(probe);
+    /* a cache below one token's experts: half of k x moe layers entries */
+    uint64_t slot_guess = info.expert_slice_bytes + 3 * 8192;
+    int64_t small_mb = (int64_t)((uint64_t)info.n_expert_used * (uint64_t)info.n_moe_layers / 2 * slot_guess >> 20);
+    if (small_mb < 1)
+        small_mb = 1;
+    /* slots round each projection up to whole pages: twice the bytes is plenty */
+    int64_t whole_mb = (int64_t)(2 * info.expert_bytes >> 20) + 4;
+
+    const stream_config configs[] = {
+        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1},
+        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
+        {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1},
+        {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1},
+        {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
+        {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
+        {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1},
+    };
+    stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1};
+    bmoe_model_params reference_params = params_of(&reference_config);
+    workload_result reference;
+    workload_run(first, &reference_params, 2, 1, &reference);
+    CHECK_MSG(reference.ok, "%s resident: %s", m->name, reference.error);
+    CHECK(reference.prefill.read_bytes == 0 && reference.decode.read_bytes == 0);
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        const stream_config *c = &configs[i];
+        bmoe_model_params params = params_of(c);
+        workload_result got;
+        workload_run(first, &params, c->threads, c->generations, &got);
+        CHECK_MSG(got.ok, "%s, %s: %s", m->name, c->name, got.error);
+        CHECK_MSG(workload_same(&reference, &got), "%s, %s: differs from the resident run", m->name, c->name);
+        if (got.ok && c->cache_mb != -2) {
+            uint64_t routed_decode = (uint64_t)WORKLOAD_STEPS * (uint64_t)info.n_moe_layers *
+                                     (uint64_t)info.n_expert_used;
+            uint64_t looked_up = got.decode.cache_hits + got.decode.cache_misses;
+            /* one lookup per distinct expert of a layer: k per layer per decode step */
+            CHECK_MSG(looked_up == routed_decode, "%s, %s: %llu lookups in decode, want %llu", m->name, c->name,
+                      (unsigned long long)looked_up, (unsigned long long)routed_decode);
+            if (c->cache_mb == 0)
+                CHECK_MSG(got.decode.cache_hits == 0 && got.decode.read_bytes > 0, "%s, %s: hits without a cache",
+                          m->name, c->name);
+            if (c->cache_mb == small_mb)
+                CHECK_MSG(got.decode.evictions > 0, "%s, %s: no evictions in a small cache", m->name, c->name);
+            if (c->cache_mb == whole_mb && (c->load_all || c->generations > 1))
+                CHECK_MSG(got.decode.cache_misses == 0 && got.decode.read_bytes == 0 &&
+                              got.prefill.cache_misses == 0,
+                          "%s, %s: %llu misses on a warm whole cache", m->name, c->name,
+                          (unsigned long long)got.decode.cache_misses);
+            if (c->overlap)
+                CHECK(got.decode.io_ms >= 0.0 && got.decode.stall_ms >= 0.0);
+        }
+        workload_free(&got);
+    }
+    workload_free(&reference);
+}
+
+int main(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/stream-identity", test_tmp_dir());
+    mkdir(dir, 0755);
+    const model_case models[] = {
+        {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --seed 3", NULL},
+        {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL},
+        {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --seed 5", NULL},
+        {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        check_model(&models[i], dir);
+    return test_finish();
+}

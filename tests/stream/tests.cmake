@@ -1,0 +1,5 @@
+# Expert streaming: byte identity with the resident run in every
+# configuration, the counters, faults, memory bounds.
+bmoe_add_test(test_stream_identity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_identity.c
+  LIBS bmoe_engine m TIMEOUT 900)
+add_dependencies(test_stream_identity bmoe-mkmodel)
