@@ -199,12 +199,41 @@ typedef struct bmoe_route_event {
     int32_t position;          /* position of the token in the sequence */
     int32_t n_experts_used;
     const int32_t *experts;    /* selected experts, in rank order */
-    const float *weights;      /* their routing weights */
+    const float *weights;      /* their final routing weights */
+    const uint8_t *residency;  /* per slot: 0 read from the file, 1 in the cache, 2 in the cache by a
+                                  prefetch not used before (resident models: 1) */
+    const uint64_t *read_bytes;/* per slot: the bytes this routing read (only the first routing of an
+                                  expert in a batch carries them) */
+    bool batch;                /* part of a batch of several tokens (prefill) */
 } bmoe_route_event;
 
-/* Called once per (token, MoE layer) at the single point where the router's
- * choice is made: streaming, telemetry and traces attach here. */
+/* Called once per (token, MoE layer) after the layer's experts were fetched,
+ * in token order: telemetry and traces attach here. */
 typedef void (*bmoe_route_callback)(void *user, const bmoe_route_event *event);
+
+/* One read of an expert slice from the file (streaming). */
+typedef struct bmoe_io_event {
+    int32_t layer, expert, projection;
+    int32_t lane;
+    bool speculative;          /* a prefetch */
+    uint64_t offset;           /* in its shard */
+    uint64_t requested_bytes;  /* the slice */
+    uint64_t device_bytes;     /* what was read (the aligned window under O_DIRECT) */
+    int64_t latency_ns;
+} bmoe_io_event;
+/* Called on the evaluating thread after the reads of a layer completed. */
+typedef void (*bmoe_io_callback)(void *user, const bmoe_io_event *event);
+
+/* Compute trace: the wall time since the previous event, and the major page
+ * faults in it, at each layer boundary of a forward pass. layer -1 with name
+ * "pre" is the embedding before layer 0, "post" the final norm and head. */
+typedef struct bmoe_trace_event {
+    int32_t layer;
+    const char *name;          /* "blk.<layer>", "pre", "post" */
+    int64_t wall_ns;
+    int64_t majflt;
+} bmoe_trace_event;
+typedef void (*bmoe_trace_callback)(void *user, const bmoe_trace_event *event);
 
 /* Asked between prefill micro-batches, between layers and between decode
  * steps; returning true stops the evaluation with BMOE_ERR_ABORTED. Called
@@ -221,6 +250,10 @@ typedef struct bmoe_context_params {
     void *route_user;
     bmoe_abort_callback abort_callback; /* may be NULL */
     void *abort_user;
+    bmoe_io_callback io_callback;       /* streaming reads; may be NULL */
+    void *io_user;
+    bmoe_trace_callback trace_callback; /* layer boundaries (a diagnostic: it costs a clock read per layer) */
+    void *trace_user;
 } bmoe_context_params;
 
 BMOE_API bmoe_context_params bmoe_context_default_params(void);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "../stream/io_lanes.h"
 #include "process_stats.h"
 
 /* Default and cap of the context size when the caller gives none. */
@@ -43,8 +44,30 @@ bmoe_context_params bmoe_context_default_params(void)
         .route_user = NULL,
         .abort_callback = NULL,
         .abort_user = NULL,
+        .io_callback = NULL,
+        .io_user = NULL,
+        .trace_callback = NULL,
+        .trace_user = NULL,
     };
     return params;
+}
+
+/* The expert store's reads, as the public event. */
+static void context_observe_read(void *user, const io_job *job)
+{
+    const bmoe_context *context = user;
+    bmoe_io_event event = {
+        .layer = job->layer,
+        .expert = job->expert,
+        .projection = job->projection,
+        .lane = job->lane,
+        .speculative = job->speculative,
+        .offset = job->offset,
+        .requested_bytes = job->length,
+        .device_bytes = job->device_bytes,
+        .latency_ns = job->latency_ns,
+    };
+    context->io_callback(context->io_user, &event);
 }
 
 /* The run state asks this between layers. */
@@ -121,6 +144,10 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->state.route_user = p.route_user;
     context->state.abort_requested = context_abort_requested;
     context->state.abort_user = context;
+    context->state.trace_callback = p.trace_callback;
+    context->state.trace_user = p.trace_user;
+    context->io_callback = p.io_callback;
+    context->io_user = p.io_user;
     return context;
 }
 
@@ -210,7 +237,10 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     bmoe_stats cost;
     memset(&cost, 0, sizeof cost);
     expert_store_counters store_before, store_after;
-    expert_store_get_counters(context->model->experts, &store_before);
+    expert_store *store = context->model->experts;
+    expert_store_get_counters(store, &store_before);
+    if (context->io_callback)
+        expert_store_set_read_observer(store, context_observe_read, context);
     stats_window window;
     stats_window_open(&window);
     if (context->last_eval_end > 0.0)
@@ -246,7 +276,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
         cost.n_tokens += count;
     }
     context->last_eval_end = stats_window_close(&window, &cost);
-    expert_store_get_counters(context->model->experts, &store_after);
+    expert_store_set_read_observer(store, NULL, NULL);
+    expert_store_get_counters(store, &store_after);
     add_store_delta(&cost, &store_before, &store_after);
     if (stats)
         *stats = cost;

@@ -39,6 +39,8 @@ struct bmoe_context {
     int32_t *tokens;       /* [n_ctx] the token at each cached position */
     bmoe_abort_callback abort_callback;
     void *abort_user;
+    bmoe_io_callback io_callback;
+    void *io_user;
     double last_eval_end;  /* monotonic seconds; 0 before the first evaluation */
     bool generating;       /* a bmoe_generation is open on this context */
 };

@@ -3,7 +3,10 @@
  * all matrices in one parallel step), norms, RoPE over a batch, the KV cache
  * and the output head. The machinery (threads, kernels) stays in here so that
  * each architecture file reads as the math. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "../quant/quant.h"
 #include "model.h"
@@ -20,6 +23,8 @@ int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err)
 
 int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
 {
+    if (s->trace_callback)
+        forward_trace(s, -1, NULL); /* the "pre" segment starts here */
     for (int t = 0; t < batch->n_tokens; t++) {
         s->positions[t] = batch->position + t;
         if (embedding_lookup(m, batch->tokens[t], s->h + t * m->hparams.n_embd, err) != 0)
@@ -175,7 +180,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
 
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer)
 {
-    if (layer != n_layer - 1 || s->route_callback)
+    (void)s;
+    if (layer != n_layer - 1)
         return 0;
     if (!batch->logits)
         return batch->n_tokens;
@@ -184,14 +190,18 @@ int forward_first_row(const run_state *s, const forward_batch *batch, int layer,
 
 void output_logits(const model *m, run_state *s, const forward_batch *batch)
 {
+    if (s->trace_callback)
+        forward_trace(s, m->hparams.n_layer - 1, "blk");
     int count = batch->n_tokens - batch->first_output;
-    if (count <= 0 || !batch->logits)
-        return;
-    int64_t n_embd = m->hparams.n_embd;
+    if (count > 0 && batch->logits) {
+        int64_t n_embd = m->hparams.n_embd;
     const float *h = s->h + (int64_t)batch->first_output * n_embd;
-    rmsnorm_rows(s->x, h, &m->weights.output_norm, count, n_embd, m->hparams.rms_eps);
-    const tensor_view *output = &m->weights.output;
-    linear(s, s->x, n_embd, count, 1, &output, &batch->logits, NULL);
+        rmsnorm_rows(s->x, h, &m->weights.output_norm, count, n_embd, m->hparams.rms_eps);
+        const tensor_view *output = &m->weights.output;
+        linear(s, s->x, n_embd, count, 1, &output, &batch->logits, NULL);
+    }
+    if (s->trace_callback)
+        forward_trace(s, -1, "post");
 }
 
 void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
@@ -206,8 +216,41 @@ void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int 
     linear(s, s->ffn_gate, n_ff, n_tokens, 1, &down, &out, NULL);
 }
 
-int forward_check_abort(const run_state *s, int layer, bmoe_error *err)
+static void trace_now(int64_t *ns, int64_t *majflt)
 {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    *ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    struct rusage usage;
+    *majflt = getrusage(RUSAGE_SELF, &usage) == 0 ? usage.ru_majflt : 0;
+}
+
+void forward_trace(run_state *s, int layer, const char *name)
+{
+    int64_t ns, majflt;
+    trace_now(&ns, &majflt);
+    if (name) {
+        char label[32];
+        if (strcmp(name, "blk") == 0)
+            snprintf(label, sizeof label, "blk.%d", layer);
+        else
+            snprintf(label, sizeof label, "%s", name);
+        bmoe_trace_event event = {
+            .layer = strcmp(name, "blk") == 0 ? layer : -1,
+            .name = label,
+            .wall_ns = ns - s->trace_last_ns,
+            .majflt = majflt - s->trace_last_majflt,
+        };
+        s->trace_callback(s->trace_user, &event);
+    }
+    s->trace_last_ns = ns;
+    s->trace_last_majflt = majflt;
+}
+
+int forward_check_abort(run_state *s, int layer, bmoe_error *err)
+{
+    if (s->trace_callback)
+        forward_trace(s, layer - 1, layer == 0 ? "pre" : "blk");
     if (s->abort_requested && s->abort_requested(s->abort_user))
         return error_set_status(err, BMOE_ERR_ABORTED, "forward: aborted before layer %d", layer);
     return 0;

@@ -556,6 +556,10 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->expert_down = allocate(rows * n_embd, sizeof(float), &failed);
         s->jobs = allocate(2 * e, sizeof(matmul_job), &failed);
         s->distinct_experts = allocate(e, sizeof(int32_t), &failed);
+        s->expert_residency = allocate(e, sizeof(uint8_t), &failed);
+        s->expert_read_bytes = allocate(e, sizeof(uint64_t), &failed);
+        s->slot_residency = allocate(k_used, sizeof(uint8_t), &failed);
+        s->slot_read_bytes = allocate(k_used, sizeof(uint64_t), &failed);
         s->expert_handles = allocate(e, sizeof(expert_handle), &failed);
     }
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
@@ -578,7 +582,8 @@ void run_state_destroy(run_state *s)
                        s->activations[1], s->activations[2], s->expert_inputs[0], s->expert_inputs[1], s->expert_down_inputs,
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
-                       s->distinct_experts, s->expert_handles, s->k_cache, s->v_cache};
+                       s->distinct_experts, s->expert_handles, s->expert_residency, s->expert_read_bytes,
+                       s->slot_residency, s->slot_read_bytes, s->k_cache, s->v_cache};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);

@@ -114,6 +114,9 @@ typedef struct run_state {
     /* asked before each layer: true stops the forward pass (BMOE_ERR_ABORTED) */
     bool (*abort_requested)(void *user);
     void *abort_user;
+    bmoe_trace_callback trace_callback; /* layer boundaries; may be NULL */
+    void *trace_user;
+    int64_t trace_last_ns, trace_last_majflt;
 
     int32_t *positions;    /* [n_ubatch] */
     float *h;              /* [n_ubatch][n_embd] residual stream */
@@ -148,6 +151,10 @@ typedef struct run_state {
     matmul_job *jobs;       /* [2E] */
     int32_t *distinct_experts; /* [E] the experts a layer's batch selected */
     struct expert_handle *expert_handles; /* [E] */
+    uint8_t *expert_residency;  /* [E] of the layer's batch: 0 read, 1 cached, 2 prefetched */
+    uint64_t *expert_read_bytes;/* [E] bytes read for each */
+    uint8_t *slot_residency;    /* [K] one route event's */
+    uint64_t *slot_read_bytes;  /* [K] */
 
     void *k_cache, *v_cache;   /* [n_layer][n_ctx][Hkv*Dk] (f16 or f32), likewise V */
 } run_state;
@@ -284,9 +291,14 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
  * rows kept come out bit-identical. */
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer);
 
-/* Before each layer: fails with BMOE_ERR_ABORTED when the context's abort
- * callback asks to stop, so a slow token can be cancelled mid-way. */
-int forward_check_abort(const run_state *s, int layer, bmoe_error *err);
+/* Before each layer: reports the previous segment to the trace callback (if
+ * any) and fails with BMOE_ERR_ABORTED when the context's abort callback asks
+ * to stop, so a slow token can be cancelled mid-way. */
+int forward_check_abort(run_state *s, int layer, bmoe_error *err);
+
+/* Compute trace: reports the segment that ends now (name "blk" for layer's,
+ * "pre" or "post"; NULL only restarts the clock). */
+void forward_trace(run_state *s, int layer, const char *name);
 
 /* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
 void output_logits(const model *m, run_state *s, const forward_batch *batch);

@@ -13,10 +13,9 @@
 #include "model.h"
 
 /* The router decision for one token: fills experts[0..K) in rank order and
- * their weights from the router logits (modified in place), then reports the
- * choice to the route callback. */
-static void route_token(run_state *s, const moe_config *config, int layer, int32_t position, float *logits,
-                        int n_expert, int n_used, int32_t *experts, float *weights)
+ * their weights from the router logits (modified in place). */
+static void route_token(const moe_config *config, float *logits, int n_expert, int n_used, int32_t *experts,
+                        float *weights)
 {
     if (config->gating == MOE_GATING_SOFTMAX)
         softmax(logits, n_expert);
@@ -48,13 +47,29 @@ static void route_token(run_state *s, const moe_config *config, int layer, int32
     if (config->weights_scale != 0.0f && config->weights_scale != 1.0f)
         for (int k = 0; k < n_used; k++)
             weights[k] *= config->weights_scale;
-    if (s->route_callback) {
+}
+
+/* Tells the route callback what each token of the batch routed to, and
+ * whether each expert was in the cache; an expert's read bytes go with its
+ * first routing in the batch. */
+static void report_routes(run_state *s, int layer, const int32_t *positions, int n_tokens, int n_used)
+{
+    for (int t = 0; t < n_tokens; t++) {
+        const int32_t *experts = s->selected + t * n_used;
+        for (int k = 0; k < n_used; k++) {
+            s->slot_residency[k] = s->expert_residency[experts[k]];
+            s->slot_read_bytes[k] = s->expert_read_bytes[experts[k]];
+            s->expert_read_bytes[experts[k]] = 0;
+        }
         bmoe_route_event event = {
             .layer = layer,
-            .position = position,
+            .position = positions[t],
             .n_experts_used = n_used,
             .experts = experts,
-            .weights = weights,
+            .weights = s->selected_weights + t * n_used,
+            .residency = s->slot_residency,
+            .read_bytes = s->slot_read_bytes,
+            .batch = n_tokens > 1,
         };
         s->route_callback(s->route_user, &event);
     }
@@ -131,6 +146,10 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         return -1;
     }
     const matmul_waiter *waiter = expert_store_waiter(store);
+    for (int i = 0; i < n_group; i++) {
+        s->expert_residency[group[i]] = handles[i].prefetched ? 2 : handles[i].hit ? 1 : 0;
+        s->expert_read_bytes[group[i]] = handles[i].read_bytes;
+    }
     /* hits first, then the experts being read, in the order they were asked for */
     int order[MODEL_MAX_EXPERTS];
     int n_order = 0;
@@ -200,8 +219,8 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     linear(s, x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
     add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
     for (int t = 0; t < n_tokens; t++)
-        route_token(s, config, layer_index, positions[t], s->router_logits + (int64_t)t * n_expert, n_expert,
-                    n_used, s->selected + t * n_used, s->selected_weights + t * n_used);
+        route_token(config, s->router_logits + (int64_t)t * n_expert, n_expert, n_used, s->selected + t * n_used,
+                    s->selected_weights + t * n_used);
 
     /* 2. group the (token, rank) selections by expert, tokens in order */
     memset(s->expert_count, 0, (size_t)n_expert * sizeof *s->expert_count);
@@ -235,6 +254,9 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides, err) != 0)
             return -1;
     }
+
+    if (s->route_callback)
+        report_routes(s, layer_index, positions, n_tokens, n_used);
 
     /* 4. weighted sum in selection order */
     for (int t = 0; t < n_tokens; t++) {

@@ -64,6 +64,9 @@ struct expert_store {
     int n_pinned;
     int *miss_index;           /* [n_expert] indices of an acquire's entries to read */
     io_job *jobs;              /* [n_slots][EXPERT_MAX_PROJECTIONS] */
+    int n_jobs;                /* of the current acquire */
+    expert_read_observer read_observer;
+    void *read_observer_user;
     uint64_t resident_bytes;
 
     /* eval-thread counters */
@@ -261,6 +264,12 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
     return store;
 }
 
+void expert_store_set_read_observer(expert_store *store, expert_read_observer observer, void *user)
+{
+    store->read_observer = observer;
+    store->read_observer_user = user;
+}
+
 bool expert_store_streaming(const expert_store *store)
 {
     return store->config.streaming;
@@ -368,6 +377,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
             store->slots[slot].layer = layer;
             store->slots[slot].expert = expert;
             store->resident_bytes += entry_bytes(source);
+            handle->read_bytes = entry_bytes(source);
             misses[n_misses++] = i;
         }
         store->slots[slot].pinned = true;
@@ -400,6 +410,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
                 handles[i].ready[p] = (void *)state;
         }
     }
+    store->n_jobs = n_jobs;
     io_lanes_submit(store->lanes, store->jobs, n_jobs);
     double waited = 0.0;
     int status = 0;
@@ -427,6 +438,10 @@ int expert_store_release(expert_store *store, bmoe_error *err)
      * one left its neighbours' reads running */
     int status = io_lanes_drain(store->lanes, err);
     double drained = now_ms();
+    if (store->read_observer)
+        for (int j = 0; j < store->n_jobs; j++)
+            store->read_observer(store->read_observer_user, &store->jobs[j]);
+    store->n_jobs = 0;
     for (int i = 0; i < store->n_pinned; i++) {
         int slot = store->pinned[i];
         cache_slot *s = &store->slots[slot];

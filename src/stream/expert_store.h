@@ -18,7 +18,7 @@
 
 #include "../base/error.h"
 #include "../kernels/matmul.h"
-#include "shard_reader.h"
+#include "io_lanes.h"
 
 /* Gate, up and down, or a fused gate_up and down. */
 #define EXPERT_MAX_PROJECTIONS 3
@@ -55,6 +55,8 @@ typedef struct expert_handle {
     const uint8_t *data[EXPERT_MAX_PROJECTIONS];
     void *ready[EXPERT_MAX_PROJECTIONS];
     bool hit;                  /* was already resident (or is resident mode) */
+    bool prefetched;           /* a hit on an entry a prefetch read, its first use */
+    uint64_t read_bytes;       /* what this acquire reads for it (0 on a hit) */
 } expert_handle;
 
 /* Cumulative counters (since the store was created). */
@@ -92,6 +94,11 @@ int expert_store_release(expert_store *store, bmoe_error *err);
 const matmul_waiter *expert_store_waiter(const expert_store *store);
 
 void expert_store_get_counters(expert_store *store, expert_store_counters *counters);
+
+/* Called on the evaluating thread for each read of an acquire, once the
+ * reads are done (at release). */
+typedef void (*expert_read_observer)(void *user, const io_job *job);
+void expert_store_set_read_observer(expert_store *store, expert_read_observer observer, void *user);
 
 /* Facts for reports: the budget in bytes (0: no cache), the slots' bytes in
  * use now, whether every shard is read with O_DIRECT, one token's worst-case
