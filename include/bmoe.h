@@ -129,6 +129,26 @@ typedef struct bmoe_model_info {
 
 BMOE_API void bmoe_model_get_info(const bmoe_model *model, bmoe_model_info *info);
 
+/* The parameters as resolved at load: stream.cache_mb is the budget the
+ * cache was sized to (auto resolved), n_expert_used the effective width. */
+BMOE_API void bmoe_model_get_params(const bmoe_model *model, bmoe_model_params *params);
+
+/* The expert store now (cumulative counters since load). */
+typedef struct bmoe_stream_state {
+    bool streaming;
+    bool direct;                  /* every shard read with O_DIRECT (as achieved, not as asked) */
+    int64_t cache_budget_bytes;   /* 0: no cache */
+    uint64_t cache_resident_bytes;
+    uint64_t cycle_bytes;         /* one token's worst-case routed bytes (k x the MoE layers' expert bytes) */
+    uint64_t read_bytes, hits, misses, evictions, rereads;
+} bmoe_stream_state;
+BMOE_API void bmoe_model_get_stream_state(const bmoe_model *model, bmoe_stream_state *state);
+
+/* The fraction of the dense (non-expert) weights' pages in RAM now, sampled
+ * with mincore over at most 256 pages (the engine's copy, or the mapping);
+ * -1 when it cannot be measured. */
+BMOE_API double bmoe_model_dense_resident_fraction(const bmoe_model *model);
+
 /* A metadata string by key (e.g. "general.name", "tokenizer.chat_template").
  * Returns its length in bytes (not counting a NUL), copying what fits of it
  * and a NUL into buf when buf_size > 0; -1 when the key is absent or not a

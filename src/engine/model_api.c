@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../stream/memory_budget.h"
@@ -480,4 +481,67 @@ int bmoe_describe_file(const char *path, void *out, bmoe_error *error)
     gguf_print_info(file, (FILE *)out);
     gguf_close(file);
     return 0;
+}
+
+void bmoe_model_get_params(const bmoe_model *m, bmoe_model_params *params)
+{
+    *params = m->params;
+}
+
+void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
+{
+    memset(state, 0, sizeof *state);
+    state->streaming = expert_store_streaming(m->experts);
+    if (!state->streaming)
+        return;
+    state->direct = expert_store_direct(m->experts);
+    state->cache_budget_bytes = expert_store_cache_budget(m->experts);
+    state->cache_resident_bytes = expert_store_resident_bytes(m->experts);
+    state->cycle_bytes = expert_store_cycle_bytes(m->experts, m->model.hparams.n_expert_used);
+    expert_store_counters counters;
+    expert_store_get_counters(m->experts, &counters);
+    state->read_bytes = counters.read_bytes;
+    state->hits = counters.hits;
+    state->misses = counters.misses;
+    state->evictions = counters.evictions;
+    state->rereads = counters.rereads;
+}
+
+/* Pages sampled by bmoe_model_dense_resident_fraction. */
+#define DENSE_RESIDENCY_SAMPLES 256
+
+double bmoe_model_dense_resident_fraction(const bmoe_model *m)
+{
+    long page_size = sysconf(_SC_PAGESIZE);
+    if (page_size <= 0)
+        return -1.0;
+    uint64_t dense_bytes = 0;
+    uint64_t n_tensors = gguf_tensor_count(m->file);
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
+        if (!gguf_tensor_is_expert(tensor) && tensor->data)
+            dense_bytes += tensor->nbytes;
+    }
+    if (dense_bytes == 0)
+        return -1.0;
+    /* stratified: one page every dense_bytes / samples bytes of the dense tensors, in table order */
+    uint64_t stride = dense_bytes / DENSE_RESIDENCY_SAMPLES + 1, next = 0, passed = 0;
+    int sampled = 0, resident = 0;
+    for (uint64_t i = 0; i < n_tensors && sampled < DENSE_RESIDENCY_SAMPLES; i++) {
+        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
+        if (gguf_tensor_is_expert(tensor) || !tensor->data)
+            continue;
+        while (next < passed + tensor->nbytes && sampled < DENSE_RESIDENCY_SAMPLES) {
+            uintptr_t address = (uintptr_t)tensor->data + (uintptr_t)(next - passed);
+            void *page = (void *)(address & ~(uintptr_t)(page_size - 1));
+            unsigned char in_core = 0;
+            if (mincore(page, (size_t)page_size, &in_core) != 0)
+                return -1.0;
+            sampled++;
+            resident += in_core & 1;
+            next += stride;
+        }
+        passed += tensor->nbytes;
+    }
+    return sampled > 0 ? (double)resident / (double)sampled : -1.0;
 }
