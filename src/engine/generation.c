@@ -134,6 +134,11 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
         engine_report(&err, BMOE_ERR_CONTEXT_FULL, error);
         return NULL;
     }
+    /* a streamed model's files must still be the ones loaded */
+    if (expert_store_check_files(m->experts, &err) != 0) {
+        engine_report(&err, BMOE_ERR_IO, error);
+        return NULL;
+    }
     bmoe_generation_params p = params ? *params : bmoe_generation_default_params();
     int32_t n_vocab = m->model.hparams.n_vocab;
     bmoe_generation *generation = calloc(1, sizeof *generation);

@@ -3,3 +3,5 @@
 bmoe_add_test(test_stream_identity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_identity.c
   LIBS bmoe_engine m TIMEOUT 900)
 add_dependencies(test_stream_identity bmoe-mkmodel)
+bmoe_add_test(test_stream_faults SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_faults.c LIBS bmoe_engine m TIMEOUT 600)
+add_dependencies(test_stream_faults bmoe-mkmodel)
