@@ -69,10 +69,11 @@ typedef void (*bmoe_log_callback)(void *user, enum bmoe_log_level level, const c
 /* ---- Model ------------------------------------------------------------ */
 
 /* Where the dense weights (everything but the routed experts) are read from
- * during inference. The experts always stay file-backed (memory-mapped). */
+ * during inference. */
 enum bmoe_dense_weights {
-    BMOE_DENSE_WEIGHTS_MMAP = 0, /* the file mapping (page cache) */
-    BMOE_DENSE_WEIGHTS_ANON = 1, /* an engine-owned copy read at load (huge pages) */
+    BMOE_DENSE_WEIGHTS_MMAP = 0, /* the file mapping (page cache), paged in on demand */
+    BMOE_DENSE_WEIGHTS_ANON = 1, /* an engine-owned copy read at load (O_DIRECT, huge pages) */
+    BMOE_DENSE_WEIGHTS_WARM = 2, /* the file mapping, read once sequentially at load */
 };
 
 /* Expert streaming: the routed experts are read from the file into a bounded

@@ -59,7 +59,7 @@ static const cli_flag cli_flags[] = {
     {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_EVAL, false},
     {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_EVAL, false},
     {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_EVAL, false},
-    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap", FOR_EVAL, false},
+    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap|warm", FOR_EVAL, false},
     {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_GENERATE, false},
     {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_GENERATE, false},
     {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_GENERATE, false},
@@ -106,9 +106,10 @@ void cli_print_usage(FILE *out)
             "  -c, --ctx-size N       context size (default: the model's, at most 4096)\n"
             "      --ubatch N         prefill micro-batch (default 512)\n"
             "      --kv-type f16|f32  KV cache type (default f16)\n"
-            "      --dense-weights anon|mmap\n"
-            "                         read the dense (non-expert) weights into engine memory at\n"
-            "                         load (anon, default) or use them from the file mapping\n"
+            "      --dense-weights anon|mmap|warm\n"
+            "                         the dense (non-expert) weights: copied into engine memory at\n"
+            "                         load with O_DIRECT (anon, default), used from the file mapping\n"
+            "                         (mmap), or the mapping read once at load (warm)\n"
             "      --temp T           temperature (default 0: greedy; 0 is greedy, negative is refused)\n"
             "      --top-k N          keep the N most likely tokens (default 40, 0: off)\n"
             "      --top-p P          nucleus sampling (default 0.95, 1: off)\n"
@@ -349,7 +350,9 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_DENSE:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
             return -1;
-        options->model_params.dense_weights = choice == 0 ? BMOE_DENSE_WEIGHTS_ANON : BMOE_DENSE_WEIGHTS_MMAP;
+        options->model_params.dense_weights = choice == 0   ? BMOE_DENSE_WEIGHTS_ANON
+                                              : choice == 1 ? BMOE_DENSE_WEIGHTS_MMAP
+                                                            : BMOE_DENSE_WEIGHTS_WARM;
         break;
     case F_TEMP: options->sampler.temperature = real; break;
     case F_TOP_K: options->sampler.top_k = number; break;

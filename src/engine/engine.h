@@ -14,6 +14,7 @@
 #include <stdarg.h>
 
 #include "../models/model.h"
+#include "../stream/dense_weights.h"
 #include "../stream/expert_store.h"
 #include "../tokenizer/tokenizer.h"
 #include "bmoe.h"
@@ -22,6 +23,7 @@ struct bmoe_model {
     gguf_model *file;
     model model;
     expert_store *experts; /* the routed experts' bytes: the mapping, or streamed */
+    dense_weights *dense;  /* the dense weights' residency */
     bmoe_model_params params; /* as resolved at load (cache_mb as sized) */
     tokenizer *tokenizer;  /* NULL when the file has no vocabulary */
     char *chat_template;   /* NUL-terminated copy; NULL when absent */

@@ -141,13 +141,11 @@ static int load_all_experts(bmoe_model *m, bmoe_error *err)
 
 /* The expert store: resident (the mapping) or streamed with the resolved
  * budget; under streaming the expert views forget the mapping. */
-static int create_expert_store(bmoe_model *m, bmoe_error *err)
+static int create_expert_store(bmoe_model *m, const expert_layer_source *layers, bmoe_error *err)
 {
     model *mo = &m->model;
     const model_hparams *hp = &mo->hparams;
     bmoe_stream_params *p = &m->params.stream;
-    expert_layer_source layers[MODEL_MAX_LAYERS];
-    model_expert_sources(mo, layers);
     uint64_t whole_set = 0;
     for (int il = 0; il < hp->n_layer; il++)
         for (int j = 0; j < layers[il].n_projections; j++)
@@ -207,18 +205,87 @@ static uint64_t model_file_bytes(const gguf_model *file)
     return bytes;
 }
 
-/* Maps every page now, so the first tokens pay no page faults. A model larger
- * than RAM is left to demand paging: pre-faulting it would read it all and
- * evict the part just mapped. A failure is a warning, the model works. */
-static void model_prefault(bmoe_model *m)
+/* Maps the pages the resident model reads through the mapping now (the
+ * experts; the dense weights too when they are not copied), so the first
+ * tokens pay no page faults. A model larger than RAM is left to demand
+ * paging: pre-faulting it would read it all and evict the part just mapped.
+ * A failure is a warning, the model works. */
+static void model_prefault(bmoe_model *m, const expert_layer_source *layers)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_size > 0 && model_file_bytes(m->file) > (uint64_t)pages * (uint64_t)page_size)
         return;
     bmoe_error err;
     error_clear(&err);
-    if (gguf_prefault(m->file, &err) != 0)
+    int status = 0;
+    const model_hparams *hp = &m->model.hparams;
+    for (int il = 0; il < hp->n_layer && status == 0; il++)
+        for (int p = 0; p < layers[il].n_projections && status == 0; p++) {
+            const expert_projection_source *source = &layers[il].projections[p];
+            status = gguf_prefault_range(m->file, source->shard, source->file_offset,
+                                         source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert, &err);
+        }
+    if (m->params.dense_weights != BMOE_DENSE_WEIGHTS_ANON)
+        for (uint32_t shard = 0; shard < gguf_shard_count(m->file) && status == 0; shard++)
+            status = gguf_prefault_range(m->file, shard, 0, gguf_shard_size(m->file, shard), &err);
+    if (status != 0)
         engine_log(m, BMOE_LOG_WARNING, "%s", err.message);
+}
+
+static const void *locate_dense(void *user, uint32_t shard, uint64_t offset)
+{
+    return dense_weights_locate(user, shard, offset);
+}
+
+/* The dense weights by policy: every tensor but the expert matrices. */
+static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers, bmoe_error *err)
+{
+    const model_hparams *hp = &m->model.hparams;
+    uint64_t n_tensors = gguf_tensor_count(m->file);
+    uint32_t n_files = gguf_shard_count(m->file);
+    file_range *tensors = malloc((size_t)(n_tensors + 1) * sizeof *tensors);
+    file_range *experts = malloc((size_t)(hp->n_layer * EXPERT_MAX_PROJECTIONS + 1) * sizeof *experts);
+    const char **paths = malloc((size_t)n_files * sizeof *paths);
+    uint64_t *sizes = malloc((size_t)n_files * sizeof *sizes);
+    const uint8_t **mappings = malloc((size_t)n_files * sizeof *mappings);
+    int status = 0;
+    if (!tensors || !experts || !paths || !sizes || !mappings) {
+        status = error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "model: out of memory");
+        goto done;
+    }
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
+        tensors[i] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
+    }
+    int n_experts = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        for (int p = 0; p < layers[il].n_projections; p++) {
+            const expert_projection_source *source = &layers[il].projections[p];
+            experts[n_experts++] = (file_range){source->shard, source->file_offset,
+                                                source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert};
+        }
+    for (uint32_t i = 0; i < n_files; i++) {
+        paths[i] = gguf_shard_path(m->file, i);
+        sizes[i] = gguf_shard_size(m->file, i);
+        mappings[i] = gguf_shard_data(m->file, i);
+    }
+    dense_weights_files files = {paths, sizes, mappings, n_files};
+    shard_io io = {m->params.stream.pread, m->params.stream.pread_user};
+    bool direct = !m->params.stream.enabled || m->params.stream.direct;
+    m->dense = dense_weights_create(&files, tensors, (int)n_tensors, experts, n_experts, m->params.dense_weights,
+                                    direct, &io, err);
+    if (!m->dense) {
+        status = -1;
+        goto done;
+    }
+    model_relocate_views(&m->model, locate_dense, m->dense);
+done:
+    free(tensors);
+    free(experts);
+    free((void *)paths);
+    free(sizes);
+    free((void *)mappings);
+    return status;
 }
 
 static int copy_chat_template(bmoe_model *m, bmoe_error *err)
@@ -248,7 +315,8 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return NULL;
     }
-    if (p.dense_weights != BMOE_DENSE_WEIGHTS_ANON && p.dense_weights != BMOE_DENSE_WEIGHTS_MMAP) {
+    if (p.dense_weights != BMOE_DENSE_WEIGHTS_ANON && p.dense_weights != BMOE_DENSE_WEIGHTS_MMAP &&
+        p.dense_weights != BMOE_DENSE_WEIGHTS_WARM) {
         error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "model: unknown dense-weights policy %d",
                          (int)p.dense_weights);
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
@@ -266,8 +334,6 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     result->file = gguf_open(path, &err);
     if (!result->file)
         goto fail;
-    if (p.dense_weights == BMOE_DENSE_WEIGHTS_ANON && gguf_copy_dense_weights(result->file, &err) != 0)
-        goto fail;
     if (model_init(&result->model, result->file, &err) != 0)
         goto fail;
     if (p.n_expert_used > 0) {
@@ -281,7 +347,9 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
         hp->n_expert_used = p.n_expert_used;
     }
     result->params.n_expert_used = result->model.hparams.n_expert_used;
-    if (create_expert_store(result, &err) != 0)
+    expert_layer_source layers[MODEL_MAX_LAYERS];
+    model_expert_sources(&result->model, layers);
+    if (place_dense_weights(result, layers, &err) != 0 || create_expert_store(result, layers, &err) != 0)
         goto fail;
     if (gguf_find_kv(result->file, "tokenizer.ggml.model")) {
         result->tokenizer = tokenizer_create_from_gguf(result->file, &err);
@@ -293,7 +361,7 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     /* streaming: the experts must stay out of memory, and the dense
      * weights are in engine memory or left to the policy */
     if (p.prefault && !p.stream.enabled)
-        model_prefault(result);
+        model_prefault(result, layers);
     return result;
 fail:
     engine_report(&err, BMOE_ERR_BAD_MODEL, error);
@@ -308,6 +376,7 @@ void bmoe_model_free(bmoe_model *m)
     if (m->tokenizer)
         tokenizer_destroy(m->tokenizer);
     expert_store_destroy(m->experts);
+    dense_weights_destroy(m->dense);
     model_release(&m->model);
     if (m->file)
         gguf_close(m->file);
@@ -348,13 +417,10 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
     const model_hparams *hp = &m->model.hparams;
     info->file_bytes = model_file_bytes(m->file);
     info->n_shards = gguf_shard_count(m->file);
-    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++) {
-        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        info->tensor_bytes += tensor->nbytes;
-        if (gguf_tensor_is_expert(tensor))
-            info->expert_bytes += tensor->nbytes;
-    }
-    info->dense_bytes = info->tensor_bytes - info->expert_bytes;
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
+        info->tensor_bytes += gguf_tensor_at(m->file, i)->nbytes;
+    info->dense_bytes = dense_weights_bytes(m->dense);
+    info->expert_bytes = info->tensor_bytes - info->dense_bytes;
     info->n_layer = hp->n_layer;
     for (int il = 0; il < hp->n_layer; il++) {
         const layer_weights *l = &m->model.weights.layers[il];
@@ -507,41 +573,7 @@ void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
     state->rereads = counters.rereads;
 }
 
-/* Pages sampled by bmoe_model_dense_resident_fraction. */
-#define DENSE_RESIDENCY_SAMPLES 256
-
 double bmoe_model_dense_resident_fraction(const bmoe_model *m)
 {
-    long page_size = sysconf(_SC_PAGESIZE);
-    if (page_size <= 0)
-        return -1.0;
-    uint64_t dense_bytes = 0;
-    uint64_t n_tensors = gguf_tensor_count(m->file);
-    for (uint64_t i = 0; i < n_tensors; i++) {
-        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        if (!gguf_tensor_is_expert(tensor) && tensor->data)
-            dense_bytes += tensor->nbytes;
-    }
-    if (dense_bytes == 0)
-        return -1.0;
-    /* stratified: one page every dense_bytes / samples bytes of the dense tensors, in table order */
-    uint64_t stride = dense_bytes / DENSE_RESIDENCY_SAMPLES + 1, next = 0, passed = 0;
-    int sampled = 0, resident = 0;
-    for (uint64_t i = 0; i < n_tensors && sampled < DENSE_RESIDENCY_SAMPLES; i++) {
-        const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        if (gguf_tensor_is_expert(tensor) || !tensor->data)
-            continue;
-        while (next < passed + tensor->nbytes && sampled < DENSE_RESIDENCY_SAMPLES) {
-            uintptr_t address = (uintptr_t)tensor->data + (uintptr_t)(next - passed);
-            void *page = (void *)(address & ~(uintptr_t)(page_size - 1));
-            unsigned char in_core = 0;
-            if (mincore(page, (size_t)page_size, &in_core) != 0)
-                return -1.0;
-            sampled++;
-            resident += in_core & 1;
-            next += stride;
-        }
-        passed += tensor->nbytes;
-    }
-    return sampled > 0 ? (double)resident / (double)sampled : -1.0;
+    return dense_weights_resident_fraction(m->dense);
 }

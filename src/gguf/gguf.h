@@ -88,24 +88,20 @@ int gguf_shard_fd(const gguf_model *model, uint32_t shard); /* read-only fd, for
 uint64_t gguf_shard_size(const gguf_model *model, uint32_t shard);
 uint32_t gguf_alignment(const gguf_model *model);
 
-/* Asks the kernel to map every page of every shard now (MADV_POPULATE_READ),
- * so that the first tokens do not pay page faults; reads the files from disk
- * where they are not in the page cache. Returns 0, or -1 with err when the
- * kernel refused (callers may treat that as a warning: nothing is wrong with
- * the model). A no-op for memory images. */
-int gguf_prefault(const gguf_model *model, bmoe_error *err);
 
-/* Routed-expert tensors (named *_exps): read a few experts' slices per token.
- * Every other tensor is dense: read in full by every token. */
+/* Routed-expert tensors by name (*_exps), for describing a file (--info).
+ * What an engine streams is what its architecture binds as experts. */
 bool gguf_tensor_is_expert(const gguf_tensor *tensor);
 
-/* Reads every dense tensor from the file into one engine-owned anonymous
- * buffer (huge pages where available) and points those tensors' data at it;
- * the experts stay file-backed. Call before anything keeps tensor data
- * pointers. On failure nothing changes. A no-op for memory images and when
- * already done. */
-int gguf_copy_dense_weights(gguf_model *model, bmoe_error *err);
-uint64_t gguf_dense_copy_bytes(const gguf_model *model); /* 0 when not copied */
+/* The mapping of a shard (NULL for none). */
+const uint8_t *gguf_shard_data(const gguf_model *model, uint32_t shard);
+
+/* Asks the kernel to map bytes [begin, end) of a shard's mapping now
+ * (MADV_POPULATE_READ, page-rounded), so that the first tokens do not pay page
+ * faults; reads them from disk where they are not in the page cache. Returns
+ * 0, or -1 with err when the kernel refused (callers may treat that as a
+ * warning). A no-op for memory images. */
+int gguf_prefault_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bmoe_error *err);
 
 /* Metadata. */
 uint64_t gguf_kv_count(const gguf_model *model);

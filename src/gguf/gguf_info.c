@@ -168,6 +168,11 @@ static void print_arch_key(const gguf_model *model, FILE *out, const char *label
         fprintf(out, "%s: ?", label);
 }
 
+bool gguf_tensor_is_expert(const gguf_tensor *tensor)
+{
+    return strstr(tensor->name, "_exps") != NULL;
+}
+
 static void print_totals(const gguf_model *model, FILE *out)
 {
     uint64_t bytes_by_type[TYPE_COUNT] = {0}, tensors_by_type[TYPE_COUNT] = {0};

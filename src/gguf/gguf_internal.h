@@ -37,8 +37,6 @@ struct gguf_model {
     gguf_tensor *tensors;     /* all shards, in order */
     uint64_t *tensors_by_name; /* indices into tensors, sorted by name */
     uint64_t *kvs_by_key;     /* indices into shards[0].kvs, sorted by key */
-    uint8_t *dense_copy;      /* gguf_copy_dense_weights' buffer, or NULL */
-    uint64_t dense_copy_bytes;
 };
 
 /* Parses and validates shard->base[0..size) (path set for messages); fills

@@ -620,3 +620,41 @@ void model_detach_expert_data(model *m)
         l->ffn_gate_exps.data = l->ffn_up_exps.data = l->ffn_down_exps.data = NULL;
     }
 }
+
+void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), void *user)
+{
+    tensor_view *globals[] = {&m->weights.token_embd, &m->weights.output_norm, &m->weights.output};
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+        if (globals[i]->name)
+            visit(user, globals[i]);
+    /* layer_weights is tensor views only */
+    _Static_assert(sizeof(layer_weights) % sizeof(tensor_view) == 0, "layer_weights holds tensor views only");
+    size_t per_layer = sizeof(layer_weights) / sizeof(tensor_view);
+    for (int il = 0; il < m->hparams.n_layer; il++) {
+        tensor_view *views = (tensor_view *)&m->weights.layers[il];
+        for (size_t i = 0; i < per_layer; i++)
+            if (views[i].name)
+                visit(user, &views[i]);
+    }
+}
+
+typedef struct relocation {
+    model_locate_fn locate;
+    void *user;
+} relocation;
+
+static void relocate_view(void *user, tensor_view *view)
+{
+    const relocation *r = user;
+    if (!view->data)
+        return;
+    const void *copy = r->locate(r->user, view->shard, view->file_offset);
+    if (copy)
+        view->data = copy;
+}
+
+void model_relocate_views(model *m, model_locate_fn locate, void *user)
+{
+    relocation r = {locate, user};
+    model_each_view(m, relocate_view, &r);
+}

@@ -331,6 +331,14 @@ void model_expert_sources(const model *m, struct expert_layer_source *layers);
  * nothing can fault the experts in through the mapping. */
 void model_detach_expert_data(model *m);
 
+/* Points every bound view whose bytes have a copy (locate returns non-NULL
+ * for its shard and file offset) at that copy: the dense weights' residency. */
+typedef const void *(*model_locate_fn)(void *user, uint32_t shard, uint64_t offset);
+void model_relocate_views(model *m, model_locate_fn locate, void *user);
+
+/* Calls visit for every bound view (globals, then every layer's). */
+void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), void *user);
+
 /* Dense SiLU-GLU feed-forward: out = down(silu(gate x) * up x). */
 void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
                   float *out);

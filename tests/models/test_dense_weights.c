@@ -1,7 +1,7 @@
-/* Dense weights in engine memory (--dense-weights anon) change where the
- * weights are read from, never the math: logits must be bit-identical to
- * the file-mapped model's, the experts must stay file-backed, and reading a
- * model must not modify its file. */
+/* The dense-weights policies (mmap, warm, anon) change where the weights are
+ * read from, never the math: logits must be bit-identical between them; the
+ * copy holds every dense tensor byte for byte at its file alignment and no
+ * expert matrix; reading a model must not modify its file. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "bmoe.h"
 #include "gguf/gguf.h"
+#include "stream/dense_weights.h"
 #include "oracle_support.h"
 
 /* FNV-1a of a whole file: cheap evidence that it was not written to. */
@@ -60,54 +61,71 @@ static void check_model(const char *model_name)
     CHECK(oracle_case_load(&c, model_name, "chat") == 0);
     float *mapped = evaluate(path, BMOE_DENSE_WEIGHTS_MMAP, &c);
     float *copied = evaluate(path, BMOE_DENSE_WEIGHTS_ANON, &c);
+    float *warmed = evaluate(path, BMOE_DENSE_WEIGHTS_WARM, &c);
     size_t bytes = sizeof(float) * (size_t)c.n_prompt * (size_t)c.n_vocab;
     CHECK_MSG(mapped && copied && memcmp(mapped, copied, bytes) == 0,
               "%s: logits differ between mmap and anon dense weights", model_name);
+    CHECK_MSG(mapped && warmed && memcmp(mapped, warmed, bytes) == 0,
+              "%s: logits differ between mmap and warm dense weights", model_name);
     free(mapped);
     free(copied);
+    free(warmed);
 
-    /* The copy holds exactly the dense tensors; the experts stay mapped. */
+    /* The copy holds exactly the dense tensors, each at its file alignment;
+     * the expert matrices (named *_exps.weight here) are not in it. */
     bmoe_error err;
     gguf_model *file = gguf_open(path, &err);
     CHECK(file != NULL);
     if (file) {
-        const void *expert_before = NULL, *dense_before = NULL;
+        uint64_t n = gguf_tensor_count(file);
+        file_range *tensors = calloc(n, sizeof *tensors), *experts = calloc(n, sizeof *experts);
+        int n_experts = 0;
         uint64_t dense_bytes = 0;
-        for (uint64_t i = 0; i < gguf_tensor_count(file); i++) {
+        for (uint64_t i = 0; i < n; i++) {
             const gguf_tensor *tensor = gguf_tensor_at(file, i);
-            if (gguf_tensor_is_expert(tensor))
-                expert_before = expert_before ? expert_before : tensor->data;
-            else {
-                dense_before = dense_before ? dense_before : tensor->data;
+            tensors[i] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
+            if (strstr(tensor->name, "_exps.weight"))
+                experts[n_experts++] = tensors[i];
+            else
                 dense_bytes += tensor->nbytes;
-            }
         }
-        CHECK(expert_before != NULL && dense_before != NULL);
-        CHECK(gguf_copy_dense_weights(file, &err) == 0);
-        CHECK(gguf_dense_copy_bytes(file) >= dense_bytes);
-        CHECK(gguf_dense_copy_bytes(file) < dense_bytes + 64 * gguf_tensor_count(file));
-        const void *expert_after = NULL;
-        int aligned = 1, same_content = 1;
-        for (uint64_t i = 0; i < gguf_tensor_count(file); i++) {
-            const gguf_tensor *tensor = gguf_tensor_at(file, i);
-            if (gguf_tensor_is_expert(tensor)) {
-                expert_after = expert_after ? expert_after : tensor->data;
-                continue;
+        const char *paths[1] = {path};
+        uint64_t sizes[1] = {gguf_shard_size(file, 0)};
+        const uint8_t *mappings[1] = {gguf_shard_data(file, 0)};
+        dense_weights_files files = {paths, sizes, mappings, 1};
+        shard_io io = {NULL, NULL};
+        dense_weights *dense = dense_weights_create(&files, tensors, (int)n, experts, n_experts,
+                                                    BMOE_DENSE_WEIGHTS_ANON, true, &io, &err);
+        CHECK_MSG(dense != NULL, "%s", err.message);
+        if (dense) {
+            CHECK(dense_weights_bytes(dense) == dense_bytes);
+            CHECK(dense_weights_copy_bytes(dense) >= dense_bytes);
+            bool same = true, aligned = true, experts_absent = true;
+            for (uint64_t i = 0; i < n; i++) {
+                const gguf_tensor *tensor = gguf_tensor_at(file, i);
+                const uint8_t *copy = dense_weights_locate(dense, tensor->shard, tensor->file_offset);
+                if (strstr(tensor->name, "_exps.weight")) {
+                    experts_absent &= copy == NULL;
+                    continue;
+                }
+                same &= copy && memcmp(copy, tensor->data, tensor->nbytes) == 0 && copy != tensor->data;
+                aligned &= copy && (uintptr_t)copy % 4096 == tensor->file_offset % 4096;
             }
-            const uint8_t *copy = tensor->data;
-            if ((uintptr_t)copy % 64 != 0)
-                aligned = 0;
-            /* Compare with the file's bytes through a second, untouched open. */
-            gguf_model *reference = gguf_open(path, &err);
-            const gguf_tensor *original = reference ? gguf_find_tensor(reference, tensor->name) : NULL;
-            if (!original || memcmp(original->data, copy, tensor->nbytes) != 0 || original->data == tensor->data)
-                same_content = 0;
-            gguf_close(reference);
+            CHECK_MSG(same, "%s: a dense copy differs from the file", model_name);
+            CHECK_MSG(aligned, "%s: a dense copy lost its file alignment", model_name);
+            CHECK_MSG(experts_absent, "%s: an expert matrix was copied", model_name);
+            double resident = dense_weights_resident_fraction(dense);
+            CHECK_MSG(resident == 1.0, "%s: the fresh copy is %.3f resident", model_name, resident);
+            dense_weights_destroy(dense);
         }
-        CHECK(expert_after == expert_before);
-        CHECK_MSG(aligned, "%s: a dense copy is not cache-line aligned", model_name);
-        CHECK_MSG(same_content, "%s: a dense copy differs from the file", model_name);
-        CHECK(gguf_copy_dense_weights(file, &err) == 0); /* a second call is a no-op */
+        /* the mmap policy copies nothing */
+        dense = dense_weights_create(&files, tensors, (int)n, experts, n_experts, BMOE_DENSE_WEIGHTS_MMAP, true, &io,
+                                     &err);
+        CHECK(dense && dense_weights_copy_bytes(dense) == 0 &&
+              dense_weights_locate(dense, 0, tensors[0].begin) == NULL);
+        dense_weights_destroy(dense);
+        free(tensors);
+        free(experts);
         gguf_close(file);
     }
 

@@ -85,6 +85,7 @@ static void check_model(const model_case *m, const char *dir)
         {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
         {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
         {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1},
+        {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1},
         {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1},
         {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
         {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
