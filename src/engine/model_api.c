@@ -232,6 +232,19 @@ static void model_prefault(bmoe_model *m, const expert_layer_source *layers)
         engine_log(m, BMOE_LOG_WARNING, "%s", err.message);
 }
 
+/* Resident experts are read through the mapping: give their ranges the
+ * device's read-ahead back (the mapping is opened without it). */
+static void advise_resident_experts(bmoe_model *m, const expert_layer_source *layers)
+{
+    const model_hparams *hp = &m->model.hparams;
+    for (int il = 0; il < hp->n_layer; il++)
+        for (int p = 0; p < layers[il].n_projections; p++) {
+            const expert_projection_source *source = &layers[il].projections[p];
+            gguf_advise_range(m->file, source->shard, source->file_offset,
+                              source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert, true);
+        }
+}
+
 static const void *locate_dense(void *user, uint32_t shard, uint64_t offset)
 {
     return dense_weights_locate(user, shard, offset);
@@ -351,6 +364,8 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     model_expert_sources(&result->model, layers);
     if (place_dense_weights(result, layers, &err) != 0 || create_expert_store(result, layers, &err) != 0)
         goto fail;
+    if (!p.stream.enabled)
+        advise_resident_experts(result, layers);
     if (gguf_find_kv(result->file, "tokenizer.ggml.model")) {
         result->tokenizer = tokenizer_create_from_gguf(result->file, &err);
         if (!result->tokenizer)

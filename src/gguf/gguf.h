@@ -93,6 +93,11 @@ uint32_t gguf_alignment(const gguf_model *model);
  * What an engine streams is what its architecture binds as experts. */
 bool gguf_tensor_is_expert(const gguf_tensor *tensor);
 
+/* The mappings are opened without read-ahead on faults (parsing touches only
+ * the header); bytes [begin, end) of a shard that are read through the
+ * mapping get it back with read_ahead true. */
+void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bool read_ahead);
+
 /* The mapping of a shard (NULL for none). */
 const uint8_t *gguf_shard_data(const gguf_model *model, uint32_t shard);
 

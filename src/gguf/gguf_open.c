@@ -77,6 +77,12 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
     }
     shard->base = map;
     shard->mapped = true;
+    /* No read-around on faults: parsing the header touches a few pages, and
+     * with the device's read-ahead (often megabytes) each fault would pull in
+     * tensor bytes nobody asked for (a streamed model's experts among them).
+     * What is read through the mapping gets read-ahead back by range
+     * (gguf_advise_range). */
+    madvise(map, shard->size, MADV_RANDOM);
     if (gguf_parse_shard(shard, err) != 0) {
         gguf_shard_release(shard);
         return -1;
@@ -526,4 +532,18 @@ int gguf_prefault_range(const gguf_model *model, uint32_t shard, uint64_t begin,
     if (madvise((void *)(s->base + first), (size_t)(end - first), MADV_POPULATE_READ) != 0)
         return error_set(err, "%s: cannot pre-fault the mapping: %s", s->path, strerror(errno));
     return 0;
+}
+
+void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bool read_ahead)
+{
+    if (shard >= model->shard_count || !model->shards[shard].mapped)
+        return;
+    const gguf_shard *s = &model->shards[shard];
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t page_size = page > 0 ? (uint64_t)page : 4096;
+    if (end > s->size)
+        end = s->size;
+    uint64_t first = begin / page_size * page_size;
+    if (first < end)
+        madvise((void *)(s->base + first), (size_t)(end - first), read_ahead ? MADV_NORMAL : MADV_RANDOM);
 }

@@ -153,6 +153,22 @@ static int warm_runs(dense_weights *dense, const shard_io *io, bmoe_error *err)
     return status;
 }
 
+/* The mmap and warm policies read the runs through the mapping, which is
+ * opened without read-ahead: they get it back. */
+static void advise_read_ahead(const dense_weights *dense)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t page_mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    for (int i = 0; i < dense->n_runs; i++) {
+        const dense_run *run = &dense->runs[i];
+        if (run->range.shard >= dense->files.n_files || !dense->files.mappings[run->range.shard])
+            continue;
+        uintptr_t begin = (uintptr_t)(dense->files.mappings[run->range.shard] + run->range.begin) & ~page_mask;
+        uintptr_t end = (uintptr_t)(dense->files.mappings[run->range.shard] + run->range.end);
+        madvise((void *)begin, end - begin, MADV_NORMAL);
+    }
+}
+
 dense_weights *dense_weights_create(const dense_weights_files *files, const file_range *tensors, int n_tensors,
                                     const file_range *experts, int n_experts, enum bmoe_dense_weights policy,
                                     bool direct, const shard_io *io, bmoe_error *err)
@@ -165,6 +181,8 @@ dense_weights *dense_weights_create(const dense_weights_files *files, const file
     dense->policy = policy;
     dense->files = *files;
     int status = build_runs(dense, tensors, n_tensors, experts, n_experts, err);
+    if (status == 0 && policy != BMOE_DENSE_WEIGHTS_ANON)
+        advise_read_ahead(dense);
     if (status == 0 && policy == BMOE_DENSE_WEIGHTS_ANON)
         status = copy_runs(dense, direct, io, err);
     else if (status == 0 && policy == BMOE_DENSE_WEIGHTS_WARM)

@@ -109,6 +109,8 @@ static bool direct_reads_agree(const shard_reader *reader, const shard_file *fil
         int64_t b = reader_pread(reader, file->buffered_fd, buffered, SHARD_READ_ALIGNMENT, offset);
         agree = a == SHARD_READ_ALIGNMENT && b == SHARD_READ_ALIGNMENT &&
                 memcmp(direct, buffered, SHARD_READ_ALIGNMENT) == 0;
+        /* the check's block must not stay in the page cache (streamed bytes never do) */
+        posix_fadvise(file->buffered_fd, (off_t)offset, SHARD_READ_ALIGNMENT, POSIX_FADV_DONTNEED);
     }
     free(direct);
     free(buffered);
@@ -140,6 +142,8 @@ int shard_reader_open(shard_reader *reader, const char *const *paths, const uint
             return error_set_status(err, BMOE_ERR_IO, "%s: cannot open for streaming: %s", paths[i],
                                     file->buffered_fd >= 0 && saved == 0 ? "not a regular file" : strerror(saved));
         }
+        /* slices are read once each: read-ahead would only pull neighbours in */
+        posix_fadvise(file->buffered_fd, 0, 0, POSIX_FADV_RANDOM);
         if ((uint64_t)st.st_size != sizes[i]) {
             shard_reader_close(reader);
             return error_set_status(err, BMOE_ERR_IO,

@@ -5,3 +5,7 @@ bmoe_add_test(test_stream_identity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream
 add_dependencies(test_stream_identity bmoe-mkmodel)
 bmoe_add_test(test_stream_faults SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_faults.c LIBS bmoe_engine m TIMEOUT 600)
 add_dependencies(test_stream_faults bmoe-mkmodel)
+bmoe_add_test(test_stream_memory SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_memory.c LIBS bmoe_engine m
+  TIMEOUT 900 LABELS slow)
+set_tests_properties(test_stream_memory PROPERTIES SKIP_RETURN_CODE 77)
+add_dependencies(test_stream_memory bmoe-mkmodel bmoe-cli)
