@@ -160,6 +160,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
         .direct = p->direct,
         .overlap = p->overlap,
         .n_expert_used = hp->n_expert_used,
+        .prefetch = p->prefetch,
         .io = {p->pread, p->pread_user},
     };
     if (p->enabled) {

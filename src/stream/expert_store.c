@@ -30,7 +30,10 @@
 typedef struct cache_slot {
     int32_t layer, expert; /* -1: empty */
     bool pinned;           /* held by the current acquire */
-    bool failed;           /* a read into it failed: emptied at release */
+    bool speculative;      /* filled by a prefetch and not used since */
+    bool prefetch_read;    /* its current reads are a prefetch's */
+    bool listed;           /* in speculative_slots */
+    bool reported;         /* its reads went to the read observer */
 } cache_slot;
 
 struct expert_store {
@@ -63,14 +66,19 @@ struct expert_store {
     int *pinned;               /* slots of the current acquire */
     int n_pinned;
     int *miss_index;           /* [n_expert] indices of an acquire's entries to read */
-    io_job *jobs;              /* [n_slots][EXPERT_MAX_PROJECTIONS] */
-    int n_jobs;                /* of the current acquire */
+    io_job *jobs;              /* [n_slots][EXPERT_MAX_PROJECTIONS]: each slot's reads */
+    io_job **submit;           /* [n_slots * EXPERT_MAX_PROJECTIONS] jobs of one submission */
+    int32_t *last_routed;      /* [n_layer][n_expert_used]: each layer's last decode routing */
+    int32_t *n_last_routed;    /* [n_layer] */
+    int *speculative_slots;    /* [n_slots] slots a prefetch filled, not yet reported */
+    int n_speculative;
     expert_read_observer read_observer;
     void *read_observer_user;
     uint64_t resident_bytes;
 
     /* eval-thread counters */
     uint64_t hits, misses, evictions, rereads;
+    uint64_t prefetched, prefetch_useful;
     double serial_io_ms, mgmt_ms;
 };
 
@@ -84,7 +92,7 @@ static double now_ms(void)
 static int store_wait(void *user, void *ready)
 {
     expert_store *store = user;
-    return io_lanes_wait(store->lanes, ready);
+    return io_lanes_wait(store->lanes, ready, true);
 }
 
 static uint64_t entry_bytes(const expert_layer_source *layer)
@@ -117,6 +125,10 @@ void expert_store_destroy(expert_store *store)
     free(store->pinned);
     free(store->miss_index);
     free(store->jobs);
+    free(store->submit);
+    free(store->last_routed);
+    free(store->n_last_routed);
+    free(store->speculative_slots);
     free(store);
 }
 
@@ -144,16 +156,24 @@ static int create_slots(expert_store *store, bmoe_error *err)
     store->pinned = malloc(n * sizeof *store->pinned);
     store->miss_index = malloc((size_t)store->n_expert * sizeof *store->miss_index);
     store->jobs = calloc(n * EXPERT_MAX_PROJECTIONS, sizeof *store->jobs);
+    store->submit = calloc(n * EXPERT_MAX_PROJECTIONS, sizeof *store->submit);
+    size_t used = store->config.n_expert_used > 0 ? (size_t)store->config.n_expert_used : 1;
+    store->last_routed = calloc((size_t)store->n_layer * used, sizeof *store->last_routed);
+    store->n_last_routed = calloc((size_t)store->n_layer, sizeof *store->n_last_routed);
+    store->speculative_slots = calloc(n, sizeof *store->speculative_slots);
     size_t entries = (size_t)store->n_layer * (size_t)store->n_expert;
     store->entry_slot = malloc(entries * sizeof *store->entry_slot);
     store->ever_held = calloc(entries, 1);
     store->policy = &cache_policy_lru;
     store->policy_state = store->policy->create(store->n_slots);
     if (!store->slots || !store->state || !store->free_slots || !store->pinned || !store->miss_index || !store->jobs ||
+        !store->submit || !store->last_routed || !store->n_last_routed || !store->speculative_slots ||
         !store->entry_slot || !store->ever_held || !store->policy_state)
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the cache index");
     for (size_t i = 0; i < entries; i++)
         store->entry_slot[i] = -1;
+    for (size_t i = 0; i < n * EXPERT_MAX_PROJECTIONS; i++)
+        atomic_init(&store->state[i], IO_READY); /* an empty slot waits for nothing */
     for (int i = 0; i < store->n_slots; i++) {
         store->slots[i].layer = store->slots[i].expert = -1;
         store->free_slots[i] = store->n_slots - 1 - i;
@@ -287,10 +307,33 @@ const matmul_waiter *expert_store_waiter(const expert_store *store)
     return store->config.streaming ? &store->waiter : NULL;
 }
 
+static _Atomic uint32_t *slot_state(const expert_store *store, int slot, int projection)
+{
+    return &store->state[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)projection];
+}
+
+/* Any read into slot still running. */
+static bool slot_reading(const expert_store *store, int slot)
+{
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+        if (atomic_load(slot_state(store, slot, p)) == IO_PENDING)
+            return true;
+    return false;
+}
+
+static bool slot_failed(const expert_store *store, int slot)
+{
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+        if (atomic_load(slot_state(store, slot, p)) == IO_FAILED)
+            return true;
+    return false;
+}
+
+/* Neither held by the current acquire nor being read into. */
 static bool slot_evictable(void *user, int slot)
 {
     const expert_store *store = user;
-    return !store->slots[slot].pinned;
+    return !store->slots[slot].pinned && !slot_reading(store, slot);
 }
 
 /* Empties slot (its entry is no longer cached). */
@@ -302,16 +345,30 @@ static void empty_slot(expert_store *store, int slot)
         store->resident_bytes -= entry_bytes(&store->layers[s->layer]);
     }
     s->layer = s->expert = -1;
-    s->failed = false;
+    s->speculative = false;
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+        atomic_store(slot_state(store, slot, p), IO_READY); /* an empty slot waits for nothing */
     store->policy->remove(store->policy_state, slot);
     store->free_slots[store->n_free++] = slot;
 }
 
-/* A slot for a new entry: a free one, else the policy's victim. */
-static int take_slot(expert_store *store)
+static _Atomic uint32_t *slot_state(const expert_store *store, int slot, int projection);
+
+/* A slot for a new entry: a free one, else the policy's victim. demand: when
+ * every unheld slot is being filled by a prefetch, wait for those reads
+ * rather than fail. */
+static int take_slot(expert_store *store, bool demand)
 {
     if (store->n_free == 0) {
         int victim = store->policy->victim(store->policy_state, slot_evictable, store);
+        for (int i = 0; victim < 0 && demand && i < store->n_speculative; i++) {
+            int slot = store->speculative_slots[i];
+            if (!store->slots[slot].prefetch_read) /* refilled on demand: its reads are not queued yet */
+                continue;
+            for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+                io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+            victim = store->policy->victim(store->policy_state, slot_evictable, store);
+        }
         if (victim < 0)
             return -1;
         empty_slot(store, victim);
@@ -341,6 +398,101 @@ static int acquire_resident(expert_store *store, int layer, const int32_t *exper
     return 0;
 }
 
+/* Puts (layer, expert) into a free or evicted slot and prepares its reads;
+ * returns the slot, -1 when every slot is held. The jobs go to
+ * store->submit from *n_submit on, projection p at a stride of stride. */
+static int fill_slot(expert_store *store, int layer, int expert, bool speculative)
+{
+    int slot = take_slot(store, !speculative);
+    if (slot < 0)
+        return -1;
+    const expert_layer_source *source = &store->layers[layer];
+    size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
+    if (store->ever_held[key])
+        store->rereads++;
+    store->ever_held[key] = 1;
+    store->entry_slot[key] = slot;
+    cache_slot *s = &store->slots[slot];
+    s->layer = layer;
+    s->expert = expert;
+    s->speculative = speculative;
+    s->prefetch_read = speculative;
+    s->reported = false;
+    store->resident_bytes += entry_bytes(source);
+    for (int p = 0; p < source->n_projections; p++) {
+        const expert_projection_source *projection = &source->projections[p];
+        io_job *job = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+        memset(job, 0, sizeof *job);
+        job->region = store->memory + (size_t)slot * store->slot_bytes + store->region_offset[p];
+        job->shard = projection->shard;
+        job->offset = projection->file_offset + (uint64_t)expert * projection->expert_bytes;
+        job->length = projection->expert_bytes;
+        job->state = slot_state(store, slot, p);
+        job->layer = layer;
+        job->expert = expert;
+        job->projection = p;
+        job->speculative = speculative;
+        atomic_store(job->state, IO_PENDING);
+    }
+    return slot;
+}
+
+/* Reads of slot, to the observer, once. */
+static void report_reads(expert_store *store, int slot)
+{
+    cache_slot *s = &store->slots[slot];
+    if (s->reported || s->layer < 0)
+        return;
+    s->reported = true;
+    if (!store->read_observer)
+        return;
+    for (int p = 0; p < store->layers[s->layer].n_projections; p++)
+        store->read_observer(store->read_observer_user, &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p]);
+}
+
+/* --prefetch K: after layer's demand reads, read what the previous token
+ * routed in the next K MoE layers, on idle lanes (the lanes serve demand
+ * reads first), admitted at the cold end so wrong guesses go first. */
+static void prefetch_after(expert_store *store, int layer)
+{
+    int n_jobs = 0;
+    int used = store->config.n_expert_used;
+    for (int next = layer + 1, ahead = 0; next < store->n_layer && ahead < store->config.prefetch; next++) {
+        if (store->layers[next].n_projections == 0)
+            continue;
+        ahead++;
+        for (int k = 0; k < store->n_last_routed[next]; k++) {
+            int expert = store->last_routed[(size_t)next * (size_t)used + (size_t)k];
+            if (store->entry_slot[(size_t)next * (size_t)store->n_expert + (size_t)expert] >= 0)
+                continue;
+            int slot = fill_slot(store, next, expert, true);
+            if (slot < 0)
+                break;
+            store->policy->insert_cold(store->policy_state, slot);
+            if (!store->slots[slot].listed) {
+                store->slots[slot].listed = true;
+                store->speculative_slots[store->n_speculative++] = slot;
+            }
+            for (int p = 0; p < store->layers[next].n_projections; p++)
+                store->submit[n_jobs++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+        }
+    }
+    io_lanes_submit(store->lanes, store->submit, n_jobs);
+}
+
+/* The reads of an acquire's misses, projection-major: the matmul of every
+ * missing expert's first projection can start before any second one is in. */
+static void submit_misses(expert_store *store, int layer, const int32_t *experts, const int *misses, int n_misses)
+{
+    int n_jobs = 0;
+    for (int p = 0; p < store->layers[layer].n_projections; p++)
+        for (int m = 0; m < n_misses; m++) {
+            int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[misses[m]]];
+            store->submit[n_jobs++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+        }
+    io_lanes_submit(store->lanes, store->submit, n_jobs);
+}
+
 int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
                          bmoe_error *err)
 {
@@ -360,70 +512,62 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         int32_t expert = experts[i];
         size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
         int slot = store->entry_slot[key];
+        /* a prefetch whose read failed holds nothing: read it on demand */
+        if (slot >= 0 && !slot_reading(store, slot) && slot_failed(store, slot)) {
+            empty_slot(store, slot);
+            slot = -1;
+        }
         expert_handle *handle = &handles[i];
         memset(handle, 0, sizeof *handle);
         if (slot >= 0) {
             store->hits++;
             handle->hit = true;
+            if (store->slots[slot].speculative) {
+                store->slots[slot].speculative = false;
+                store->prefetch_useful++;
+                handle->prefetched = true;
+            }
         } else {
-            slot = take_slot(store);
-            if (slot < 0)
+            slot = fill_slot(store, layer, expert, false);
+            if (slot < 0) {
+                /* what was prepared must still be read: the release waits on it */
+                submit_misses(store, layer, experts, misses, n_misses);
                 return error_set(err, "stream: no cache slot free for layer %d expert %d", layer, expert);
+            }
             store->misses++;
-            if (store->ever_held[key])
-                store->rereads++;
-            store->ever_held[key] = 1;
-            store->entry_slot[key] = slot;
-            store->slots[slot].layer = layer;
-            store->slots[slot].expert = expert;
-            store->resident_bytes += entry_bytes(source);
             handle->read_bytes = entry_bytes(source);
             misses[n_misses++] = i;
         }
         store->slots[slot].pinned = true;
         store->pinned[store->n_pinned++] = slot;
         store->policy->touch(store->policy_state, slot);
-        for (int p = 0; p < n_projections; p++)
+        for (int p = 0; p < n_projections; p++) {
             handle->data[p] = slot_data(store, slot, layer, expert, p);
-    }
-    /* projection-major: the matmul of every missing expert's first
-     * projection can start before any second projection is in */
-    int n_jobs = 0;
-    for (int p = 0; p < n_projections; p++) {
-        const expert_projection_source *projection = &source->projections[p];
-        for (int m = 0; m < n_misses; m++) {
-            int i = misses[m];
-            int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[i]];
-            _Atomic uint32_t *state = &store->state[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
-            atomic_store(state, IO_PENDING);
-            io_job *job = &store->jobs[n_jobs++];
-            memset(job, 0, sizeof *job);
-            job->region = store->memory + (size_t)slot * store->slot_bytes + store->region_offset[p];
-            job->shard = projection->shard;
-            job->offset = projection->file_offset + (uint64_t)experts[i] * projection->expert_bytes;
-            job->length = projection->expert_bytes;
-            job->state = state;
-            job->layer = layer;
-            job->expert = experts[i];
-            job->projection = p;
-            if (store->config.overlap)
-                handles[i].ready[p] = (void *)state;
+            /* a miss, or a prefetch still reading: the matmul waits for it */
+            if (store->config.overlap && atomic_load(slot_state(store, slot, p)) != IO_READY)
+                handle->ready[p] = (void *)slot_state(store, slot, p);
         }
     }
-    store->n_jobs = n_jobs;
-    io_lanes_submit(store->lanes, store->jobs, n_jobs);
+    submit_misses(store, layer, experts, misses, n_misses);
+    if (n <= store->config.n_expert_used) { /* one token's routing: the next one's guess */
+        memcpy(store->last_routed + (size_t)layer * (size_t)store->config.n_expert_used, experts,
+               (size_t)n * sizeof *experts);
+        store->n_last_routed[layer] = n;
+        if (store->config.prefetch > 0)
+            prefetch_after(store, layer);
+    }
     double waited = 0.0;
     int status = 0;
-    if (!store->config.overlap && n_jobs > 0) {
+    if (!store->config.overlap) {
         double wait_start = now_ms();
-        status = io_lanes_drain(store->lanes, err);
+        for (int i = 0; i < store->n_pinned; i++)
+            for (int p = 0; p < n_projections; p++)
+                if (io_lanes_wait(store->lanes, slot_state(store, store->pinned[i], p), false) != 0 && status == 0)
+                    status = error_set_status(err, BMOE_ERR_IO, "%s",
+                                              store->jobs[(size_t)store->pinned[i] * EXPERT_MAX_PROJECTIONS +
+                                                          (size_t)p].error.message);
         waited = now_ms() - wait_start;
         store->serial_io_ms += waited;
-        if (status != 0)
-            for (int m = 0; m < n_misses; m++)
-                store->slots[store->entry_slot[(size_t)layer * (size_t)store->n_expert +
-                                                (size_t)experts[misses[m]]]]
-                    .failed = true;
     }
     store->mgmt_ms += now_ms() - start - waited;
     return status;
@@ -434,27 +578,41 @@ int expert_store_release(expert_store *store, bmoe_error *err)
     if (!store->config.streaming)
         return 0;
     double start = now_ms();
-    /* overlap: the matmuls waited for every read they used, but a failed
-     * one left its neighbours' reads running */
-    int status = io_lanes_drain(store->lanes, err);
-    double drained = now_ms();
-    if (store->read_observer)
-        for (int j = 0; j < store->n_jobs; j++)
-            store->read_observer(store->read_observer_user, &store->jobs[j]);
-    store->n_jobs = 0;
+    int status = 0;
     for (int i = 0; i < store->n_pinned; i++) {
         int slot = store->pinned[i];
         cache_slot *s = &store->slots[slot];
-        s->pinned = false;
+        /* overlap: the matmuls waited for every read they used, but a
+         * failed one left its neighbours' reads running */
         for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
-            if (atomic_load(&store->state[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p]) == IO_FAILED)
-                s->failed = true;
-        if (s->failed || !store->retain)
+            if (io_lanes_wait(store->lanes, slot_state(store, slot, p), false) != 0 && status == 0)
+                status = error_set_status(err, BMOE_ERR_IO, "%s",
+                                          store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p].error.message);
+        report_reads(store, slot);
+        s->pinned = false;
+        if (slot_failed(store, slot) || !store->retain)
             empty_slot(store, slot);
     }
     store->n_pinned = 0;
-    store->mgmt_ms += now_ms() - drained;
-    (void)start;
+    /* prefetches that finished since: count them and report their reads */
+    int kept = 0;
+    for (int i = 0; i < store->n_speculative; i++) {
+        int slot = store->speculative_slots[i];
+        cache_slot *s = &store->slots[slot];
+        if (s->prefetch_read && slot_reading(store, slot)) {
+            store->speculative_slots[kept++] = slot;
+            continue;
+        }
+        s->listed = false;
+        if (!s->prefetch_read)
+            continue; /* emptied and filled again on demand */
+        s->prefetch_read = false;
+        if (!slot_failed(store, slot))
+            store->prefetched++;
+        report_reads(store, slot);
+    }
+    store->n_speculative = kept;
+    store->mgmt_ms += now_ms() - start;
     return status;
 }
 
@@ -466,6 +624,8 @@ void expert_store_get_counters(expert_store *store, expert_store_counters *count
     counters->evictions = store->evictions;
     counters->rereads = store->rereads;
     counters->mgmt_ms = store->mgmt_ms;
+    counters->prefetched = store->prefetched;
+    counters->prefetch_useful = store->prefetch_useful;
     if (!store->lanes)
         return;
     io_lanes_counters lanes;

@@ -44,6 +44,7 @@ typedef struct expert_store_config {
     bool direct;               /* O_DIRECT where the file system serves it right */
     bool overlap;              /* compute resident experts while the missing ones are read */
     int n_expert_used;         /* the routing width (sizes the staging area of cache 0) */
+    int prefetch;              /* read the previous token's experts this many MoE layers ahead */
     shard_io io;               /* the read seam (tests) */
 } expert_store_config;
 

@@ -30,16 +30,12 @@ struct io_lanes {
     io_lane *lane;
     pthread_mutex_t mutex;
     pthread_cond_t work;       /* lanes: a job was queued, or stop */
-    pthread_cond_t done;       /* drain: nothing pending */
     pthread_cond_t arrived;    /* io_lanes_wait: a job finished */
-    io_job **queue;            /* ring of queued jobs */
-    int capacity;
-    int head, count;           /* ring position and queued jobs */
-    int pending;               /* submitted and not finished */
+    io_job **queue[2];         /* rings of queued jobs: demand, speculative */
+    int capacity[2];
+    int head[2], count[2];     /* ring position and queued jobs */
     int sleepers;              /* threads asleep in io_lanes_wait */
     bool stopping;
-    bool failed;
-    bmoe_error first_error;
     io_job_observer observer;
     void *observer_user;
     _Atomic uint64_t reads, bytes, speculative_bytes;
@@ -62,22 +58,22 @@ static void *lane_main(void *argument)
     io_lanes *lanes = lane->lanes;
     for (;;) {
         pthread_mutex_lock(&lanes->mutex);
-        while (!lanes->stopping && lanes->count == 0)
+        while (!lanes->stopping && lanes->count[0] == 0 && lanes->count[1] == 0)
             pthread_cond_wait(&lanes->work, &lanes->mutex);
-        if (lanes->count == 0) {
+        int queue = lanes->count[0] > 0 ? 0 : 1;
+        if (lanes->count[queue] == 0) {
             pthread_mutex_unlock(&lanes->mutex);
             return NULL;
         }
-        io_job *job = lanes->queue[lanes->head];
-        lanes->head = (lanes->head + 1) % lanes->capacity;
-        lanes->count--;
+        io_job *job = lanes->queue[queue][lanes->head[queue]];
+        lanes->head[queue] = (lanes->head[queue] + 1) % lanes->capacity[queue];
+        lanes->count[queue]--;
         pthread_mutex_unlock(&lanes->mutex);
 
-        bmoe_error err;
-        error_clear(&err);
+        error_clear(&job->error);
         int64_t start = now_ns();
         int status = shard_reader_read(&lane->reader, job->shard, job->offset, job->length, job->region,
-                                       &job->device_bytes, &err);
+                                       &job->device_bytes, &job->error);
         job->latency_ns = now_ns() - start;
         job->lane = lane->index;
         atomic_fetch_add(&lanes->busy_ns, job->latency_ns);
@@ -92,12 +88,6 @@ static void *lane_main(void *argument)
             lanes->observer(lanes->observer_user, job);
 
         pthread_mutex_lock(&lanes->mutex);
-        if (status != 0 && !lanes->failed) {
-            lanes->failed = true;
-            lanes->first_error = err;
-        }
-        if (--lanes->pending == 0)
-            pthread_cond_broadcast(&lanes->done);
         if (lanes->sleepers > 0)
             pthread_cond_broadcast(&lanes->arrived);
         pthread_mutex_unlock(&lanes->mutex);
@@ -117,12 +107,13 @@ io_lanes *io_lanes_create(int n_lanes, const char *const *paths, const uint64_t 
     pthread_mutex_init(&lanes->mutex, NULL);
     pthread_mutex_init(&lanes->stall_mutex, NULL);
     pthread_cond_init(&lanes->work, NULL);
-    pthread_cond_init(&lanes->done, NULL);
     pthread_cond_init(&lanes->arrived, NULL);
-    lanes->capacity = 1024;
-    lanes->queue = calloc((size_t)lanes->capacity, sizeof *lanes->queue);
+    for (int q = 0; q < 2; q++) {
+        lanes->capacity[q] = 1024;
+        lanes->queue[q] = calloc((size_t)lanes->capacity[q], sizeof *lanes->queue[q]);
+    }
     lanes->lane = calloc((size_t)n_lanes, sizeof *lanes->lane);
-    if (!lanes->queue || !lanes->lane) {
+    if (!lanes->queue[0] || !lanes->queue[1] || !lanes->lane) {
         io_lanes_destroy(lanes);
         error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the I/O lanes");
         return NULL;
@@ -160,12 +151,12 @@ void io_lanes_destroy(io_lanes *lanes)
         shard_reader_close(&lanes->lane[i].reader);
     }
     pthread_cond_destroy(&lanes->work);
-    pthread_cond_destroy(&lanes->done);
     pthread_cond_destroy(&lanes->arrived);
     pthread_mutex_destroy(&lanes->mutex);
     pthread_mutex_destroy(&lanes->stall_mutex);
     free(lanes->lane);
-    free(lanes->queue);
+    free(lanes->queue[0]);
+    free(lanes->queue[1]);
     free(lanes);
 }
 
@@ -185,57 +176,44 @@ void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user
     lanes->observer_user = user;
 }
 
-void io_lanes_submit(io_lanes *lanes, io_job *jobs, int n_jobs)
+/* Room for n more jobs in ring q (the rings only grow, rarely). */
+static bool reserve(io_lanes *lanes, int q, int n)
+{
+    if (lanes->count[q] + n <= lanes->capacity[q])
+        return true;
+    int capacity = lanes->capacity[q];
+    while (capacity < lanes->count[q] + n)
+        capacity *= 2;
+    io_job **ring = malloc((size_t)capacity * sizeof *ring);
+    if (!ring)
+        return false;
+    for (int i = 0; i < lanes->count[q]; i++)
+        ring[i] = lanes->queue[q][(lanes->head[q] + i) % lanes->capacity[q]];
+    free(lanes->queue[q]);
+    lanes->queue[q] = ring;
+    lanes->capacity[q] = capacity;
+    lanes->head[q] = 0;
+    return true;
+}
+
+void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
 {
     if (n_jobs <= 0)
         return;
     pthread_mutex_lock(&lanes->mutex);
-    if (lanes->count + n_jobs > lanes->capacity) {
-        /* rare: more queued than ever before; grow the ring in order */
-        int capacity = lanes->capacity;
-        while (capacity < lanes->count + n_jobs)
-            capacity *= 2;
-        io_job **queue = malloc((size_t)capacity * sizeof *queue);
-        if (queue) {
-            for (int i = 0; i < lanes->count; i++)
-                queue[i] = lanes->queue[(lanes->head + i) % lanes->capacity];
-            free(lanes->queue);
-            lanes->queue = queue;
-            lanes->capacity = capacity;
-            lanes->head = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        int q = jobs[i]->speculative ? 1 : 0;
+        if (!reserve(lanes, q, 1)) {
+            /* out of memory growing the ring: the job fails rather than vanish */
+            error_set_status(&jobs[i]->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
+            atomic_store(jobs[i]->state, IO_FAILED);
+            continue;
         }
-    }
-    int accepted = 0;
-    for (int i = 0; i < n_jobs && lanes->count < lanes->capacity; i++, accepted++) {
-        lanes->queue[(lanes->head + lanes->count) % lanes->capacity] = &jobs[i];
-        lanes->count++;
-    }
-    lanes->pending += accepted;
-    /* out of memory growing the ring: the rest fail rather than vanish */
-    for (int i = accepted; i < n_jobs; i++) {
-        atomic_store(jobs[i].state, IO_FAILED);
-        if (!lanes->failed) {
-            lanes->failed = true;
-            error_set_status(&lanes->first_error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
-        }
+        lanes->queue[q][(lanes->head[q] + lanes->count[q]) % lanes->capacity[q]] = jobs[i];
+        lanes->count[q]++;
     }
     pthread_cond_broadcast(&lanes->work);
     pthread_mutex_unlock(&lanes->mutex);
-}
-
-int io_lanes_drain(io_lanes *lanes, bmoe_error *err)
-{
-    pthread_mutex_lock(&lanes->mutex);
-    while (lanes->pending > 0)
-        pthread_cond_wait(&lanes->done, &lanes->mutex);
-    bool failed = lanes->failed;
-    if (failed) {
-        if (err)
-            *err = lanes->first_error;
-        lanes->failed = false;
-    }
-    pthread_mutex_unlock(&lanes->mutex);
-    return failed ? -1 : 0;
 }
 
 static void stall_begin(io_lanes *lanes)
@@ -254,13 +232,14 @@ static void stall_end(io_lanes *lanes)
     pthread_mutex_unlock(&lanes->stall_mutex);
 }
 
-int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state)
+int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state, bool stall)
 {
     uint32_t value = atomic_load_explicit(state, memory_order_acquire);
     if (value != IO_PENDING)
         return value == IO_READY ? 0 : -1;
     /* the interval opens with the spin: a thread spinning is a thread stalled */
-    stall_begin(lanes);
+    if (stall)
+        stall_begin(lanes);
     for (int spin = 0; spin < IO_WAIT_SPINS && value == IO_PENDING; spin++) {
         CPU_RELAX();
         value = atomic_load_explicit(state, memory_order_acquire);
@@ -273,7 +252,8 @@ int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state)
         lanes->sleepers--;
         pthread_mutex_unlock(&lanes->mutex);
     }
-    stall_end(lanes);
+    if (stall)
+        stall_end(lanes);
     return value == IO_READY ? 0 : -1;
 }
 

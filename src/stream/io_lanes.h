@@ -29,6 +29,7 @@ typedef struct io_job {
     uint64_t device_bytes;
     int64_t latency_ns;
     int32_t lane;
+    bmoe_error error;           /* when the state is IO_FAILED */
 } io_job;
 
 typedef struct io_lanes io_lanes;
@@ -50,16 +51,15 @@ void io_lanes_destroy(io_lanes *lanes);
 bool io_lanes_direct(const io_lanes *lanes);
 int io_lanes_count(const io_lanes *lanes);
 
-/* Queues jobs (their states must be IO_PENDING); lanes start on them at once.
- * The array must stay valid until io_lanes_drain. */
-void io_lanes_submit(io_lanes *lanes, io_job *jobs, int n_jobs);
-/* Waits until every submitted job is done. Returns 0, or -1 with the first
- * failure's message when a read failed since the previous drain. */
-int io_lanes_drain(io_lanes *lanes, bmoe_error *err);
+/* Queues jobs (their states must be IO_PENDING); lanes start on them at once,
+ * demand reads before any speculative one. A job must stay valid until its
+ * state says it is done. */
+void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs);
 
-/* Waits until *state is no longer IO_PENDING (any thread). Returns 0 when the
- * bytes arrived, -1 when their read failed. */
-int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state);
+/* Waits until *state is no longer IO_PENDING (any thread). stall: the wait
+ * counts in the stall figure (a compute thread waiting for its weights).
+ * Returns 0 when the bytes arrived, -1 when their read failed. */
+int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state, bool stall);
 
 void io_lanes_get_counters(io_lanes *lanes, io_lanes_counters *counters);
 

@@ -123,6 +123,15 @@ static void check_model(const model_case *m, const char *dir)
                           (unsigned long long)got.decode.cache_misses);
             if (c->overlap)
                 CHECK(got.decode.io_ms >= 0.0 && got.decode.stall_ms >= 0.0);
+            uint64_t prefetched = got.decode.prefetched + got.prefill.prefetched;
+            uint64_t useful = got.decode.prefetch_useful + got.prefill.prefetch_useful;
+            if (c->prefetch > 0)
+                CHECK_MSG(prefetched > 0 && useful <= prefetched &&
+                              got.decode.prefetch_bytes + got.prefill.prefetch_bytes > 0,
+                          "%s, %s: prefetched %llu, useful %llu", m->name, c->name, (unsigned long long)prefetched,
+                          (unsigned long long)useful);
+            else
+                CHECK(prefetched == 0 && useful == 0 && got.decode.prefetch_bytes + got.prefill.prefetch_bytes == 0);
         }
         workload_free(&got);
     }
