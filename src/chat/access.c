@@ -165,7 +165,8 @@ int get_item(struct render *render, const struct expression *node, chat_value ob
 
 /* Python's slice.indices: the first position, the step and the element count. */
 static int slice_indices(struct render *render, int line, chat_value start_value, chat_value stop_value,
-                         chat_value step_value, int64_t length, int64_t *start, int64_t *step, int64_t *count)
+                         chat_value step_value, int64_t length, int64_t *start, int64_t *stop, int64_t *step,
+                         int64_t *count)
 {
     const chat_value bounds[3] = {start_value, stop_value, step_value};
     for (int i = 0; i < 3; i++)
@@ -201,6 +202,7 @@ static int slice_indices(struct render *render, int line, chat_value start_value
     }
 #undef BOUND
     *start = first;
+    *stop = last;
     if (*step > 0)
         *count = last > first ? (int64_t)(((uint64_t)last - (uint64_t)first - 1) / (uint64_t)*step + 1) : 0;
     else
@@ -247,15 +249,21 @@ int get_slice(struct render *render, int line, chat_value object, chat_value sta
         return 0;
     }
     value_length(object, &length);
-    int64_t start = 0, step = 1, count = 0;
-    if (slice_indices(render, line, start_value, stop_value, step_value, (int64_t)length, &start, &step, &count) != 0)
+    int64_t start = 0, stop = 0, step = 1, count = 0;
+    if (slice_indices(render, line, start_value, stop_value, step_value, (int64_t)length, &start, &stop, &step,
+                      &count) != 0)
         return -1;
     if (object.kind == CHAT_VALUE_STRING)
         return slice_string(render, line, value_string(object), start, step, count, result);
     if (object.kind == CHAT_VALUE_RANGE) {
         const struct chat_range *range = (const struct chat_range *)object.as.object;
-        int64_t first = range->start + start * range->step, stride = range->step * step;
-        *result = value_range_new(&render->heap, first, first + count * stride, stride);
+        /* Python maps the slice's bounds through the range: range(10)[::3] is range(0, 10, 3). */
+        __int128 first = (__int128)range->start + (__int128)start * range->step;
+        __int128 last = (__int128)range->start + (__int128)stop * range->step;
+        __int128 stride = (__int128)range->step * step;
+        if (first != (int64_t)first || last != (int64_t)last || stride != (int64_t)stride)
+            return render_fail(render, line, "integer overflow (the result needs more than 64 bits)");
+        *result = value_range_new(&render->heap, (int64_t)first, (int64_t)last, (int64_t)stride);
         return result->kind == CHAT_VALUE_INVALID ? render_fail_status(render, line, VALUE_NO_MEMORY) : 0;
     }
     chat_value list = value_list_new(&render->heap, object.kind, (size_t)count);

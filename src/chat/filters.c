@@ -52,8 +52,10 @@ struct call_arguments arguments_after(const struct call_arguments *arguments, si
 {
     struct call_arguments rest = *arguments;
     size_t taken = skip < rest.positional_count ? skip : rest.positional_count;
-    rest.positional += taken;
-    rest.positional_count -= taken;
+    if (taken) {
+        rest.positional += taken;
+        rest.positional_count -= taken;
+    }
     return rest;
 }
 

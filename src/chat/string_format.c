@@ -212,7 +212,7 @@ static int format_value(struct render *render, int line, struct string_builder *
     size_t length = builder_length(&text);
     if (spec->precision >= 0)
         length = utf8_offset(builder_text(&text), length, (size_t)spec->precision);
-    pad(builder, spec, builder_text(&text), length, 0, '<');
+    pad(builder, spec, builder_text(&text), length, 0, percent_style ? '>' : '<');
     builder_discard(&text);
     return 0;
 }
