@@ -13,7 +13,9 @@ chat_value sequence_item(chat_value items, size_t index)
 {
     if (items.kind == CHAT_VALUE_RANGE) {
         const struct chat_range *range = (const struct chat_range *)items.as.object;
-        return chat_value_int(range->start + (int64_t)index * range->step);
+        /* In unsigned arithmetic: index * step alone may pass INT64_MAX even
+         * though the element itself is in range. */
+        return chat_value_int((int64_t)((uint64_t)range->start + (uint64_t)index * (uint64_t)range->step));
     }
     return value_retain(value_list(items)->items[index]);
 }

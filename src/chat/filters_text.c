@@ -232,10 +232,14 @@ FILTER(filter_indent)
     }
     bool first = values[1].kind != CHAT_VALUE_INVALID && value_truthy(values[1]);
     bool blank = values[2].kind != CHAT_VALUE_INVALID && value_truthy(values[2]);
-    if (to_text(render, node->line, input, &text) != 0) {
+    /* Jinja2's indent appends "\n" to its input, which only works on a string. */
+    if (input.kind != CHAT_VALUE_STRING) {
         value_release(indentation);
-        return -1;
+        if (input.kind == CHAT_VALUE_UNDEFINED)
+            return fail_undefined(render, node->line, input);
+        return render_fail(render, node->line, "indent needs a string, not '%s'", value_type_name(input));
     }
+    text = value_retain(input);
     /* Jinja2 appends a newline before splitting, so a final newline stays. */
     struct string_builder joined;
     builder_init(&joined, &render->heap, 0);
@@ -289,10 +293,20 @@ FILTER(filter_truncate)
                    ? render_fail(render, node->line, "expected length >= %lld, got %lld", (long long)end_length, (long long)length)
                    : render_fail(render, node->line, "expected leeway >= 0, got %lld", (long long)leeway);
     }
-    if (to_text(render, node->line, input, &text) != 0) {
+    /* Jinja2's truncate measures and slices its input as it is: anything
+     * short enough comes back unchanged, only a string can be cut. */
+    if (input.kind != CHAT_VALUE_STRING) {
         value_release(end);
-        return -1;
+        size_t count;
+        if (!value_length(input, &count))
+            return render_fail(render, node->line, "object of type '%s' has no len()", value_type_name(input));
+        if ((int64_t)count <= length + leeway) {
+            *result = value_retain(input);
+            return 0;
+        }
+        return render_fail(render, node->line, "truncate can only cut a string, not '%s'", value_type_name(input));
     }
+    text = value_retain(input);
     const struct chat_string *string = value_string(text);
     if ((int64_t)text_length(text) <= length + leeway) {
         value_release(end);

@@ -158,12 +158,19 @@ static int write_value(struct string_builder *builder, chat_value value, bool re
         builder_append(builder, text, format_python_float(value.as.number, text));
         break;
     case CHAT_VALUE_STRING:
-        if (repr)
+        if (repr && (value_string(value)->base.flags & STRING_SAFE)) {
+            builder_append_cstring(builder, "Markup(");
+            write_python_string_repr(builder, value_string(value)->bytes, value_string(value)->length);
+            builder_append_char(builder, ')');
+        } else if (repr)
             write_python_string_repr(builder, value_string(value)->bytes, value_string(value)->length);
         else
             builder_append(builder, value_string(value)->bytes, value_string(value)->length);
         break;
-    case CHAT_VALUE_UNDEFINED: break;
+    case CHAT_VALUE_UNDEFINED:
+        if (repr)
+            builder_append_cstring(builder, "Undefined");
+        break;
     case CHAT_VALUE_ARRAY:
         builder_append_char(builder, '[');
         status = write_items(builder, value_list(value), depth);
