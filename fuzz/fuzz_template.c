@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     options.now_seconds = 1795996800;
     options.max_loop_iterations = 20000;
     options.max_output_bytes = 1 << 20;
-    options.max_memory_bytes = 64 << 20;
+    options.max_work_bytes = 64 << 20;
     options.max_call_depth = 40;
     options.trim_blocks = size & 1;
     options.lstrip_blocks = (size >> 1) & 1;

@@ -131,6 +131,8 @@ int get_item(struct render *render, const struct expression *node, chat_value ob
     case CHAT_VALUE_STRING: {
         const struct chat_string *string = value_string(object);
         bool ascii = string->base.flags & STRING_ASCII;
+        if (!ascii && render_charge(render, node->line, string->length) != 0)
+            return -1;
         size_t count = ascii ? string->length : utf8_count(string->bytes, string->length);
         if (resolve_index(index, count, &position)) {
             size_t offset = ascii ? position : utf8_offset(string->bytes, string->length, position), size = 1;

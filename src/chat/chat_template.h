@@ -4,8 +4,8 @@
  * (sandbox, trim_blocks, lstrip_blocks, loopcontrols, tojson without
  * ASCII escaping, raise_exception, strftime_now, {% generation %}).
  *
- * A render is bounded (loop iterations, output bytes, call depth, memory,
- * stack) and fails with one line naming the template line; a template's
+ * A render is bounded (loop iterations, output bytes, call depth, stack,
+ * and the work it does: bytes allocated plus bytes scanned) and fails with one line naming the template line; a template's
  * raise_exception(message) fails the render with that message. Nothing here
  * prints or keeps global state; a parsed template is read-only, so renders
  * of one template may run concurrently. */
@@ -34,14 +34,16 @@ typedef struct chat_render_options {
     size_t max_output_bytes;      /* the output, or any block's, in bytes */
     uint64_t max_loop_iterations; /* across the whole render */
     uint32_t max_call_depth;      /* macros, caller() and recursive loops in progress */
-    size_t max_memory_bytes;      /* everything the render allocates, summed */
+    /* Bytes allocated plus bytes scanned (searches, comparisons), summed over
+     * the render: bounds its memory and its time at once. */
+    size_t max_work_bytes;
     size_t max_stack_bytes;       /* C stack the render may use */
 } chat_render_options;
 
 #define CHAT_DEFAULT_MAX_OUTPUT_BYTES ((size_t)16 << 20)
 #define CHAT_DEFAULT_MAX_LOOP_ITERATIONS 5000000u
 #define CHAT_DEFAULT_MAX_CALL_DEPTH 100u
-#define CHAT_DEFAULT_MAX_MEMORY_BYTES ((size_t)1 << 30)
+#define CHAT_DEFAULT_MAX_WORK_BYTES ((size_t)1 << 30)
 #define CHAT_DEFAULT_MAX_STACK_BYTES ((size_t)1 << 20)
 
 /* trim_blocks and lstrip_blocks on (as Hugging Face configures Jinja2),

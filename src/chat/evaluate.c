@@ -205,7 +205,10 @@ static int evaluate_filter(struct render *render, const struct expression *node,
                            node->as.filter.name);
     }
     struct call_arguments arguments;
-    int status = evaluate_arguments(render, &node->as.filter.arguments, &arguments, node->line);
+    /* Filters walk their input: charge for it up front. */
+    int status = render_charge_size(render, node->line, input);
+    if (status == 0)
+        status = evaluate_arguments(render, &node->as.filter.arguments, &arguments, node->line);
     if (status == 0) {
         status = node->as.filter.filter->function(render, node, input, &arguments, result);
         release_arguments(&arguments);

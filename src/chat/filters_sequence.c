@@ -174,12 +174,13 @@ struct sort_context {
     const chat_value *keys;
     bool reverse;
     const char *left_type, *right_type;
+    uint64_t work;
 };
 
 static int compare_keys(void *context, size_t a, size_t b, int *order)
 {
     struct sort_context *sort = context;
-    int status = value_compare(sort->keys[a], sort->keys[b], order);
+    int status = value_compare_counted(sort->keys[a], sort->keys[b], order, &sort->work);
     if (status == VALUE_INCOMPARABLE) {
         sort->left_type = value_type_name(sort->keys[a]);
         sort->right_type = value_type_name(sort->keys[b]);
@@ -255,8 +256,10 @@ static int sort_items(struct render *render, const struct expression *node, chat
         return render_fail_status(render, node->line, VALUE_NO_MEMORY);
     for (size_t i = 0; i < count; i++)
         order[i] = i;
-    struct sort_context context = {keys, reverse, "", ""};
+    struct sort_context context = {keys, reverse, "", "", 0};
     int status = sort_elements(order, count, compare_keys, &context, &render->heap);
+    if (status == VALUE_OK && !heap_charge(&render->heap, context.work))
+        status = VALUE_NO_MEMORY;
     if (status == VALUE_INCOMPARABLE)
         status = render_fail(render, node->line, "'<' not supported between instances of '%s' and '%s'",
                              context.left_type, context.right_type);
@@ -409,7 +412,10 @@ static int extreme(struct render *render, const struct expression *node, chat_va
         int order;
         if ((status = sort_key(render, node, list->items[i], values[1], case_sensitive, &key)) != 0)
             break;
-        int compared = value_compare(key, best_key, &order);
+        uint64_t work = 0;
+        int compared = value_compare_counted(key, best_key, &order, &work);
+        if (compared == VALUE_OK && !heap_charge(&render->heap, work))
+            compared = VALUE_NO_MEMORY;
         if (compared == VALUE_INCOMPARABLE)
             status = render_fail(render, node->line, "'%c' not supported between instances of '%s' and '%s'",
                                  maximum ? '>' : '<', value_type_name(key), value_type_name(best_key));
@@ -522,7 +528,9 @@ FILTER(filter_map)
         struct call_arguments rest = arguments_after(arguments, 1);
         for (size_t i = 0; status == 0 && i < list->count; i++) {
             chat_value mapped;
-            status = filter->function(render, node, list->items[i], &rest, &mapped);
+            status = render_charge_size(render, node->line, list->items[i]);
+            if (status == 0)
+                status = filter->function(render, node, list->items[i], &rest, &mapped);
             if (status == 0)
                 status = append(render, node->line, *result, mapped);
         }

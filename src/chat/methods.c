@@ -132,18 +132,22 @@ static METHOD(list_method_pop)
 static long find_in_list(struct render *render, int line, chat_value receiver, chat_value item, int *status)
 {
     size_t count = sequence_count(receiver);
+    uint64_t work = 0;
     *status = 0;
     for (size_t i = 0; i < count; i++) {
         chat_value element = sequence_item(receiver, i);
-        int equal = value_equal(element, item);
+        int equal = value_equal_counted(element, item, &work);
         value_release(element);
         if (equal < 0) {
             *status = render_fail_status(render, line, equal);
             return -1;
         }
-        if (equal)
-            return (long)i;
+        if (equal) {
+            *status = render_charge(render, line, work);
+            return *status == 0 ? (long)i : -1;
+        }
     }
+    *status = render_charge(render, line, work);
     return -1;
 }
 
@@ -187,12 +191,13 @@ struct list_sort {
     const chat_value *items;
     bool reverse;
     const char *left_type, *right_type;
+    uint64_t work;
 };
 
 static int compare_items(void *context, size_t a, size_t b, int *order)
 {
     struct list_sort *sort = context;
-    int status = value_compare(sort->items[a], sort->items[b], order);
+    int status = value_compare_counted(sort->items[a], sort->items[b], order, &sort->work);
     if (status == VALUE_INCOMPARABLE) {
         sort->left_type = value_type_name(sort->items[a]);
         sort->right_type = value_type_name(sort->items[b]);
@@ -221,8 +226,10 @@ static METHOD(list_method_sort)
     }
     for (size_t i = 0; i < list->count; i++)
         order[i] = i;
-    struct list_sort context = {list->items, reverse.kind != CHAT_VALUE_INVALID && value_truthy(reverse), "", ""};
+    struct list_sort context = {list->items, reverse.kind != CHAT_VALUE_INVALID && value_truthy(reverse), "", "", 0};
     int status = sort_elements(order, list->count, compare_items, &context, &render->heap);
+    if (status == VALUE_OK && !heap_charge(&render->heap, context.work))
+        status = VALUE_NO_MEMORY;
     if (status == VALUE_OK) {
         for (size_t i = 0; i < list->count; i++)
             sorted[i] = list->items[order[i]];
@@ -269,17 +276,18 @@ static METHOD(sequence_count_method)
     if (bind_arguments(render, node, "count", arguments, names, 1, &item) != 0)
         return -1;
     size_t count = sequence_count(receiver);
+    uint64_t work = 0;
     int64_t matches = 0;
     for (size_t i = 0; i < count; i++) {
         chat_value element = sequence_item(receiver, i);
-        int equal = value_equal(element, item);
+        int equal = value_equal_counted(element, item, &work);
         value_release(element);
         if (equal < 0)
             return render_fail_status(render, node->line, equal);
         matches += equal;
     }
     *result = chat_value_int(matches);
-    return 0;
+    return render_charge(render, node->line, work);
 }
 
 static METHOD(sequence_index)
@@ -496,6 +504,9 @@ int method_call(struct render *render, const struct expression *node, int method
     if (method < 0 || (size_t)method >= sizeof methods / sizeof methods[0] ||
         !receives(methods[method].receiver, receiver))
         return render_fail(render, node->line, "internal error: bad method");
+    /* Most methods walk their receiver: charge for it up front. */
+    if (render_charge_size(render, node->line, receiver) != 0)
+        return -1;
     return methods[method].function(render, node, receiver, arguments, result);
 }
 

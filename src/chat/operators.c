@@ -271,6 +271,8 @@ int contains(struct render *render, int line, chat_value container, chat_value i
         if (item.kind != CHAT_VALUE_STRING)
             return render_fail(render, line, "'in <string>' requires string as left operand, not %s",
                                value_type_name(item));
+        if (render_charge(render, line, value_string(container)->length) != 0)
+            return -1;
         {
             const struct chat_string *haystack = value_string(container), *needle = value_string(item);
             *result = needle->length == 0 ||
@@ -281,8 +283,9 @@ int contains(struct render *render, int line, chat_value container, chat_value i
     case CHAT_VALUE_ARRAY:
     case CHAT_VALUE_TUPLE: {
         const struct chat_list *list = value_list(container);
+        uint64_t work = 0;
         for (size_t i = 0; i < list->count; i++) {
-            int equal = value_equal(list->items[i], item);
+            int equal = value_equal_counted(list->items[i], item, &work);
             if (equal < 0)
                 return render_fail_status(render, line, equal);
             if (equal) {
@@ -290,7 +293,7 @@ int contains(struct render *render, int line, chat_value container, chat_value i
                 break;
             }
         }
-        return 0;
+        return render_charge(render, line, work);
     }
     case CHAT_VALUE_OBJECT: {
         int status;
@@ -321,9 +324,12 @@ int compare_values(struct render *render, int line, unsigned char kind, chat_val
                    bool *result)
 {
     if (kind == COMPARE_EQUAL || kind == COMPARE_NOT_EQUAL) {
-        int equal = value_equal(left, right);
+        uint64_t work = 0;
+        int equal = value_equal_counted(left, right, &work);
         if (equal < 0)
             return render_fail_status(render, line, equal);
+        if (render_charge(render, line, work) != 0)
+            return -1;
         *result = (equal == 1) == (kind == COMPARE_EQUAL);
         return 0;
     }
@@ -339,7 +345,10 @@ int compare_values(struct render *render, int line, unsigned char kind, chat_val
     if (right.kind == CHAT_VALUE_UNDEFINED)
         return fail_undefined(render, line, right);
     int order;
-    int status = value_compare(left, right, &order);
+    uint64_t work = 0;
+    int status = value_compare_counted(left, right, &order, &work);
+    if (render_charge(render, line, work) != 0)
+        return -1;
     static const char *const spellings[] = {"==", "!=", "<", "<=", ">", ">="};
     if (status == VALUE_INCOMPARABLE)
         return render_fail(render, line, "'%s' not supported between instances of '%s' and '%s'", spellings[kind],

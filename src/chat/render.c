@@ -36,7 +36,8 @@ int render_fail_status(struct render *render, int line, int status)
     case VALUE_INCOMPARABLE: return render_fail(render, line, "values of these types cannot be compared");
     default:
         if (render->heap.exhausted)
-            return render_fail(render, line, "the render needs more than its memory limit of %zu bytes",
+            return render_fail(render, line,
+                               "the render exceeds its work limit of %zu bytes (memory allocated plus data scanned)",
                                render->heap.budget);
         return render_fail(render, line, "out of memory");
     }
@@ -58,6 +59,23 @@ int render_count_iteration(struct render *render, int line)
         return render_fail(render, line, "more than %llu loop iterations",
                            (unsigned long long)render->options.max_loop_iterations);
     return 0;
+}
+
+int render_charge(struct render *render, int line, uint64_t amount)
+{
+    return heap_charge(&render->heap, amount) ? 0 : render_fail_status(render, line, VALUE_NO_MEMORY);
+}
+
+int render_charge_size(struct render *render, int line, chat_value value)
+{
+    switch (value.kind) {
+    case CHAT_VALUE_STRING: return render_charge(render, line, value_string(value)->length);
+    case CHAT_VALUE_ARRAY:
+    case CHAT_VALUE_TUPLE: return render_charge(render, line, value_list(value)->count);
+    case CHAT_VALUE_OBJECT:
+    case CHAT_VALUE_NAMESPACE: return render_charge(render, line, value_dict(value)->count);
+    default: return 0;
+    }
 }
 
 int make_string(struct render *render, int line, const char *text, size_t length, chat_value *result)
@@ -469,7 +487,9 @@ static int apply_block_filter(struct render *render, const struct expression *fi
                              filter->as.filter.name);
     } else {
         struct call_arguments arguments;
-        status = evaluate_arguments(render, &filter->as.filter.arguments, &arguments, filter->line);
+        status = render_charge_size(render, filter->line, input);
+        if (status == 0)
+            status = evaluate_arguments(render, &filter->as.filter.arguments, &arguments, filter->line);
         if (status == 0) {
             status = filter->as.filter.filter->function(render, filter, input, &arguments, result);
             release_arguments(&arguments);

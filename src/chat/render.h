@@ -46,6 +46,10 @@ int render_fail(struct render *render, int line, const char *fmt, ...)
 int render_fail_status(struct render *render, int line, int status);
 /* Fails when the C stack used by this render passes its bound. */
 int render_check_stack(struct render *render, int line);
+/* Charges work that allocates nothing to the budget (render_charge_size:
+ * the size of a value about to be walked by a filter or method). */
+int render_charge(struct render *render, int line, uint64_t amount);
+int render_charge_size(struct render *render, int line, chat_value value);
 /* Counts one loop iteration against the total limit. */
 int render_count_iteration(struct render *render, int line);
 

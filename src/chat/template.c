@@ -68,8 +68,8 @@ static chat_render_options complete_options(const chat_render_options *given)
         options.max_loop_iterations = CHAT_DEFAULT_MAX_LOOP_ITERATIONS;
     if (!options.max_call_depth)
         options.max_call_depth = CHAT_DEFAULT_MAX_CALL_DEPTH;
-    if (!options.max_memory_bytes)
-        options.max_memory_bytes = CHAT_DEFAULT_MAX_MEMORY_BYTES;
+    if (!options.max_work_bytes)
+        options.max_work_bytes = CHAT_DEFAULT_MAX_WORK_BYTES;
     if (!options.max_stack_bytes)
         options.max_stack_bytes = CHAT_DEFAULT_MAX_STACK_BYTES;
     return options;
@@ -93,7 +93,7 @@ int chat_template_render(const chat_template *template_, chat_value context, con
     render.context = context;
     render.stack_base = (uintptr_t)__builtin_frame_address(0);
     render.now_seconds = render.options.now_seconds ? render.options.now_seconds : (int64_t)time(NULL);
-    heap_init(&render.heap, render.options.max_memory_bytes);
+    heap_init(&render.heap, render.options.max_work_bytes);
     struct string_builder output;
     builder_init(&output, &render.heap, render.options.max_output_bytes);
     render.out = &output;

@@ -41,6 +41,18 @@ void *heap_resize(struct value_heap *heap, void *memory, size_t old_size, size_t
     return realloc(memory, new_size ? new_size : 1);
 }
 
+bool heap_charge(struct value_heap *heap, uint64_t amount)
+{
+    if (!heap)
+        return true;
+    if (amount > heap->budget - heap->allocated) {
+        heap->exhausted = true;
+        return false;
+    }
+    heap->allocated += (size_t)amount;
+    return true;
+}
+
 void container_init(struct chat_container *container, uint8_t type, struct value_heap *heap)
 {
     container->base.references = 1;

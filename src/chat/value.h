@@ -119,7 +119,9 @@ struct chat_scope {
     chat_value variables; /* dict, or invalid until the first assignment */
 };
 
-/* Per-render allocation accounting and the list of live containers. */
+/* Per-render accounting and the list of live containers. The budget bounds
+ * the bytes allocated plus the bytes scanned, over the whole render: memory
+ * and time at once. */
 struct value_heap {
     size_t allocated, budget;
     bool exhausted;
@@ -141,6 +143,9 @@ void heap_sweep(struct value_heap *heap);
 /* malloc / realloc counted against the budget (heap may be NULL: uncounted). */
 void *heap_allocate(struct value_heap *heap, size_t size);
 void *heap_resize(struct value_heap *heap, void *memory, size_t old_size, size_t new_size);
+/* Counts work that allocates nothing (scanning, comparing) against the
+ * budget; false, and the heap exhausted, when it does not fit. */
+bool heap_charge(struct value_heap *heap, uint64_t amount);
 /* Registers a new container with the heap (or none). */
 void container_init(struct chat_container *container, uint8_t type, struct value_heap *heap);
 
@@ -266,6 +271,9 @@ bool value_truthy(chat_value value);
 int value_equal(chat_value a, chat_value b);
 /* *order < 0, 0, > 0; VALUE_INCOMPARABLE for types Python cannot order. */
 int value_compare(chat_value a, chat_value b, int *order);
+/* The same, adding the elements and bytes looked at to *work. */
+int value_equal_counted(chat_value a, chat_value b, uint64_t *work);
+int value_compare_counted(chat_value a, chat_value b, int *order, uint64_t *work);
 /* VALUE_OK and *hash, or VALUE_UNHASHABLE / VALUE_TOO_DEEP. */
 int value_hash(chat_value value, uint64_t *hash);
 /* The hash value_hash gives a string key with these bytes. */

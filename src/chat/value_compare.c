@@ -73,21 +73,21 @@ bool value_truthy(chat_value value)
     }
 }
 
-static int equal_at(chat_value a, chat_value b, int depth);
+static int equal_at(chat_value a, chat_value b, int depth, uint64_t *work);
 
-static int lists_equal(const struct chat_list *x, const struct chat_list *y, int depth)
+static int lists_equal(const struct chat_list *x, const struct chat_list *y, int depth, uint64_t *work)
 {
     if (x->count != y->count)
         return 0;
     for (size_t i = 0; i < x->count; i++) {
-        int equal = equal_at(x->items[i], y->items[i], depth + 1);
+        int equal = equal_at(x->items[i], y->items[i], depth + 1, work);
         if (equal != 1)
             return equal;
     }
     return 1;
 }
 
-static int dicts_equal(chat_value a, chat_value b, int depth)
+static int dicts_equal(chat_value a, chat_value b, int depth, uint64_t *work)
 {
     const struct chat_dict *x = value_dict(a);
     if (x->count != value_dict(b)->count)
@@ -99,7 +99,7 @@ static int dicts_equal(chat_value a, chat_value b, int depth)
             return status == VALUE_TOO_DEEP ? VALUE_TOO_DEEP : 0;
         if (!other)
             return 0;
-        int equal = equal_at(x->entries[i].value, *other, depth + 1);
+        int equal = equal_at(x->entries[i].value, *other, depth + 1, work);
         if (equal != 1)
             return equal;
     }
@@ -118,10 +118,15 @@ static int ranges_equal(const struct chat_range *x, const struct chat_range *y)
     return length == 1 || x->step == y->step;
 }
 
-static int equal_at(chat_value a, chat_value b, int depth)
+/* work, when given, counts the elements and bytes looked at: a render
+ * charges it to its budget, since comparing big values costs time without
+ * allocating anything. */
+static int equal_at(chat_value a, chat_value b, int depth, uint64_t *work)
 {
     if (depth > VALUE_DEPTH_MAX)
         return VALUE_TOO_DEEP;
+    if (work)
+        *work += 1;
     if (is_number(a) && is_number(b))
         return compare_numbers(a, b) == 0;
     if (a.kind != b.kind)
@@ -132,11 +137,15 @@ static int equal_at(chat_value a, chat_value b, int depth)
     case CHAT_VALUE_INVALID: return 1;
     case CHAT_VALUE_STRING: {
         const struct chat_string *x = value_string(a), *y = value_string(b);
-        return x->length == y->length && memcmp(x->bytes, y->bytes, x->length) == 0;
+        if (x->length != y->length)
+            return 0;
+        if (work)
+            *work += x->length;
+        return memcmp(x->bytes, y->bytes, x->length) == 0;
     }
     case CHAT_VALUE_ARRAY:
-    case CHAT_VALUE_TUPLE: return lists_equal(value_list(a), value_list(b), depth);
-    case CHAT_VALUE_OBJECT: return dicts_equal(a, b, depth);
+    case CHAT_VALUE_TUPLE: return lists_equal(value_list(a), value_list(b), depth, work);
+    case CHAT_VALUE_OBJECT: return dicts_equal(a, b, depth, work);
     case CHAT_VALUE_RANGE:
         return ranges_equal((const struct chat_range *)a.as.object, (const struct chat_range *)b.as.object);
     case CHAT_VALUE_BUILTIN: return a.detail == b.detail;
@@ -146,13 +155,20 @@ static int equal_at(chat_value a, chat_value b, int depth)
 
 int value_equal(chat_value a, chat_value b)
 {
-    return equal_at(a, b, 0);
+    return equal_at(a, b, 0, NULL);
 }
 
-static int compare_at(chat_value a, chat_value b, int *order, int depth)
+int value_equal_counted(chat_value a, chat_value b, uint64_t *work)
+{
+    return equal_at(a, b, 0, work);
+}
+
+static int compare_at(chat_value a, chat_value b, int *order, int depth, uint64_t *work)
 {
     if (depth > VALUE_DEPTH_MAX)
         return VALUE_TOO_DEEP;
+    if (work)
+        *work += 1;
     if (is_number(a) && is_number(b)) {
         *order = compare_numbers(a, b);
         return VALUE_OK;
@@ -162,6 +178,8 @@ static int compare_at(chat_value a, chat_value b, int *order, int depth)
     if (a.kind == CHAT_VALUE_STRING) {
         const struct chat_string *x = value_string(a), *y = value_string(b);
         size_t common = x->length < y->length ? x->length : y->length;
+        if (work)
+            *work += common;
         int c = common ? memcmp(x->bytes, y->bytes, common) : 0;
         *order = c != 0 ? (c < 0 ? -1 : 1) : (x->length < y->length ? -1 : x->length > y->length);
         return VALUE_OK;
@@ -170,11 +188,11 @@ static int compare_at(chat_value a, chat_value b, int *order, int depth)
         const struct chat_list *x = value_list(a), *y = value_list(b);
         size_t common = x->count < y->count ? x->count : y->count;
         for (size_t i = 0; i < common; i++) {
-            int equal = equal_at(x->items[i], y->items[i], depth + 1);
+            int equal = equal_at(x->items[i], y->items[i], depth + 1, work);
             if (equal < 0)
                 return equal;
             if (!equal)
-                return compare_at(x->items[i], y->items[i], order, depth + 1);
+                return compare_at(x->items[i], y->items[i], order, depth + 1, work);
         }
         *order = x->count < y->count ? -1 : x->count > y->count;
         return VALUE_OK;
@@ -184,7 +202,12 @@ static int compare_at(chat_value a, chat_value b, int *order, int depth)
 
 int value_compare(chat_value a, chat_value b, int *order)
 {
-    return compare_at(a, b, order, 0);
+    return compare_at(a, b, order, 0, NULL);
+}
+
+int value_compare_counted(chat_value a, chat_value b, int *order, uint64_t *work)
+{
+    return compare_at(a, b, order, 0, work);
 }
 
 static int hash_at(chat_value value, uint64_t *hash, int depth)

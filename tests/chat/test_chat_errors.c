@@ -136,16 +136,26 @@ static void test_limits(void)
                        "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789");
 
     options = chat_render_default_options();
-    options.max_memory_bytes = 1 << 20;
+    options.max_work_bytes = 1 << 20;
     EXPECT_ERROR_WITH(&options,
                       "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
-                      NULL, "memory limit of 1048576 bytes");
-    EXPECT_ERROR_WITH(&options, "{{ ('x' * 100000000)|length }}", NULL, "memory limit");
-    EXPECT_ERROR_WITH(&options, "{{ ([1] * 100000000)|length }}", NULL, "memory limit");
+                      NULL, "work limit of 1048576 bytes");
+    EXPECT_ERROR_WITH(&options, "{{ ('x' * 100000000)|length }}", NULL, "work limit");
+    EXPECT_ERROR_WITH(&options, "{{ ([1] * 100000000)|length }}", NULL, "work limit");
+    /* Scanning costs work without allocating: it counts too. */
+    EXPECT_ERROR_WITH(&options,
+                      "{% set s = 'x' * 100000 %}{% for i in range(100000) %}{% if 'y' in s %}{% endif %}{% endfor %}",
+                      NULL, "work limit");
+    EXPECT_ERROR_WITH(&options,
+                      "{% set l = range(50000)|list %}{% set m = range(50000)|list %}"
+                      "{% for i in range(100000) %}{% if l == m %}{% endif %}{% endfor %}",
+                      NULL, "work limit");
+    EXPECT_ERROR_WITH(&options, "{% set s = 'é' * 100000 %}{% for i in range(100000) %}{{ s|length }}{% endfor %}", NULL,
+                      "work limit");
     /* Quadratic growth runs out of the budget too, long before time does. */
     EXPECT_ERROR_WITH(&options,
                       "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}",
-                      NULL, "memory limit");
+                      NULL, "work limit");
 }
 
 static void test_nesting(void)
