@@ -143,6 +143,9 @@ static int find(struct render *render, const struct expression *node, chat_value
     if (search_arguments(render, node, name, arguments, &needle, &start, &end) != 0 ||
         need_string(render, node->line, needle, "substring") != 0)
         return -1;
+    if (reverse && render_charge_reverse_search(render, node->line, value_string(receiver)->length,
+                                                value_string(needle)->length) != 0)
+        return -1;
     int64_t found = text_find(receiver, needle, start, end, reverse);
     if (found < 0 && raise)
         return render_fail(render, node->line, "substring not found");
@@ -373,6 +376,8 @@ static int partition(struct render *render, const struct expression *node, chat_
     const struct chat_string *string = value_string(receiver), *sep = value_string(separator);
     if (sep->length == 0)
         return render_fail(render, node->line, "empty separator");
+    if (reverse && render_charge_reverse_search(render, node->line, string->length, sep->length) != 0)
+        return -1;
     size_t found = SIZE_MAX;
     if (sep->length <= string->length) {
         if (!reverse) {

@@ -78,6 +78,14 @@ int render_charge_size(struct render *render, int line, chat_value value)
     }
 }
 
+int render_charge_reverse_search(struct render *render, int line, size_t length, size_t needle_length)
+{
+    uint64_t cost;
+    if (__builtin_mul_overflow((uint64_t)length, (uint64_t)needle_length, &cost))
+        cost = UINT64_MAX;
+    return render_charge(render, line, cost);
+}
+
 int make_string(struct render *render, int line, const char *text, size_t length, chat_value *result)
 {
     *result = value_string_new(&render->heap, text, length);

@@ -50,6 +50,8 @@ int render_check_stack(struct render *render, int line);
  * the size of a value about to be walked by a filter or method). */
 int render_charge(struct render *render, int line, uint64_t amount);
 int render_charge_size(struct render *render, int line, chat_value value);
+/* A search from the end, quadratic at worst: charged length * needle. */
+int render_charge_reverse_search(struct render *render, int line, size_t length, size_t needle_length);
 /* Counts one loop iteration against the total limit. */
 int render_count_iteration(struct render *render, int line);
 

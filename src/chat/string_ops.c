@@ -325,7 +325,7 @@ int text_split(struct render *render, int line, chat_value text, chat_value sepa
                 status = append_piece(render, line, list, cursor, (size_t)(found - cursor));
                 cursor = found + sep->length;
             }
-        } else {
+        } else if ((status = render_charge_reverse_search(render, line, string->length, sep->length)) == 0) {
             size_t end = string->length, first_new = 0;
             for (int64_t splits = 0; status == 0; splits++) {
                 size_t found = SIZE_MAX;

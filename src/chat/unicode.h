@@ -21,8 +21,7 @@ size_t utf8_offset(const char *text, size_t length, size_t index);
 /* Byte count of the code point before offset (offset > 0). */
 size_t utf8_previous_size(const char *text, size_t offset);
 
-/* The first occurrence of needle in haystack, or NULL (memmem, which is not
- * in standard C). */
+/* The first occurrence of needle in haystack, or NULL, in linear time. */
 const char *bytes_find(const char *haystack, size_t length, const char *needle, size_t needle_length);
 
 /* Python's str.isspace() for one code point. */

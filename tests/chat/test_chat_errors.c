@@ -152,6 +152,9 @@ static void test_limits(void)
                       NULL, "work limit");
     EXPECT_ERROR_WITH(&options, "{% set s = 'é' * 100000 %}{% for i in range(100000) %}{{ s|length }}{% endfor %}", NULL,
                       "work limit");
+    /* Searching is linear; what is not (from the right) is charged as quadratic. */
+    EXPECT_RENDER("{{ ('a' * 100000 ~ 'b') in ('a' * 200000) }}", NULL, "False");
+    EXPECT_ERROR("{{ ('a' * 200000).rfind('a' * 100000 ~ 'b') }}", NULL, "work limit");
     /* Quadratic growth runs out of the budget too, long before time does. */
     EXPECT_ERROR_WITH(&options,
                       "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}",
