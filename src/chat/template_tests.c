@@ -1,6 +1,6 @@
 /* The tests of "x is name": Jinja2's builtin tests with Python's type
  * rules (a bool is a number but not an integer; a string, a dict and even
- * an undefined value are sequences). */
+ * an undefined value are sequences, and an undefined value is callable). */
 #include "chat/filters.h"
 
 #include <string.h>
@@ -57,9 +57,10 @@ KIND_TEST(test_iterable, "iterable",
 KIND_TEST(test_sequence, "sequence",
           input.kind == CHAT_VALUE_STRING || value_is_list_like(input) || input.kind == CHAT_VALUE_OBJECT ||
               input.kind == CHAT_VALUE_RANGE || input.kind == CHAT_VALUE_UNDEFINED)
+/* Jinja2's Undefined defines __call__ (to fail), so callable() holds for it. */
 KIND_TEST(test_callable, "callable",
           input.kind == CHAT_VALUE_MACRO || input.kind == CHAT_VALUE_BUILTIN || input.kind == CHAT_VALUE_METHOD ||
-              input.kind == CHAT_VALUE_LOOP)
+              input.kind == CHAT_VALUE_LOOP || input.kind == CHAT_VALUE_UNDEFINED)
 KIND_TEST(test_escaped, "escaped", input.kind == CHAT_VALUE_STRING && (value_string(input)->base.flags & STRING_SAFE))
 
 /* value % divisor == remainder, with Python's % (so "x" is odd fails as Python does). */
