@@ -20,9 +20,12 @@ enum receiver {
 
 struct method_entry {
     const char *name;
+    size_t length;
     unsigned char receiver;
     method_function function;
 };
+
+#define ENTRY(name, receiver, function) {name, sizeof name - 1, receiver, function}
 
 static int refuse_mutation(struct render *render, const struct expression *node, chat_value receiver,
                            const char *name)
@@ -413,68 +416,68 @@ static METHOD(loop_changed)
 }
 
 static const struct method_entry methods[] = {
-    {"capitalize", RECEIVER_STRING, string_capitalize},
-    {"casefold", RECEIVER_STRING, string_casefold},
-    {"center", RECEIVER_STRING, string_center},
-    {"count", RECEIVER_STRING, string_count},
-    {"endswith", RECEIVER_STRING, string_endswith},
-    {"find", RECEIVER_STRING, string_find},
-    {"format", RECEIVER_STRING, string_format},
-    {"index", RECEIVER_STRING, string_index},
-    {"isalnum", RECEIVER_STRING, string_isalnum},
-    {"isalpha", RECEIVER_STRING, string_isalpha},
-    {"isdecimal", RECEIVER_STRING, string_isdigit},
-    {"isdigit", RECEIVER_STRING, string_isdigit},
-    {"islower", RECEIVER_STRING, string_islower},
-    {"isnumeric", RECEIVER_STRING, string_isdigit},
-    {"isspace", RECEIVER_STRING, string_isspace},
-    {"istitle", RECEIVER_STRING, string_istitle},
-    {"isupper", RECEIVER_STRING, string_isupper},
-    {"join", RECEIVER_STRING, string_join},
-    {"ljust", RECEIVER_STRING, string_ljust},
-    {"lower", RECEIVER_STRING, string_lower},
-    {"lstrip", RECEIVER_STRING, string_lstrip},
-    {"partition", RECEIVER_STRING, string_partition},
-    {"removeprefix", RECEIVER_STRING, string_removeprefix},
-    {"removesuffix", RECEIVER_STRING, string_removesuffix},
-    {"replace", RECEIVER_STRING, string_replace},
-    {"rfind", RECEIVER_STRING, string_rfind},
-    {"rindex", RECEIVER_STRING, string_rindex},
-    {"rjust", RECEIVER_STRING, string_rjust},
-    {"rpartition", RECEIVER_STRING, string_rpartition},
-    {"rsplit", RECEIVER_STRING, string_rsplit},
-    {"rstrip", RECEIVER_STRING, string_rstrip},
-    {"split", RECEIVER_STRING, string_split},
-    {"splitlines", RECEIVER_STRING, string_splitlines},
-    {"startswith", RECEIVER_STRING, string_startswith},
-    {"strip", RECEIVER_STRING, string_strip},
-    {"swapcase", RECEIVER_STRING, string_swapcase},
-    {"title", RECEIVER_STRING, string_title},
-    {"upper", RECEIVER_STRING, string_upper},
-    {"zfill", RECEIVER_STRING, string_zfill},
-    {"append", RECEIVER_LIST, list_method_append},
-    {"clear", RECEIVER_LIST, list_method_clear},
-    {"copy", RECEIVER_LIST, list_method_copy},
-    {"extend", RECEIVER_LIST, list_method_extend},
-    {"insert", RECEIVER_LIST, list_method_insert},
-    {"pop", RECEIVER_LIST, list_method_pop},
-    {"remove", RECEIVER_LIST, list_method_remove},
-    {"reverse", RECEIVER_LIST, list_method_reverse},
-    {"sort", RECEIVER_LIST, list_method_sort},
-    {"count", RECEIVER_SEQUENCE, sequence_count_method},
-    {"index", RECEIVER_SEQUENCE, sequence_index},
-    {"clear", RECEIVER_DICT, dict_clear},
-    {"copy", RECEIVER_DICT, dict_copy},
-    {"get", RECEIVER_DICT, dict_get},
-    {"items", RECEIVER_DICT, dict_items},
-    {"keys", RECEIVER_DICT, dict_keys},
-    {"pop", RECEIVER_DICT, dict_pop},
-    {"popitem", RECEIVER_DICT, dict_popitem},
-    {"setdefault", RECEIVER_DICT, dict_setdefault},
-    {"update", RECEIVER_DICT, dict_update},
-    {"values", RECEIVER_DICT, dict_values},
-    {"cycle", RECEIVER_LOOP, loop_cycle},
-    {"changed", RECEIVER_LOOP, loop_changed},
+    ENTRY("capitalize", RECEIVER_STRING, string_capitalize),
+    ENTRY("casefold", RECEIVER_STRING, string_casefold),
+    ENTRY("center", RECEIVER_STRING, string_center),
+    ENTRY("count", RECEIVER_STRING, string_count),
+    ENTRY("endswith", RECEIVER_STRING, string_endswith),
+    ENTRY("find", RECEIVER_STRING, string_find),
+    ENTRY("format", RECEIVER_STRING, string_format),
+    ENTRY("index", RECEIVER_STRING, string_index),
+    ENTRY("isalnum", RECEIVER_STRING, string_isalnum),
+    ENTRY("isalpha", RECEIVER_STRING, string_isalpha),
+    ENTRY("isdecimal", RECEIVER_STRING, string_isdigit),
+    ENTRY("isdigit", RECEIVER_STRING, string_isdigit),
+    ENTRY("islower", RECEIVER_STRING, string_islower),
+    ENTRY("isnumeric", RECEIVER_STRING, string_isdigit),
+    ENTRY("isspace", RECEIVER_STRING, string_isspace),
+    ENTRY("istitle", RECEIVER_STRING, string_istitle),
+    ENTRY("isupper", RECEIVER_STRING, string_isupper),
+    ENTRY("join", RECEIVER_STRING, string_join),
+    ENTRY("ljust", RECEIVER_STRING, string_ljust),
+    ENTRY("lower", RECEIVER_STRING, string_lower),
+    ENTRY("lstrip", RECEIVER_STRING, string_lstrip),
+    ENTRY("partition", RECEIVER_STRING, string_partition),
+    ENTRY("removeprefix", RECEIVER_STRING, string_removeprefix),
+    ENTRY("removesuffix", RECEIVER_STRING, string_removesuffix),
+    ENTRY("replace", RECEIVER_STRING, string_replace),
+    ENTRY("rfind", RECEIVER_STRING, string_rfind),
+    ENTRY("rindex", RECEIVER_STRING, string_rindex),
+    ENTRY("rjust", RECEIVER_STRING, string_rjust),
+    ENTRY("rpartition", RECEIVER_STRING, string_rpartition),
+    ENTRY("rsplit", RECEIVER_STRING, string_rsplit),
+    ENTRY("rstrip", RECEIVER_STRING, string_rstrip),
+    ENTRY("split", RECEIVER_STRING, string_split),
+    ENTRY("splitlines", RECEIVER_STRING, string_splitlines),
+    ENTRY("startswith", RECEIVER_STRING, string_startswith),
+    ENTRY("strip", RECEIVER_STRING, string_strip),
+    ENTRY("swapcase", RECEIVER_STRING, string_swapcase),
+    ENTRY("title", RECEIVER_STRING, string_title),
+    ENTRY("upper", RECEIVER_STRING, string_upper),
+    ENTRY("zfill", RECEIVER_STRING, string_zfill),
+    ENTRY("append", RECEIVER_LIST, list_method_append),
+    ENTRY("clear", RECEIVER_LIST, list_method_clear),
+    ENTRY("copy", RECEIVER_LIST, list_method_copy),
+    ENTRY("extend", RECEIVER_LIST, list_method_extend),
+    ENTRY("insert", RECEIVER_LIST, list_method_insert),
+    ENTRY("pop", RECEIVER_LIST, list_method_pop),
+    ENTRY("remove", RECEIVER_LIST, list_method_remove),
+    ENTRY("reverse", RECEIVER_LIST, list_method_reverse),
+    ENTRY("sort", RECEIVER_LIST, list_method_sort),
+    ENTRY("count", RECEIVER_SEQUENCE, sequence_count_method),
+    ENTRY("index", RECEIVER_SEQUENCE, sequence_index),
+    ENTRY("clear", RECEIVER_DICT, dict_clear),
+    ENTRY("copy", RECEIVER_DICT, dict_copy),
+    ENTRY("get", RECEIVER_DICT, dict_get),
+    ENTRY("items", RECEIVER_DICT, dict_items),
+    ENTRY("keys", RECEIVER_DICT, dict_keys),
+    ENTRY("pop", RECEIVER_DICT, dict_pop),
+    ENTRY("popitem", RECEIVER_DICT, dict_popitem),
+    ENTRY("setdefault", RECEIVER_DICT, dict_setdefault),
+    ENTRY("update", RECEIVER_DICT, dict_update),
+    ENTRY("values", RECEIVER_DICT, dict_values),
+    ENTRY("cycle", RECEIVER_LOOP, loop_cycle),
+    ENTRY("changed", RECEIVER_LOOP, loop_changed),
 };
 
 static bool receives(unsigned char receiver, chat_value value)
@@ -491,8 +494,18 @@ static bool receives(unsigned char receiver, chat_value value)
 
 int method_find(chat_value receiver, const char *name, size_t length)
 {
+    /* Attribute lookups ask here first, so most calls must fail fast. */
+    switch (receiver.kind) {
+    case CHAT_VALUE_STRING:
+    case CHAT_VALUE_ARRAY:
+    case CHAT_VALUE_TUPLE:
+    case CHAT_VALUE_RANGE:
+    case CHAT_VALUE_OBJECT:
+    case CHAT_VALUE_LOOP: break;
+    default: return -1;
+    }
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (receives(methods[i].receiver, receiver) && strlen(methods[i].name) == length &&
+        if (methods[i].length == length && methods[i].name[0] == name[0] && receives(methods[i].receiver, receiver) &&
             memcmp(methods[i].name, name, length) == 0)
             return (int)i;
     return -1;

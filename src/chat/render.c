@@ -144,7 +144,7 @@ bool scope_lookup(struct render *render, const char *name, size_t length, chat_v
         if (scope->variables.kind == CHAT_VALUE_INVALID)
             continue;
         const chat_value *found = dict_find_text(scope->variables, name, length);
-        if (found) {
+        if (found && found->kind != CHAT_VALUE_INVALID) { /* invalid: unset in a reused loop scope */
             *value = *found;
             return true;
         }
@@ -303,13 +303,29 @@ static struct chat_loop *loop_new(struct render *render, const struct statement 
     return loop;
 }
 
-static int run_iteration(struct render *render, const struct statement *statement, struct chat_scope *outer,
+/* Each iteration starts with no variables of its own. A scope nothing kept
+ * (no macro defined in the body holds it) is emptied and reused: its names
+ * stay, unset, so the next iteration assigns without allocating. */
+static struct chat_scope *iteration_scope(struct render *render, struct chat_scope *previous, struct chat_scope *outer)
+{
+    if (previous && previous->base.base.references == 1) {
+        if (previous->variables.kind != CHAT_VALUE_INVALID) {
+            struct chat_dict *variables = value_dict(previous->variables);
+            for (size_t i = 0; i < variables->count; i++) {
+                value_release(variables->entries[i].value);
+                variables->entries[i].value = value_invalid();
+            }
+        }
+        return previous;
+    }
+    scope_release(previous);
+    return scope_new(render, outer);
+}
+
+static int run_iteration(struct render *render, const struct statement *statement, struct chat_scope *scope,
                          chat_value items, chat_value loop_value, size_t index)
 {
     int line = statement->line;
-    struct chat_scope *scope = scope_new(render, outer);
-    if (!scope)
-        return render_fail_status(render, line, VALUE_NO_MEMORY);
     struct chat_scope *saved = render->scope;
     render->scope = scope;
     int status = assign_target(render, &statement->as.loop.target, sequence_item(items, index), line);
@@ -318,7 +334,6 @@ static int run_iteration(struct render *render, const struct statement *statemen
     if (status == 0)
         status = execute_body(render, &statement->as.loop.body);
     render->scope = saved;
-    scope_release(scope);
     return status;
 }
 
@@ -342,18 +357,24 @@ int run_loop(struct render *render, const struct statement *statement, chat_valu
     }
     chat_value loop_value = value_object(CHAT_VALUE_LOOP, loop);
     size_t count = loop->length;
+    struct chat_scope *scope = NULL;
     int status = 0;
     for (size_t i = 0; i < count; i++) {
         if ((status = render_count_iteration(render, line)) != 0)
             break;
         loop->index = i;
-        if ((status = run_iteration(render, statement, outer, items, loop_value, i)) != 0)
+        if (!(scope = iteration_scope(render, scope, outer))) {
+            status = render_fail_status(render, line, VALUE_NO_MEMORY);
+            break;
+        }
+        if ((status = run_iteration(render, statement, scope, items, loop_value, i)) != 0)
             break;
         enum flow flow = render->flow;
         render->flow = FLOW_NORMAL;
         if (flow == FLOW_BREAK)
             break;
     }
+    scope_release(scope);
     value_release(loop_value);
     value_release(items);
     if (status == 0 && count == 0 && statement->as.loop.otherwise.count) {
