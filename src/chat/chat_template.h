@@ -37,7 +37,7 @@ typedef struct chat_render_options {
     /* Bytes allocated plus bytes scanned (searches, comparisons), summed over
      * the render: bounds its memory and its time at once. */
     size_t max_work_bytes;
-    size_t max_stack_bytes;       /* C stack the render may use */
+    size_t max_stack_bytes;       /* C stack the render may use: keep it below the calling thread's */
 } chat_render_options;
 
 #define CHAT_DEFAULT_MAX_OUTPUT_BYTES ((size_t)16 << 20)
@@ -52,7 +52,9 @@ chat_render_options chat_render_default_options(void);
 
 /* Renders with context, an object of the template's variables (messages,
  * add_generation_prompt, bos_token, tools, ...). *out is malloc'd and
- * NUL-terminated; options may be NULL for the defaults. 0, or -1 with err. */
+ * NUL-terminated; options may be NULL for the defaults. 0, or -1 with err.
+ * The render takes and drops references to context's values, so one
+ * context must not be in two renders at once (a template may). */
 int chat_template_render(const chat_template *template_, chat_value context, const chat_render_options *options,
                          char **out, size_t *out_length, bmoe_error *err);
 
