@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# GGUF reader fuzz stage (called by scripts/test.sh): builds the libFuzzer
-# target fuzz/fuzz_gguf.c with ASan+UBSan in build-fuzz, generates the
-# malformed-file corpus with test_gguf_corpus --write-corpus (truncations at
-# every structural boundary, seeded flips, hostile fields), runs the target
-# once over every corpus file, then fuzzes for a bounded time. Exits non-zero
-# on any crash, leak, timeout or sanitizer report.
-# Environment: BMOE_FUZZ_SECONDS (default 45) bounds the fuzzing run.
+# Fuzz stages (called by scripts/test.sh), both with ASan+UBSan in build-fuzz.
+# 1. GGUF reader: builds fuzz/fuzz_gguf.c, generates the malformed-file
+#    corpus with test_gguf_corpus --write-corpus (truncations at every
+#    structural boundary, seeded flips, hostile fields), runs the target once
+#    over every corpus file, then fuzzes for a bounded time.
+# 2. Chat templates: builds fuzz/fuzz_template.c, seeds it with every
+#    shared/data/chat-templates file joined (at a NUL byte) to a few
+#    conversation contexts, runs every seed once, then fuzzes for a bounded
+#    time with a dictionary of Jinja2 tokens.
+# Exits non-zero on any crash, leak, timeout or sanitizer report.
+# Environment: BMOE_FUZZ_SECONDS (default 45) bounds the GGUF fuzzing run,
+# BMOE_FUZZ_TEMPLATE_SECONDS (default 30) the template one; BMOE_SHARED_DIR
+# (default ../shared) is where the chat templates are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -16,7 +22,7 @@ build=build-fuzz
 # fuzzer is guided by the reader's own branches, and ASan sees its reads.
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBMOE_FUZZ=ON -DBMOE_WERROR=ON \
   -DBMOE_SANITIZE=ON -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
-cmake --build "$build" --target fuzz_gguf test_gguf_corpus -j"$jobs"
+cmake --build "$build" --target fuzz_gguf test_gguf_corpus fuzz_template -j"$jobs"
 
 corpus="$build/gguf-corpus"
 work="$build/gguf-corpus-work"
@@ -44,6 +50,60 @@ echo "fuzz: ${seconds}s of fuzzing"
 
 if [ -n "$(ls -A "$artifacts")" ]; then
   echo "fuzz: failures left in $artifacts" >&2
+  exit 1
+fi
+echo "fuzz: GGUF stage passed"
+
+# Stage 2: chat templates.
+template_seconds=${BMOE_FUZZ_TEMPLATE_SECONDS:-30}
+shared=${BMOE_SHARED_DIR:-../shared}
+templates="$shared/data/chat-templates"
+seeds="$build/template-seeds"
+template_work="$build/template-corpus-work"
+template_artifacts="$build/template-fuzz-artifacts"
+dictionary="$build/jinja.dict"
+rm -rf "$seeds" "$template_work" "$template_artifacts"
+mkdir -p "$seeds" "$template_work" "$template_artifacts"
+if [ ! -d "$templates" ]; then
+  echo "fuzz: chat templates not found in $templates (set BMOE_SHARED_DIR)" >&2
+  exit 1
+fi
+contexts=(
+  '{"messages": [{"role": "user", "content": "What is a mixture of experts?"}], "add_generation_prompt": true, "bos_token": "<|bos|>", "eos_token": "<|eos|>"}'
+  '{"messages": [{"role": "system", "content": "Be brief.\nReally."}, {"role": "user", "content": "Hi \"there\" & <you> é 中 😀"}, {"role": "assistant", "content": "Hello", "reasoning_content": "greet", "thinking": "greet"}, {"role": "user", "content": "Again"}], "add_generation_prompt": false, "enable_thinking": false, "bos_token": "<|bos|>", "eos_token": "<|eos|>"}'
+  '{"messages": [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "18C"}], "add_generation_prompt": true, "bos_token": "<|bos|>", "eos_token": "<|eos|>", "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city", "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, "required": ["city"]}}}]}'
+)
+for template in "$templates"/*.jinja; do
+  name=$(basename "$template" .jinja)
+  for index in "${!contexts[@]}"; do
+    { cat "$template"; printf '\0%s' "${contexts[$index]}"; } > "$seeds/$name.$index"
+  done
+done
+# Tokens the mutator splices in: tags, keywords, filters, tests, methods.
+for token in '{{' '}}' '{%' '%}' '{#' '#}' '{%-' '-%}' '{{-' '-}}' '+%}' '{%+' 'for ' ' in ' 'endfor' 'if ' \
+    'elif ' 'else' 'endif' 'set ' 'endset' 'macro ' 'endmacro' 'call' 'endcall' 'caller()' 'filter ' 'endfilter' \
+    'raw' 'endraw' 'with ' 'endwith' 'break' 'continue' 'generation' 'endgeneration' 'recursive' 'loop.' 'loop(' \
+    'namespace(' 'range(' 'dict(' 'raise_exception(' 'strftime_now(' '|tojson' '|tojson(indent=2)' '|trim' \
+    '|length' '|default(' '|join(' '|map(attribute=' '|selectattr(' '|sort' '|dictsort' '|items' '|list' \
+    '|string' '|int' '|round' '|indent(' '|format(' ' is defined' ' is not none' ' is string' ' is mapping' \
+    ' is sequence' ' not in ' '.split(' '.strip(' '.startswith(' '.format(' '.items()' '.get(' '.append(' \
+    'messages' 'message.content' 'none' 'true' '**' '//' '~' '[::-1]' '%s'; do
+  printf '"%s"\n' "$(printf '%s' "$token" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+done > "$dictionary"
+count=$(find "$seeds" -type f | wc -l)
+echo "fuzz: $count template seeds"
+
+echo "fuzz: every template seed once"
+"$build/bin/fuzz_template" -runs=0 -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$template_artifacts/" "$seeds" 2>&1 | tail -n 5
+
+echo "fuzz: ${template_seconds}s of template fuzzing"
+"$build/bin/fuzz_template" -max_total_time="$template_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -dict="$dictionary" -print_final_stats=1 -artifact_prefix="$template_artifacts/" \
+  "$template_work" "$seeds" 2>&1 | tail -n 12
+
+if [ -n "$(ls -A "$template_artifacts")" ]; then
+  echo "fuzz: failures left in $template_artifacts" >&2
   exit 1
 fi
 echo "fuzz: passed"

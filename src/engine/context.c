@@ -275,6 +275,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
         context->position += count;
         cost.n_tokens += count;
     }
+    expert_store_settle(store);
     context->last_eval_end = stats_window_close(&window, &cost);
     expert_store_set_read_observer(store, NULL, NULL);
     expert_store_get_counters(store, &store_after);

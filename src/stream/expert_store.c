@@ -573,6 +573,28 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
     return status;
 }
 
+/* Prefetches that finished: count them and report their reads. */
+static void scan_prefetches(expert_store *store)
+{
+    int kept = 0;
+    for (int i = 0; i < store->n_speculative; i++) {
+        int slot = store->speculative_slots[i];
+        cache_slot *s = &store->slots[slot];
+        if (s->prefetch_read && slot_reading(store, slot)) {
+            store->speculative_slots[kept++] = slot;
+            continue;
+        }
+        s->listed = false;
+        if (!s->prefetch_read)
+            continue; /* emptied and filled again on demand */
+        s->prefetch_read = false;
+        if (!slot_failed(store, slot))
+            store->prefetched++;
+        report_reads(store, slot);
+    }
+    store->n_speculative = kept;
+}
+
 int expert_store_release(expert_store *store, bmoe_error *err)
 {
     if (!store->config.streaming)
@@ -594,26 +616,21 @@ int expert_store_release(expert_store *store, bmoe_error *err)
             empty_slot(store, slot);
     }
     store->n_pinned = 0;
-    /* prefetches that finished since: count them and report their reads */
-    int kept = 0;
-    for (int i = 0; i < store->n_speculative; i++) {
-        int slot = store->speculative_slots[i];
-        cache_slot *s = &store->slots[slot];
-        if (s->prefetch_read && slot_reading(store, slot)) {
-            store->speculative_slots[kept++] = slot;
-            continue;
-        }
-        s->listed = false;
-        if (!s->prefetch_read)
-            continue; /* emptied and filled again on demand */
-        s->prefetch_read = false;
-        if (!slot_failed(store, slot))
-            store->prefetched++;
-        report_reads(store, slot);
-    }
-    store->n_speculative = kept;
+    scan_prefetches(store);
     store->mgmt_ms += now_ms() - start;
     return status;
+}
+
+void expert_store_settle(expert_store *store)
+{
+    if (!store->config.streaming || store->n_speculative == 0)
+        return;
+    double start = now_ms();
+    for (int i = 0; i < store->n_speculative; i++)
+        for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+            io_lanes_wait(store->lanes, slot_state(store, store->speculative_slots[i], p), false);
+    scan_prefetches(store);
+    store->mgmt_ms += now_ms() - start;
 }
 
 void expert_store_get_counters(expert_store *store, expert_store_counters *counters)

@@ -91,6 +91,10 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
  * (what was computed from them must be discarded). */
 int expert_store_release(expert_store *store, bmoe_error *err);
 
+/* Waits for the prefetches still reading (the wrong guesses of a token's
+ * last layers) and counts them, so each evaluation's counters are complete. */
+void expert_store_settle(expert_store *store);
+
 /* What the matmul calls to wait on a handle. */
 const matmul_waiter *expert_store_waiter(const expert_store *store);
 

@@ -1,0 +1,12 @@
+bmoe_add_test(test_chat_renders
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_renders.c
+  LIBS bmoe_chat PkgConfig::CJSON)
+bmoe_add_test(test_chat_language
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_language.c
+  LIBS bmoe_chat)
+bmoe_add_test(test_chat_errors
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_errors.c
+  LIBS bmoe_chat)
+bmoe_add_test(test_chat_values
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_values.c
+  LIBS bmoe_chat Threads::Threads)
