@@ -482,6 +482,15 @@ static void parse_progress_run(const char *what, const cli_result *r, run_output
               "%s: delta_text joined (%zu bytes) is not the answer (%zu bytes)", what, o->deltas_length,
               strlen(o->answer));
     CHECK_MSG(r->out[r->out_length - 1] == '\n', "%s: stdout does not end with a newline", what);
+    /* text the generation held back past its last token (an end of generation
+     * after an incomplete UTF-8 sequence) rides one more line that repeats
+     * the last step at no cost: not a token of its own */
+    if (o->n_tokens >= 2 && o->tokens[o->n_tokens - 1].step == o->tokens[o->n_tokens - 2].step) {
+        const token_line *t = &o->tokens[o->n_tokens - 1];
+        CHECK_MSG(t->wall == 0 && t->io == 0 && t->compute == 0 && t->mgmt == 0 && t->read_mb == 0 && !t->had_load,
+                  "%s: a repeated step that carries a cost", what);
+        o->n_tokens--;
+    }
     lines perf_lines = split_lines(perf + strlen("\n=== perf ===\n"));
     for (int i = 0; i < perf_lines.count; i++)
         parse_perf_line(what, perf_lines.line[i], &o->perf);
