@@ -43,6 +43,13 @@ typedef struct cli_options {
     const char *logits_out;   /* --logits-out */
     const char *ppl_path;     /* --ppl */
     int32_t ppl_chunks;       /* --chunks; -1: all */
+    /* telemetry (generation) */
+    bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
+    const char *csv_path;            /* --csv */
+    const char *route_trace_path;    /* --route-trace */
+    const char *io_trace_path;       /* --io-trace */
+    const char *compute_trace_path;  /* --compute-trace */
+    const char *compute_trace_layers_path; /* --compute-trace-layers */
 } cli_options;
 
 /* Parses argv into options (which the caller releases with
@@ -68,6 +75,10 @@ double cli_peak_rss_mib(void);
 int cli_read_file(const char *path, char **text, size_t *length);
 /* Loads the model and prints the load time to stderr; NULL on failure (message printed). */
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds);
+/* The context parameters of the options (threads, ubatch, KV type) and n_ctx. */
+bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx);
+/* Creates a context from params; NULL on failure (message printed). */
+bmoe_context *cli_create_context_from(bmoe_model *model, const bmoe_context_params *params);
 /* Creates a context with the options' threads, ubatch and KV type and the given n_ctx. */
 bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, int32_t n_ctx);
 /* Tokenizes text into a new array. Returns 0 or -1 (message printed). */

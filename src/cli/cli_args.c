@@ -37,6 +37,7 @@ typedef enum flag_id {
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
     F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_LOAD_ALL, F_N_EXPERT_USED,
+    F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS,
     F_COUNT
 } flag_id;
 
@@ -87,6 +88,14 @@ static const cli_flag cli_flags[] = {
     {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_EVAL, true},
     {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
     {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_EVAL, false},
+    /* telemetry; --route-trace and --io-trace without --moe-stream are a
+     * warning and no file (the telemetry contract), not an error */
+    {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false},
+    {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_ROUTE_TRACE, NULL, "--route-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_IO_TRACE, NULL, "--io-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_COMPUTE_TRACE, NULL, "--compute-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_COMPUTE_TRACE_LAYERS, NULL, "--compute-trace-layers", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
 };
 
 void cli_print_usage(FILE *out)
@@ -140,6 +149,16 @@ void cli_print_usage(FILE *out)
             "      --overlap          compute resident experts while the missing ones are read\n"
             "      --prefetch K       read what the previous token used K layers ahead (default 0)\n"
             "      --load-all         read every expert of every layer at load (debugging)\n"
+            "\n"
+            "telemetry (generation; files are written whole at the end of a successful run):\n"
+            "      --progress         per token BMOE_LOAD / BMOE_PROGRESS JSON lines on stdout, then\n"
+            "                         === answer === and === perf === (also BMOE_PROGRESS=1)\n"
+            "      --csv FILE         one row of metrics per generated token, with the run's\n"
+            "                         configuration and a summary\n"
+            "      --route-trace FILE one row per routed expert (needs --moe-stream; a diagnostic)\n"
+            "      --io-trace FILE    one row per expert read (needs --moe-stream; a diagnostic)\n"
+            "      --compute-trace FILE, --compute-trace-layers FILE\n"
+            "                         wall time and major faults per layer segment (a diagnostic)\n"
             "\n"
             "  -h, --help             this text\n"
             "      --version          the engine version\n");
@@ -395,6 +414,12 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_PREFETCH: stream->prefetch = number; break;
     case F_LOAD_ALL: stream->load_all = true; break;
     case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
+    case F_PROGRESS: options->progress = true; break;
+    case F_CSV: options->csv_path = value; break;
+    case F_ROUTE_TRACE: options->route_trace_path = value; break;
+    case F_IO_TRACE: options->io_trace_path = value; break;
+    case F_COMPUTE_TRACE: options->compute_trace_path = value; break;
+    case F_COMPUTE_TRACE_LAYERS: options->compute_trace_layers_path = value; break;
     case F_HELP:
     case F_VERSION:
     case F_COUNT: break;
@@ -513,6 +538,27 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             cli_options_free(options);
             return -1;
         }
+    }
+    /* two telemetry files at one path would replace each other */
+    const flag_id outputs[] = {F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS};
+    const char *paths[] = {options->csv_path, options->route_trace_path, options->io_trace_path,
+                           options->compute_trace_path, options->compute_trace_layers_path};
+    for (size_t a = 0; a < sizeof outputs / sizeof outputs[0]; a++) {
+        for (size_t b = a + 1; b < sizeof outputs / sizeof outputs[0]; b++) {
+            if (paths[a] && paths[b] && strcmp(paths[a], paths[b]) == 0) {
+                cli_fail("%s and %s name the same file (%s)", given_as[outputs[a]], given_as[outputs[b]], paths[a]);
+                cli_options_free(options);
+                return -1;
+            }
+        }
+    }
+    /* BMOE_PROGRESS=<non-zero integer> turns --progress on (the flag can only turn it on) */
+    const char *progress = getenv("BMOE_PROGRESS");
+    if (options->mode == CLI_MODE_GENERATE && !options->progress && progress && *progress) {
+        char *end = NULL;
+        long value = strtol(progress, &end, 10);
+        if (end && *end == '\0' && value != 0)
+            options->progress = true;
     }
     return 0;
 }

@@ -74,7 +74,7 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
     return model;
 }
 
-bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, int32_t n_ctx)
+bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx)
 {
     bmoe_context_params params = bmoe_context_default_params();
     params.n_ctx = n_ctx;
@@ -83,11 +83,22 @@ bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, 
     if (options->n_threads > 0)
         params.n_threads = options->n_threads;
     params.kv_type = options->kv_type;
+    return params;
+}
+
+bmoe_context *cli_create_context_from(bmoe_model *model, const bmoe_context_params *params)
+{
     bmoe_error error = {0};
-    bmoe_context *context = bmoe_context_create(model, &params, &error);
+    bmoe_context *context = bmoe_context_create(model, params, &error);
     if (!context)
         cli_fail("%s", error.message[0] ? error.message : "cannot create the context");
     return context;
+}
+
+bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, int32_t n_ctx)
+{
+    bmoe_context_params params = cli_context_params(options, n_ctx);
+    return cli_create_context_from(model, &params);
 }
 
 int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,

@@ -1,12 +1,16 @@
 /* Text generation: the prompt (text, -f or --prompt-ids) through the
  * library's generation loop, printing the prompt and then each step's text
- * as it comes. The timing summary goes to stderr. */
+ * as it comes; the timing summary and the end-of-run lines go to stderr.
+ * With --progress, stdout carries the telemetry contract's per-token lines
+ * instead, then the answer and the end-of-run lines under === answer === /
+ * === perf ===. The telemetry itself is cli_telemetry.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_telemetry.h"
 
 static uint64_t cli_clock_seed(void)
 {
@@ -29,24 +33,46 @@ static const char *cli_stop_text(enum bmoe_stop_reason stop)
     return "unknown";
 }
 
-static bmoe_generation *cli_start(bmoe_context *context, const cli_options *options,
-                                  const bmoe_generation_params *params, bmoe_error *error)
+/* The prompt's tokens (the ids, or the text tokenized as
+ * bmoe_generation_start_text would: BOS as the vocabulary asks, special
+ * tokens parsed), so that the prompt length is known before the prefill.
+ * Returns 0 or -1 (message printed); *owned is set when tokens must be freed. */
+static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options, int32_t **tokens,
+                             int32_t *n_tokens, bool *owned)
 {
-    if (options->prompt_ids)
-        return bmoe_generation_start(context, params, options->prompt_ids, options->n_prompt_ids, error);
+    *owned = false;
+    if (options->prompt_ids) {
+        *tokens = options->prompt_ids;
+        *n_tokens = options->n_prompt_ids;
+        return 0;
+    }
     char *text = NULL;
     size_t length = 0;
-    if (options->prompt_file) {
-        if (cli_read_file(options->prompt_file, &text, &length) != 0) {
-            error->message[0] = '\0';
-            return NULL;
-        }
-    }
+    if (options->prompt_file && cli_read_file(options->prompt_file, &text, &length) != 0)
+        return -1;
     const char *prompt = text ? text : options->prompt ? options->prompt : "";
-    bmoe_generation *generation =
-        bmoe_generation_start_text(context, params, prompt, text ? length : strlen(prompt), error);
+    int status = cli_tokenize(model, prompt, text ? length : strlen(prompt), true, true, tokens, n_tokens);
     free(text);
-    return generation;
+    *owned = status == 0;
+    return status;
+}
+
+/* Appends text to a growing copy (step texts are valid only until the next
+ * call on the generation). Returns 0 or 1 (message printed). */
+static int cli_text_append(char **data, size_t *capacity, size_t *length, const char *text, size_t n)
+{
+    if (*length + n + 1 > *capacity) {
+        size_t wanted = (*length + n + 1) * 2;
+        char *bigger = realloc(*data, wanted);
+        if (!bigger)
+            return cli_fail("out of memory for %zu bytes of text", *length + n);
+        *data = bigger;
+        *capacity = wanted;
+    }
+    memcpy(*data + *length, text, n);
+    *length += n;
+    (*data)[*length] = '\0';
+    return 0;
 }
 
 int cli_run_generate(const cli_options *options)
@@ -54,23 +80,45 @@ int cli_run_generate(const cli_options *options)
     int status = 1;
     bmoe_context *context = NULL;
     bmoe_generation *generation = NULL;
+    int32_t *prompt = NULL;
+    bool prompt_owned = false;
+    char *kept = NULL;
+    size_t kept_capacity = 0;
     double load_seconds = 0.0;
+    cli_telemetry telemetry;
+    if (cli_telemetry_open(&telemetry, options) != 0) {
+        cli_telemetry_close(&telemetry);
+        return 1;
+    }
+    bool progress = options->progress;
     bmoe_model *model = cli_load_model(options, &load_seconds);
     if (!model)
-        return 1;
-    context = cli_create_context(model, options, options->n_ctx);
+        goto done;
+    bmoe_context_params context_params = cli_context_params(options, options->n_ctx);
+    cli_telemetry_context_params(&telemetry, &context_params);
+    context = cli_create_context_from(model, &context_params);
     if (!context)
         goto done;
 
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = options->n_predict;
     params.ignore_eos = options->ignore_eos;
-    params.echo_prompt = true;
+    params.echo_prompt = !progress; /* --progress: the deltas and the answer are the generated text */
     params.sampler = options->sampler;
     if (!options->seed_given)
         params.sampler.seed = cli_clock_seed();
+    int32_t n_prompt = 0;
+    if (cli_prompt_tokens(model, options, &prompt, &n_prompt, &prompt_owned) != 0)
+        goto done;
+    int32_t n_ctx = bmoe_context_n_ctx(context);
+    int32_t steps = params.n_predict >= 0 ? params.n_predict : n_ctx - n_prompt > 0 ? n_ctx - n_prompt : 0;
+    if (cli_telemetry_begin(&telemetry, model, context, params.sampler.seed, n_prompt, steps) != 0)
+        goto done;
+
     bmoe_error error = {0};
-    generation = cli_start(context, options, &params, &error);
+    cli_telemetry_stamp(&telemetry, TM_PHASE_PREFILL, n_prompt > 0 ? n_prompt - 1 : 0);
+    generation = bmoe_generation_start(context, &params, prompt, n_prompt, &error);
+    cli_telemetry_after_eval(&telemetry);
     if (!generation) {
         if (error.message[0])
             cli_fail("%s%s", error.message, error.status == BMOE_ERR_CONTEXT_FULL ? " (raise -c)" : "");
@@ -79,13 +127,44 @@ int cli_run_generate(const cli_options *options)
 
     bmoe_step step;
     int stepped;
-    while ((stepped = bmoe_generation_step(generation, &step, &error)) >= 0) {
-        if (step.text_length > 0 && cli_write(stdout, step.text, step.text_length) != 0)
+    for (;;) {
+        cli_telemetry_stamp(&telemetry, TM_PHASE_DECODE, n_prompt + bmoe_generation_n_generated(generation));
+        stepped = bmoe_generation_step(generation, &step, &error);
+        cli_telemetry_after_eval(&telemetry);
+        if (stepped < 0)
+            break;
+        if (step.token < 0) { /* the final step: text the last token left held back */
+            if (!progress && step.text_length > 0 && cli_write(stdout, step.text, step.text_length) != 0)
+                goto done;
+            if (progress && cli_telemetry_trailing_text(&telemetry, step.text, step.text_length) != 0)
+                goto done;
+            break;
+        }
+        if (!progress && step.text_length > 0 && cli_write(stdout, step.text, step.text_length) != 0)
+            goto done;
+        const char *text = step.text;
+        size_t length = step.text_length;
+        bmoe_step last = step;
+        if (progress && params.n_predict >= 0 && step.index >= params.n_predict) {
+            /* the token limit is reached: the final step does no work, and
+             * any text it still holds rides this token's line */
+            size_t kept_length = 0;
+            if (cli_text_append(&kept, &kept_capacity, &kept_length, step.text, step.text_length) != 0)
+                goto done;
+            stepped = bmoe_generation_step(generation, &step, &error);
+            if (stepped < 0)
+                break;
+            if (cli_text_append(&kept, &kept_capacity, &kept_length, step.text, step.text_length) != 0)
+                goto done;
+            text = kept;
+            length = kept_length;
+        }
+        if (cli_telemetry_token(&telemetry, &last, text, length) != 0)
             goto done;
         if (stepped == 0)
             break;
     }
-    if (cli_write(stdout, "\n", 1) != 0 || cli_flush(stdout) != 0)
+    if (!progress && (cli_write(stdout, "\n", 1) != 0 || cli_flush(stdout) != 0))
         goto done;
     if (stepped < 0) {
         cli_fail("%s", error.message);
@@ -95,7 +174,6 @@ int cli_run_generate(const cli_options *options)
     const bmoe_stats *prefill = bmoe_generation_prefill_stats(generation);
     const bmoe_stats *decode = bmoe_generation_decode_stats(generation);
     double prefill_seconds = prefill->wall_ms * 1e-3, decode_seconds = decode->wall_ms * 1e-3;
-    int32_t n_prompt = bmoe_generation_n_prompt(generation);
     fprintf(stderr, "bmoe-cli: load: %.3f s\n", load_seconds);
     fprintf(stderr, "bmoe-cli: prefill: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, prefill_seconds,
             prefill_seconds > 0 ? prefill->n_tokens / prefill_seconds : 0.0);
@@ -106,9 +184,13 @@ int cli_run_generate(const cli_options *options)
     if (params.sampler.temperature > 0.0f)
         fprintf(stderr, "bmoe-cli: seed: %llu\n", (unsigned long long)params.sampler.seed);
     fprintf(stderr, "bmoe-cli: peak RSS: %.1f MiB\n", cli_peak_rss_mib());
-    status = 0;
+    status = cli_telemetry_finish(&telemetry, generation, load_seconds);
 
 done:
+    cli_telemetry_close(&telemetry);
+    free(kept);
+    if (prompt_owned)
+        free(prompt);
     bmoe_generation_free(generation);
     bmoe_context_free(context);
     bmoe_model_free(model);

@@ -1,0 +1,319 @@
+/* The generation job's telemetry (cli_telemetry.h). */
+#include "cli_telemetry.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "tm_memory.h"
+#include "tm_progress.h"
+#include "tm_report.h"
+#include "tm_summary.h"
+
+/* Tokens between two dense-residency probes (the first token is probed). */
+#define CLI_PROBE_EVERY 8
+/* The library's prefill micro-batch when none is asked (bmoe.h: "0: 512"). */
+#define CLI_DEFAULT_UBATCH 512
+
+static double cli_probe_dense(void *user)
+{
+    return bmoe_model_dense_resident_fraction((const bmoe_model *)user);
+}
+
+/* Opens one file; 0, or 1 with the reason printed. */
+static int cli_open_failed(const char *flag, const bmoe_error *error)
+{
+    return cli_fail("%s: %s", flag, error->message[0] ? error->message : "cannot open the file");
+}
+
+int cli_telemetry_open(cli_telemetry *t, const cli_options *options)
+{
+    memset(t, 0, sizeof *t);
+    t->options = options;
+    t->progress = options->progress;
+    tm_buffer_init(&t->line);
+    tm_buffer_init(&t->answer);
+    long page = sysconf(_SC_PAGESIZE);
+    t->page_bytes = page > 0 ? page : 4096;
+    bool streaming = options->model_params.stream.enabled;
+    bmoe_error error = {0};
+    if (options->route_trace_path && !streaming)
+        fprintf(stderr, "bmoe-cli: warning: --route-trace needs --moe-stream (it traces the streamed routing); "
+                        "no route trace is written\n");
+    if (options->io_trace_path && !streaming)
+        fprintf(stderr, "bmoe-cli: warning: --io-trace needs --moe-stream (without it the engine reads no "
+                        "expert); no io trace is written\n");
+    if (options->csv_path) {
+        if (tm_csv_open(&t->csv, options->csv_path, &error) != 0)
+            return cli_open_failed("--csv", &error);
+        t->csv_on = true;
+    }
+    if (options->route_trace_path && streaming) {
+        if (tm_route_trace_open(&t->route, options->route_trace_path, &error) != 0)
+            return cli_open_failed("--route-trace", &error);
+        t->route_on = true;
+    }
+    if (options->io_trace_path && streaming) {
+        if (tm_io_trace_open(&t->io, options->io_trace_path, &error) != 0)
+            return cli_open_failed("--io-trace", &error);
+        t->io_on = true;
+    }
+    if (options->compute_trace_path) {
+        if (tm_compute_trace_open(&t->nodes, options->compute_trace_path, &error) != 0)
+            return cli_open_failed("--compute-trace", &error);
+        t->nodes_on = true;
+    }
+    if (options->compute_trace_layers_path) {
+        if (tm_compute_trace_open(&t->layers, options->compute_trace_layers_path, &error) != 0)
+            return cli_open_failed("--compute-trace-layers", &error);
+        t->layers_on = true;
+    }
+    return 0;
+}
+
+/* Both compute traces from one callback. */
+static void cli_on_trace_both(void *user, const bmoe_trace_event *event)
+{
+    cli_telemetry *t = user;
+    tm_compute_trace_on_event(&t->nodes, event);
+    tm_compute_trace_on_event(&t->layers, event);
+}
+
+void cli_telemetry_context_params(cli_telemetry *t, bmoe_context_params *params)
+{
+    if (t->route_on) {
+        params->route_callback = tm_route_trace_on_route;
+        params->route_user = &t->route;
+    }
+    if (t->io_on) {
+        params->io_callback = tm_io_trace_on_read;
+        params->io_user = &t->io;
+    }
+    if (t->nodes_on && t->layers_on) {
+        params->trace_callback = cli_on_trace_both;
+        params->trace_user = t;
+    } else if (t->nodes_on || t->layers_on) {
+        params->trace_callback = tm_compute_trace_on_event;
+        params->trace_user = t->nodes_on ? &t->nodes : &t->layers;
+    }
+}
+
+int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_context *context, uint64_t seed,
+                        int32_t n_prompt, int32_t steps)
+{
+    const cli_options *o = t->options;
+    t->model = model;
+    t->n_prompt = n_prompt;
+    tm_config *c = &t->config;
+    tm_config_from_model(c, model, o->model_path);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = o->n_threads > 0 ? o->n_threads : cores > 0 ? (int32_t)cores : 1;
+    c->n_ctx = bmoe_context_n_ctx(context);
+    c->n_ubatch = o->n_ubatch > 0 ? o->n_ubatch : CLI_DEFAULT_UBATCH;
+    if (c->n_ubatch > c->n_ctx)
+        c->n_ubatch = c->n_ctx;
+    c->chatml = false;
+    c->cache_auto = c->moe_stream && o->model_params.stream.cache_mb < 0;
+    c->temp = o->sampler.temperature;
+    c->top_k = o->sampler.top_k;
+    c->top_p = o->sampler.top_p;
+    c->seed = seed;
+    c->route_trace = t->route_on;
+    c->io_trace = t->io_on;
+    c->compute_trace = t->nodes_on;
+    c->compute_trace_layers = t->layers_on;
+
+    if ((t->csv_on || t->route_on) && tm_layout_read(&t->layout, o->model_path, model) != 0)
+        return cli_fail("out of memory reading the model's layout");
+    if (c->cache_cycle_mb <= 0.0 && t->layout.known) /* resident: priced from the tensor table */
+        c->cache_cycle_mb = (double)tm_layout_token_demand(&t->layout, c->n_expert_used) / 1048576.0;
+
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(model, &state);
+    tm_meter_params meter = {
+        .overlap = c->overlap,
+        .cache_used = state.streaming && state.cache_budget_bytes > 0,
+        .steps = steps,
+        .probe_every = CLI_PROBE_EVERY,
+        .probe = t->progress || t->csv_on ? cli_probe_dense : NULL,
+        .probe_user = (void *)model,
+    };
+    t->last.steps = steps;
+    t->last.cache_hit_pct = -1.0;
+    t->last.dense_resident_frac = -1.0;
+    t->meter = tm_meter_create(&meter);
+    if (!t->meter)
+        return cli_fail("out of memory for the telemetry");
+    if (t->csv_on)
+        tm_csv_begin(&t->csv, c);
+    if (t->route_on)
+        tm_route_trace_begin(&t->route, c, &t->layout);
+    if (t->io_on)
+        tm_io_trace_begin(&t->io, c);
+    if (t->nodes_on)
+        tm_compute_trace_begin(&t->nodes, c, false);
+    if (t->layers_on)
+        tm_compute_trace_begin(&t->layers, c, true);
+    return 0;
+}
+
+void cli_telemetry_stamp(cli_telemetry *t, int32_t phase, int32_t step)
+{
+    tm_stamp stamp = {0, phase, step};
+    if (t->route_on)
+        t->route.stamp = stamp;
+    if (t->io_on)
+        t->io.stamp = stamp;
+    if (t->nodes_on)
+        tm_compute_trace_set_stamp(&t->nodes, &stamp);
+    if (t->layers_on)
+        tm_compute_trace_set_stamp(&t->layers, &stamp);
+}
+
+void cli_telemetry_after_eval(cli_telemetry *t)
+{
+    /* a write failure stays in the file's sink; the commit at the end reports it */
+    if (t->route_on)
+        tm_route_trace_flush(&t->route);
+    if (t->io_on)
+        tm_io_trace_flush(&t->io);
+    if (t->nodes_on)
+        tm_compute_trace_flush(&t->nodes);
+    if (t->layers_on)
+        tm_compute_trace_flush(&t->layers);
+}
+
+/* Writes the line buffer to stdout. */
+static int cli_emit_lines(cli_telemetry *t)
+{
+    if (t->line.failed) {
+        tm_buffer_clear(&t->line);
+        return cli_fail("out of memory formatting a progress line");
+    }
+    int status = cli_write(stdout, t->line.data ? t->line.data : "", t->line.length) == 0 ? 0 : 1;
+    tm_buffer_clear(&t->line);
+    return status;
+}
+
+int cli_telemetry_token(cli_telemetry *t, const bmoe_step *step, const char *text, size_t length)
+{
+    if (step->stats.n_tokens > 0)
+        t->last_decode_end = cli_now_seconds();
+    tm_token token;
+    tm_meter_token(t->meter, step->index, &step->stats, &token);
+    t->last = token;
+    if (t->csv_on) {
+        tm_memory memory;
+        tm_memory_sample(&memory);
+        tm_csv_row(&t->csv, 0, &token, &memory, t->config.cache_budget_mib, t->page_bytes);
+    }
+    if (!t->progress)
+        return 0;
+    tm_buffer_append(&t->answer, text, length);
+    tm_progress_load_line(&t->line, &token);
+    tm_deltas deltas = {.reasoning = "", .reasoning_length = 0, .text = text, .text_length = length};
+    tm_progress_line(&t->line, &token, &deltas);
+    return cli_emit_lines(t);
+}
+
+int cli_telemetry_trailing_text(cli_telemetry *t, const char *text, size_t length)
+{
+    if (!t->progress || length == 0)
+        return 0;
+    /* the last step again, with the cumulative figures and no cost of its own */
+    tm_token token = t->last;
+    token.step = tm_meter_totals(t->meter)->tokens;
+    token.decoded = false;
+    token.wall_ms = token.io_ms = token.compute_ms = token.mgmt_ms = token.stall_ms = 0.0;
+    token.cpu_ms = token.loop_overhead_ms = 0.0;
+    token.read_bytes = 0;
+    token.majflt = 0;
+    tm_buffer_append(&t->answer, text, length);
+    tm_deltas deltas = {.reasoning = "", .reasoning_length = 0, .text = text, .text_length = length};
+    tm_progress_line(&t->line, &token, &deltas);
+    return cli_emit_lines(t);
+}
+
+/* Publishes one file; 0, or 1 with the reason printed. */
+static int cli_commit_failed(const char *flag, const bmoe_error *error)
+{
+    return cli_fail("%s: %s", flag, error->message[0] ? error->message : "cannot write the file");
+}
+
+int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, double load_seconds)
+{
+    const tm_config *c = &t->config;
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(t->model, &state);
+    const tm_totals *totals = tm_meter_totals(t->meter);
+    tm_summary summary;
+    memset(&summary, 0, sizeof summary);
+    summary.turn = 0;
+    summary.n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
+    summary.load_s = load_seconds;
+    summary.prefill = *bmoe_generation_prefill_stats(generation);
+    summary.decode = *totals;
+    summary.tail_ms = t->last_decode_end > 0.0 ? (cli_now_seconds() - t->last_decode_end) * 1e3 : 0.0;
+    summary.cache_hit_pct = tm_hit_pct(totals->hits, totals->misses, state.streaming && state.cache_budget_bytes > 0);
+    summary.cache_resident_mib = (double)state.cache_resident_bytes / 1048576.0;
+    summary.cache_budget_mib = (double)state.cache_budget_bytes / 1048576.0;
+    uint64_t token_demand = tm_layout_token_demand(&t->layout, c->n_expert_used);
+    if (token_demand == 0 && state.streaming)
+        token_demand = state.cycle_bytes; /* k experts of every MoE layer, priced by the store */
+    summary.token_demand_mib = token_demand > 0 ? (double)token_demand / 1048576.0 : -1.0;
+    uint64_t layer_demand = tm_layout_layer_demand(&t->layout, c->n_expert_used);
+    summary.layer_demand_mib = layer_demand > 0 ? (double)layer_demand / 1048576.0 : -1.0;
+    /* every decode routes k experts in each MoE layer; streaming counts them */
+    summary.experts_routed = state.streaming ? totals->hits + totals->misses
+                                             : (uint64_t)totals->decoded * (uint64_t)c->n_moe_layers *
+                                                   (uint64_t)(c->n_expert_used > 0 ? c->n_expert_used : 0);
+    if (t->csv_on)
+        tm_csv_summary(&t->csv, &summary);
+
+    int status = 0;
+    if (t->progress) {
+        tm_buffer_append_string(&t->line, "=== answer ===\n");
+        tm_buffer_append(&t->line, t->answer.data ? t->answer.data : "", t->answer.length);
+        tm_buffer_append_string(&t->line, "\n=== perf ===\n");
+        tm_report_format(&t->line, c, &summary);
+        status = cli_emit_lines(t);
+    } else {
+        tm_report_format(&t->line, c, &summary);
+        if (!t->line.failed)
+            fputs(tm_buffer_text(&t->line), stderr);
+        tm_buffer_clear(&t->line);
+    }
+
+    bmoe_error error = {0};
+    if (t->csv_on && tm_csv_commit(&t->csv, &error) != 0 && status == 0)
+        status = cli_commit_failed("--csv", &error);
+    if (t->route_on && tm_route_trace_commit(&t->route, &error) != 0 && status == 0)
+        status = cli_commit_failed("--route-trace", &error);
+    if (t->io_on && tm_io_trace_commit(&t->io, &error) != 0 && status == 0)
+        status = cli_commit_failed("--io-trace", &error);
+    if (t->nodes_on && tm_compute_trace_commit(&t->nodes, &error) != 0 && status == 0)
+        status = cli_commit_failed("--compute-trace", &error);
+    if (t->layers_on && tm_compute_trace_commit(&t->layers, &error) != 0 && status == 0)
+        status = cli_commit_failed("--compute-trace-layers", &error);
+    t->csv_on = t->route_on = t->io_on = t->nodes_on = t->layers_on = false;
+    return status;
+}
+
+void cli_telemetry_close(cli_telemetry *t)
+{
+    if (t->csv_on)
+        tm_csv_discard(&t->csv);
+    if (t->route_on)
+        tm_route_trace_discard(&t->route);
+    if (t->io_on)
+        tm_io_trace_discard(&t->io);
+    if (t->nodes_on)
+        tm_compute_trace_discard(&t->nodes);
+    if (t->layers_on)
+        tm_compute_trace_discard(&t->layers);
+    t->csv_on = t->route_on = t->io_on = t->nodes_on = t->layers_on = false;
+    tm_meter_destroy(t->meter);
+    t->meter = NULL;
+    tm_layout_free(&t->layout);
+    tm_buffer_free(&t->line);
+    tm_buffer_free(&t->answer);
+}

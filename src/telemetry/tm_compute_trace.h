@@ -1,0 +1,48 @@
+/* The --compute-trace and --compute-trace-layers files of the telemetry
+ * contract: "# compute_trace v1", the run's static facts, then one row per
+ * trace event:
+ *   turn,phase,step,seq,layer,op,name,wall_ns,majflt
+ * The engine's trace events are at layer granularity today ("pre" before
+ * layer 0, "blk.<il>" per layer, "post" for the final norm and head), so
+ * both files hold layer segments with op LAYER and say so in the preamble
+ * (granularity=layer); finer events would arrive through the same
+ * callback. seq counts the rows of one evaluation from 0. Rows are
+ * formatted into memory in the callback and written after each
+ * evaluation. */
+#ifndef BMOE_TM_COMPUTE_TRACE_H
+#define BMOE_TM_COMPUTE_TRACE_H
+
+#include <stdbool.h>
+
+#include "bmoe.h"
+#include "tm_buffer.h"
+#include "tm_config.h"
+#include "tm_sink.h"
+#include "tm_stamp.h"
+
+extern const char tm_compute_trace_header[];
+
+typedef struct tm_compute_trace {
+    tm_sink sink;
+    tm_buffer rows;
+    tm_stamp stamp;
+    int32_t seq;         /* the next row's seq in this evaluation */
+} tm_compute_trace;
+
+/* requested_layers: the file was asked as --compute-trace-layers (else as
+ * the per-node --compute-trace). */
+void tm_compute_trace_format_preamble(tm_buffer *out, const tm_config *config, bool requested_layers);
+void tm_compute_trace_format_event(tm_buffer *out, const tm_stamp *stamp, int32_t seq,
+                                   const bmoe_trace_event *event);
+
+int tm_compute_trace_open(tm_compute_trace *trace, const char *path, bmoe_error *error);
+int tm_compute_trace_begin(tm_compute_trace *trace, const tm_config *config, bool requested_layers);
+/* A new evaluation: the stamp its rows carry, seq from 0. */
+void tm_compute_trace_set_stamp(tm_compute_trace *trace, const tm_stamp *stamp);
+/* The bmoe_trace_callback; user is the trace. */
+void tm_compute_trace_on_event(void *user, const bmoe_trace_event *event);
+int tm_compute_trace_flush(tm_compute_trace *trace);
+int tm_compute_trace_commit(tm_compute_trace *trace, bmoe_error *error);
+void tm_compute_trace_discard(tm_compute_trace *trace);
+
+#endif

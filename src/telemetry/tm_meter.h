@@ -1,0 +1,42 @@
+/* The per-token meter: turns each generated token's stats record (the
+ * decode the engine measured) into the contract's per-token record, and
+ * keeps the generation's totals and cumulative hit rate.
+ *
+ * The dense-residency probe is sampled here, throttled (the first token and
+ * then every probe_every tokens; the rows between carry the latest sample).
+ * The probe runs between decodes, so its time is charged as the contract
+ * says, to mgmt_ms, and to wall_ms of the same row so that the residual
+ * keeps its meaning (wall = io|stall + compute + mgmt); the engine measures
+ * the same interval again in the next decode's loop_overhead_ms, so it is
+ * taken out of that one: every millisecond is counted once. */
+#ifndef BMOE_TM_METER_H
+#define BMOE_TM_METER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bmoe.h"
+#include "tm_token.h"
+#include "tm_totals.h"
+
+/* The dense residency now: a fraction, or -1 when it cannot be measured. */
+typedef double (*tm_probe_fn)(void *user);
+
+typedef struct tm_meter_params {
+    bool overlap;          /* the residual subtracts stall_ms instead of io_ms */
+    bool cache_used;       /* a cache budget > 0 (else cache_hit_pct is -1) */
+    int32_t steps;         /* the target token count */
+    int32_t probe_every;   /* tokens between dense probes (>= 1) */
+    tm_probe_fn probe;     /* NULL: dense_resident_frac is -1 */
+    void *probe_user;
+} tm_meter_params;
+
+typedef struct tm_meter tm_meter;
+
+tm_meter *tm_meter_create(const tm_meter_params *params);
+void tm_meter_destroy(tm_meter *meter);
+/* One generated token (its 1-based index and its step's stats record). */
+void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_token *token);
+const tm_totals *tm_meter_totals(const tm_meter *meter);
+
+#endif

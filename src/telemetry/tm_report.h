@@ -1,0 +1,23 @@
+/* The end-of-run lines of the telemetry contract, one per line:
+ *   generation: <n> tokens, <s> s/token (<t> tok/s)
+ *   compute: <pct>% CPU occupancy (<c> cpu-s/token over <n> threads), <f> major faults/token
+ *   mode: ...                   (every run; names a resident baseline as one)
+ *   moe-stream: read ...        (streaming only; ", stall_s/tok=<s>" under overlap)
+ *   moe-cache: <pct>% hit, resident <mib> MiB[, budget <n> MiB]   (a cache in use; budget when auto)
+ *   moe-cache: <n> evictions, <m> re-reads (<x>/token)
+ *   moe-prefetch: <mib> MiB speculative, <useful>/<prefetched> experts useful (<pct>%)   (--prefetch)
+ * compute: is left out when CPU time was not measured (0). Per-token means
+ * are over the decoded tokens; decode s/token = compute + cache mgmt +
+ * flash I/O in serial mode (with stall in place of I/O under overlap). */
+#ifndef BMOE_TM_REPORT_H
+#define BMOE_TM_REPORT_H
+
+#include "tm_buffer.h"
+#include "tm_config.h"
+#include "tm_summary.h"
+
+void tm_report_format(tm_buffer *out, const tm_config *config, const tm_summary *summary);
+/* The mode: line alone (with its newline). */
+void tm_report_mode_line(tm_buffer *out, const tm_config *config);
+
+#endif

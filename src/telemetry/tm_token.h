@@ -1,0 +1,35 @@
+/* The per-token record of the telemetry contract: what one generated token
+ * cost, in the units the BMOE_PROGRESS line and the CSV row carry, and the
+ * rules that derive its figures (the compute residual, the hit rate). */
+#ifndef BMOE_TM_TOKEN_H
+#define BMOE_TM_TOKEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct tm_token {
+    int32_t step;               /* 1-based index of the generated token */
+    int32_t steps;              /* the target token count */
+    bool decoded;               /* a decode ran for it (the last token of a full context has none) */
+    double wall_ms;             /* the decode's wall time (plus the dense probe, see tm_meter.h) */
+    double io_ms;               /* serial: wall blocked on reads; overlap: summed lane busy time */
+    double compute_ms;          /* the residual, clamped at 0 (tm_compute_residual) */
+    double mgmt_ms;             /* cache management (plus the dense probe) */
+    double stall_ms;            /* overlap: union of stalled intervals; 0 in serial */
+    uint64_t read_bytes;        /* expert bytes read from flash for this token */
+    double cache_hit_pct;       /* cumulative over the generation; -1 when no cache is used */
+    int64_t majflt;             /* major faults in the decode; 0: unmeasured */
+    double cpu_ms;              /* process CPU time in the decode; 0: unmeasured */
+    double dense_resident_frac; /* the latest sample; -1: unmeasured */
+    double loop_overhead_ms;    /* wall time since the previous decode ended */
+} tm_token;
+
+/* compute = wall - io - mgmt (serial) or wall - stall - mgmt (overlap),
+ * clamped at 0: a residual, never a measurement. */
+double tm_compute_residual(double wall_ms, double io_ms, double stall_ms, double mgmt_ms, bool overlap);
+
+/* 100 hits / (hits + misses), or -1 when no cache is used or nothing was
+ * routed yet. */
+double tm_hit_pct(uint64_t hits, uint64_t misses, bool cache_used);
+
+#endif

@@ -1,0 +1,30 @@
+/* The sums of tm_totals.h. */
+#include "tm_totals.h"
+
+void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *stats)
+{
+    totals->tokens++;
+    if (token->decoded)
+        totals->decoded++;
+    totals->wall_ms += token->wall_ms;
+    totals->io_ms += token->io_ms;
+    totals->compute_ms += token->compute_ms;
+    totals->stall_ms += token->stall_ms;
+    totals->mgmt_ms += token->mgmt_ms;
+    totals->cpu_ms += token->cpu_ms;
+    totals->loop_overhead_ms += token->loop_overhead_ms;
+    totals->majflt += token->majflt;
+    totals->read_bytes += token->read_bytes;
+    totals->hits += stats->cache_hits;
+    totals->misses += stats->cache_misses;
+    totals->evictions += stats->evictions;
+    totals->rereads += stats->rereads;
+    totals->prefetch_bytes += stats->prefetch_bytes;
+    totals->prefetched += stats->prefetched;
+    totals->prefetch_useful += stats->prefetch_useful;
+}
+
+double tm_totals_per_token(const tm_totals *totals, double value)
+{
+    return totals->decoded > 0 ? value / (double)totals->decoded : 0.0;
+}

@@ -1,0 +1,32 @@
+/* Sums over the generated tokens of one generation: what the end-of-run
+ * lines, the CSV trailer and (later) BMOE_DONE average. Per-token means
+ * divide by the decoded tokens (a token whose decode never ran costs
+ * nothing and is not a sample of the decode). */
+#ifndef BMOE_TM_TOTALS_H
+#define BMOE_TM_TOTALS_H
+
+#include <stdint.h>
+
+#include "bmoe.h"
+#include "tm_token.h"
+
+typedef struct tm_totals {
+    int32_t tokens;             /* generated tokens (rows) */
+    int32_t decoded;            /* of those, decoded */
+    double wall_ms, io_ms, compute_ms, stall_ms, mgmt_ms, cpu_ms, loop_overhead_ms;
+    double probe_ms;            /* the dense probes' share of wall_ms and mgmt_ms */
+    int32_t probes;
+    int64_t majflt;
+    uint64_t read_bytes;
+    /* the expert store's counters over the decodes */
+    uint64_t hits, misses, evictions, rereads;
+    uint64_t prefetch_bytes, prefetched, prefetch_useful;
+} tm_totals;
+
+/* Adds one token (its record and the stats record it came from). */
+void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *stats);
+
+/* value / decoded tokens, 0 when none was decoded. */
+double tm_totals_per_token(const tm_totals *totals, double value);
+
+#endif

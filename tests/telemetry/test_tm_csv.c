@@ -1,0 +1,348 @@
+/* The --csv pieces on hand-built records: the preamble's keys (every key
+ * the contract lists, with the resolved values), the row (the contract's 29
+ * columns in order, the off values of features this engine lacks), the
+ * "# summary" trailer, the /proc parsers, the per-layer layout parser and
+ * the safe sink (publish on commit, nothing touched on discard, devices
+ * refused). Expected values are worked out by hand. */
+#include <unistd.h>
+
+#include "test.h"
+#include "tm_csv.h"
+#include "tm_layout.h"
+
+/* The value of key in a "k=v k=v" text (whitespace separated), or NULL. */
+static const char *value_of(const char *text, const char *key, char *value, size_t size)
+{
+    size_t key_length = strlen(key);
+    for (const char *c = text; *c; c++) {
+        if ((c == text || c[-1] == ' ' || c[-1] == '\n') && strncmp(c, key, key_length) == 0 && c[key_length] == '=') {
+            const char *start = c + key_length + 1;
+            size_t length = strcspn(start, " \n");
+            if (length >= size)
+                return NULL;
+            memcpy(value, start, length);
+            value[length] = '\0';
+            return value;
+        }
+    }
+    return NULL;
+}
+
+static void check_key(const char *text, const char *key, const char *want)
+{
+    char value[256];
+    const char *got = value_of(text, key, value, sizeof value);
+    CHECK_MSG(got && strcmp(got, want) == 0, "%s=%s, want %s", key, got ? got : "(absent)", want);
+}
+
+static tm_config hand_config(void)
+{
+    tm_config c;
+    memset(&c, 0, sizeof c);
+    c.model_path = "/models/my model.gguf";
+    c.arch = "qwen3moe";
+    c.n_layer = 48;
+    c.n_moe_layers = 48;
+    c.n_expert = 128;
+    c.n_expert_used = 6;
+    c.threads = 4;
+    c.n_ctx = 2048;
+    c.n_ubatch = 512;
+    c.moe_stream = true;
+    c.cache_mb = 4000;
+    c.cache_auto = true;
+    c.cache_floor_mb = 1536;
+    c.cache_ceil_mb = 0;
+    c.cache_cycle_mb = 250.4;
+    c.cache_budget_mib = 4000.0;
+    c.io_threads = 4;
+    c.o_direct = true;
+    c.overlap = true;
+    c.prefetch = 2;
+    c.dense_anon = true;
+    c.temp = 0.0f;
+    c.top_k = 40;
+    c.top_p = 0.95f;
+    c.seed = 42;
+    c.compute_trace_layers = true;
+    c.engine = "0.2.0";
+    return c;
+}
+
+static void test_preamble(void)
+{
+    tm_config c = hand_config();
+    tm_buffer out;
+    tm_buffer_init(&out);
+    tm_csv_format_preamble(&out, &c);
+    const char *text = tm_buffer_text(&out);
+    CHECK(strncmp(text, "# bmoe_metrics v2\n# engine=0.2.0\n# model=", 40) == 0);
+    /* every line is a comment line */
+    for (const char *line = text; *line; line = strchr(line, '\n') + 1)
+        CHECK(line[0] == '#');
+    check_key(text, "model", "/models/my%20model.gguf"); /* one value, whatever the path holds */
+    check_key(text, "arch", "qwen3moe");
+    check_key(text, "n_layer", "48");
+    check_key(text, "n_expert", "128");
+    check_key(text, "n_expert_used", "6");
+    check_key(text, "threads", "4");
+    check_key(text, "n_ctx", "2048");
+    check_key(text, "n_ubatch", "512");
+    check_key(text, "chatml", "0");
+    check_key(text, "moe_stream", "1");
+    check_key(text, "cache_mb", "4000");
+    check_key(text, "cache_auto", "1");
+    check_key(text, "cache_floor_mb", "1536");
+    check_key(text, "cache_ceil_mb", "0");
+    check_key(text, "cache_cycle_mb", "251"); /* rounded up: a budget under it cannot hold a token */
+    check_key(text, "force_cache", "0");
+    check_key(text, "load_all", "0");
+    check_key(text, "io_threads", "4");
+    check_key(text, "o_direct", "1");
+    check_key(text, "overlap", "1");
+    check_key(text, "io_two_wave", "0");
+    check_key(text, "prefetch", "2");
+    check_key(text, "route_ahead", "0");
+    check_key(text, "predict_prefetch", "0");
+    check_key(text, "predict_log", "0");
+    check_key(text, "predict_spec_max", "0");
+    check_key(text, "prefetch_sync", "0");
+    check_key(text, "dense_weights", "anon");
+    check_key(text, "drop_cold_frac", "0");
+    check_key(text, "drop_renorm", "0");
+    check_key(text, "drop_prefill", "0");
+    check_key(text, "substitute_lambda", "0");
+    check_key(text, "temp", "0");
+    check_key(text, "top_k", "40");
+    check_key(text, "top_p", "0.95");
+    check_key(text, "seed", "42");
+    check_key(text, "compute_trace_layers", "1");
+    check_key(text, "spec", "off");
+    check_key(text, "spec_draft_max", "0");
+    check_key(text, "mtp_p_min", "0");
+    check_key(text, "ngram_min_match", "0");
+    check_key(text, "route_trace", "0");
+    check_key(text, "io_trace", "0");
+    check_key(text, "compute_trace", "0");
+    tm_buffer_free(&out);
+}
+
+static void test_row(void)
+{
+    /* the contract's header, column by column */
+    const char *want_header =
+        "step,steps,wall_ms,io_ms,compute_ms,read_bytes,cache_hit_pct,stall_ms,mgmt_ms,majflt,cpu_ms,"
+        "dense_resident_frac,turn,majflt_mib,cache_budget_mib,rss_mib,rss_anon_mib,rss_file_mib,swap_mib,"
+        "mem_available_mib,mem_free_mib,swap_free_mib,loop_overhead_ms,mtp_batch,mtp_draft_ms,drain_ms,"
+        "adopt_ms,ra_issue_ms,ra_wd_ms";
+    CHECK(strcmp(tm_csv_header, want_header) == 0);
+    tm_token t = {.step = 3, .steps = 128, .decoded = true, .wall_ms = 12.5, .io_ms = 7.25, .compute_ms = 4.0,
+                  .mgmt_ms = 1.25, .stall_ms = 0.0, .read_bytes = 1048576, .cache_hit_pct = 62.5, .majflt = 256,
+                  .cpu_ms = 30.0, .dense_resident_frac = 0.75, .loop_overhead_ms = 0.125};
+    tm_memory m = {.rss_mib = 100.5, .rss_anon_mib = 60.0, .rss_file_mib = 40.5, .swap_mib = 0.0,
+                   .mem_available_mib = 5000.0, .mem_free_mib = 1000.0, .swap_free_mib = 2048.0};
+    tm_buffer out;
+    tm_buffer_init(&out);
+    tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
+    /* majflt_mib = 256 x 4096 / 2^20 = 1 */
+    const char *want = "3,128,12.500,7.250,4.000,1048576,62.50,0.000,1.250,256,30.000,0.750,0,1.000,4000.0,100.5,60.0,"
+                       "40.5,0.0,5000.0,1000.0,2048.0,0.125,1,0,0,0,0,0\n";
+    CHECK_MSG(strcmp(tm_buffer_text(&out), want) == 0, "row:\n%s\nwant:\n%s", tm_buffer_text(&out), want);
+    size_t commas = 0;
+    for (const char *c = want_header; *c; c++)
+        commas += *c == ',';
+    size_t row_commas = 0;
+    for (const char *c = tm_buffer_text(&out); *c; c++)
+        row_commas += *c == ',';
+    CHECK(commas == 28 && row_commas == commas);
+    tm_buffer_free(&out);
+}
+
+static void test_summary(void)
+{
+    tm_summary s;
+    memset(&s, 0, sizeof s);
+    s.turn = 0;
+    s.n_prompt = 10;
+    s.load_s = 1.5;
+    s.prefill.n_tokens = 10;
+    s.prefill.wall_ms = 200.0;
+    s.prefill.cpu_ms = 700.0;
+    s.prefill.read_bytes = 5u << 20;
+    s.prefill.io_ms = 120.0;
+    s.prefill.stall_ms = 0.0;
+    s.prefill.mgmt_ms = 8.0;
+    s.decode.tokens = 4;
+    s.decode.decoded = 4;
+    s.decode.wall_ms = 500.0;
+    s.decode.io_ms = 200.0;
+    s.decode.compute_ms = 260.0;
+    s.decode.mgmt_ms = 40.0;
+    s.decode.cpu_ms = 1600.0;
+    s.decode.majflt = 6;
+    s.decode.read_bytes = 8u << 20;
+    s.decode.loop_overhead_ms = 3.0;
+    s.decode.evictions = 9;
+    s.decode.rereads = 2;
+    s.decode.prefetch_bytes = 1u << 20;
+    s.decode.prefetched = 4;
+    s.decode.prefetch_useful = 3;
+    s.tail_ms = 1.0;
+    s.cache_hit_pct = 80.0;
+    s.cache_resident_mib = 3990.5;
+    s.cache_budget_mib = 4000.0;
+    s.token_demand_mib = 250.25;
+    s.layer_demand_mib = 5.5;
+    s.experts_routed = 1152;
+    tm_buffer out;
+    tm_buffer_init(&out);
+    tm_csv_format_summary(&out, &s);
+    const char *text = tm_buffer_text(&out);
+    CHECK(strncmp(text, "# summary ", 10) == 0 && text[out.length - 1] == '\n' && !strchr(text, '\n')[1]);
+    check_key(text, "tokens", "4");
+    check_key(text, "s/tok", "0.1250");        /* 0.5 s / 4 */
+    check_key(text, "tok/s", "8.000");
+    check_key(text, "read_MiB", "8.000");
+    check_key(text, "io_s", "0.2000");
+    check_key(text, "compute_s/tok", "0.0650");
+    check_key(text, "io_s/tok", "0.0500");
+    check_key(text, "cache_hit_pct", "80.00");
+    check_key(text, "n_prompt", "10");
+    check_key(text, "load_s", "1.500");
+    check_key(text, "prefill_s", "0.2000");
+    check_key(text, "prefill_tps", "50.00");
+    check_key(text, "stall_s/tok", "0.0000");
+    check_key(text, "mgmt_s/tok", "0.0100");
+    check_key(text, "cache_resident_MiB", "3990.5");
+    check_key(text, "cache_budget_MiB", "4000.0");
+    check_key(text, "majflt/tok", "1.50");
+    check_key(text, "cpu_s/tok", "0.4000");
+    check_key(text, "token_demand_MiB", "250.250");
+    check_key(text, "layer_demand_MiB", "5.500");
+    check_key(text, "experts_routed", "1152");
+    check_key(text, "loop_overhead_s/tok", "0.0010"); /* (3 + the 1 ms tail) / 4 */
+    check_key(text, "evictions", "9");
+    check_key(text, "rereads", "2");
+    check_key(text, "prefetch_MiB", "1.000");
+    check_key(text, "prefetched", "4");
+    check_key(text, "prefetch_useful", "3");
+    check_key(text, "prefill_cpu_s", "0.7000");
+    check_key(text, "prefill_read_mib", "5.000");
+    check_key(text, "prefill_io_s", "0.1200");
+    check_key(text, "prefill_stall_s", "0.0000");
+    check_key(text, "prefill_mgmt_s", "0.0080");
+    check_key(text, "turn", "0");
+    /* features this engine does not have: their off values */
+    const char *zero[] = {"experts_dropped", "experts_reranked", "experts_substituted", "row_table_MiB",
+                          "row_resident_MiB", "row_rows", "row_reads", "row_read_MiB", "row_evictions",
+                          "row_io_errors", "drain_s/tok", "adopt_s/tok", "ra_committed", "ra_passthrough",
+                          "ra_gemv_ms/tok", "ra_issue_ms/tok", "ra_wd_ms/tok", "prefill_dev_tokens",
+                          "prefill_dev_nodes", "prefill_dev_read_mib", "prefill_dev_stall_s"};
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        check_key(text, zero[i], "0");
+    check_key(text, "ra_agree_pct", "-1");
+    /* the speculation keys exist only under --mtp / --ngram */
+    char value[64];
+    CHECK(!value_of(text, "mtp_drafted", value, sizeof value) && !value_of(text, "drafted_steps", value, sizeof value));
+    tm_buffer_free(&out);
+}
+
+static void test_memory(void)
+{
+    tm_memory m;
+    memset(&m, 0, sizeof m);
+    tm_memory_parse_status("Name:\tbmoe-cli\nVmPeak:\t  9000 kB\nVmRSS:\t  2048 kB\nRssAnon:\t  1536 kB\n"
+                           "RssFile:\t   512 kB\nRssShmem:\t 0 kB\nVmSwap:\t  1024 kB\n",
+                           &m);
+    CHECK(m.rss_mib == 2.0 && m.rss_anon_mib == 1.5 && m.rss_file_mib == 0.5 && m.swap_mib == 1.0);
+    tm_memory_parse_meminfo("MemTotal:  16384000 kB\nMemFree:    1024000 kB\nMemAvailable:  8192000 kB\n"
+                            "SwapTotal: 0 kB\nSwapFree:    512 kB\n",
+                            &m);
+    CHECK(m.mem_free_mib == 1000.0 && m.mem_available_mib == 8000.0 && m.swap_free_mib == 0.5);
+    tm_memory live;
+    tm_memory_sample(&live);
+    CHECK(live.rss_mib > 0.0 && live.mem_available_mib > 0.0); /* Linux reports both */
+}
+
+static void test_layout(void)
+{
+    /* two layers, 4 experts; gate/up/down of 4 experts = 4 x (100 + 100 + 200) bytes in layer 0 */
+    const char *text =
+        "file: m.gguf (GGUF v3, 1 shard, alignment 32)\n"
+        "tensor table:\n"
+        "      #  name                                     type     shape                        shard         offset          bytes\n"
+        "      0  token_embd.weight                        Q4_K     {256, 512}                       0          18528          73728\n"
+        "      1  blk.0.attn_q.weight                      Q4_K     {256, 256}                       0          92256           1000\n"
+        "      2  blk.0.ffn_gate_exps.weight               Q4_K     {256, 256, 4}                    0          93280            400\n"
+        "      3  blk.0.ffn_up_exps.weight                 Q4_K     {256, 256, 4}                    0          93680            400\n"
+        "      4  blk.0.ffn_down_exps.weight               Q6_K     {256, 256, 4}                    0          94080            800\n"
+        "      5  blk.0.ffn_gate_exps.bias                 F32      {256, 4}                         0          94880             16\n"
+        "      6  blk.1.attn_q.weight                      Q4_K     {256, 256}                       0          94896           2000\n"
+        "      7  output.weight                            Q6_K     {256, 512}                       0          96896          99999\n"
+        "architecture: qwen3moe\n";
+    tm_layout layout;
+    CHECK(tm_layout_parse(&layout, text, 2, 4) == 0);
+    CHECK(layout.expert_bytes[0] == 400 && layout.dense_bytes[0] == 1016); /* the bias stays resident */
+    CHECK(layout.expert_bytes[1] == 0 && layout.dense_bytes[1] == 2000);
+    layout.known = true;
+    CHECK(tm_layout_token_demand(&layout, 2) == 800 && tm_layout_layer_demand(&layout, 2) == 800);
+    tm_layout_free(&layout);
+    /* a layer outside the model, or experts that do not divide: not a layout */
+    CHECK(tm_layout_parse(&layout, text, 1, 4) != 0);
+    tm_layout_free(&layout);
+    CHECK(tm_layout_parse(&layout, text, 2, 3) != 0);
+    tm_layout_free(&layout);
+}
+
+static void test_sink(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tm-csv-%d.csv", test_tmp_dir(), (int)getpid());
+    FILE *old = fopen(path, "wb");
+    fputs("old content\n", old);
+    fclose(old);
+    tm_csv csv;
+    bmoe_error error = {0};
+    CHECK(tm_csv_open(&csv, path, &error) == 0);
+    tm_config c = hand_config();
+    CHECK(tm_csv_begin(&csv, &c) == 0);
+    CHECK(tm_csv_begin(&csv, &c) == 0); /* once per file */
+    tm_csv_discard(&csv);
+    char *kept = test_read_file(path, NULL);
+    CHECK(kept && strcmp(kept, "old content\n") == 0); /* discarding touches nothing */
+    free(kept);
+
+    CHECK(tm_csv_open(&csv, path, &error) == 0);
+    tm_csv_begin(&csv, &c);
+    tm_csv_begin(&csv, &c);
+    tm_token t = {.step = 1, .steps = 1, .cache_hit_pct = -1, .dense_resident_frac = -1};
+    tm_memory m = {0};
+    CHECK(tm_csv_row(&csv, 0, &t, &m, 0.0, 4096) == 0);
+    CHECK(tm_csv_commit(&csv, &error) == 0);
+    char *text = test_read_file(path, NULL);
+    CHECK(text && strncmp(text, "# bmoe_metrics v2\n", 18) == 0);
+    int preambles = 0, headers = 0;
+    for (const char *p = text; p && (p = strstr(p, "# bmoe_metrics v2")); p++)
+        preambles++;
+    for (const char *p = text; p && (p = strstr(p, "\nstep,steps,")); p++)
+        headers++;
+    CHECK(preambles == 1 && headers == 1);
+    free(text);
+    unlink(path);
+
+    CHECK(tm_csv_open(&csv, "/dev/null", &error) != 0 && error.message[0]); /* a device is refused */
+    char missing[1100];
+    snprintf(missing, sizeof missing, "%s/no-such-folder/x.csv", test_tmp_dir());
+    CHECK(tm_csv_open(&csv, missing, &error) != 0 && error.message[0]);
+}
+
+int main(void)
+{
+    test_preamble();
+    test_row();
+    test_summary();
+    test_memory();
+    test_layout();
+    test_sink();
+    return test_finish();
+}
