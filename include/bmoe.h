@@ -130,6 +130,12 @@ typedef struct bmoe_model_info {
 
 BMOE_API void bmoe_model_get_info(const bmoe_model *model, bmoe_model_info *info);
 
+/* One layer's bytes: one routed expert as it is read (all its projections;
+ * 0 for a layer without experts) and the layer's other tensors. Returns 0,
+ * or BMOE_ERR_INVALID_ARGUMENT for a layer out of range. */
+BMOE_API int bmoe_model_layer_bytes(const bmoe_model *model, int32_t layer, uint64_t *expert_bytes,
+                                    uint64_t *dense_bytes);
+
 /* The parameters as resolved at load: stream.cache_mb is the budget the
  * cache was sized to (auto resolved), n_expert_used the effective width. */
 BMOE_API void bmoe_model_get_params(const bmoe_model *model, bmoe_model_params *params);
@@ -286,6 +292,8 @@ BMOE_API int32_t bmoe_context_position(const bmoe_context *context); /* tokens i
 /* The tokens in the KV cache, in position order (bmoe_context_position of them). */
 BMOE_API const int32_t *bmoe_context_tokens(const bmoe_context *context);
 BMOE_API const bmoe_model *bmoe_context_model(const bmoe_context *context);
+BMOE_API int32_t bmoe_context_n_threads(const bmoe_context *context);
+BMOE_API int32_t bmoe_context_n_ubatch(const bmoe_context *context);
 
 /* Evaluates n_tokens tokens at positions position..position+n_tokens-1
  * (appending to the KV cache; prefill runs in ubatches). When logits is not

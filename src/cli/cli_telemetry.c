@@ -122,7 +122,7 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     c->compute_trace = t->nodes_on;
     c->compute_trace_layers = t->layers_on;
 
-    if ((t->csv_on || t->route_on) && tm_layout_read(&t->layout, o->model_path, model) != 0)
+    if ((t->csv_on || t->route_on) && tm_layout_read(&t->layout, model) != 0)
         return cli_fail("out of memory reading the model's layout");
     if (c->cache_cycle_mb <= 0.0 && t->layout.known) /* resident: priced from the tensor table */
         c->cache_cycle_mb = (double)tm_layout_token_demand(&t->layout, c->n_expert_used) / 1048576.0;

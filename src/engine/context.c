@@ -181,6 +181,16 @@ const bmoe_model *bmoe_context_model(const bmoe_context *context)
     return context->model;
 }
 
+int32_t bmoe_context_n_threads(const bmoe_context *context)
+{
+    return thread_pool_size(context->pool);
+}
+
+int32_t bmoe_context_n_ubatch(const bmoe_context *context)
+{
+    return context->n_ubatch;
+}
+
 /* What the expert store did between two snapshots of its counters. */
 static void add_store_delta(bmoe_stats *stats, const expert_store_counters *before,
                             const expert_store_counters *after)

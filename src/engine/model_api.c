@@ -422,9 +422,46 @@ int32_t bmoe_model_n_layer(const bmoe_model *m)
     return m->model.hparams.n_layer;
 }
 
+/* One expert's bytes of a stacked expert matrix (ne[2] experts). */
 static uint64_t matrix_bytes(const tensor_view *view)
 {
-    return view->data ? view->row_bytes * (uint64_t)view->ne[1] : 0;
+    return view->name ? view->row_bytes * (uint64_t)view->ne[1] : 0;
+}
+
+static uint64_t layer_expert_bytes(const layer_weights *l)
+{
+    return matrix_bytes(&l->ffn_gate_exps) + matrix_bytes(&l->ffn_up_exps) + matrix_bytes(&l->ffn_down_exps);
+}
+
+typedef struct layer_sum {
+    const layer_weights *layer;
+    uint64_t bytes;
+} layer_sum;
+
+/* The bytes of a view of the layer that is not a routed expert matrix. */
+static void add_dense_view(void *user, tensor_view *view)
+{
+    layer_sum *sum = user;
+    const layer_weights *l = sum->layer;
+    uintptr_t address = (uintptr_t)view, first = (uintptr_t)l, last = (uintptr_t)(l + 1);
+    if (address < first || address >= last || view == &l->ffn_gate_exps || view == &l->ffn_up_exps ||
+        view == &l->ffn_down_exps)
+        return;
+    sum->bytes += view->row_bytes * (uint64_t)view->ne[1] * (uint64_t)view->ne[2] * (uint64_t)view->ne[3];
+}
+
+int bmoe_model_layer_bytes(const bmoe_model *m, int32_t layer, uint64_t *expert_bytes, uint64_t *dense_bytes)
+{
+    if (layer < 0 || layer >= m->model.hparams.n_layer)
+        return BMOE_ERR_INVALID_ARGUMENT;
+    const layer_weights *l = &m->model.weights.layers[layer];
+    layer_sum sum = {l, 0};
+    model_each_view((model *)&m->model, add_dense_view, &sum);
+    if (expert_bytes)
+        *expert_bytes = layer_expert_bytes(l);
+    if (dense_bytes)
+        *dense_bytes = sum.bytes;
+    return 0;
 }
 
 void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
@@ -443,8 +480,7 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
         if (!l->ffn_gate_inp.data)
             continue;
         info->n_moe_layers++;
-        uint64_t slice = matrix_bytes(&l->ffn_gate_exps) + matrix_bytes(&l->ffn_up_exps) +
-                         matrix_bytes(&l->ffn_down_exps);
+        uint64_t slice = layer_expert_bytes(l);
         if (slice > info->expert_slice_bytes)
             info->expert_slice_bytes = slice;
     }
@@ -574,12 +610,12 @@ void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
 {
     memset(state, 0, sizeof *state);
     state->streaming = expert_store_streaming(m->experts);
+    state->cycle_bytes = expert_store_cycle_bytes(m->experts, m->model.hparams.n_expert_used);
     if (!state->streaming)
         return;
     state->direct = expert_store_direct(m->experts);
     state->cache_budget_bytes = expert_store_cache_budget(m->experts);
     state->cache_resident_bytes = expert_store_resident_bytes(m->experts);
-    state->cycle_bytes = expert_store_cycle_bytes(m->experts, m->model.hparams.n_expert_used);
     expert_store_counters counters;
     expert_store_get_counters(m->experts, &counters);
     state->read_bytes = counters.read_bytes;

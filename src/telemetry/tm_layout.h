@@ -3,13 +3,7 @@
  * trailer: one expert of a layer as the streamer reads it (its gate, up and
  * down matrices) and the layer's resident tensors (everything else named
  * blk.<layer>.*, the experts' biases included).
- *
- * bmoe.h has no per-layer accessor, so this reads the tensor table
- * bmoe_describe_file prints and checks the result against what the library
- * does report: the largest layer's expert slice (bmoe_model_info) and, when
- * streaming, one token's routed bytes (bmoe_stream_state.cycle_bytes). A
- * table that does not parse or does not agree leaves the layout unknown
- * rather than guessed. */
+ * Read from the library (bmoe_model_layer_bytes). */
 #ifndef BMOE_TM_LAYOUT_H
 #define BMOE_TM_LAYOUT_H
 
@@ -25,12 +19,9 @@ typedef struct tm_layout {
     uint64_t *dense_bytes;    /* [n_layer] */
 } tm_layout;
 
-/* Reads the layout of the model at path. Returns 0 (layout->known tells
- * whether it was established) or -1 when out of memory. */
-int tm_layout_read(tm_layout *layout, const char *path, const bmoe_model *model);
-/* Parses a bmoe_describe_file text (for tests); checks nothing. Returns 0
- * when every blk tensor row parsed, -1 otherwise. */
-int tm_layout_parse(tm_layout *layout, const char *text, int32_t n_layer, int32_t n_expert);
+/* Reads the model's layout. Returns 0 (layout->known tells whether it was
+ * established) or -1 when out of memory. */
+int tm_layout_read(tm_layout *layout, const bmoe_model *model);
 void tm_layout_free(tm_layout *layout);
 
 /* One token's routed expert bytes (k experts in every MoE layer) and the
