@@ -238,6 +238,12 @@ typedef struct bmoe_route_event {
  * in token order: telemetry and traces attach here. */
 typedef void (*bmoe_route_callback)(void *user, const bmoe_route_event *event);
 
+/* For benchmarks that replay a recorded routing: called per (token, MoE
+ * layer) before the router decides; returning true with n_used distinct
+ * experts of the layer written to experts makes them the choice (their
+ * weights computed from the router's logits as for its own choice). */
+typedef bool (*bmoe_route_override)(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
+
 /* One read of an expert slice from the file (streaming). */
 typedef struct bmoe_io_event {
     int32_t layer, expert, projection;
@@ -281,6 +287,8 @@ typedef struct bmoe_context_params {
     void *io_user;
     bmoe_trace_callback trace_callback; /* layer boundaries (a diagnostic: it costs a clock read per layer) */
     void *trace_user;
+    bmoe_route_override route_override; /* replayed routing (benchmarks); may be NULL */
+    void *route_override_user;
 } bmoe_context_params;
 
 BMOE_API bmoe_context_params bmoe_context_default_params(void);

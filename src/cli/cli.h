@@ -43,6 +43,7 @@ typedef struct cli_options {
     const char *logits_out;   /* --logits-out */
     const char *ppl_path;     /* --ppl */
     int32_t ppl_chunks;       /* --chunks; -1: all */
+    const char *route_replay; /* --route-replay TRACE.csv */
     /* telemetry (generation) */
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
     const char *csv_path;            /* --csv */
@@ -84,6 +85,18 @@ bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, 
 /* Tokenizes text into a new array. Returns 0 or -1 (message printed). */
 int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,
                  bool parse_special, int32_t **tokens, int32_t *n_tokens);
+
+/* --route-replay: a route trace's decode routing, replayed (cli_replay.c). */
+typedef struct cli_replay {
+    int32_t n_layer, n_used, n_steps;
+    int32_t *experts;        /* [n_steps][n_layer][n_used]; -1 where not recorded */
+    int32_t first_position;  /* the position of the first generated token */
+} cli_replay;
+/* Reads the trace. Returns 0, or prints why not and returns -1. */
+int cli_replay_load(cli_replay *replay, const char *path);
+void cli_replay_free(cli_replay *replay);
+/* The bmoe_route_override for a loaded replay. */
+bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
 
 /* Writes bytes to stream and flushes it (text appears as it is generated).
  * Returns 0, or prints why it failed (a full disk, a closed pipe) and returns

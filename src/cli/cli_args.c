@@ -37,7 +37,7 @@ typedef enum flag_id {
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
     F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_LOAD_ALL, F_N_EXPERT_USED,
-    F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS,
+    F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
     F_COUNT
 } flag_id;
 
@@ -91,6 +91,7 @@ static const cli_flag cli_flags[] = {
     /* telemetry; --route-trace and --io-trace without --moe-stream are a
      * warning and no file (the telemetry contract), not an error */
     {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false},
+    {F_ROUTE_REPLAY, NULL, "--route-replay", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_ROUTE_TRACE, NULL, "--route-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_IO_TRACE, NULL, "--io-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
@@ -149,6 +150,9 @@ void cli_print_usage(FILE *out)
             "      --overlap          compute resident experts while the missing ones are read\n"
             "      --prefetch K       read what the previous token used K layers ahead (default 0)\n"
             "      --load-all         read every expert of every layer at load (debugging)\n"
+            "      --route-replay TRACE.csv\n"
+            "                         benchmarks: each decode step's experts from a route trace\n"
+            "                         (its n_expert_used must match, see --n-expert-used)\n"
             "\n"
             "telemetry (generation; files are written whole at the end of a successful run):\n"
             "      --progress         per token BMOE_LOAD / BMOE_PROGRESS JSON lines on stdout, then\n"
@@ -415,6 +419,7 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_LOAD_ALL: stream->load_all = true; break;
     case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
     case F_PROGRESS: options->progress = true; break;
+    case F_ROUTE_REPLAY: options->route_replay = value; break;
     case F_CSV: options->csv_path = value; break;
     case F_ROUTE_TRACE: options->route_trace_path = value; break;
     case F_IO_TRACE: options->io_trace_path = value; break;

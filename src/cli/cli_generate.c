@@ -85,6 +85,7 @@ int cli_run_generate(const cli_options *options)
     char *kept = NULL;
     size_t kept_capacity = 0;
     double load_seconds = 0.0;
+    cli_replay replay = {0, 0, 0, NULL, 0};
     cli_telemetry telemetry;
     if (cli_telemetry_open(&telemetry, options) != 0) {
         cli_telemetry_close(&telemetry);
@@ -96,6 +97,20 @@ int cli_run_generate(const cli_options *options)
         goto done;
     bmoe_context_params context_params = cli_context_params(options, options->n_ctx);
     cli_telemetry_context_params(&telemetry, &context_params);
+    if (options->route_replay) {
+        if (cli_replay_load(&replay, options->route_replay) != 0)
+            goto done;
+        bmoe_model_params resolved;
+        bmoe_model_get_params(model, &resolved);
+        if (replay.n_layer != bmoe_model_n_layer(model) || replay.n_used != resolved.n_expert_used) {
+            cli_fail("--route-replay: the trace routes %d layers to %d experts, the model has %d layers routed to %d "
+                     "(see --n-expert-used)",
+                     replay.n_layer, replay.n_used, bmoe_model_n_layer(model), resolved.n_expert_used);
+            goto done;
+        }
+        context_params.route_override = cli_replay_route;
+        context_params.route_override_user = &replay;
+    }
     context = cli_create_context_from(model, &context_params);
     if (!context)
         goto done;
@@ -110,6 +125,7 @@ int cli_run_generate(const cli_options *options)
     int32_t n_prompt = 0;
     if (cli_prompt_tokens(model, options, &prompt, &n_prompt, &prompt_owned) != 0)
         goto done;
+    replay.first_position = n_prompt;
     int32_t n_ctx = bmoe_context_n_ctx(context);
     int32_t steps = params.n_predict >= 0 ? params.n_predict : n_ctx - n_prompt > 0 ? n_ctx - n_prompt : 0;
     if (cli_telemetry_begin(&telemetry, model, context, params.sampler.seed, n_prompt, steps) != 0)
@@ -188,6 +204,7 @@ int cli_run_generate(const cli_options *options)
 
 done:
     cli_telemetry_close(&telemetry);
+    cli_replay_free(&replay);
     free(kept);
     if (prompt_owned)
         free(prompt);

@@ -48,6 +48,8 @@ bmoe_context_params bmoe_context_default_params(void)
         .io_user = NULL,
         .trace_callback = NULL,
         .trace_user = NULL,
+        .route_override = NULL,
+        .route_override_user = NULL,
     };
     return params;
 }
@@ -144,6 +146,8 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->state.route_user = p.route_user;
     context->state.abort_requested = context_abort_requested;
     context->state.abort_user = context;
+    context->state.route_override = p.route_override;
+    context->state.route_override_user = p.route_override_user;
     context->state.trace_callback = p.trace_callback;
     context->state.trace_user = p.trace_user;
     context->io_callback = p.io_callback;

@@ -114,6 +114,8 @@ typedef struct run_state {
     /* asked before each layer: true stops the forward pass (BMOE_ERR_ABORTED) */
     bool (*abort_requested)(void *user);
     void *abort_user;
+    bmoe_route_override route_override; /* replaces the router's choice (benchmarks); may be NULL */
+    void *route_override_user;
     bmoe_trace_callback trace_callback; /* layer boundaries; may be NULL */
     void *trace_user;
     int64_t trace_last_ns, trace_last_majflt;

@@ -13,24 +13,27 @@
 #include "model.h"
 
 /* The router decision for one token: fills experts[0..K) in rank order and
- * their weights from the router logits (modified in place). */
+ * their weights from the router logits (modified in place). replayed: the
+ * experts are given (a benchmark's replayed routing), their weights come
+ * from the logits as the router's would. */
 static void route_token(const moe_config *config, float *logits, int n_expert, int n_used, int32_t *experts,
-                        float *weights)
+                        float *weights, bool replayed)
 {
     if (config->gating == MOE_GATING_SOFTMAX)
         softmax(logits, n_expert);
     /* top-K by score, highest first; ties go to the lower expert index */
     for (int k = 0; k < n_used; k++) {
         int best = -1;
-        for (int e = 0; e < n_expert; e++) {
+        for (int e = 0; e < n_expert && !replayed; e++) {
             bool taken = false;
             for (int j = 0; j < k; j++)
                 taken |= experts[j] == e;
             if (!taken && (best < 0 || logits[e] > logits[best]))
                 best = e;
         }
-        experts[k] = best;
-        weights[k] = logits[best];
+        if (!replayed)
+            experts[k] = best;
+        weights[k] = logits[experts[k]];
     }
     if (config->gating == MOE_GATING_SOFTMAX_WEIGHT)
         softmax(weights, n_used);
@@ -47,6 +50,19 @@ static void route_token(const moe_config *config, float *logits, int n_expert, i
     if (config->weights_scale != 0.0f && config->weights_scale != 1.0f)
         for (int k = 0; k < n_used; k++)
             weights[k] *= config->weights_scale;
+}
+
+/* A replayed routing must name distinct experts of the layer. */
+static bool valid_override(const int32_t *experts, int n_used, int n_expert)
+{
+    for (int k = 0; k < n_used; k++) {
+        if (experts[k] < 0 || experts[k] >= n_expert)
+            return false;
+        for (int j = 0; j < k; j++)
+            if (experts[j] == experts[k])
+                return false;
+    }
+    return true;
 }
 
 /* Tells the route callback what each token of the batch routed to, and
@@ -218,9 +234,14 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     const tensor_view *router = &layer->ffn_gate_inp;
     linear(s, x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
     add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
-    for (int t = 0; t < n_tokens; t++)
-        route_token(config, s->router_logits + (int64_t)t * n_expert, n_expert, n_used, s->selected + t * n_used,
-                    s->selected_weights + t * n_used);
+    for (int t = 0; t < n_tokens; t++) {
+        int32_t *experts = s->selected + t * n_used;
+        bool replayed = s->route_override && s->route_override(s->route_override_user, layer_index, positions[t],
+                                                               n_used, experts) &&
+                        valid_override(experts, n_used, n_expert);
+        route_token(config, s->router_logits + (int64_t)t * n_expert, n_expert, n_used, experts,
+                    s->selected_weights + t * n_used, replayed);
+    }
 
     /* 2. group the (token, rank) selections by expert, tokens in order */
     memset(s->expert_count, 0, (size_t)n_expert * sizeof *s->expert_count);

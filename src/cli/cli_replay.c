@@ -1,0 +1,113 @@
+/* --route-replay TRACE.csv (a benchmark switch): each decode step's expert
+ * choice per layer comes from a recorded route trace (telemetry.md, route
+ * trace v1) instead of the router, so a streamed run on random weights sees
+ * the reuse pattern of a real model; everything else is computed normally.
+ * The trace's decode steps are replayed in order from the first generated
+ * token on, wrapping around past its end. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Columns of a route trace row, by position in the v1 header. */
+enum { ROUTE_PHASE = 1, ROUTE_STEP = 2, ROUTE_LAYER = 3, ROUTE_SLOT = 4, ROUTE_EXPERT = 5 };
+
+void cli_replay_free(cli_replay *replay)
+{
+    free(replay->experts);
+    memset(replay, 0, sizeof *replay);
+}
+
+/* The value of key=N in a # line, or -1. */
+static long header_value(const char *line, const char *key)
+{
+    const char *found = strstr(line, key);
+    return found ? strtol(found + strlen(key), NULL, 10) : -1;
+}
+
+int cli_replay_load(cli_replay *replay, const char *path)
+{
+    memset(replay, 0, sizeof *replay);
+    char *text = NULL;
+    size_t length = 0;
+    if (cli_read_file(path, &text, &length) != 0)
+        return -1;
+    long n_layer = -1, n_used = -1;
+    long first_step = -1, last_step = -1;
+    /* first pass: the shape and the decode steps' span */
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (line[0] == '#') {
+            if (header_value(line, "n_layer=") > 0)
+                n_layer = header_value(line, "n_layer=");
+            if (header_value(line, "n_expert_used=") > 0)
+                n_used = header_value(line, "n_expert_used=");
+        } else if (line[0] >= '0' && line[0] <= '9') {
+            long fields[6];
+            char *cursor = line;
+            for (int f = 0; f < 6; f++) {
+                fields[f] = strtol(cursor, &cursor, 10);
+                cursor += *cursor == ',';
+            }
+            if (fields[ROUTE_PHASE] == 1) {
+                if (first_step < 0 || fields[ROUTE_STEP] < first_step)
+                    first_step = fields[ROUTE_STEP];
+                if (fields[ROUTE_STEP] > last_step)
+                    last_step = fields[ROUTE_STEP];
+            }
+        }
+        line = next ? next + 1 : NULL;
+    }
+    if (n_layer <= 0 || n_used <= 0 || first_step < 0) {
+        free(text);
+        return cli_fail("--route-replay: %s is not a route trace with decode steps (no n_layer, n_expert_used or "
+                        "phase-1 rows)", path);
+    }
+    replay->n_layer = (int32_t)n_layer;
+    replay->n_used = (int32_t)n_used;
+    replay->n_steps = (int32_t)(last_step - first_step + 1);
+    size_t cells = (size_t)replay->n_steps * (size_t)n_layer * (size_t)n_used;
+    replay->experts = malloc(cells * sizeof *replay->experts);
+    if (!replay->experts) {
+        free(text);
+        return cli_fail("--route-replay: out of memory for %zu routings", cells);
+    }
+    for (size_t i = 0; i < cells; i++)
+        replay->experts[i] = -1;
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (line[0] >= '0' && line[0] <= '9') {
+            long fields[6];
+            char *cursor = line;
+            for (int f = 0; f < 6; f++) {
+                fields[f] = strtol(cursor, &cursor, 10);
+                cursor += *cursor == ',';
+            }
+            if (fields[ROUTE_PHASE] == 1 && fields[ROUTE_LAYER] >= 0 && fields[ROUTE_LAYER] < n_layer &&
+                fields[ROUTE_SLOT] >= 0 && fields[ROUTE_SLOT] < n_used)
+                replay->experts[((size_t)(fields[ROUTE_STEP] - first_step) * (size_t)n_layer +
+                                 (size_t)fields[ROUTE_LAYER]) *
+                                    (size_t)n_used +
+                                (size_t)fields[ROUTE_SLOT]] = (int32_t)fields[ROUTE_EXPERT];
+        }
+        line = next ? next + 1 : NULL;
+    }
+    free(text);
+    return 0;
+}
+
+bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts)
+{
+    const cli_replay *replay = user;
+    if (position < replay->first_position || layer >= replay->n_layer || n_used != replay->n_used)
+        return false;
+    int32_t step = (position - replay->first_position) % replay->n_steps;
+    const int32_t *recorded = replay->experts + ((size_t)step * (size_t)replay->n_layer + (size_t)layer) *
+                                                   (size_t)replay->n_used;
+    for (int32_t k = 0; k < n_used; k++) {
+        if (recorded[k] < 0)
+            return false; /* a cell the trace did not record */
+        experts[k] = recorded[k];
+    }
+    return true;
+}
