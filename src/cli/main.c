@@ -24,11 +24,11 @@ int main(int argc, char **argv)
     switch (options.mode) {
     case CLI_MODE_HELP:
         cli_print_usage(stdout);
-        status = 0;
+        status = cli_flush(stdout) == 0 ? 0 : 1; /* now, while errno still says why */
         break;
     case CLI_MODE_VERSION:
         printf("bmoe-cli %s\n", bmoe_version());
-        status = 0;
+        status = cli_flush(stdout) == 0 ? 0 : 1;
         break;
     case CLI_MODE_INFO:
         status = run_info(options.info_path);
