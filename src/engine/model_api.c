@@ -214,7 +214,11 @@ static uint64_t model_file_bytes(const gguf_model *file)
 static void model_prefault(bmoe_model *m, const expert_layer_source *layers)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page_size > 0 && model_file_bytes(m->file) > (uint64_t)pages * (uint64_t)page_size)
+    uint64_t bytes = model_file_bytes(m->file);
+    if (pages > 0 && page_size > 0 && bytes > (uint64_t)pages * (uint64_t)page_size)
+        return;
+    /* under a memory cap (a container, a cgroup) the cap is the RAM */
+    if (bytes > memory_cgroup_remaining_bytes())
         return;
     bmoe_error err;
     error_clear(&err);

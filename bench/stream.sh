@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# bench/stream.sh: expert streaming on a model bigger than the memory it may
+# use. The full-size Qwen3-30B-A3B-shaped file (bmoe-mkmodel --shape
+# qwen3-30b-a3b, 17.3 GiB of tensors) runs under ../shared/tools/memcap
+# --drop-caches 8G, -t 2, 32 decode tokens after a 64-token prompt, in these
+# configurations, interleaved in every round so the machine's drift cancels:
+#   mmap        the baseline: no --moe-stream, experts faulted in through the mapping
+#   stream-0    --moe-stream --cache-mb 0
+#   auto        --moe-stream --cache-mb auto
+#   overlap     --moe-stream --cache-mb auto --overlap
+#   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
+# and, with the real Qwen3-30B-A3B routing replayed at top-6
+# (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
+# the streamed rows again. Each row: decode tok/s, prefill tok/s, flash MiB per
+# token, cache hit rate, stall per token, and the I/O bound: the disk's
+# bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
+# depth (bench-iobench, measured in the same run) over the bytes a token
+# read. Medians over the rounds. A benchmark, not a test.
+#
+# Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
+# $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 2),
+# BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all, e.g.
+# "overlap replay-overlap"), BMOE_SHARED_DIR (default ../shared).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=${BMOE_BUILD_DIR:-build}
+model=${BMOE_BENCH_MODEL:-$build/models/qwen3-30b-a3b.gguf}
+rounds=${BMOE_BENCH_ROUNDS:-2}
+cap=${BMOE_BENCH_CAP:-8G}
+shared=${BMOE_SHARED_DIR:-../shared}
+cli=$build/bin/bmoe-cli
+mkmodel=$build/bin/bmoe-mkmodel
+iobench=$build/bin/bench-iobench
+memcap=$shared/tools/memcap
+trace=$shared/data/route-traces/qwen.route.csv
+threads=2
+io_threads=4
+
+fail() { echo "bench/stream.sh: $*" >&2; exit 1; }
+for tool in "$cli" "$mkmodel" "$iobench"; do
+  [ -x "$tool" ] || fail "$tool is missing (cmake --build $build --target bmoe-cli bmoe-mkmodel bench-iobench)"
+done
+[ -x "$memcap" ] || fail "$memcap is missing"
+[ -f "$trace" ] || fail "$trace is missing"
+
+if [ ! -f "$model" ]; then
+  mkdir -p "$(dirname "$model")"
+  echo "writing $model (about 18.5 GB) ..."
+  "$mkmodel" --shape qwen3-30b-a3b --seed 1 -o "$model.partial"
+  mv "$model.partial" "$model"
+fi
+
+declare -A flags=(
+  [mmap]=""
+  [stream-0]="--moe-stream --cache-mb 0"
+  [auto]="--moe-stream --cache-mb auto"
+  [overlap]="--moe-stream --cache-mb auto --overlap"
+  [prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1"
+  [replay-stream-0]="--moe-stream --cache-mb 0 --n-expert-used 6 --route-replay $trace"
+  [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
+  [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
+  [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
+)
+configs=${BMOE_BENCH_CONFIGS:-"mmap stream-0 auto overlap prefetch replay-stream-0 replay-auto replay-overlap replay-prefetch"}
+
+ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# One expert projection of this shape is 864 KiB (Q4_K 2048 x 768).
+echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads"
+"$iobench" "$model" --size 864 --threads "$io_threads" --seconds 10 | tee "$work/io.txt"
+disk_mib=$(sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p' "$work/io.txt")
+
+# summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
+summary() { sed -n 's/^# summary.* '"$1"'=\([^ ]*\).*/\1/p' "$2" | tail -n 1; }
+
+for round in $(seq 1 "$rounds"); do
+  for config in $configs; do
+    csv="$work/$config.$round.csv"
+    log="$work/$config.$round.log"
+    extra=${flags[$config]}
+    case "$extra" in *--moe-stream*) extra="$extra --io-threads $io_threads" ;; esac
+    # shellcheck disable=SC2086
+    if "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
+         -c 112 $extra --csv "$csv" > "$log" 2>&1; then
+      printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB\n' "$round" "$config" \
+        "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "$(summary cache_hit_pct "$csv")" \
+        "$(summary read_MiB "$csv")"
+    else
+      echo "round $round $config: FAILED ($(tail -n 2 "$log" | tr '\n' ' '))"
+      rm -f "$csv"
+    fi
+  done
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo
+echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; disk $disk_mib MiB/s)"
+printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s |\n' config "decode" "prefill" "MiB/tok" "hit %" \
+  "stall s" "I/O bound" "of bound"
+printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------"
+for config in $configs; do
+  files=$(ls "$work/$config".*.csv 2>/dev/null || true)
+  [ -n "$files" ] || { printf '| %-16s | failed |\n' "$config"; continue; }
+  decode=$(for f in $files; do summary tok/s "$f"; done | median)
+  prefill=$(for f in $files; do summary prefill_tps "$f"; done | median)
+  per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v n="$(summary tokens "$f")" \
+    'BEGIN { printf "%.1f\n", n > 0 ? r / n : 0 }'; done | median)
+  hit=$(for f in $files; do summary cache_hit_pct "$f"; done | median)
+  stall=$(for f in $files; do summary stall_s/tok "$f"; done | median)
+  bound=$(awk -v d="$disk_mib" -v m="$per_token" 'BEGIN { if (m > 0) printf "%.2f", d / m; else print "-" }')
+  share=$(awk -v t="$decode" -v b="$bound" 'BEGIN { if (b != "-" && b > 0) printf "%.0f%%", 100 * t / b; else print "-" }')
+  printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s |\n' "$config" "$decode" "$prefill" "$per_token" "$hit" \
+    "$stall" "$bound" "$share"
+done
