@@ -22,7 +22,8 @@ typedef struct dense_run {
 
 struct dense_weights {
     enum bmoe_dense_weights policy;
-    dense_weights_files files;
+    dense_weights_files files;  /* paths and sizes only while creating */
+    const uint8_t **mappings;   /* [n_files], the store's copy of the array */
     dense_run *runs;    /* sorted by (shard, begin) */
     int n_runs;
     uint8_t *memory;
@@ -161,10 +162,10 @@ static void advise_read_ahead(const dense_weights *dense)
     uintptr_t page_mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
     for (int i = 0; i < dense->n_runs; i++) {
         const dense_run *run = &dense->runs[i];
-        if (run->range.shard >= dense->files.n_files || !dense->files.mappings[run->range.shard])
+        if (run->range.shard >= dense->files.n_files || !dense->mappings[run->range.shard])
             continue;
-        uintptr_t begin = (uintptr_t)(dense->files.mappings[run->range.shard] + run->range.begin) & ~page_mask;
-        uintptr_t end = (uintptr_t)(dense->files.mappings[run->range.shard] + run->range.end);
+        uintptr_t begin = (uintptr_t)(dense->mappings[run->range.shard] + run->range.begin) & ~page_mask;
+        uintptr_t end = (uintptr_t)(dense->mappings[run->range.shard] + run->range.end);
         madvise((void *)begin, end - begin, MADV_NORMAL);
     }
 }
@@ -180,6 +181,14 @@ dense_weights *dense_weights_create(const dense_weights_files *files, const file
     }
     dense->policy = policy;
     dense->files = *files;
+    dense->mappings = malloc((files->n_files ? files->n_files : 1) * sizeof *dense->mappings);
+    if (!dense->mappings) {
+        free(dense);
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "dense weights: out of memory");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < files->n_files; i++)
+        dense->mappings[i] = files->mappings[i];
     int status = build_runs(dense, tensors, n_tensors, experts, n_experts, err);
     if (status == 0 && policy != BMOE_DENSE_WEIGHTS_ANON)
         advise_read_ahead(dense);
@@ -191,6 +200,9 @@ dense_weights *dense_weights_create(const dense_weights_files *files, const file
         dense_weights_destroy(dense);
         return NULL;
     }
+    dense->files.paths = NULL; /* the caller's arrays end here */
+    dense->files.sizes = NULL;
+    dense->files.mappings = dense->mappings;
     return dense;
 }
 
@@ -201,6 +213,7 @@ void dense_weights_destroy(dense_weights *dense)
     if (dense->memory)
         munmap(dense->memory, dense->memory_bytes);
     free(dense->runs);
+    free((void *)dense->mappings);
     free(dense);
 }
 
@@ -251,9 +264,9 @@ double dense_weights_resident_fraction(const dense_weights *dense)
         uint64_t length = run->range.end - run->range.begin;
         const uint8_t *base = run->copy;
         if (!base) {
-            if (run->range.shard >= dense->files.n_files || !dense->files.mappings[run->range.shard])
+            if (run->range.shard >= dense->files.n_files || !dense->mappings[run->range.shard])
                 return -1.0;
-            base = dense->files.mappings[run->range.shard] + run->range.begin;
+            base = dense->mappings[run->range.shard] + run->range.begin;
         }
         for (; next < passed + length && sampled < DENSE_SAMPLES; next += stride) {
             uintptr_t address = (uintptr_t)(base + (next - passed));

@@ -45,7 +45,7 @@ struct expert_store {
     /* streaming */
     io_lanes *lanes;
     uint32_t n_files;
-    const char *const *paths;
+    const char **paths;        /* the strings are the caller's, the array is the store's */
     uint64_t *sizes;
     dev_t *devices;
     ino_t *inodes;
@@ -114,6 +114,7 @@ void expert_store_destroy(expert_store *store)
     if (store->policy && store->policy_state)
         store->policy->destroy(store->policy_state);
     free(store->layers);
+    free((void *)store->paths);
     free(store->sizes);
     free(store->devices);
     free(store->inodes);
@@ -185,14 +186,15 @@ static int create_slots(expert_store *store, bmoe_error *err)
 static int record_files(expert_store *store, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
                         bmoe_error *err)
 {
-    store->paths = paths;
     store->n_files = n_files;
+    store->paths = malloc(n_files * sizeof *store->paths);
     store->sizes = malloc(n_files * sizeof *store->sizes);
     store->devices = malloc(n_files * sizeof *store->devices);
     store->inodes = malloc(n_files * sizeof *store->inodes);
-    if (!store->sizes || !store->devices || !store->inodes)
+    if (!store->paths || !store->sizes || !store->devices || !store->inodes)
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory");
     for (uint32_t i = 0; i < n_files; i++) {
+        store->paths[i] = paths[i];
         struct stat st;
         if (stat(paths[i], &st) != 0)
             return error_set_status(err, BMOE_ERR_IO, "%s: cannot stat for streaming", paths[i]);
