@@ -95,8 +95,15 @@ typedef struct bmoe_stream_params {
     void *pread_user;
 } bmoe_stream_params;
 
+/* Progress of a long step of loading (copying the dense weights, the warm
+ * sweep, pre-faulting, --load-all): done of total bytes; called on the
+ * loading thread, a few hundred times per step at most. */
+typedef void (*bmoe_load_progress)(void *user, const char *step, uint64_t done, uint64_t total);
+
 typedef struct bmoe_model_params {
     enum bmoe_dense_weights dense_weights;
+    bmoe_load_progress load_progress; /* may be NULL */
+    void *load_progress_user;
     bool prefault;               /* map every page at load when the model fits in RAM */
     int32_t n_expert_used;       /* routing width override (lossy); 0: the model's */
     bmoe_stream_params stream;

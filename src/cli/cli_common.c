@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -58,11 +59,39 @@ static void cli_log(void *user, enum bmoe_log_level level, const char *message)
     fprintf(stderr, "bmoe-cli: %s%s\n", level == BMOE_LOG_WARNING ? "warning: " : "", message);
 }
 
+/* A progress bar for long load steps, on stderr when it is a terminal. */
+typedef struct cli_load_bar {
+    const char *step;
+    int percent;
+} cli_load_bar;
+
+static void cli_draw_load_bar(void *user, const char *step, uint64_t done, uint64_t total)
+{
+    cli_load_bar *bar = user;
+    int percent = total > 0 ? (int)(done * 100 / total) : 100;
+    if (bar->step == step && percent == bar->percent)
+        return;
+    bar->step = step;
+    bar->percent = percent;
+    char cells[41];
+    int filled = percent * 40 / 100;
+    for (int i = 0; i < 40; i++)
+        cells[i] = i < filled ? '#' : ' ';
+    cells[40] = '\0';
+    fprintf(stderr, "\rbmoe-cli: %-24s [%s] %3d%%%s", step, cells, percent, percent >= 100 ? "\n" : "");
+    fflush(stderr);
+}
+
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
 {
     bmoe_error error = {0};
     double start = cli_now_seconds();
     bmoe_model_params params = options->model_params;
+    cli_load_bar bar = {NULL, -1};
+    if (isatty(STDERR_FILENO)) {
+        params.load_progress = cli_draw_load_bar;
+        params.load_progress_user = &bar;
+    }
     params.prefault = !options->no_prefault;
     params.log_callback = cli_log;
     bmoe_model *model = bmoe_model_load(options->model_path, &params, &error);

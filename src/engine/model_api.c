@@ -56,6 +56,8 @@ bmoe_model_params bmoe_model_default_params(void)
 {
     bmoe_model_params params = {
         .dense_weights = BMOE_DENSE_WEIGHTS_ANON,
+        .load_progress = NULL,
+        .load_progress_user = NULL,
         .prefault = true,
         .n_expert_used = 0,
         .stream =
@@ -224,12 +226,16 @@ static void model_prefault(bmoe_model *m, const expert_layer_source *layers)
     error_clear(&err);
     int status = 0;
     const model_hparams *hp = &m->model.hparams;
-    for (int il = 0; il < hp->n_layer && status == 0; il++)
+    for (int il = 0; il < hp->n_layer && status == 0; il++) {
         for (int p = 0; p < layers[il].n_projections && status == 0; p++) {
             const expert_projection_source *source = &layers[il].projections[p];
             status = gguf_prefault_range(m->file, source->shard, source->file_offset,
                                          source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert, &err);
         }
+        if (m->params.load_progress)
+            m->params.load_progress(m->params.load_progress_user, "mapping the experts", (uint64_t)il + 1,
+                                    (uint64_t)hp->n_layer);
+    }
     if (m->params.dense_weights != BMOE_DENSE_WEIGHTS_ANON)
         for (uint32_t shard = 0; shard < gguf_shard_count(m->file) && status == 0; shard++)
             status = gguf_prefault_range(m->file, shard, 0, gguf_shard_size(m->file, shard), &err);
@@ -291,7 +297,7 @@ static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers,
     shard_io io = {m->params.stream.pread, m->params.stream.pread_user};
     bool direct = !m->params.stream.enabled || m->params.stream.direct;
     m->dense = dense_weights_create(&files, tensors, (int)n_tensors, experts, n_experts, m->params.dense_weights,
-                                    direct, &io, err);
+                                    direct, &io, m->params.load_progress, m->params.load_progress_user, err);
     if (!m->dense) {
         status = -1;
         goto done;

@@ -30,7 +30,20 @@ struct dense_weights {
     size_t memory_bytes;
     uint64_t dense_bytes;
     bool direct;
+    bmoe_load_progress progress;
+    void *progress_user;
 };
+
+/* Reports bytes of the runs' span done so far, every DENSE_CHUNK. */
+static void report_progress(const dense_weights *dense, const char *step, uint64_t done)
+{
+    if (!dense->progress)
+        return;
+    uint64_t total = 0;
+    for (int i = 0; i < dense->n_runs; i++)
+        total += dense->runs[i].range.end - dense->runs[i].range.begin;
+    dense->progress(dense->progress_user, step, done < total ? done : total, total);
+}
 
 static int compare_ranges(const void *left, const void *right)
 {
@@ -110,6 +123,7 @@ static int copy_runs(dense_weights *dense, bool want_direct, const shard_io *io,
         return -1;
     dense->direct = want_direct && shard_reader_direct(&reader);
     size_t placed = 0;
+    uint64_t done = 0;
     int status = 0;
     for (int i = 0; i < dense->n_runs && status == 0; i++) {
         dense_run *run = &dense->runs[i];
@@ -125,6 +139,8 @@ static int copy_runs(dense_weights *dense, bool want_direct, const shard_io *io,
             uint64_t device;
             uint8_t *region = slot + ((offset & ~(uint64_t)(BLOCK - 1)) - base);
             status = shard_reader_read(&reader, run->range.shard, offset, end - offset, region, &device, err);
+            done += end - offset;
+            report_progress(dense, "dense weights", done);
             offset = end;
         }
     }
@@ -141,12 +157,15 @@ static int warm_runs(dense_weights *dense, const shard_io *io, bmoe_error *err)
         return -1;
     uint8_t *buffer = aligned_alloc(BLOCK, shard_region_bytes(DENSE_CHUNK));
     int status = buffer ? 0 : error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "dense weights: out of memory");
+    uint64_t done = 0;
     for (int i = 0; i < dense->n_runs && status == 0; i++) {
         const dense_run *run = &dense->runs[i];
         for (uint64_t offset = run->range.begin; offset < run->range.end && status == 0; offset += DENSE_CHUNK) {
             uint64_t length = run->range.end - offset < DENSE_CHUNK ? run->range.end - offset : DENSE_CHUNK;
             uint64_t device;
             status = shard_reader_read(&reader, run->range.shard, offset, length, buffer, &device, err);
+            done += length;
+            report_progress(dense, "warming dense weights", done);
         }
     }
     free(buffer);
@@ -172,7 +191,8 @@ static void advise_read_ahead(const dense_weights *dense)
 
 dense_weights *dense_weights_create(const dense_weights_files *files, const file_range *tensors, int n_tensors,
                                     const file_range *experts, int n_experts, enum bmoe_dense_weights policy,
-                                    bool direct, const shard_io *io, bmoe_error *err)
+                                    bool direct, const shard_io *io, bmoe_load_progress progress,
+                                    void *progress_user, bmoe_error *err)
 {
     dense_weights *dense = calloc(1, sizeof *dense);
     if (!dense) {
@@ -180,6 +200,8 @@ dense_weights *dense_weights_create(const dense_weights_files *files, const file
         return NULL;
     }
     dense->policy = policy;
+    dense->progress = progress;
+    dense->progress_user = progress_user;
     dense->files = *files;
     dense->mappings = malloc((files->n_files ? files->n_files : 1) * sizeof *dense->mappings);
     if (!dense->mappings) {

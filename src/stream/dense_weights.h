@@ -40,7 +40,8 @@ typedef struct dense_weights_files {
  * (left out). Returns NULL with err filled. */
 dense_weights *dense_weights_create(const dense_weights_files *files, const file_range *tensors, int n_tensors,
                                     const file_range *experts, int n_experts, enum bmoe_dense_weights policy,
-                                    bool direct, const shard_io *io, bmoe_error *err);
+                                    bool direct, const shard_io *io, bmoe_load_progress progress,
+                                    void *progress_user, bmoe_error *err);
 void dense_weights_destroy(dense_weights *dense);
 
 /* The copy of the byte at (shard, offset), or NULL when it is not copied

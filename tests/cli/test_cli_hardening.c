@@ -219,6 +219,23 @@ static void test_context_warning(void)
     cli_result_free(&r);
 }
 
+/* The load progress bar: on a terminal (script(1) gives the run one), the
+ * long load steps are drawn on stderr; in a file, nothing extra. */
+static void test_progress_bar(void)
+{
+    char script[4096];
+    snprintf(script, sizeof script, "script -qec \"'$BMOE_CLI' -m '%s' -p Once -n 2\" /dev/null", stories);
+    cli_result r;
+    run_shell("on a terminal", script, &r);
+    CHECK_MSG(r.exit_code == 0 && strstr(r.out, "dense weights") && strstr(r.out, "100%"),
+              "no progress bar on a terminal: %.300s", r.out);
+    cli_result_free(&r);
+    const char *args[] = {"-m", stories, "-p", "Once", "-n", "2", NULL};
+    CHECK(cli_run(args, &r) == 0 && r.exit_code == 0);
+    CHECK_MSG(!strstr(r.err, "dense weights") && !strstr(r.err, "[#"), "a progress bar into a file: %s", r.err);
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     test_shared_path(stories, sizeof stories, "data/models/stories260K/stories260K.gguf");
@@ -231,5 +248,6 @@ int main(void)
     test_nan_model();
     test_flags();
     test_context_warning();
+    test_progress_bar();
     return test_finish();
 }

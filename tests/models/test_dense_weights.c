@@ -48,6 +48,23 @@ static float *evaluate(const char *path, enum bmoe_dense_weights dense, const or
     return logits;
 }
 
+typedef struct progress_log {
+    int calls;
+    uint64_t last_done, last_total;
+    bool monotonic;
+} progress_log;
+
+static void note_progress(void *user, const char *step, uint64_t done, uint64_t total)
+{
+    progress_log *log = user;
+    if (log->calls == 0)
+        log->monotonic = true;
+    log->monotonic &= done >= log->last_done && done <= total && step && step[0];
+    log->calls++;
+    log->last_done = done;
+    log->last_total = total;
+}
+
 static void check_model(const char *model_name)
 {
     char relative[256], path[1024];
@@ -94,8 +111,9 @@ static void check_model(const char *model_name)
         const uint8_t *mappings[1] = {gguf_shard_data(file, 0)};
         dense_weights_files files = {paths, sizes, mappings, 1};
         shard_io io = {NULL, NULL};
+        progress_log log = {0, 0, 0, false};
         dense_weights *dense = dense_weights_create(&files, tensors, (int)n, experts, n_experts,
-                                                    BMOE_DENSE_WEIGHTS_ANON, true, &io, &err);
+                                                    BMOE_DENSE_WEIGHTS_ANON, true, &io, note_progress, &log, &err);
         CHECK_MSG(dense != NULL, "%s", err.message);
         if (dense) {
             CHECK(dense_weights_bytes(dense) == dense_bytes);
@@ -116,11 +134,15 @@ static void check_model(const char *model_name)
             CHECK_MSG(experts_absent, "%s: an expert matrix was copied", model_name);
             double resident = dense_weights_resident_fraction(dense);
             CHECK_MSG(resident == 1.0, "%s: the fresh copy is %.3f resident", model_name, resident);
+            /* progress reported, growing, ending at the total */
+            CHECK_MSG(log.calls > 0 && log.monotonic && log.last_done == log.last_total && log.last_total > 0,
+                      "%s: progress %d calls, %llu of %llu", model_name, log.calls,
+                      (unsigned long long)log.last_done, (unsigned long long)log.last_total);
             dense_weights_destroy(dense);
         }
         /* the mmap policy copies nothing */
         dense = dense_weights_create(&files, tensors, (int)n, experts, n_experts, BMOE_DENSE_WEIGHTS_MMAP, true, &io,
-                                     &err);
+                                     NULL, NULL, &err);
         CHECK(dense && dense_weights_copy_bytes(dense) == 0 &&
               dense_weights_locate(dense, 0, tensors[0].begin) == NULL);
         dense_weights_destroy(dense);
