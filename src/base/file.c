@@ -68,15 +68,6 @@ int file_open_regular(const char *path, uint64_t *size, bmoe_error *err)
     return fd;
 }
 
-static char *copy_string(const char *text)
-{
-    size_t length = strlen(text) + 1;
-    char *copy = malloc(length);
-    if (copy)
-        memcpy(copy, text, length);
-    return copy;
-}
-
 /* The file a replacement of path writes over: path itself, or the file a
  * symbolic link at path leads to. NULL with err when path exists but is not
  * (a link to) a regular file we may write. */
@@ -85,7 +76,7 @@ static char *replacement_target(const char *path, bmoe_error *err)
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT) {
-            char *target = copy_string(path);
+            char *target = strdup(path);
             if (!target)
                 error_set(err, "%s: out of memory", path);
             return target;
@@ -106,7 +97,7 @@ static char *replacement_target(const char *path, bmoe_error *err)
             return NULL;
         }
     } else {
-        target = copy_string(path);
+        target = strdup(path);
         if (!target) {
             error_set(err, "%s: out of memory", path);
             return NULL;
@@ -162,7 +153,7 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
 static int sync_directory_of(const char *path, bmoe_error *err)
 {
     const char *slash = strrchr(path, '/');
-    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : copy_string(".");
+    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     if (!directory)
         return error_set(err, "%s: out of memory", path);
     int status = 0;

@@ -17,15 +17,6 @@
 /* "-00001-of-00003.gguf": the suffix of a shard's file name. */
 #define GGUF_SPLIT_SUFFIX_LENGTH 20
 
-static char *copy_string(const char *s)
-{
-    size_t length = strlen(s) + 1;
-    char *copy = malloc(length);
-    if (copy)
-        memcpy(copy, s, length);
-    return copy;
-}
-
 void gguf_shard_release(gguf_shard *shard)
 {
     free(shard->kvs);
@@ -45,7 +36,7 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
 {
     memset(shard, 0, sizeof *shard);
     shard->fd = -1;
-    shard->path = copy_string(path);
+    shard->path = strdup(path);
     if (!shard->path)
         return error_set(err, "%s: out of memory", path);
     shard->fd = file_open_regular(path, &shard->size, err);
@@ -403,7 +394,7 @@ gguf_model *gguf_open_memory(const void *data, size_t size, const char *name, bm
     gguf_shard first;
     memset(&first, 0, sizeof first);
     first.fd = -1;
-    first.path = copy_string(name ? name : "(memory)");
+    first.path = strdup(name ? name : "(memory)");
     if (!first.path) {
         error_set(err, "out of memory");
         return NULL;

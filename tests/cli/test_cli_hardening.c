@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli_run.h"
-#include "gguf/gguf.h"
+#include "nan_model.h"
 
 static char stories[1024], corpus[1024], dir[1100];
 
@@ -137,35 +137,12 @@ static void test_full_disk(void)
     }
 }
 
-/* A copy of stories260K whose output norm is NaN. */
-static bool write_nan_model(const char *path)
-{
-    size_t size;
-    char *bytes = cli_read_all(stories, &size);
-    bmoe_error err = {0};
-    gguf_model *file = gguf_open(stories, &err);
-    const gguf_tensor *norm = file ? gguf_find_tensor(file, "output_norm.weight") : NULL;
-    bool ok = bytes && norm && norm->type == 0;
-    if (ok) {
-        float nan = NAN;
-        for (uint64_t i = 0; i < norm->nbytes / 4; i++)
-            memcpy(bytes + norm->file_offset + i * 4, &nan, 4);
-        FILE *out = fopen(path, "wb");
-        ok = out && fwrite(bytes, 1, size, out) == size;
-        if (out)
-            ok &= fclose(out) == 0;
-    }
-    if (file)
-        gguf_close(file);
-    free(bytes);
-    return ok;
-}
 
 static void test_nan_model(void)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/nan.gguf", dir);
-    CHECK(write_nan_model(path));
+    CHECK(write_nan_model(stories, path));
     const char *generate[] = {"-m", path, "-p", "Once upon a time", "-n", "16", "--temp", "0.8", NULL};
     cli_result r;
     CHECK(cli_run(generate, &r) == 0);

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "bmoe.h"
-#include "gguf/gguf.h"
+#include "nan_model.h"
 #include "test.h"
 
 /* The out-of-memory case asks for hundreds of GB; the sanitizer's allocator
@@ -47,29 +47,6 @@ static bool always_abort(void *user)
     return true;
 }
 
-/* A copy of stories260K whose output norm is NaN. */
-static bool write_nan_model(const char *path)
-{
-    size_t size;
-    char *bytes = test_read_file(stories_path, &size);
-    bmoe_error err = {0};
-    gguf_model *file = gguf_open(stories_path, &err);
-    const gguf_tensor *norm = file ? gguf_find_tensor(file, "output_norm.weight") : NULL;
-    bool ok = bytes && norm && norm->type == 0 /* F32 */;
-    if (ok) {
-        float nan = NAN;
-        for (uint64_t i = 0; i < norm->nbytes / 4; i++)
-            memcpy(bytes + norm->file_offset + i * 4, &nan, 4);
-        FILE *out = fopen(path, "wb");
-        ok = out && fwrite(bytes, 1, size, out) == size;
-        if (out)
-            ok &= fclose(out) == 0;
-    }
-    if (file)
-        gguf_close(file);
-    free(bytes);
-    return ok;
-}
 
 int main(void)
 {
@@ -154,7 +131,7 @@ int main(void)
     }
 
     /* NaN weights: an error, never tokens */
-    CHECK(write_nan_model(nan_path));
+    CHECK(write_nan_model(stories_path, nan_path));
     model = bmoe_model_load(nan_path, NULL, &error);
     CHECK_MSG(model != NULL, "load NaN model: %s", error.message);
     if (model) {
