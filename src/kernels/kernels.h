@@ -40,6 +40,31 @@ typedef void (*dot_tile_fn)(int64_t n, const void *weights, size_t row_bytes, in
  * result equals n_rows single-row calls. */
 typedef void (*axpy_fn)(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride, float *y);
 
+/* ---- Elementwise float kernels ------------------------------------------
+ * Each is bit-identical in every set to the scalar definition in
+ * elementwise.c (the same float operations in the same order, lane by lane),
+ * so an op's result does not depend on the set that computes it. */
+
+/* y[i] = e^x[i] to within one ulp (elementwise_common.h); y may alias x. */
+typedef void (*exponential_fn)(float *y, const float *x, int64_t n);
+
+/* out[i] = (gate[i] / (1 + e^-gate[i])) * up[i]; out may alias gate or up. */
+typedef void (*silu_glu_fn)(float *out, const float *gate, const float *up, int64_t n);
+
+/* gpt-oss clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+ * out = (g / (1 + e^(alpha * -g))) * (u + 1). */
+typedef void (*swiglu_oai_fn)(float *out, const float *gate, const float *up, int64_t n, float alpha,
+                              float limit);
+
+/* In-place softmax: exps in float, their sum in double over 16 interleaved
+ * lanes (element i in lane i mod 16) combined in a fixed tree. */
+typedef void (*softmax_fn)(float *x, int64_t n);
+
+/* out = (x * (1 / sqrt(mean(x^2) + eps))) * weight (weight may be NULL); the
+ * squares in float, their sum in double over the same 16 lanes as softmax;
+ * out may alias x. */
+typedef void (*rmsnorm_fn)(float *out, const float *x, const float *weight, int64_t n, float eps);
+
 typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
@@ -48,6 +73,12 @@ typedef struct kernel_set {
     /* Activation quantizers (Q8_K, F16, ...), byte-identical to the quant
      * table's quantize_row for the type; NULL: use that reference. */
     quantize_row_fn quantize_row[TYPE_COUNT];
+    /* NULL: use the scalar kernel (same bits) */
+    exponential_fn exponential;
+    silu_glu_fn silu_glu;
+    swiglu_oai_fn swiglu_oai;
+    softmax_fn softmax;
+    rmsnorm_fn rmsnorm;
 } kernel_set;
 
 /* CPU features found at run time. */
@@ -85,5 +116,13 @@ axpy_fn kernels_axpy(const kernel_set *set, uint32_t type);
 /* The quantizer of a type from a set, falling back to the quant table's
  * reference; NULL when the type has none. */
 quantize_row_fn kernels_quantize_row(const kernel_set *set, uint32_t type);
+
+/* The elementwise kernels of a set (NULL: the scalar set), falling back to
+ * scalar ones. */
+exponential_fn kernels_exponential(const kernel_set *set);
+silu_glu_fn kernels_silu_glu(const kernel_set *set);
+swiglu_oai_fn kernels_swiglu_oai(const kernel_set *set);
+softmax_fn kernels_softmax(const kernel_set *set);
+rmsnorm_fn kernels_rmsnorm(const kernel_set *set);
 
 #endif

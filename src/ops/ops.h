@@ -19,7 +19,8 @@
 /* ---- Normalization --------------------------------------------------- */
 
 /* out = x / sqrt(mean(x^2) + eps) * weight (weight may be NULL). The sum of
- * squares runs in double like the reference engine; out may alias x. */
+ * squares runs in double like the reference engine; out may alias x. The
+ * kernels' rmsnorm (kernels.h), the same bits in every set. */
 void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
 
 /* RMSNorm of each of n_heads consecutive head_dim-long vectors in place,
@@ -58,7 +59,8 @@ void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, 
 
 /* ---- Softmax and activations ------------------------------------------ */
 
-/* In-place softmax: exps in float, their sum in double. */
+/* In-place softmax: exps in float, their sum in double. These three are the
+ * kernels' elementwise functions (kernels.h), the same bits in every set. */
 void softmax(float *x, int64_t n);
 
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate or up. */
