@@ -45,7 +45,8 @@ typedef void (*axpy_fn)(int64_t n, int64_t n_rows, const float *a, const void *x
  * elementwise.c (the same float operations in the same order, lane by lane),
  * so an op's result does not depend on the set that computes it. */
 
-/* y[i] = e^x[i] to within one ulp (elementwise_common.h); y may alias x. */
+/* y[i] = e^x[i] to within one ulp, 0 where that is below the smallest normal
+ * float (elementwise_common.h); y may alias x. */
 typedef void (*exponential_fn)(float *y, const float *x, int64_t n);
 
 /* out[i] = (gate[i] / (1 + e^-gate[i])) * up[i]; out may alias gate or up. */
