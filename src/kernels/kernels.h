@@ -66,6 +66,52 @@ typedef void (*softmax_fn)(float *x, int64_t n);
  * out may alias x. */
 typedef void (*rmsnorm_fn)(float *out, const float *x, const float *weight, int64_t n, float eps);
 
+/* ---- Attention ------------------------------------------------------------ */
+
+/* Queries one attend call takes: the accumulators of that many query heads
+ * stay in registers while each value row is loaded once for all of them. */
+#define ATTEND_MAX_QUERIES 8
+
+/* Keys per tile of the tiled kernels. Tiles start at multiples of this
+ * absolute position, so a query's tiles depend only on its own key range. */
+#define ATTEND_TILE_KEYS 32
+
+/* One query head of an attend job: its row, where its output goes, and the
+ * positions it sees. */
+typedef struct attend_query {
+    const float *q;        /* head_dim_k values; rounded to f16 by the kernel for an f16 cache */
+    float *out;            /* head_dim_v values */
+    int32_t first, last;   /* visible positions, first <= last */
+    float sink;            /* extra logit (probability mass dropped), when the job has sinks */
+} attend_query;
+
+/* Softmax attention of up to ATTEND_MAX_QUERIES query heads that share one KV
+ * head: the heads of a GQA group, of one token or of a few consecutive ones. */
+typedef struct attend_job {
+    int n_queries;
+    int head_dim_k, head_dim_v;
+    attend_query queries[ATTEND_MAX_QUERIES];
+    const void *keys;      /* this KV head's key at position 0; key_stride bytes per position */
+    size_t key_stride;
+    const void *values;    /* its value at position 0; value_stride bytes per position */
+    size_t value_stride;
+    float scale;           /* multiplies q.k */
+    int sinks;             /* the queries' sink logits count */
+    float *scratch;        /* attend_scratch_floats() floats */
+} attend_job;
+
+/* Runs one job on an F32 or F16 cache. Reads cache rows only between the
+ * smallest first and the largest last of its queries. Batch invariance: a
+ * query's result depends only on its own row, sink and keys first..last,
+ * never on the other queries of the job or how many there are; the scalar
+ * set computes the two-pass softmax in position order, the SIMD sets an
+ * online softmax over ATTEND_TILE_KEYS-aligned tiles in position order. */
+typedef void (*attend_fn)(const attend_job *job);
+
+/* Floats of scratch any set's attend needs for caches of up to n_ctx
+ * positions and keys of head_dim_k. */
+int64_t attend_scratch_floats(int64_t n_ctx, int head_dim_k);
+
 typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
@@ -74,6 +120,7 @@ typedef struct kernel_set {
     /* Activation quantizers (Q8_K, F16, ...), byte-identical to the quant
      * table's quantize_row for the type; NULL: use that reference. */
     quantize_row_fn quantize_row[TYPE_COUNT];
+    attend_fn attend[TYPE_COUNT];     /* F32 and F16 caches; NULL: use the scalar kernel */
     /* NULL: use the scalar kernel (same bits) */
     exponential_fn exponential;
     silu_glu_fn silu_glu;
@@ -117,6 +164,10 @@ axpy_fn kernels_axpy(const kernel_set *set, uint32_t type);
 /* The quantizer of a type from a set, falling back to the quant table's
  * reference; NULL when the type has none. */
 quantize_row_fn kernels_quantize_row(const kernel_set *set, uint32_t type);
+
+/* The attention kernel for an F32 or F16 cache from a set, falling back to
+ * scalar; NULL for other types. */
+attend_fn kernels_attend(const kernel_set *set, uint32_t type);
 
 /* The elementwise kernels of a set (NULL: the scalar set), falling back to
  * scalar ones. */

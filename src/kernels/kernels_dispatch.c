@@ -88,6 +88,8 @@ static void scalar_set_init(void)
     }
     scalar_set.axpy[TYPE_F32] = scalar_axpy_f32;
     scalar_set.axpy[TYPE_F16] = scalar_axpy_f16;
+    scalar_set.attend[TYPE_F32] = scalar_attend_f32;
+    scalar_set.attend[TYPE_F16] = scalar_attend_f16;
     scalar_set.exponential = scalar_exponential;
     scalar_set.silu_glu = scalar_silu_glu;
     scalar_set.swiglu_oai = scalar_swiglu_oai;
@@ -199,6 +201,15 @@ axpy_fn kernels_axpy(const kernel_set *set, uint32_t type)
     if (set && set->axpy[type])
         return set->axpy[type];
     return kernels_scalar()->axpy[type];
+}
+
+attend_fn kernels_attend(const kernel_set *set, uint32_t type)
+{
+    if (type != TYPE_F32 && type != TYPE_F16)
+        return NULL;
+    if (set && set->attend[type])
+        return set->attend[type];
+    return kernels_scalar()->attend[type];
 }
 
 /* The set's elementwise kernel, or the scalar set's. */
