@@ -569,6 +569,15 @@ static const kernel_set avx2_set = {
         [TYPE_Q8_0] = avx2_quantize_row_q8_0,
         [TYPE_F16] = avx2_quantize_row_f16,
     },
+    .attend = {
+        [TYPE_F32] = avx2_attend_f32,
+        [TYPE_F16] = avx2_attend_f16,
+    },
+    .exponential = avx2_exponential,
+    .silu_glu = avx2_silu_glu,
+    .swiglu_oai = avx2_swiglu_oai,
+    .softmax = avx2_softmax,
+    .rmsnorm = avx2_rmsnorm,
 };
 
 const kernel_set *kernels_avx2(void)

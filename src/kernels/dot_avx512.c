@@ -829,6 +829,15 @@ static const kernel_set avx512_set = {
         [TYPE_Q8_0] = avx512_quantize_row_q8_0,
         [TYPE_F16] = avx512_quantize_row_f16,
     },
+    .attend = {
+        [TYPE_F32] = avx512_attend_f32,
+        [TYPE_F16] = avx512_attend_f16,
+    },
+    .exponential = avx512_exponential,
+    .silu_glu = avx512_silu_glu,
+    .swiglu_oai = avx512_swiglu_oai,
+    .softmax = avx512_softmax,
+    .rmsnorm = avx512_rmsnorm,
 };
 
 const kernel_set *kernels_avx512(void)

@@ -390,6 +390,15 @@ static const kernel_set neon_set = {
         [TYPE_Q8_0] = neon_quantize_row_q8_0,
         [TYPE_F16] = neon_quantize_row_f16,
     },
+    .attend = {
+        [TYPE_F32] = neon_attend_f32,
+        [TYPE_F16] = neon_attend_f16,
+    },
+    .exponential = neon_exponential,
+    .silu_glu = neon_silu_glu,
+    .swiglu_oai = neon_swiglu_oai,
+    .softmax = neon_softmax,
+    .rmsnorm = neon_rmsnorm,
 };
 
 const kernel_set *kernels_neon(void)

@@ -40,6 +40,78 @@ typedef void (*dot_tile_fn)(int64_t n, const void *weights, size_t row_bytes, in
  * result equals n_rows single-row calls. */
 typedef void (*axpy_fn)(int64_t n, int64_t n_rows, const float *a, const void *x, size_t x_stride, float *y);
 
+/* ---- Elementwise float kernels ------------------------------------------
+ * Each is bit-identical in every set to the scalar definition in
+ * elementwise.c (the same float operations in the same order, lane by lane),
+ * so an op's result does not depend on the set that computes it. */
+
+/* y[i] = e^x[i] to within one ulp, 0 where that is below the smallest normal
+ * float (elementwise_common.h); y may alias x. */
+typedef void (*exponential_fn)(float *y, const float *x, int64_t n);
+
+/* out[i] = (gate[i] / (1 + e^-gate[i])) * up[i]; out may alias gate or up. */
+typedef void (*silu_glu_fn)(float *out, const float *gate, const float *up, int64_t n);
+
+/* gpt-oss clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+ * out = (g / (1 + e^(alpha * -g))) * (u + 1). */
+typedef void (*swiglu_oai_fn)(float *out, const float *gate, const float *up, int64_t n, float alpha,
+                              float limit);
+
+/* In-place softmax: exps in float, their sum in double over 16 interleaved
+ * lanes (element i in lane i mod 16) combined in a fixed tree. */
+typedef void (*softmax_fn)(float *x, int64_t n);
+
+/* out = (x * (1 / sqrt(mean(x^2) + eps))) * weight (weight may be NULL); the
+ * squares in float, their sum in double over the same 16 lanes as softmax;
+ * out may alias x. */
+typedef void (*rmsnorm_fn)(float *out, const float *x, const float *weight, int64_t n, float eps);
+
+/* ---- Attention ------------------------------------------------------------ */
+
+/* Queries one attend call takes: the accumulators of that many query heads
+ * stay in registers while each value row is loaded once for all of them. */
+#define ATTEND_MAX_QUERIES 8
+
+/* Keys per tile of the tiled kernels. Tiles start at multiples of this
+ * absolute position, so a query's tiles depend only on its own key range. */
+#define ATTEND_TILE_KEYS 32
+
+/* One query head of an attend job: its row, where its output goes, and the
+ * positions it sees. */
+typedef struct attend_query {
+    const float *q;        /* head_dim_k values; rounded to f16 by the kernel for an f16 cache */
+    float *out;            /* head_dim_v values */
+    int32_t first, last;   /* visible positions, first <= last */
+    float sink;            /* extra logit (probability mass dropped), when the job has sinks */
+} attend_query;
+
+/* Softmax attention of up to ATTEND_MAX_QUERIES query heads that share one KV
+ * head: the heads of a GQA group, of one token or of a few consecutive ones. */
+typedef struct attend_job {
+    int n_queries;
+    int head_dim_k, head_dim_v;
+    attend_query queries[ATTEND_MAX_QUERIES];
+    const void *keys;      /* this KV head's key at position 0; key_stride bytes per position */
+    size_t key_stride;
+    const void *values;    /* its value at position 0; value_stride bytes per position */
+    size_t value_stride;
+    float scale;           /* multiplies q.k */
+    int sinks;             /* the queries' sink logits count */
+    float *scratch;        /* attend_scratch_floats() floats */
+} attend_job;
+
+/* Runs one job on an F32 or F16 cache. Reads cache rows only between the
+ * smallest first and the largest last of its queries. Batch invariance: a
+ * query's result depends only on its own row, sink and keys first..last,
+ * never on the other queries of the job or how many there are; the scalar
+ * set computes the two-pass softmax in position order, the SIMD sets an
+ * online softmax over ATTEND_TILE_KEYS-aligned tiles in position order. */
+typedef void (*attend_fn)(const attend_job *job);
+
+/* Floats of scratch any set's attend needs for caches of up to n_ctx
+ * positions and keys of head_dim_k. */
+int64_t attend_scratch_floats(int64_t n_ctx, int head_dim_k);
+
 typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
@@ -48,6 +120,13 @@ typedef struct kernel_set {
     /* Activation quantizers (Q8_K, F16, ...), byte-identical to the quant
      * table's quantize_row for the type; NULL: use that reference. */
     quantize_row_fn quantize_row[TYPE_COUNT];
+    attend_fn attend[TYPE_COUNT];     /* F32 and F16 caches; NULL: use the scalar kernel */
+    /* NULL: use the scalar kernel (same bits) */
+    exponential_fn exponential;
+    silu_glu_fn silu_glu;
+    swiglu_oai_fn swiglu_oai;
+    softmax_fn softmax;
+    rmsnorm_fn rmsnorm;
 } kernel_set;
 
 /* CPU features found at run time. */
@@ -85,5 +164,17 @@ axpy_fn kernels_axpy(const kernel_set *set, uint32_t type);
 /* The quantizer of a type from a set, falling back to the quant table's
  * reference; NULL when the type has none. */
 quantize_row_fn kernels_quantize_row(const kernel_set *set, uint32_t type);
+
+/* The attention kernel for an F32 or F16 cache from a set, falling back to
+ * scalar; NULL for other types. */
+attend_fn kernels_attend(const kernel_set *set, uint32_t type);
+
+/* The elementwise kernels of a set (NULL: the scalar set), falling back to
+ * scalar ones. */
+exponential_fn kernels_exponential(const kernel_set *set);
+silu_glu_fn kernels_silu_glu(const kernel_set *set);
+swiglu_oai_fn kernels_swiglu_oai(const kernel_set *set);
+softmax_fn kernels_softmax(const kernel_set *set);
+rmsnorm_fn kernels_rmsnorm(const kernel_set *set);
 
 #endif

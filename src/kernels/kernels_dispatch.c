@@ -88,6 +88,13 @@ static void scalar_set_init(void)
     }
     scalar_set.axpy[TYPE_F32] = scalar_axpy_f32;
     scalar_set.axpy[TYPE_F16] = scalar_axpy_f16;
+    scalar_set.attend[TYPE_F32] = scalar_attend_f32;
+    scalar_set.attend[TYPE_F16] = scalar_attend_f16;
+    scalar_set.exponential = scalar_exponential;
+    scalar_set.silu_glu = scalar_silu_glu;
+    scalar_set.swiglu_oai = scalar_swiglu_oai;
+    scalar_set.softmax = scalar_softmax;
+    scalar_set.rmsnorm = scalar_rmsnorm;
 }
 
 const kernel_set *kernels_scalar(void)
@@ -195,3 +202,27 @@ axpy_fn kernels_axpy(const kernel_set *set, uint32_t type)
         return set->axpy[type];
     return kernels_scalar()->axpy[type];
 }
+
+attend_fn kernels_attend(const kernel_set *set, uint32_t type)
+{
+    if (type != TYPE_F32 && type != TYPE_F16)
+        return NULL;
+    if (set && set->attend[type])
+        return set->attend[type];
+    return kernels_scalar()->attend[type];
+}
+
+/* The set's elementwise kernel, or the scalar set's. */
+#define ELEMENTWISE_ACCESSOR(type, field)                  \
+    type kernels_##field(const kernel_set *set)            \
+    {                                                      \
+        if (set && set->field)                             \
+            return set->field;                             \
+        return kernels_scalar()->field;                    \
+    }
+
+ELEMENTWISE_ACCESSOR(exponential_fn, exponential)
+ELEMENTWISE_ACCESSOR(silu_glu_fn, silu_glu)
+ELEMENTWISE_ACCESSOR(swiglu_oai_fn, swiglu_oai)
+ELEMENTWISE_ACCESSOR(softmax_fn, softmax)
+ELEMENTWISE_ACCESSOR(rmsnorm_fn, rmsnorm)

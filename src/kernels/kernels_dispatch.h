@@ -28,4 +28,39 @@ void neon_quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void neon_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void neon_quantize_row_f16(const float *src, void *dst, int64_t n);
 
+/* Elementwise kernels: the scalar definitions (elementwise.c) and their
+ * SIMD forms (elementwise_*.c), and the attention kernels (attend.c,
+ * attend_*.c), named here for the sets' tables. */
+void scalar_exponential(float *y, const float *x, int64_t n);
+void scalar_silu_glu(float *out, const float *gate, const float *up, int64_t n);
+void scalar_swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
+void scalar_softmax(float *x, int64_t n);
+void scalar_rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+void scalar_attend_f32(const attend_job *job);
+void scalar_attend_f16(const attend_job *job);
+
+void avx2_exponential(float *y, const float *x, int64_t n);
+void avx2_silu_glu(float *out, const float *gate, const float *up, int64_t n);
+void avx2_swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
+void avx2_softmax(float *x, int64_t n);
+void avx2_rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+void avx2_attend_f32(const attend_job *job);
+void avx2_attend_f16(const attend_job *job);
+
+void avx512_exponential(float *y, const float *x, int64_t n);
+void avx512_silu_glu(float *out, const float *gate, const float *up, int64_t n);
+void avx512_swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
+void avx512_softmax(float *x, int64_t n);
+void avx512_rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+void avx512_attend_f32(const attend_job *job);
+void avx512_attend_f16(const attend_job *job);
+
+void neon_exponential(float *y, const float *x, int64_t n);
+void neon_silu_glu(float *out, const float *gate, const float *up, int64_t n);
+void neon_swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
+void neon_softmax(float *x, int64_t n);
+void neon_rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
+void neon_attend_f32(const attend_job *job);
+void neon_attend_f16(const attend_job *job);
+
 #endif

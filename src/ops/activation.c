@@ -1,43 +1,22 @@
-/* Softmax, GLU activations and small vector helpers. Formulas follow the
- * reference engine's float expressions (silu = x / (1 + exp(-x))) so that
- * results agree to the last bits where cheap to do so. */
-#include <math.h>
-
+/* Softmax, GLU activations and small vector helpers. Softmax and the GLUs
+ * are the kernels' elementwise functions (kernels.h): every set computes the
+ * scalar definition's bits, so the set kernels_best() picks changes the speed
+ * and never the result. */
 #include "ops.h"
 
 void softmax(float *x, int64_t n)
 {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] > max)
-            max = x[i];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        float e = expf(x[i] - max);
-        x[i] = e;
-        sum += e;
-    }
-    float inverse = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= inverse;
+    kernels_softmax(kernels_best())(x, n);
 }
 
 void silu_glu(float *out, const float *gate, const float *up, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = (g / (1.0f + expf(-g))) * up[i];
-    }
+    kernels_silu_glu(kernels_best())(out, gate, up, n);
 }
 
 void swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float g = fminf(gate[i], limit);
-        float u = fmaxf(fminf(up[i], limit), -limit);
-        float glu = g / (1.0f + expf(alpha * -g));
-        out[i] = glu * (u + 1.0f);
-    }
+    kernels_swiglu_oai(kernels_best())(out, gate, up, n, alpha, limit);
 }
 
 void vector_add(float *y, const float *x, int64_t n)

@@ -19,7 +19,8 @@
 /* ---- Normalization --------------------------------------------------- */
 
 /* out = x / sqrt(mean(x^2) + eps) * weight (weight may be NULL). The sum of
- * squares runs in double like the reference engine; out may alias x. */
+ * squares runs in double like the reference engine; out may alias x. The
+ * kernels' rmsnorm (kernels.h), the same bits in every set. */
 void rmsnorm(float *out, const float *x, const float *weight, int64_t n, float eps);
 
 /* RMSNorm of each of n_heads consecutive head_dim-long vectors in place,
@@ -58,7 +59,8 @@ void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, 
 
 /* ---- Softmax and activations ------------------------------------------ */
 
-/* In-place softmax: exps in float, their sum in double. */
+/* In-place softmax: exps in float, their sum in double. These three are the
+ * kernels' elementwise functions (kernels.h), the same bits in every set. */
 void softmax(float *x, int64_t n);
 
 /* out[i] = silu(gate[i]) * up[i]; out may alias gate or up. */
@@ -79,9 +81,9 @@ void vector_scale(float *y, const float *x, float a, int64_t n);
 
 /* Causal multi-head attention of n_tokens query tokens against a KV cache
  * that already holds every key/value they may see (positions 0..pos of each
- * token). Consecutive query heads share a KV head (GQA). q.k is the kernel
- * set's dot_rows of the cache type (the query rounded to f16 for an f16
- * cache), the value sum its axpy, both in increasing key position order. */
+ * token). Consecutive query heads share a KV head (GQA). The kernel set's
+ * attend (kernels.h) does the math, the query rounded to f16 for q.k on an
+ * f16 cache, keys visited in increasing position order. */
 typedef struct attention_params {
     int n_tokens;
     const int32_t *positions;  /* [n_tokens] */
@@ -96,15 +98,17 @@ typedef struct attention_params {
     const float *sinks;        /* [n_head] extra logits, or NULL */
     float *out;                /* [n_tokens][out_stride], heads of head_dim_v */
     int64_t out_stride;
-    float *scratch;            /* attention_scratch_floats() floats per pool thread */
+    float *scratch;            /* attention_scratch_floats() floats (n_ctx: the cache's
+                                * positions) per pool thread */
     int64_t scratch_per_thread;
-    const kernel_set *kernels; /* q.k and the value sums; NULL: the scalar set */
+    const kernel_set *kernels; /* its attend; NULL: the scalar set */
 } attention_params;
 
 /* Floats of scratch each thread needs for a context of n_ctx positions. */
 int64_t attention_scratch_floats(int n_ctx, int head_dim_k);
 
-/* Runs attention, parallel over (token, head) pairs. */
+/* Runs attention, parallel over jobs of the heads that share a KV head, of
+ * one token or of a few consecutive ones (attention.c). */
 void attention(thread_pool *pool, const attention_params *params);
 
 #endif

@@ -13,3 +13,5 @@ bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_err
   LIBS bmoe_engine m)
 bmoe_add_test(test_dense_weights SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dense_weights.c
   LIBS bmoe_engine PkgConfig::CJSON m)
+bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance_long.c
+  LIBS bmoe_engine PkgConfig::CJSON m)

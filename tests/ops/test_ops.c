@@ -170,7 +170,8 @@ static void test_attention(void)
     static float k_cache[N_CTX * HKV * DK], v_cache[N_CTX * HKV * DV];
     static uint16_t k16[N_CTX * HKV * DK], v16[N_CTX * HKV * DV];
     static float q[T * H * DK], out[T * H * DV], out_threads[T * H * DV], out16[T * H * DV];
-    static float scratch[4 * (N_CTX + DK)];
+    int64_t scratch_per_thread = attention_scratch_floats(N_CTX, DK);
+    float *scratch = malloc(4 * (size_t)scratch_per_thread * sizeof(float));
     /* values exactly representable in f16 so both cache types see the same numbers */
     for (int i = 0; i < N_CTX * HKV * DK; i++) {
         k16[i] = fp32_to_fp16(random_uniform());
@@ -197,7 +198,7 @@ static void test_attention(void)
                 .n_swa = variant == 1 ? 8 : 0,
                 .sinks = variant == 2 ? sinks : NULL,
                 .out = out, .out_stride = H * DV,
-                .scratch = scratch, .scratch_per_thread = attention_scratch_floats(N_CTX, DK),
+                .scratch = scratch, .scratch_per_thread = scratch_per_thread,
                 .kernels = sets[set],
             };
             attention(NULL, &p);
@@ -246,6 +247,112 @@ static void test_attention(void)
             thread_pool_destroy(pool);
             CHECK(memcmp(out16, out_threads, sizeof out) == 0);
         }
+    free(scratch);
+}
+
+/* Long contexts through attention(): tokens at positions 2000..2063 of a
+ * 2100-position cache, computed in one call on one thread, then in calls of
+ * 7 tokens (the last ones first) on 2 threads and one token per call on 3
+ * threads: every output bit the same, for f16 and f32 caches, plain causal
+ * and with a sliding window and sinks, with GQA groups of 4 (one job per
+ * token and KV head) and of 12 (split in two jobs of 6). */
+static void test_attention_long(void)
+{
+    enum { N_CTX = 2100, FIRST_POSITION = 2000, T = 64, MAX_HEADS = 12, MAX_DIM = 64 };
+    static const int shapes[][3] = {{8, 2, 64}, {12, 1, 32}}; /* heads, KV heads, head size */
+    size_t cache_elements = (size_t)N_CTX * 2 * MAX_DIM;
+    uint16_t *k16 = malloc(cache_elements * sizeof(uint16_t)), *v16 = malloc(cache_elements * sizeof(uint16_t));
+    float *k32 = malloc(cache_elements * sizeof(float)), *v32 = malloc(cache_elements * sizeof(float));
+    float *q = malloc((size_t)T * MAX_HEADS * MAX_DIM * sizeof(float));
+    float *reference = malloc((size_t)T * MAX_HEADS * MAX_DIM * sizeof(float));
+    float *out = malloc((size_t)T * MAX_HEADS * MAX_DIM * sizeof(float));
+    int64_t scratch_per_thread = attention_scratch_floats(N_CTX, MAX_DIM);
+    float *scratch = malloc(3 * (size_t)scratch_per_thread * sizeof(float));
+    for (size_t i = 0; i < cache_elements; i++) {
+        k16[i] = fp32_to_fp16(random_uniform());
+        k32[i] = fp16_to_fp32(k16[i]);
+        v16[i] = fp32_to_fp16(random_uniform());
+        v32[i] = fp16_to_fp32(v16[i]);
+    }
+    for (int i = 0; i < T * MAX_HEADS * MAX_DIM; i++)
+        q[i] = 3.0f * random_uniform();
+    int32_t positions[T];
+    for (int t = 0; t < T; t++)
+        positions[t] = FIRST_POSITION + t;
+    float sinks[MAX_HEADS];
+    for (int h = 0; h < MAX_HEADS; h++)
+        sinks[h] = 4.0f * random_uniform();
+    bmoe_error err;
+    thread_pool *two = thread_pool_create(2, &err), *three = thread_pool_create(3, &err);
+    CHECK(two && three);
+
+    for (int shape = 0; shape < 2; shape++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (int variant = 0; variant < 2; variant++) {
+                int heads = shapes[shape][0], kv_heads = shapes[shape][1], dim = shapes[shape][2];
+                attention_params p = {
+                    .n_tokens = T, .positions = positions, .q = q, .q_stride = heads * dim,
+                    .n_head = heads, .n_head_kv = kv_heads, .head_dim_k = dim, .head_dim_v = dim,
+                    .k_cache = f16 ? (const void *)k16 : (const void *)k32,
+                    .v_cache = f16 ? (const void *)v16 : (const void *)v32,
+                    .cache_f16 = f16, .kq_scale = 1.0f / sqrtf((float)dim),
+                    .n_swa = variant ? 300 : 0, .sinks = variant ? sinks : NULL,
+                    .out = reference, .out_stride = heads * dim,
+                    .scratch = scratch, .scratch_per_thread = scratch_per_thread,
+                    .kernels = kernels_best(),
+                };
+                size_t bytes = (size_t)T * heads * dim * sizeof(float);
+                attention(NULL, &p);
+
+                /* calls of 7 tokens, the last call first, on 2 threads */
+                memset(out, 0, bytes);
+                for (int begin = (T - 1) / 7 * 7; begin >= 0; begin -= 7) {
+                    attention_params part = p;
+                    part.n_tokens = begin + 7 <= T ? 7 : T - begin;
+                    part.positions = positions + begin;
+                    part.q = q + (int64_t)begin * p.q_stride;
+                    part.out = out + (int64_t)begin * p.out_stride;
+                    attention(two, &part);
+                }
+                CHECK_MSG(memcmp(out, reference, bytes) == 0, "shape %d f16 %d variant %d: calls of 7 differ", shape,
+                          f16, variant);
+
+                /* one token per call on 3 threads */
+                memset(out, 0, bytes);
+                for (int t = 0; t < T; t++) {
+                    attention_params part = p;
+                    part.n_tokens = 1;
+                    part.positions = positions + t;
+                    part.q = q + (int64_t)t * p.q_stride;
+                    part.out = out + (int64_t)t * p.out_stride;
+                    attention(three, &part);
+                }
+                CHECK_MSG(memcmp(out, reference, bytes) == 0, "shape %d f16 %d variant %d: single tokens differ",
+                          shape, f16, variant);
+
+                /* the scalar set agrees within float tolerance */
+                if (shape == 0 && variant == 1) {
+                    p.kernels = NULL;
+                    p.out = out;
+                    attention(two, &p);
+                    double worst = 0;
+                    for (int i = 0; i < T * heads * dim; i++)
+                        if (fabs((double)out[i] - reference[i]) > worst)
+                            worst = fabs((double)out[i] - reference[i]);
+                    CHECK_MSG(worst < 5e-6, "f16 %d: scalar and %s sets differ by %g", f16, kernels_best()->name,
+                              worst);
+                }
+            }
+    thread_pool_destroy(two);
+    thread_pool_destroy(three);
+    free(k16);
+    free(v16);
+    free(k32);
+    free(v32);
+    free(q);
+    free(reference);
+    free(out);
+    free(scratch);
 }
 
 int main(void)
@@ -254,5 +361,6 @@ int main(void)
     test_rope();
     test_softmax_and_activations();
     test_attention();
+    test_attention_long();
     return test_finish();
 }

@@ -1,0 +1,295 @@
+/* AVX2 tiled attention (attend_common.h) for F32 and F16 caches.
+ *
+ * Scores: 8 keys at a time, one accumulator per key with 8 dimensions per
+ * lane, reduced to one register of 8 scores by a transpose tree that adds
+ * the same lanes of every key in the same order. Values: 8 dimensions at a
+ * time for all the job's queries (up to 8 accumulators of the 16 registers),
+ * each value row converted once per tile into the buffer the tile's keys
+ * used; the last dimensions (head_dim_v mod 8) one at a time with fmaf, the
+ * same single rounding. */
+#include "attend_common.h"
+#include "exp_avx2.h"
+#include "kernels_dispatch.h"
+
+#define AVX2_BLOCK_KEYS 8
+#define AVX2_TILE_BLOCKS (ATTEND_TILE_KEYS / AVX2_BLOCK_KEYS)
+
+_Static_assert(ATTEND_TILE_KEYS % AVX2_BLOCK_KEYS == 0, "tiles hold whole blocks of 8 keys");
+
+KERNEL_INLINE __m256 attend256_load(const uint8_t *p, const int f16)
+{
+    if (f16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_loadu_ps((const float *)p);
+}
+
+KERNEL_INLINE float attend256_element(const uint8_t *p, const int f16)
+{
+    if (f16) {
+        uint16_t h;
+        memcpy(&h, p, sizeof h);
+        return _cvtsh_ss(h);
+    }
+    float value;
+    memcpy(&value, p, sizeof value);
+    return value;
+}
+
+/* A cache row of dim elements into a zero-padded f32 row of padded floats;
+ * round: to f16 precision first (a query against an f16 cache). */
+KERNEL_INLINE void attend256_row(float *dst, const uint8_t *src, int dim, int64_t padded, const int f16,
+                                 const int round)
+{
+    size_t element = f16 ? 2 : 4;
+    int64_t i = 0;
+    for (; i + 8 <= dim; i += 8) {
+        __m256 v = attend256_load(src + element * (size_t)i, f16);
+        if (round)
+            v = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm256_store_ps(dst + i, v);
+    }
+    for (; i < dim; i++) {
+        float v = attend256_element(src + element * (size_t)i, f16);
+        dst[i] = round ? _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)) : v;
+    }
+    for (; i < padded; i++)
+        dst[i] = 0.0f;
+}
+
+/* Lane L of the result is the sum of the lanes of in[2L] for L < 4 and of
+ * in[2L - 7] for L >= 4: registers exchange halves, then pairs, then single
+ * lanes, adding at each step, so every key's 8 lanes meet in the same tree. */
+KERNEL_INLINE __m256 attend256_transpose_sum(const __m256 in[8])
+{
+    __m256 halves[4], pairs[2];
+    KERNEL_UNROLLED for (int m = 0; m < 4; m++)
+        halves[m] = _mm256_add_ps(_mm256_permute2f128_ps(in[2 * m], in[2 * m + 1], 0x20),
+                                  _mm256_permute2f128_ps(in[2 * m], in[2 * m + 1], 0x31));
+    KERNEL_UNROLLED for (int m = 0; m < 2; m++)
+        pairs[m] = _mm256_add_ps(_mm256_shuffle_ps(halves[2 * m], halves[2 * m + 1], 0x44),
+                                 _mm256_shuffle_ps(halves[2 * m], halves[2 * m + 1], 0xee));
+    return _mm256_add_ps(_mm256_shuffle_ps(pairs[0], pairs[1], 0x88), _mm256_shuffle_ps(pairs[0], pairs[1], 0xdd));
+}
+
+/* q.k for the 8 key rows at keys (padded floats apart), lane j for row j. */
+KERNEL_INLINE __m256 attend256_scores(const float *query, const float *keys, int64_t padded)
+{
+    __m256 acc[8];
+    KERNEL_UNROLLED for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < padded; i += 8) {
+        __m256 q = _mm256_load_ps(query + i);
+        KERNEL_UNROLLED for (int j = 0; j < 8; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_load_ps(keys + (int64_t)j * padded + i), q, acc[j]);
+    }
+    /* feed row j as input 2j (j < 4) or 2j - 7, so that lane j of the sum is row j */
+    __m256 in[8];
+    KERNEL_UNROLLED for (int i = 0; i < 8; i++) in[i] = acc[i % 2 == 0 ? i / 2 : 4 + i / 2];
+    return attend256_transpose_sum(in);
+}
+
+/* For Q queries: out[d0 .. d0 + width) = out * scale + the sum over positions
+ * low..high of weight * value, 8 dimensions at a time and the last width mod
+ * 8 one at a time (fmaf: the same single rounding). weights[g] is query g's
+ * row of tile weights (index: position - tile_start); the values come
+ * converted from the tile buffer (rows of padded floats, row 0 at
+ * tile_start). */
+KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float *const *weights,
+                                    const float *scales, int32_t low, int32_t high, int32_t tile_start,
+                                    const float *tile, int64_t padded, int64_t d0, int64_t width)
+{
+    int64_t d = 0;
+    for (; d + 8 <= width; d += 8) {
+        __m256 acc[ATTEND_MAX_QUERIES];
+        KERNEL_UNROLLED for (int g = 0; g < Q; g++)
+            acc[g] = _mm256_mul_ps(_mm256_loadu_ps(outs[g] + d0 + d), _mm256_set1_ps(scales[g]));
+        for (int32_t j = low; j <= high; j++) {
+            __m256 v = _mm256_load_ps(tile + (int64_t)(j - tile_start) * padded + d);
+            KERNEL_UNROLLED for (int g = 0; g < Q; g++)
+                acc[g] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(weights[g] + (j - tile_start)), acc[g]);
+        }
+        KERNEL_UNROLLED for (int g = 0; g < Q; g++)
+            _mm256_storeu_ps(outs[g] + d0 + d, acc[g]);
+    }
+    for (; d < width; d++)
+        for (int g = 0; g < Q; g++) {
+            float *out = outs[g] + d0 + d;
+            float sum = *out * scales[g];
+            for (int32_t j = low; j <= high; j++)
+                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g][j - tile_start], sum);
+            *out = sum;
+        }
+}
+
+static void attend256_values_of(int count, float *const *outs, const float *const *weights, const float *scales,
+                                int32_t low, int32_t high, int32_t tile_start, const float *tile, int64_t padded,
+                                int64_t d0, int64_t width)
+{
+#define ATTEND256_VALUES(Q) attend256_values(Q, outs, weights, scales, low, high, tile_start, tile, padded, d0, width)
+    switch (count) {
+    case 1: ATTEND256_VALUES(1); break;
+    case 2: ATTEND256_VALUES(2); break;
+    case 3: ATTEND256_VALUES(3); break;
+    case 4: ATTEND256_VALUES(4); break;
+    case 5: ATTEND256_VALUES(5); break;
+    case 6: ATTEND256_VALUES(6); break;
+    case 7: ATTEND256_VALUES(7); break;
+    case 8: ATTEND256_VALUES(8); break;
+    default: break;
+    }
+#undef ATTEND256_VALUES
+}
+
+KERNEL_INLINE float attend256_max(__m256 v)
+{
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+KERNEL_INLINE float attend256_sum(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* The lanes of an 8-key block at block_start that are positions low..high. */
+KERNEL_INLINE __m256 attend256_visible(int32_t block_start, int32_t low, int32_t high)
+{
+    __m256i position = _mm256_add_epi32(_mm256_set1_epi32(block_start), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(low), position),
+                                      _mm256_cmpgt_epi32(position, _mm256_set1_epi32(high)));
+    return _mm256_castsi256_ps(_mm256_xor_si256(outside, _mm256_set1_epi32(-1)));
+}
+
+KERNEL_INLINE void attend256(const attend_job *job, const int f16)
+{
+    attend_layout layout = attend_layout_of(job->scratch, job->head_dim_k);
+    int64_t padded = layout.padded_dim;
+    int n_queries = job->n_queries;
+    size_t element = f16 ? 2 : 4;
+    const uint8_t *keys = job->keys, *values = job->values;
+    int32_t job_first, job_last;
+    attend_job_range(job, &job_first, &job_last);
+
+    float max[ATTEND_MAX_QUERIES], scale[ATTEND_MAX_QUERIES];
+    __m256 sums[ATTEND_MAX_QUERIES];
+    float *outs[ATTEND_MAX_QUERIES];
+    const float *weights[ATTEND_MAX_QUERIES];
+    for (int g = 0; g < n_queries; g++) {
+        const attend_query *query = &job->queries[g];
+        attend256_row(layout.queries + g * padded, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
+        /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
+        max[g] = job->sinks ? query->sink : -INFINITY;
+        sums[g] = _mm256_setr_ps(job->sinks ? 1.0f : 0.0f, 0, 0, 0, 0, 0, 0, 0);
+        memset(query->out, 0, (size_t)job->head_dim_v * sizeof(float));
+    }
+
+    for (int32_t tile_start = job_first - job_first % ATTEND_TILE_KEYS; tile_start <= job_last;
+         tile_start += ATTEND_TILE_KEYS) {
+        attend_tile tile;
+        attend_tile_plan(job, tile_start, job_first, job_last, &tile);
+        if (tile.n_full + tile.n_partial == 0)
+            continue;
+        int used[AVX2_TILE_BLOCKS];
+        for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
+            int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
+            used[b] = block_start <= tile.high && block_start + AVX2_BLOCK_KEYS - 1 >= tile.low;
+            if (!used[b])
+                continue;
+            /* rows outside the visited part are zeros: their scores are replaced by -inf */
+            for (int j = 0; j < AVX2_BLOCK_KEYS; j++) {
+                int32_t p = block_start + j;
+                float *row = layout.keys + (int64_t)(b * AVX2_BLOCK_KEYS + j) * padded;
+                attend_prefetch(keys, job->key_stride, p, job_last, (size_t)job->head_dim_k * element);
+                if (p >= tile.low && p <= tile.high)
+                    attend256_row(row, keys + (size_t)p * job->key_stride, job->head_dim_k, padded, f16, 0);
+                else
+                    memset(row, 0, (size_t)padded * sizeof(float));
+            }
+        }
+
+        const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
+        for (int g = 0; g < n_queries; g++) {
+            if (!tile.present[g])
+                continue;
+            __m256 scores[AVX2_TILE_BLOCKS];
+            __m256 tile_max = minus_infinity;
+            for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
+                int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
+                scores[b] = minus_infinity;
+                if (block_start > tile.query_high[g] || block_start + AVX2_BLOCK_KEYS - 1 < tile.query_low[g])
+                    continue;
+                __m256 s = attend256_scores(layout.queries + g * padded,
+                                            layout.keys + (int64_t)b * AVX2_BLOCK_KEYS * padded, padded);
+                s = _mm256_mul_ps(s, _mm256_set1_ps(job->scale));
+                scores[b] = _mm256_blendv_ps(minus_infinity, s,
+                                             attend256_visible(block_start, tile.query_low[g], tile.query_high[g]));
+                tile_max = _mm256_max_ps(tile_max, scores[b]);
+            }
+            float tile_maximum = attend256_max(tile_max);
+            float new_max = tile_maximum > max[g] ? tile_maximum : max[g];
+            scale[g] = elementwise_exp(max[g] - new_max);
+            max[g] = new_max;
+            __m256 shift = _mm256_set1_ps(new_max);
+            __m256 sum = _mm256_mul_ps(sums[g], _mm256_set1_ps(scale[g]));
+            for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
+                __m256 weight = avx2_exp(_mm256_sub_ps(scores[b], shift));
+                _mm256_store_ps(layout.weights + g * ATTEND_TILE_KEYS + b * AVX2_BLOCK_KEYS, weight);
+                sum = _mm256_add_ps(sum, weight);
+            }
+            sums[g] = sum;
+        }
+
+        /* the values, a strip of up to padded dimensions at a time, through
+         * the tile buffer the keys are done with: rows read once, in order,
+         * instead of once per 8 dimensions at the cache's stride */
+        for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
+            int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
+            for (int32_t j = tile.low; j <= tile.high; j++) {
+                attend_prefetch(values + element * (size_t)d0, job->value_stride, j, job_last, (size_t)width * element);
+                attend256_row(layout.keys + (int64_t)(j - tile_start) * padded,
+                              values + (size_t)j * job->value_stride + element * (size_t)d0, (int)width,
+                              attend_padded_dim((int)width), f16, 0);
+            }
+            float full_scales[ATTEND_MAX_QUERIES];
+            for (int i = 0; i < tile.n_full; i++) {
+                int g = tile.full[i];
+                outs[i] = job->queries[g].out;
+                weights[i] = layout.weights + g * ATTEND_TILE_KEYS;
+                full_scales[i] = scale[g];
+            }
+            attend256_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, layout.keys,
+                                padded, d0, width);
+            for (int i = 0; i < tile.n_partial; i++) {
+                int g = tile.partial[i];
+                float *out = job->queries[g].out;
+                const float *row = layout.weights + g * ATTEND_TILE_KEYS;
+                attend256_values_of(1, &out, &row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start,
+                                    layout.keys, padded, d0, width);
+            }
+        }
+    }
+
+    for (int g = 0; g < n_queries; g++) {
+        float inverse = 1.0f / attend256_sum(sums[g]);
+        float *out = job->queries[g].out;
+        int64_t d = 0;
+        for (; d + 8 <= job->head_dim_v; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), _mm256_set1_ps(inverse)));
+        for (; d < job->head_dim_v; d++)
+            out[d] *= inverse;
+    }
+}
+
+void avx2_attend_f32(const attend_job *job)
+{
+    attend256(job, 0);
+}
+
+void avx2_attend_f16(const attend_job *job)
+{
+    attend256(job, 1);
+}
