@@ -70,6 +70,11 @@ configs=${BMOE_BENCH_CONFIGS:-"mmap stream-0 auto overlap prefetch replay-stream
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# the binaries measured are copies: a rebuild during the run changes nothing
+cp "$cli" "$work/bmoe-cli"
+cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
+export LD_LIBRARY_PATH=$work
+cli=$work/bmoe-cli
 
 # One expert projection of this shape is 864 KiB (Q4_K 2048 x 768).
 echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads"
@@ -77,7 +82,10 @@ echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_thread
 disk_mib=$(sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p' "$work/io.txt")
 
 # summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
-summary() { sed -n 's/^# summary.* '"$1"'=\([^ ]*\).*/\1/p' "$2" | tail -n 1; }
+summary() {
+  awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
+    END { print v }' "$2"
+}
 
 for round in $(seq 1 "$rounds"); do
   for config in $configs; do

@@ -264,12 +264,15 @@ typedef struct bmoe_io_event {
 /* Called on the evaluating thread after the reads of a layer completed. */
 typedef void (*bmoe_io_callback)(void *user, const bmoe_io_event *event);
 
-/* Compute trace: the wall time since the previous event, and the major page
- * faults in it, at each layer boundary of a forward pass. layer -1 with name
- * "pre" is the embedding before layer 0, "post" the final norm and head. */
+/* Compute trace: the wall time since the previous event of its kind, and
+ * the major page faults in it, at each layer boundary of a forward pass
+ * (layer -1 with name "pre" is the embedding before layer 0, "post" the
+ * final norm and head), and with trace_ops also at the end of each building
+ * block (op set; blocks tile the pass, each from the previous one's end). */
 typedef struct bmoe_trace_event {
     int32_t layer;
-    const char *name;          /* "blk.<layer>", "pre", "post" */
+    const char *name;          /* "blk.<layer>", "pre", "post"; a block's name "<block>-<layer>" */
+    const char *op;            /* NULL for a layer boundary; the block's kind ("MUL_MAT", "ROPE", ...) */
     int64_t wall_ns;
     int64_t majflt;
 } bmoe_trace_event;
@@ -294,6 +297,7 @@ typedef struct bmoe_context_params {
     void *io_user;
     bmoe_trace_callback trace_callback; /* layer boundaries (a diagnostic: it costs a clock read per layer) */
     void *trace_user;
+    bool trace_ops;                     /* the trace callback also gets one event per building block */
     bmoe_route_override route_override; /* replayed routing (benchmarks); may be NULL */
     void *route_override_user;
 } bmoe_context_params;

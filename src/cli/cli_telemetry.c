@@ -88,6 +88,7 @@ void cli_telemetry_context_params(cli_telemetry *t, bmoe_context_params *params)
         params->io_callback = tm_io_trace_on_read;
         params->io_user = &t->io;
     }
+    params->trace_ops = t->nodes_on;
     if (t->nodes_on && t->layers_on) {
         params->trace_callback = cli_on_trace_both;
         params->trace_user = t;

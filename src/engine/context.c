@@ -48,6 +48,7 @@ bmoe_context_params bmoe_context_default_params(void)
         .io_user = NULL,
         .trace_callback = NULL,
         .trace_user = NULL,
+        .trace_ops = false,
         .route_override = NULL,
         .route_override_user = NULL,
     };
@@ -150,6 +151,7 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->state.route_override_user = p.route_override_user;
     context->state.trace_callback = p.trace_callback;
     context->state.trace_user = p.trace_user;
+    context->state.trace_ops = p.trace_ops;
     context->io_callback = p.io_callback;
     context->io_user = p.io_user;
     return context;

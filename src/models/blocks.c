@@ -23,8 +23,12 @@ int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err)
 
 int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
 {
-    if (s->trace_callback)
+    if (s->trace_callback) {
         forward_trace(s, -1, NULL); /* the "pre" segment starts here */
+        s->trace_layer = -1;
+        s->trace_op_last_ns = s->trace_last_ns;
+        s->trace_op_last_majflt = s->trace_last_majflt;
+    }
     for (int t = 0; t < batch->n_tokens; t++) {
         s->positions[t] = batch->position + t;
         if (embedding_lookup(m, batch->tokens[t], s->h + t * m->hparams.n_embd, err) != 0)
@@ -118,6 +122,7 @@ void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *l
     add_bias(s->q, &layer->attn_q_bias, n_tokens, q_dim);
     add_bias(s->k, &layer->attn_k_bias, n_tokens, k_dim);
     add_bias(s->v, &layer->attn_v_bias, n_tokens, v_dim);
+    forward_trace_op(s, "MUL_MAT", "attn_norm_qkv");
 }
 
 void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows)
@@ -126,6 +131,7 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
     const tensor_view *wo = &layer->attn_output;
     linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
     add_bias(s->block_out, &layer->attn_output_bias, rows, hp->n_embd);
+    forward_trace_op(s, "MUL_MAT", "attn_output");
 }
 
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)
@@ -147,6 +153,8 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
             memcpy((float *)s->v_cache + v_base + position * v_dim, v, (size_t)v_dim * sizeof(float));
         }
     }
+    /* the segment since the projections: the head norms, RoPE and the store */
+    forward_trace_op(s, "ROPE", "qk_norm_rope_kv_store");
 }
 
 void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens, const float *sinks)
@@ -176,6 +184,7 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .kernels = s->kernels,
     };
     attention(s->pool, &params);
+    forward_trace_op(s, "FLASH_ATTN_EXT", "attention");
 }
 
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer)
@@ -190,8 +199,11 @@ int forward_first_row(const run_state *s, const forward_batch *batch, int layer,
 
 void output_logits(const model *m, run_state *s, const forward_batch *batch)
 {
-    if (s->trace_callback)
+    if (s->trace_callback) {
         forward_trace(s, m->hparams.n_layer - 1, "blk");
+        forward_trace_op(s, "ADD", "ffn_residual");
+        s->trace_layer = -1;
+    }
     int count = batch->n_tokens - batch->first_output;
     if (count > 0 && batch->logits) {
         int64_t n_embd = m->hparams.n_embd;
@@ -200,8 +212,10 @@ void output_logits(const model *m, run_state *s, const forward_batch *batch)
         const tensor_view *output = &m->weights.output;
         linear(s, s->x, n_embd, count, 1, &output, &batch->logits, NULL);
     }
-    if (s->trace_callback)
+    if (s->trace_callback) {
         forward_trace(s, -1, "post");
+        forward_trace_op(s, "MUL_MAT", "output");
+    }
 }
 
 void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
@@ -214,6 +228,7 @@ void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int 
     silu_glu(s->ffn_gate, s->ffn_gate, s->ffn_up, (int64_t)n_tokens * n_ff);
     const tensor_view *down = &layer->ffn_down;
     linear(s, s->ffn_gate, n_ff, n_tokens, 1, &down, &out, NULL);
+    forward_trace_op(s, "MUL_MAT", "ffn");
 }
 
 static void trace_now(int64_t *ns, int64_t *majflt)
@@ -247,10 +262,37 @@ void forward_trace(run_state *s, int layer, const char *name)
     s->trace_last_majflt = majflt;
 }
 
+void forward_trace_op(run_state *s, const char *op, const char *name)
+{
+    if (!s->trace_callback || !s->trace_ops)
+        return;
+    int64_t ns, majflt;
+    trace_now(&ns, &majflt);
+    char label[48];
+    if (s->trace_layer >= 0)
+        snprintf(label, sizeof label, "%s-%d", name, s->trace_layer);
+    else
+        snprintf(label, sizeof label, "%s", name);
+    bmoe_trace_event event = {
+        .layer = s->trace_layer,
+        .name = label,
+        .op = op,
+        .wall_ns = ns - s->trace_op_last_ns,
+        .majflt = majflt - s->trace_op_last_majflt,
+    };
+    s->trace_callback(s->trace_user, &event);
+    s->trace_op_last_ns = ns;
+    s->trace_op_last_majflt = majflt;
+}
+
 int forward_check_abort(run_state *s, int layer, bmoe_error *err)
 {
-    if (s->trace_callback)
+    if (s->trace_callback) {
         forward_trace(s, layer - 1, layer == 0 ? "pre" : "blk");
+        if (layer == 0)
+            forward_trace_op(s, "GET_ROWS", "embd");
+        s->trace_layer = layer;
+    }
     if (s->abort_requested && s->abort_requested(s->abort_user))
         return error_set_status(err, BMOE_ERR_ABORTED, "forward: aborted before layer %d", layer);
     return 0;

@@ -118,7 +118,10 @@ typedef struct run_state {
     void *route_override_user;
     bmoe_trace_callback trace_callback; /* layer boundaries; may be NULL */
     void *trace_user;
-    int64_t trace_last_ns, trace_last_majflt;
+    bool trace_ops;                     /* also one event per building block */
+    int trace_layer;                    /* the layer being computed (-1 outside the layers) */
+    int64_t trace_last_ns, trace_last_majflt;       /* the last layer boundary */
+    int64_t trace_op_last_ns, trace_op_last_majflt; /* the last block's end */
 
     int32_t *positions;    /* [n_ubatch] */
     float *h;              /* [n_ubatch][n_embd] residual stream */
@@ -301,6 +304,10 @@ int forward_check_abort(run_state *s, int layer, bmoe_error *err);
 /* Compute trace: reports the segment that ends now (name "blk" for layer's,
  * "pre" or "post"; NULL only restarts the clock). */
 void forward_trace(run_state *s, int layer, const char *name);
+/* With trace_ops: reports the building block that ends now (op the kind,
+ * name the block; "-<layer>" is appended inside a layer). The segment runs
+ * from the previous block's end, so the blocks tile the forward pass. */
+void forward_trace_op(run_state *s, const char *op, const char *name);
 
 /* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
 void output_logits(const model *m, run_state *s, const forward_batch *batch);

@@ -243,6 +243,8 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
                     s->selected_weights + t * n_used, replayed);
     }
 
+    forward_trace_op(s, "MUL_MAT", "ffn_moe_router");
+
     /* 2. group the (token, rank) selections by expert, tokens in order */
     memset(s->expert_count, 0, (size_t)n_expert * sizeof *s->expert_count);
     for (int i = 0; i < n_rows; i++)
@@ -276,6 +278,7 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
             return -1;
     }
 
+    forward_trace_op(s, "MUL_MAT_ID", "ffn_moe_experts");
     if (s->route_callback)
         report_routes(s, layer_index, positions, n_tokens, n_used);
 
@@ -288,5 +291,6 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         for (int k = 1; k < n_used; k++)
             vector_add_scaled(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
     }
+    forward_trace_op(s, "ADD", "ffn_moe_weighted_sum");
     return 0;
 }

@@ -11,7 +11,8 @@ void tm_compute_trace_format_preamble(tm_buffer *out, const tm_config *config, b
     tm_config_model_keys(out, config);
     tm_buffer_printf(out, " n_threads=%d io_threads=%d o_direct=%d overlap=%d\n", (int)config->threads,
                      (int)config->io_threads, config->o_direct, config->overlap);
-    tm_buffer_printf(out, "# granularity=layer requested=%s\n# ", requested_layers ? "layers" : "nodes");
+    tm_buffer_printf(out, "# granularity=%s requested=%s\n# ", requested_layers ? "layer" : "block",
+                     requested_layers ? "layers" : "nodes");
     tm_config_instrument_keys(out, config);
     tm_buffer_printf(out, " compute_trace_layers=%d\n", config->compute_trace_layers);
     tm_buffer_append_string(out, tm_compute_trace_header);
@@ -32,8 +33,10 @@ static void tm_name_field(tm_buffer *out, const char *name)
 
 void tm_compute_trace_format_event(tm_buffer *out, const tm_stamp *stamp, int32_t seq, const bmoe_trace_event *e)
 {
-    tm_buffer_printf(out, "%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",LAYER,", stamp->turn,
+    tm_buffer_printf(out, "%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",", stamp->turn,
                      stamp->phase, stamp->step, seq, e->layer);
+    tm_name_field(out, e->op ? e->op : "LAYER");
+    tm_buffer_append(out, ",", 1);
     tm_name_field(out, e->name);
     tm_buffer_printf(out, ",%" PRId64 ",%" PRId64 "\n", e->wall_ns, e->majflt);
 }
@@ -43,11 +46,13 @@ int tm_compute_trace_open(tm_compute_trace *trace, const char *path, bmoe_error 
     tm_buffer_init(&trace->rows);
     trace->stamp = (tm_stamp){0, TM_PHASE_PREFILL, 0};
     trace->seq = 0;
+    trace->blocks = false;
     return tm_sink_open(&trace->sink, path, error);
 }
 
 int tm_compute_trace_begin(tm_compute_trace *trace, const tm_config *config, bool requested_layers)
 {
+    trace->blocks = !requested_layers;
     tm_compute_trace_format_preamble(&trace->rows, config, requested_layers);
     return tm_sink_write(&trace->sink, &trace->rows);
 }
@@ -61,6 +66,8 @@ void tm_compute_trace_set_stamp(tm_compute_trace *trace, const tm_stamp *stamp)
 void tm_compute_trace_on_event(void *user, const bmoe_trace_event *event)
 {
     tm_compute_trace *trace = user;
+    if ((event->op != NULL) != trace->blocks)
+        return; /* the other file's kind of event */
     tm_compute_trace_format_event(&trace->rows, &trace->stamp, trace->seq++, event);
 }
 

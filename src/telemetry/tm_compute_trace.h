@@ -2,13 +2,13 @@
  * contract: "# compute_trace v1", the run's static facts, then one row per
  * trace event:
  *   turn,phase,step,seq,layer,op,name,wall_ns,majflt
- * The engine's trace events are at layer granularity today ("pre" before
- * layer 0, "blk.<il>" per layer, "post" for the final norm and head), so
- * both files hold layer segments with op LAYER and say so in the preamble
- * (granularity=layer); finer events would arrive through the same
- * callback. seq counts the rows of one evaluation from 0. Rows are
- * formatted into memory in the callback and written after each
- * evaluation. */
+ * --compute-trace-layers takes the engine's layer-boundary events ("pre"
+ * before layer 0, "blk.<il>" per layer, "post" for the final norm and head;
+ * op LAYER); --compute-trace its building-block events (the context's
+ * trace_ops: op and name as the engine reports them, e.g. MUL_MAT_ID
+ * ffn_moe_experts-12), each file saying which in its preamble. seq counts
+ * the rows of one evaluation from 0. Rows are formatted into memory in the
+ * callback and written after each evaluation. */
 #ifndef BMOE_TM_COMPUTE_TRACE_H
 #define BMOE_TM_COMPUTE_TRACE_H
 
@@ -27,6 +27,7 @@ typedef struct tm_compute_trace {
     tm_buffer rows;
     tm_stamp stamp;
     int32_t seq;         /* the next row's seq in this evaluation */
+    bool blocks;         /* takes building-block events (else layer boundaries) */
 } tm_compute_trace;
 
 /* requested_layers: the file was asked as --compute-trace-layers (else as

@@ -197,13 +197,21 @@ static void test_traces(void)
     tm_compute_trace_format_event(&out, &decode, 4, &layer);
     bmoe_trace_event post = {.layer = -1, .name = "post", .wall_ns = 1000, .majflt = 0};
     tm_compute_trace_format_event(&out, &decode, 5, &post);
-    check_text("compute rows", &out, "0,1,29,4,3,LAYER,blk.3,428500,2\n0,1,29,5,-1,LAYER,post,1000,0\n");
+    bmoe_trace_event block = {.layer = 3, .name = "ffn_moe_experts-3", .op = "MUL_MAT_ID", .wall_ns = 900, .majflt = 0};
+    tm_compute_trace_format_event(&out, &decode, 6, &block);
+    check_text("compute rows", &out,
+               "0,1,29,4,3,LAYER,blk.3,428500,2\n0,1,29,5,-1,LAYER,post,1000,0\n"
+               "0,1,29,6,3,MUL_MAT_ID,ffn_moe_experts-3,900,0\n");
     tm_buffer_clear(&out);
     tm_compute_trace_format_preamble(&out, &c, false);
     const char *text = tm_buffer_text(&out);
     CHECK(starts_with(text, "# compute_trace v1\n# model=m.gguf arch=qwen3moe n_layer=2 "));
     CHECK(strstr(text, " n_threads=4 io_threads=4 o_direct=1 overlap=0\n") != NULL);
-    CHECK(strstr(text, "# granularity=layer requested=nodes\n") != NULL); /* says what the rows are */
+    CHECK(strstr(text, "# granularity=block requested=nodes\n") != NULL); /* says what the rows are */
+    tm_buffer_clear(&out);
+    tm_compute_trace_format_preamble(&out, &c, true);
+    CHECK(strstr(tm_buffer_text(&out), "# granularity=layer requested=layers\n") != NULL);
+    text = tm_buffer_text(&out);
     CHECK(strstr(text, "\nturn,phase,step,seq,layer,op,name,wall_ns,majflt\n") != NULL);
     tm_buffer_free(&out);
 }
