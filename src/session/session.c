@@ -23,10 +23,18 @@ int session_emit(session *s)
     return session_output_write(s->output, &s->lines);
 }
 
+int session_answer(session *s)
+{
+    /* the request is over before its last line is out: a client that sends
+     * the next one as soon as it reads this line is never refused as busy */
+    session_inbox_done(s->inbox);
+    return session_emit(s);
+}
+
 int session_error(session *s, int64_t id, bool fatal, const char *message)
 {
     session_format_error(&s->lines, id, fatal, message);
-    int written = session_emit(s);
+    int written = session_answer(s);
     return fatal || written != 0 ? -1 : 0;
 }
 
@@ -129,7 +137,7 @@ int session_run(const session_config *config, int input, FILE *output)
     while (status == 0 && session_inbox_take(&inbox, &request)) {
         status = request.command == SESSION_DECIDE ? session_decide(&s, &request) : session_generate(&s, &request);
         session_request_free(&request);
-        session_inbox_done(&inbox);
+        /* (the request was marked answered before its last line went out) */
         if (session_output_failed(&out))
             status = -1;
     }

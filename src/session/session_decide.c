@@ -163,7 +163,7 @@ int session_decide(session *s, const session_request *r)
             goto done;
         }
         format_decide(&s->lines, id, true, -1, NULL, r->n_choices, n_tokens, 0, &none);
-        status = session_emit(s);
+        status = session_answer(s);
         goto done;
     }
     /* log-softmax over the whole vocabulary, in double */
@@ -186,7 +186,7 @@ int session_decide(session *s, const session_request *r)
     format_decide(&s->lines, id, false, best, logp, r->n_choices, n_tokens, bmoe_generation_n_reused(generation),
                   bmoe_generation_prefill_stats(generation));
     bmoe_generation_free(generation);
-    status = session_emit(s);
+    status = session_answer(s);
     goto done;
 refuse:
     status = session_error(s, id, false, refusal);

@@ -273,7 +273,7 @@ int session_generate(session *s, const session_request *r)
     int32_t generated = generation ? bmoe_generation_n_generated(generation) : 0;
     session_format_done(&s->lines, id, cancelled, &summary, generated, bmoe_context_position(s->context), reasoning,
                         reasoning_length, answer, answer_length);
-    status = session_emit(s);
+    status = session_answer(s);
     if (cancelled) {
         session_conversation_truncate(&s->conversation, kept);
     } else if (session_conversation_add(&s->conversation, "assistant", answer, answer_length,

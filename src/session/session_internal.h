@@ -47,7 +47,11 @@ int session_decide(session *s, const session_request *request);
 
 /* Writes the lines formatted so far; -1 when the output failed. */
 int session_emit(session *s);
-/* BMOE_ERROR with the message; returns -1 when fatal or the output failed, else 0. */
+/* Writes the request's last line (BMOE_DONE, BMOE_DECIDE, BMOE_ERROR),
+ * marking the request answered first. */
+int session_answer(session *s);
+/* BMOE_ERROR with the message as the request's answer; returns -1 when
+ * fatal or the output failed, else 0. */
 int session_error(session *s, int64_t id, bool fatal, const char *message);
 
 /* What a generation cost (session_done.c): the summary the CSV trailer and

@@ -298,8 +298,6 @@ int session_request_parse(const char *line, size_t length, session_request *requ
         return reject(message, message_size, "the line holds a NUL byte");
     if (!valid_utf8(line, length))
         return reject(message, message_size, "the line is not valid UTF-8");
-    if (escapes_nul(line, length))
-        return reject(message, message_size, "a string holds \\u0000 (NUL is not allowed)");
     if (structure_count(line, length) > SESSION_MAX_VALUES)
         return reject(message, message_size, "the line holds more than %d JSON values", SESSION_MAX_VALUES);
     const char *end = NULL;
@@ -314,6 +312,9 @@ int session_request_parse(const char *line, size_t length, session_request *requ
         }
     }
     int status = parse_object(root, request, id, message, message_size);
+    /* cJSON ends its strings at a NUL: a \u0000 would be cut, not kept */
+    if (status == 0 && escapes_nul(line, length))
+        status = reject(message, message_size, "a string holds \\u0000 (NUL is not allowed)");
     cJSON_Delete(root);
     if (status != 0)
         session_request_free(request);
