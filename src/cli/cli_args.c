@@ -549,6 +549,8 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             problem = "--render-template and --session are different jobs";
         else if (!options->template_context)
             problem = "--render-template needs --template-context CONTEXT.json";
+    } else if (options->template_context) {
+        problem = "--template-context needs --render-template";
     } else if (!options->model_path) {
         problem = "no model given (-m MODEL)";
     } else if (given[F_SESSION]) {
@@ -607,6 +609,11 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     }
     if (options->chat && options->prompt_ids) {
         cli_fail("--chat renders a text prompt through the template; it cannot take --prompt-ids");
+        cli_options_free(options);
+        return -1;
+    }
+    if (options->template_now && !options->chat && options->mode != CLI_MODE_RENDER) {
+        cli_fail("--template-now needs --render-template or --chat (only a template reads the clock)");
         cli_options_free(options);
         return -1;
     }
