@@ -20,6 +20,8 @@ void session_line_free(session_line_reader *reader)
 /* Keeps bytes of the current line, or counts them once it is overlong. */
 static void keep(session_line_reader *reader, const char *bytes, size_t length)
 {
+    if (length == 0)
+        return;
     if (reader->dropped > 0) {
         reader->dropped += length;
         return;

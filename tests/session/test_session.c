@@ -14,7 +14,9 @@
  * BMOE_DECIDE key with its type, the deltas joining to the final text,
  * fatal:false errors that leave the session working, cancel during the
  * decode and during the prefill, decide's log-probabilities equal to a
- * fresh prefill's, EOF and close ending with exit 0, the CSV across turns. */
+ * fresh prefill's, EOF and close ending with exit 0, the CSV across turns;
+ * on tiny-gpt-oss, think_ctl prefill and a think:false turn equal to a fresh
+ * run on the prefill the contract describes. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +35,7 @@
 #define WAIT_MS 120000
 #define N_CTX "4096"
 
-static char tmp[1024], model[1100], template_path[1100];
+static char tmp[1024], model[1100], template_path[1100], gptoss_model[1100], gptoss_template[1100];
 
 /* ---- a session child --------------------------------------------------- */
 
@@ -804,10 +806,87 @@ static void check_eof(void)
     CHECK(child_finish(&c) == 0);
 }
 
+/* gpt-oss (think_ctl prefill): think:false starts the turn in the final
+ * channel. What that prompt is comes from the contract's description of the
+ * prefill (a last assistant message with whitespace-only reasoning and empty
+ * content, continued where its content begins): the test renders that
+ * message with the family's template and drops what the template writes
+ * after the empty content (the final message's <|return|>). */
+static void check_prefill(void)
+{
+    const char *args[] = {"-m", gptoss_model, "--session", "--chat", "-t", "1", "-c", "1024", "--template-now",
+                          "1795996800", NULL};
+    child c;
+    if (!child_start(&c, args)) {
+        CHECK(false);
+        return;
+    }
+    char *line = child_line(&c);
+    cJSON *ready = line ? line_json(line, "BMOE_READY") : NULL;
+    CHECK_MSG(ready && string_of(ready, "think_ctl") && strcmp(string_of(ready, "think_ctl"), "prefill") == 0 &&
+                  strcmp(string_of(ready, "arch"), "gpt-oss") == 0,
+              "%s", line ? line : "(none)");
+    cJSON_Delete(ready);
+    free(line);
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"What is 17 times 23?\",\"n_predict\":10,\"think\":false}");
+    answer a;
+    read_answer(&c, 1, &a, NULL, 0);
+    bool ok = check_done(&a, false);
+    child_send(&c, "{\"cmd\":\"close\"}");
+    CHECK(child_finish(&c) == 0);
+    if (!ok) {
+        answer_free(&a);
+        return;
+    }
+    char context_path[1200], prompt_path[1200];
+    snprintf(context_path, sizeof context_path, "%s/prefill-context.json", tmp);
+    snprintf(prompt_path, sizeof prompt_path, "%s/prefill-prompt.txt", tmp);
+    FILE *f = fopen(context_path, "wb");
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"What is 17 times 23?\"}, {\"role\": \"assistant\", "
+          "\"content\": \"\", \"thinking\": \" \"}], \"add_generation_prompt\": false, \"enable_thinking\": false, "
+          "\"bos_token\": \"\", \"eos_token\": \"\"}",
+          f);
+    fclose(f);
+    cli_result r;
+    const char *render[] = {"--render-template", gptoss_template, "--template-context", context_path,
+                            "--template-now", "1795996800", NULL};
+    const char *end = "<|return|>";
+    if (cli_run(render, &r) == 0 && r.exit_code == 0 && r.out_length > strlen(end) &&
+        strcmp(r.out + r.out_length - strlen(end), end) == 0) {
+        f = fopen(prompt_path, "wb");
+        fwrite(r.out, 1, r.out_length - strlen(end), f);
+        fclose(f);
+        cli_result_free(&r);
+        const char *run[] = {"-m", gptoss_model, "-f", prompt_path, "-n", "10", "-t", "1", "-c", "1024", "--progress",
+                             NULL};
+        if (cli_run(run, &r) == 0 && r.exit_code == 0) {
+            const char *start = strstr(r.out, "=== answer ===\n");
+            const char *stop = start ? strstr(start, "\n=== perf ===\n") : NULL;
+            const char *text = string_of(a.done, "text");
+            start = start ? start + strlen("=== answer ===\n") : NULL;
+            CHECK_MSG(start && stop && (size_t)(stop - start) == strlen(text) && memcmp(start, text, strlen(text)) == 0,
+                      "think:false on gpt-oss answered \"%s\", the prefilled prompt fresh \"%.*s\"", text,
+                      start && stop ? (int)(stop - start) : 0, start ? start : "");
+            CHECK(strcmp(string_of(a.done, "reasoning"), "") == 0);
+        } else {
+            CHECK_MSG(false, "the fresh gpt-oss run failed: %s", r.err);
+        }
+    } else {
+        CHECK_MSG(false, "rendering the prefill context failed: %s", r.err ? r.err : "");
+    }
+    cli_result_free(&r);
+    answer_free(&a);
+}
+
 static void make_model(void)
 {
     char binary[1024];
     snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    const char *gptoss[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss_model, NULL};
+    cli_result g;
+    bool made = cli_spawn(gptoss, &g) == 0 && g.exit_code == 0;
+    CHECK_MSG(made, "bmoe-mkmodel tiny-gpt-oss failed: %s", g.err ? g.err : "");
+    cli_result_free(&g);
     const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
     cli_result r;
     bool ok = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
@@ -823,6 +902,8 @@ int main(int argc, char **argv)
     mkdir(tmp, 0755);
     snprintf(model, sizeof model, "%s/qwen3.gguf", tmp);
     test_shared_path(template_path, sizeof template_path, "data/chat-templates/Qwen-Qwen3-0.6B.jinja");
+    test_shared_path(gptoss_template, sizeof gptoss_template, "data/chat-templates/openai-gpt-oss-120b.jinja");
+    snprintf(gptoss_model, sizeof gptoss_model, "%s/gptoss.gguf", tmp);
     make_model();
     if (!only || strcmp(only, "turns") == 0)
         check_turns();
@@ -834,5 +915,7 @@ int main(int argc, char **argv)
         check_decide();
     if (!only || strcmp(only, "eof") == 0)
         check_eof();
+    if (!only || strcmp(only, "prefill") == 0)
+        check_prefill();
     return test_finish();
 }
