@@ -515,7 +515,9 @@ static void check_turns(void)
         CHECK(preambles == 1 && summaries == 3);
         CHECK_MSG(rows[0] == 12 && rows[1] == 12 && rows[2] == 12, "rows per turn %d %d %d", rows[0], rows[1],
                   rows[2]);
-        CHECK(strstr(cli_read_all(csv_path, &length), "chatml=1") != NULL);
+        free(csv);
+        csv = cli_read_all(csv_path, &length);
+        CHECK(csv && strstr(csv, "chatml=1") != NULL);
         free(csv);
     }
 }
