@@ -153,6 +153,17 @@ static int get_string(const cJSON *item, const char *key, session_text *text, ch
     return copy_text(item, text, key, message, size);
 }
 
+/* A key as a message may show it: printable ASCII, the rest as '?', at
+ * most 64 bytes (a key is the client's text and a message is one line). */
+static const char *shown_key(const char *key, char *shown, size_t size)
+{
+    size_t n = 0;
+    for (; key[n] && n + 1 < size && n < 64; n++)
+        shown[n] = key[n] >= 0x20 && key[n] < 0x7f ? key[n] : '?';
+    shown[n] = '\0';
+    return shown;
+}
+
 /* The keys each command takes, besides "cmd" and "id". */
 static bool key_allowed(session_command command, const char *key)
 {
@@ -235,11 +246,13 @@ static int parse_object(const cJSON *root, session_request *request, int64_t *id
     {
         if (!item->string)
             return reject(message, size, "a key without a name");
+        char shown[72];
         if (!key_allowed(request->command, item->string))
-            return reject(message, size, "%s takes no key \"%.64s\"", command_name(request->command), item->string);
+            return reject(message, size, "%s takes no key \"%s\"", command_name(request->command),
+                          shown_key(item->string, shown, sizeof shown));
         for (const cJSON *other = item->next; other; other = other->next)
             if (other->string && strcmp(other->string, item->string) == 0)
-                return reject(message, size, "key \"%.64s\" appears twice", item->string);
+                return reject(message, size, "key \"%s\" appears twice", shown_key(item->string, shown, sizeof shown));
     }
     request->reuse_prefix = true;
     if (request->command == SESSION_GENERATE) {
