@@ -442,6 +442,118 @@ BMOE_API void bmoe_free(void *pointer);
  * Returns 0 or a negative bmoe_status. */
 BMOE_API int bmoe_describe_file(const char *path, void *out, bmoe_error *error);
 
+/* ---- Chat ------------------------------------------------------------- */
+
+/* Chat templates (the Jinja2 of tokenizer.chat_template, rendered byte for
+ * byte as Hugging Face's configuration of Jinja2 renders it), the reasoning
+ * control a model allows, and the split of generated text into reasoning
+ * and answer. */
+
+/* Renders a template with the variables of a JSON object (messages,
+ * add_generation_prompt, bos_token, ...). now_seconds is strftime_now's
+ * clock in seconds since 1970 (UTC); 0: the current time. *out is
+ * NUL-terminated, released with bmoe_free. Returns 0, or a negative
+ * bmoe_status with the template's line or its raise_exception message. */
+BMOE_API int bmoe_chat_render_template(const char *template_text, size_t template_length, const char *context_json,
+                                       size_t context_length, int64_t now_seconds, char **out, size_t *out_length,
+                                       bmoe_error *error);
+
+/* How a request to answer without reasoning can be honoured on a model,
+ * decided by rendering its own template (never from its name):
+ *   TEMPLATE: the template reads enable_thinking, or there is no reasoning to suppress;
+ *   PREFILL:  reasoning is a structural section the prompt can close (gpt-oss's harmony channels);
+ *   NONE:     the model owns a reasoning span it opens itself, and reasons whatever it is told. */
+enum bmoe_think_control {
+    BMOE_THINK_CONTROL_TEMPLATE = 0,
+    BMOE_THINK_CONTROL_PREFILL = 1,
+    BMOE_THINK_CONTROL_NONE = 2,
+};
+/* "template", "prefill" or "none". */
+BMOE_API const char *bmoe_think_control_name(enum bmoe_think_control control);
+
+/* How a model's output separates reasoning from the answer. */
+enum bmoe_reasoning_format {
+    BMOE_REASONING_NONE = 0,     /* all of it is answer */
+    BMOE_REASONING_THINK = 1,    /* <think>reasoning</think>answer (Qwen3, DeepSeek R1, LFM2.5) */
+    BMOE_REASONING_CHANNEL = 2,  /* <|channel>thought\nreasoning<channel|>answer (Gemma 4) */
+    BMOE_REASONING_HARMONY = 3,  /* <|channel|>analysis<|message|>...<|end|>, final channel the answer (gpt-oss) */
+};
+/* "none", "think", "channel" or "harmony". */
+BMOE_API const char *bmoe_reasoning_format_name(enum bmoe_reasoning_format format);
+
+/* A model's chat template, parsed once, with what the model's data says
+ * about reasoning: the format its output uses and its think control
+ * (decided from the template and the special tokens the vocabulary
+ * declares). Borrows the model, which must outlive it. */
+typedef struct bmoe_chat bmoe_chat;
+/* NULL with error when the model has no chat template or it does not parse. */
+BMOE_API bmoe_chat *bmoe_chat_create(const bmoe_model *model, bmoe_error *error);
+BMOE_API void bmoe_chat_free(bmoe_chat *chat);
+BMOE_API enum bmoe_think_control bmoe_chat_think_control(const bmoe_chat *chat);
+BMOE_API enum bmoe_reasoning_format bmoe_chat_reasoning_format(const bmoe_chat *chat);
+
+typedef struct bmoe_chat_message {
+    const char *role;        /* "system", "user", "assistant", NUL-terminated */
+    const char *content;     /* UTF-8 */
+    size_t content_length;
+    const char *reasoning;   /* an assistant turn's reasoning (reasoning_content / thinking); NULL: none */
+    size_t reasoning_length;
+} bmoe_chat_message;
+
+typedef struct bmoe_chat_params {
+    bool add_generation_prompt; /* end with the assistant turn's opening (default true) */
+    bool enable_thinking;       /* the template's enable_thinking (default true) */
+    /* Start the assistant turn past its reasoning section (the think
+     * control PREFILL): the prompt ends where the answer begins. Implies
+     * thinking disabled. */
+    bool reasoning_prefill;
+    int64_t now_seconds;        /* strftime_now's clock; 0: the current time */
+} bmoe_chat_params;
+BMOE_API bmoe_chat_params bmoe_chat_default_params(void);
+
+/* Renders the conversation with the model's template (bos_token and
+ * eos_token are the vocabulary's). *out is NUL-terminated, released with
+ * bmoe_free. Returns 0 or a negative bmoe_status. */
+BMOE_API int bmoe_chat_render(const bmoe_chat *chat, const bmoe_chat_message *messages, int32_t n_messages,
+                              const bmoe_chat_params *params, char **out, size_t *out_length, bmoe_error *error);
+
+/* The tokens of a rendered prompt: special tokens parsed, a BOS added when
+ * the vocabulary asks for one and the text does not already start with it,
+ * never an EOS. Returns as bmoe_tokenize does. */
+BMOE_API int32_t bmoe_chat_tokenize(const bmoe_chat *chat, const char *text, size_t text_length, int32_t *tokens,
+                                    int32_t max_tokens, bmoe_error *error);
+
+/* The streaming split of generated text into reasoning and answer. Feed it
+ * each step's text; each call fills a delta with the reasoning and answer
+ * text that became final. A delta with reset set carries snapshots that
+ * replace everything delivered before (a closing tag arrived and text given
+ * as answer was reasoning). Markers are removed, the whitespace around a
+ * reasoning span trimmed; text that may still become a marker is held until
+ * it is known (bmoe_reasoning_finish releases it). Deltas are valid UTF-8
+ * when the input is, and valid until the next call. */
+typedef struct bmoe_reasoning bmoe_reasoning;
+typedef struct bmoe_reasoning_delta {
+    const char *reasoning;
+    size_t reasoning_length;
+    const char *text;        /* the answer */
+    size_t text_length;
+    bool reset;
+} bmoe_reasoning_delta;
+/* prompt (may be NULL) is the text the generation continues: where it ends
+ * (inside an open reasoning span, past a closed one, in a harmony message
+ * header) is where the parser starts. */
+BMOE_API bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const char *prompt,
+                                               size_t prompt_length, bmoe_error *error);
+/* Returns 0 or a negative bmoe_status (out of memory). */
+BMOE_API int bmoe_reasoning_feed(bmoe_reasoning *reasoning, const char *text, size_t length,
+                                 bmoe_reasoning_delta *delta, bmoe_error *error);
+/* The end of the text: whatever was held is released. */
+BMOE_API int bmoe_reasoning_finish(bmoe_reasoning *reasoning, bmoe_reasoning_delta *delta, bmoe_error *error);
+/* Everything so far (the deltas joined, resets applied). */
+BMOE_API const char *bmoe_reasoning_answer(const bmoe_reasoning *reasoning, size_t *length);
+BMOE_API const char *bmoe_reasoning_thinking(const bmoe_reasoning *reasoning, size_t *length);
+BMOE_API void bmoe_reasoning_free(bmoe_reasoning *reasoning);
+
 #ifdef __cplusplus
 }
 #endif

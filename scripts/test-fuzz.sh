@@ -8,9 +8,14 @@
 #    shared/data/chat-templates file joined (at a NUL byte) to a few
 #    conversation contexts, runs every seed once, then fuzzes for a bounded
 #    time with a dictionary of Jinja2 tokens.
+# 3. Session requests: builds fuzz/fuzz_session_request.c (the line splitter
+#    and the request parser of src/session), seeds it with requests of every
+#    command, good and bad, runs every seed once, then fuzzes for a bounded
+#    time with a dictionary of the protocol's keys and JSON tokens.
 # Exits non-zero on any crash, leak, timeout or sanitizer report.
 # Environment: BMOE_FUZZ_SECONDS (default 45) bounds the GGUF fuzzing run,
-# BMOE_FUZZ_TEMPLATE_SECONDS (default 30) the template one; BMOE_SHARED_DIR
+# BMOE_FUZZ_TEMPLATE_SECONDS (default 30) the template one,
+# BMOE_FUZZ_SESSION_SECONDS (default 30) the session one; BMOE_SHARED_DIR
 # (default ../shared) is where the chat templates are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +27,7 @@ build=build-fuzz
 # fuzzer is guided by the reader's own branches, and ASan sees its reads.
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBMOE_FUZZ=ON -DBMOE_WERROR=ON \
   -DBMOE_SANITIZE=ON -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" >/dev/null
-cmake --build "$build" --target fuzz_gguf test_gguf_corpus fuzz_template -j"$jobs"
+cmake --build "$build" --target fuzz_gguf test_gguf_corpus fuzz_template fuzz_session_request -j"$jobs"
 
 corpus="$build/gguf-corpus"
 work="$build/gguf-corpus-work"
@@ -104,6 +109,49 @@ echo "fuzz: ${template_seconds}s of template fuzzing"
 
 if [ -n "$(ls -A "$template_artifacts")" ]; then
   echo "fuzz: failures left in $template_artifacts" >&2
+  exit 1
+fi
+echo "fuzz: template stage passed"
+
+# Stage 3: session requests.
+session_seconds=${BMOE_FUZZ_SESSION_SECONDS:-30}
+session_seeds="$build/session-seeds"
+session_work="$build/session-corpus-work"
+session_artifacts="$build/session-fuzz-artifacts"
+session_dictionary="$build/session.dict"
+rm -rf "$session_seeds" "$session_work" "$session_artifacts"
+mkdir -p "$session_seeds" "$session_work" "$session_artifacts"
+requests=(
+  '{"cmd":"generate","id":1,"prompt":"Hello\nthere \"you\" \u00e9","n_predict":16,"think":false,"clear_kv":true}'
+  '{"cmd":"generate","id":2,"prompt":"Go on","clear_kv":false}'
+  '{"cmd":"decide","id":3,"prefix":"Is it","suffix":" red?","choices":["yes","no","maybe"],"reuse_prefix":true}'
+  '{"cmd":"cancel"}'
+  '{"cmd":"close","id":9}'
+  '{"cmd":"generate","id":4,"prompt":"a\u0000b"}'
+  '{"cmd":"generate","id":"5","prompt":42,"n_predict":1.5}'
+  '{"cmd":"explode"} trailing'
+  '[1,2,{"cmd":"generate"}]'
+)
+for index in "${!requests[@]}"; do
+  printf '%s\n' "${requests[$index]}" > "$session_seeds/request.$index"
+done
+printf '%s\n' "${requests[@]}" > "$session_seeds/stream"
+for token in '{"cmd":"' 'generate' 'decide' 'cancel' 'close' '"id":' '"prompt":' '"n_predict":' '"think":' \
+    '"clear_kv":' '"prefix":' '"suffix":' '"choices":[' '"reuse_prefix":' 'true' 'false' 'null' '\u0000' '\ud83d' \
+    '\"' '\\' '1e309' '-1' '9007199254740993' '}' ']' ','; do
+  printf '"%s"\n' "$(printf '%s' "$token" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+done > "$session_dictionary"
+echo "fuzz: every session seed once"
+"$build/bin/fuzz_session_request" -runs=0 -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$session_artifacts/" "$session_seeds" 2>&1 | tail -n 5
+
+echo "fuzz: ${session_seconds}s of session request fuzzing"
+"$build/bin/fuzz_session_request" -max_total_time="$session_seconds" -timeout=10 -rss_limit_mb=2048 \
+  -max_len=16384 -dict="$session_dictionary" -print_final_stats=1 -artifact_prefix="$session_artifacts/" \
+  "$session_work" "$session_seeds" 2>&1 | tail -n 12
+
+if [ -n "$(ls -A "$session_artifacts")" ]; then
+  echo "fuzz: failures left in $session_artifacts" >&2
   exit 1
 fi
 echo "fuzz: passed"

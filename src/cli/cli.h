@@ -18,6 +18,8 @@ typedef enum cli_mode {
     CLI_MODE_LOGITS,     /* --prompt-ids / --force-ids / --logits-out */
     CLI_MODE_PERPLEXITY, /* --ppl */
     CLI_MODE_VERSION,
+    CLI_MODE_SESSION,    /* --session */
+    CLI_MODE_RENDER,     /* --render-template */
 } cli_mode;
 
 typedef struct cli_options {
@@ -51,6 +53,13 @@ typedef struct cli_options {
     const char *io_trace_path;       /* --io-trace */
     const char *compute_trace_path;  /* --compute-trace */
     const char *compute_trace_layers_path; /* --compute-trace-layers */
+    /* chat templates and sessions */
+    const char *render_template;     /* --render-template FILE */
+    const char *template_context;    /* --template-context CONTEXT.json */
+    int64_t template_now;            /* --template-now: strftime_now's clock; 0: the current time */
+    bool chat;                       /* --chat / --chatml: the model's template over the conversation */
+    bool no_think;                   /* --no-think */
+    bool decide;                     /* --decide: decide requests in the session */
 } cli_options;
 
 /* Parses argv into options (which the caller releases with
@@ -63,6 +72,8 @@ void cli_print_usage(FILE *out);
 int cli_run_generate(const cli_options *options);
 int cli_run_logits(const cli_options *options);
 int cli_run_perplexity(const cli_options *options);
+int cli_run_render(const cli_options *options);   /* --render-template (cli_chat.c) */
+int cli_run_session(const cli_options *options);  /* --session (cli_session.c) */
 
 /* Shared helpers (cli_common.c). */
 int cli_fail(const char *fmt, ...)
@@ -85,6 +96,20 @@ bmoe_context *cli_create_context(bmoe_model *model, const cli_options *options, 
 /* Tokenizes text into a new array. Returns 0 or -1 (message printed). */
 int cli_tokenize(const bmoe_model *model, const char *text, size_t length, bool add_special,
                  bool parse_special, int32_t **tokens, int32_t *n_tokens);
+
+/* The one-shot --chat prompt (cli_chat.c): the prompt rendered as one user
+ * message with the model's template, its tokens, and the reasoning parser
+ * primed on it. */
+typedef struct cli_chat_prompt_result {
+    bmoe_chat *chat;
+    bmoe_reasoning *reasoning;
+    int32_t *tokens;
+    int32_t n_tokens;
+} cli_chat_prompt_result;
+/* Returns 0, or 1 with the reason printed (result is then empty). */
+int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const char *prompt, size_t length,
+                    cli_chat_prompt_result *result);
+void cli_chat_prompt_free(cli_chat_prompt_result *result);
 
 /* --route-replay: a route trace's decode routing, replayed (cli_replay.c). */
 typedef struct cli_replay {

@@ -20,6 +20,10 @@
 #define FOR_LOGITS (1u << CLI_MODE_LOGITS)
 #define FOR_PPL (1u << CLI_MODE_PERPLEXITY)
 #define FOR_EVAL (FOR_GENERATE | FOR_LOGITS | FOR_PPL)
+#define FOR_SESSION (1u << CLI_MODE_SESSION)
+#define FOR_RENDER (1u << CLI_MODE_RENDER)
+#define FOR_MODEL (FOR_EVAL | FOR_SESSION)
+#define FOR_CHAT (FOR_GENERATE | FOR_SESSION)
 
 typedef enum flag_kind {
     FLAG_SWITCH,   /* no value */
@@ -38,6 +42,7 @@ typedef enum flag_id {
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
     F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_LOAD_ALL, F_N_EXPERT_USED,
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
+    F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_COUNT
 } flag_id;
 
@@ -52,24 +57,24 @@ typedef struct cli_flag {
 } cli_flag;
 
 static const cli_flag cli_flags[] = {
-    {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_EVAL, false},
+    {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_MODEL, false},
     {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_FILE, "-f", "--file", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
-    {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_GENERATE, false},
-    {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_EVAL, false},
-    {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_EVAL, false},
-    {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_EVAL, false},
-    {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_EVAL, false},
-    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap|warm", FOR_EVAL, false},
-    {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_GENERATE, false},
-    {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_GENERATE, false},
-    {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_GENERATE, false},
-    {F_MIN_P, NULL, "--min-p", FLAG_FLOAT, 0, 1, NULL, FOR_GENERATE, false},
-    {F_REPEAT_PENALTY, NULL, "--repeat-penalty", FLAG_FLOAT, 0, 1000000, NULL, FOR_GENERATE, false},
-    {F_REPEAT_LAST_N, NULL, "--repeat-last-n", FLAG_INT, -1, INT32_MAX, NULL, FOR_GENERATE, false},
-    {F_SEED, NULL, "--seed", FLAG_SEED, 0, 0, NULL, FOR_GENERATE, false},
-    {F_IGNORE_EOS, NULL, "--ignore-eos", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false},
-    {F_NO_PREFAULT, NULL, "--no-prefault", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, false},
+    {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false},
+    {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false},
+    {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_MODEL, false},
+    {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_MODEL, false},
+    {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_MODEL, false},
+    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap|warm", FOR_MODEL, false},
+    {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false},
+    {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_CHAT, false},
+    {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false},
+    {F_MIN_P, NULL, "--min-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false},
+    {F_REPEAT_PENALTY, NULL, "--repeat-penalty", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false},
+    {F_REPEAT_LAST_N, NULL, "--repeat-last-n", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false},
+    {F_SEED, NULL, "--seed", FLAG_SEED, 0, 0, NULL, FOR_CHAT, false},
+    {F_IGNORE_EOS, NULL, "--ignore-eos", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
+    {F_NO_PREFAULT, NULL, "--no-prefault", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
     {F_PROMPT_IDS, NULL, "--prompt-ids", FLAG_IDS, 0, 0, NULL, FOR_GENERATE | FOR_LOGITS, false},
     {F_FORCE_IDS, NULL, "--force-ids", FLAG_IDS, 0, 0, NULL, FOR_LOGITS, false},
     {F_LOGITS_OUT, NULL, "--logits-out", FLAG_TEXT, 0, 0, NULL, FOR_LOGITS, false},
@@ -78,25 +83,33 @@ static const cli_flag cli_flags[] = {
     {F_INFO, NULL, "--info", FLAG_TEXT, 0, 0, NULL, 0, false},
     {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false},
     {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false},
-    {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, false},
-    {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_EVAL, true},
-    {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_EVAL, true},
-    {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_EVAL, true},
-    {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_EVAL, true},
-    {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
-    {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
-    {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_EVAL, true},
-    {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_EVAL, true},
-    {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_EVAL, false},
+    {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
+    {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_MODEL, true},
+    {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_MODEL, true},
+    {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_MODEL, true},
+    {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_MODEL, true},
+    {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
+    {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
+    {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_MODEL, true},
+    {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
+    {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_MODEL, false},
     /* telemetry; --route-trace and --io-trace without --moe-stream are a
      * warning and no file (the telemetry contract), not an error */
-    {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false},
+    {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
     {F_ROUTE_REPLAY, NULL, "--route-replay", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
-    {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
     {F_ROUTE_TRACE, NULL, "--route-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_IO_TRACE, NULL, "--io-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_COMPUTE_TRACE, NULL, "--compute-trace", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
     {F_COMPUTE_TRACE_LAYERS, NULL, "--compute-trace-layers", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
+    /* chat templates and sessions */
+    {F_RENDER_TEMPLATE, NULL, "--render-template", FLAG_TEXT, 0, 0, NULL, 0, false},
+    {F_TEMPLATE_CONTEXT, NULL, "--template-context", FLAG_TEXT, 0, 0, NULL, FOR_RENDER, false},
+    {F_TEMPLATE_NOW, NULL, "--template-now", FLAG_SEED, 0, 0, NULL, FOR_RENDER | FOR_CHAT, false},
+    {F_CHAT, "--chatml", "--chat", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
+    {F_NO_THINK, NULL, "--no-think", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
+    {F_SESSION, NULL, "--session", FLAG_SWITCH, 0, 0, NULL, 0, false},
+    {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false},
 };
 
 void cli_print_usage(FILE *out)
@@ -105,6 +118,8 @@ void cli_print_usage(FILE *out)
             "usage: bmoe-cli -m MODEL [-p PROMPT | -f FILE] [options]\n"
             "       bmoe-cli -m MODEL --ppl FILE [-c N] [--chunks N]\n"
             "       bmoe-cli -m MODEL --prompt-ids 1,2,3 [--force-ids 7,8,9] --logits-out FILE\n"
+            "       bmoe-cli -m MODEL --session [--chat] [--decide] [options]\n"
+            "       bmoe-cli --render-template FILE --template-context CONTEXT.json\n"
             "       bmoe-cli --info MODEL\n"
             "       bmoe-cli --version\n"
             "\n"
@@ -163,6 +178,17 @@ void cli_print_usage(FILE *out)
             "      --io-trace FILE    one row per expert read (needs --moe-stream; a diagnostic)\n"
             "      --compute-trace FILE, --compute-trace-layers FILE\n"
             "                         wall time and major faults per layer segment (a diagnostic)\n"
+            "\n"
+            "chat templates and sessions:\n"
+            "      --chat, --chatml   render the model's own chat template (tokenizer.chat_template)\n"
+            "                         over the conversation; the output is split into reasoning and answer\n"
+            "      --no-think         ask for no reasoning (needs --chat)\n"
+            "      --session          JSON requests on stdin, one a line (generate, decide, cancel, close);\n"
+            "                         BMOE_* lines on stdout (the telemetry contract's session mode)\n"
+            "      --decide           accept decide requests (first-token log-probabilities of choices)\n"
+            "      --render-template FILE --template-context CONTEXT.json\n"
+            "                         print FILE rendered with the JSON object's members as its variables\n"
+            "      --template-now S   strftime_now's clock, in seconds since 1970 (default: now)\n"
             "\n"
             "  -h, --help             this text\n"
             "      --version          the engine version\n");
@@ -425,6 +451,23 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_IO_TRACE: options->io_trace_path = value; break;
     case F_COMPUTE_TRACE: options->compute_trace_path = value; break;
     case F_COMPUTE_TRACE_LAYERS: options->compute_trace_layers_path = value; break;
+    case F_RENDER_TEMPLATE: options->render_template = value; break;
+    case F_TEMPLATE_CONTEXT: options->template_context = value; break;
+    case F_TEMPLATE_NOW: {
+        uint64_t seconds = 0;
+        if (cli_parse_seed(name, value, &seconds) != 0)
+            return -1;
+        if (seconds == 0 || seconds > (uint64_t)INT64_MAX / 2) {
+            cli_fail("%s: %s is not a time in seconds since 1970 (1 or more)", name, value);
+            return -1;
+        }
+        options->template_now = (int64_t)seconds;
+        break;
+    }
+    case F_CHAT: options->chat = true; break;
+    case F_NO_THINK: options->no_think = true; break;
+    case F_SESSION: break; /* the job is chosen after every flag is read */
+    case F_DECIDE: options->decide = true; break;
     case F_HELP:
     case F_VERSION:
     case F_COUNT: break;
@@ -441,6 +484,8 @@ static const char *cli_mode_name(cli_mode mode)
     case CLI_MODE_VERSION: return "--version";
     case CLI_MODE_LOGITS: return "--logits-out";
     case CLI_MODE_PERPLEXITY: return "--ppl";
+    case CLI_MODE_SESSION: return "--session";
+    case CLI_MODE_RENDER: return "--render-template";
     }
     return "this job";
 }
@@ -498,8 +543,22 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     const char *problem = NULL;
     if (options->info_path) {
         options->mode = CLI_MODE_INFO;
+    } else if (options->render_template) {
+        options->mode = CLI_MODE_RENDER;
+        if (given[F_SESSION])
+            problem = "--render-template and --session are different jobs";
+        else if (!options->template_context)
+            problem = "--render-template needs --template-context CONTEXT.json";
+    } else if (options->template_context) {
+        problem = "--template-context needs --render-template";
     } else if (!options->model_path) {
         problem = "no model given (-m MODEL)";
+    } else if (given[F_SESSION]) {
+        options->mode = CLI_MODE_SESSION;
+        if (options->ppl_path)
+            problem = "--ppl and --session are different jobs";
+        else if (options->n_predict == 0)
+            problem = "--session: -n must not be 0";
     } else if (options->ppl_path) {
         options->mode = CLI_MODE_PERPLEXITY;
     } else if (given[F_PROMPT_IDS] && (options->prompt || options->prompt_file)) {
@@ -528,6 +587,10 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         if (!(flag->modes & mode_bit)) {
             if (flag->id == F_CHUNKS)
                 cli_fail("--chunks needs --ppl");
+            else if (flag->id == F_TEMPLATE_CONTEXT)
+                cli_fail("--template-context needs --render-template");
+            else if (flag->id == F_DECIDE)
+                cli_fail("--decide needs --session");
             else if (options->mode == CLI_MODE_INFO)
                 cli_fail("--info takes only the model path (%s does nothing there)", given_as[flag->id]);
             else if (options->mode == CLI_MODE_PERPLEXITY && (flag->id == F_PROMPT || flag->id == F_FILE ||
@@ -543,6 +606,21 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             cli_options_free(options);
             return -1;
         }
+    }
+    if (options->chat && options->prompt_ids) {
+        cli_fail("--chat renders a text prompt through the template; it cannot take --prompt-ids");
+        cli_options_free(options);
+        return -1;
+    }
+    if (options->template_now && !options->chat && options->mode != CLI_MODE_RENDER) {
+        cli_fail("--template-now needs --render-template or --chat (only a template reads the clock)");
+        cli_options_free(options);
+        return -1;
+    }
+    if (options->no_think && !options->chat) {
+        cli_fail("--no-think needs --chat (a raw prompt has no reasoning to turn off)");
+        cli_options_free(options);
+        return -1;
     }
     /* two telemetry files at one path would replace each other */
     const flag_id outputs[] = {F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS};

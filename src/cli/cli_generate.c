@@ -38,7 +38,7 @@ static const char *cli_stop_text(enum bmoe_stop_reason stop)
  * tokens parsed), so that the prompt length is known before the prefill.
  * Returns 0 or -1 (message printed); *owned is set when tokens must be freed. */
 static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options, int32_t **tokens,
-                             int32_t *n_tokens, bool *owned)
+                             int32_t *n_tokens, bool *owned, cli_chat_prompt_result *chat)
 {
     *owned = false;
     if (options->prompt_ids) {
@@ -51,7 +51,17 @@ static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options
     if (options->prompt_file && cli_read_file(options->prompt_file, &text, &length) != 0)
         return -1;
     const char *prompt = text ? text : options->prompt ? options->prompt : "";
-    int status = cli_tokenize(model, prompt, text ? length : strlen(prompt), true, true, tokens, n_tokens);
+    size_t prompt_length = text ? length : strlen(prompt);
+    if (options->chat) {
+        int status = cli_chat_prompt(options, model, prompt, prompt_length, chat) == 0 ? 0 : -1;
+        free(text);
+        if (status == 0) {
+            *tokens = chat->tokens;
+            *n_tokens = chat->n_tokens;
+        }
+        return status;
+    }
+    int status = cli_tokenize(model, prompt, prompt_length, true, true, tokens, n_tokens);
     free(text);
     *owned = status == 0;
     return status;
@@ -86,6 +96,7 @@ int cli_run_generate(const cli_options *options)
     size_t kept_capacity = 0;
     double load_seconds = 0.0;
     cli_replay replay = {0, 0, 0, NULL, 0};
+    cli_chat_prompt_result chat = {0};
     cli_telemetry telemetry;
     if (cli_telemetry_open(&telemetry, options) != 0) {
         cli_telemetry_close(&telemetry);
@@ -118,13 +129,16 @@ int cli_run_generate(const cli_options *options)
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = options->n_predict;
     params.ignore_eos = options->ignore_eos;
-    params.echo_prompt = !progress; /* --progress: the deltas and the answer are the generated text */
+    /* --progress: the deltas and the answer are the generated text; --chat:
+     * the prompt is the template's rendering, not what was typed */
+    params.echo_prompt = !progress && !options->chat;
     params.sampler = options->sampler;
     if (!options->seed_given)
         params.sampler.seed = cli_clock_seed();
     int32_t n_prompt = 0;
-    if (cli_prompt_tokens(model, options, &prompt, &n_prompt, &prompt_owned) != 0)
+    if (cli_prompt_tokens(model, options, &prompt, &n_prompt, &prompt_owned, &chat) != 0)
         goto done;
+    cli_telemetry_set_reasoning(&telemetry, chat.reasoning);
     replay.first_position = n_prompt;
     int32_t n_ctx = bmoe_context_n_ctx(context);
     int32_t steps = params.n_predict >= 0 ? params.n_predict : n_ctx - n_prompt > 0 ? n_ctx - n_prompt : 0;
@@ -180,6 +194,9 @@ int cli_run_generate(const cli_options *options)
         if (stepped == 0)
             break;
     }
+    /* text the reasoning parser still held (a partial marker) */
+    if (stepped >= 0 && progress && cli_telemetry_trailing_text(&telemetry, NULL, 0) != 0)
+        goto done;
     if (!progress && (cli_write(stdout, "\n", 1) != 0 || cli_flush(stdout) != 0))
         goto done;
     if (stepped < 0) {
@@ -205,6 +222,7 @@ int cli_run_generate(const cli_options *options)
 done:
     cli_telemetry_close(&telemetry);
     cli_replay_free(&replay);
+    cli_chat_prompt_free(&chat);
     free(kept);
     if (prompt_owned)
         free(prompt);

@@ -32,6 +32,8 @@ int cli_telemetry_open(cli_telemetry *t, const cli_options *options)
     t->progress = options->progress;
     tm_buffer_init(&t->line);
     tm_buffer_init(&t->answer);
+    tm_buffer_init(&t->split_reasoning);
+    tm_buffer_init(&t->split_text);
     long page = sysconf(_SC_PAGESIZE);
     t->page_bytes = page > 0 ? page : 4096;
     bool streaming = options->model_params.stream.enabled;
@@ -67,6 +69,61 @@ int cli_telemetry_open(cli_telemetry *t, const cli_options *options)
             return cli_open_failed("--compute-trace-layers", &error);
         t->layers_on = true;
     }
+    return 0;
+}
+
+void cli_telemetry_set_reasoning(cli_telemetry *t, bmoe_reasoning *reasoning)
+{
+    t->reasoning = reasoning;
+    t->reasoning_finished = false;
+}
+
+/* The deltas of text: the parser's split, or all of it as answer. final:
+ * the parser releases what it held (and is finished). Returns 0 or 1. */
+static int cli_split(cli_telemetry *t, const char *text, size_t length, bool final, tm_deltas *deltas)
+{
+    *deltas = (tm_deltas){.reasoning = "", .reasoning_length = 0, .text = text, .text_length = length};
+    if (!t->reasoning)
+        return 0;
+    if (t->reasoning_finished) {
+        deltas->text_length = 0;
+        return 0;
+    }
+    bmoe_error error = {0};
+    bmoe_reasoning_delta fed, held;
+    if (bmoe_reasoning_feed(t->reasoning, text ? text : "", text ? length : 0, &fed, &error) != 0)
+        return cli_fail("%s", error.message);
+    if (!final) {
+        *deltas = (tm_deltas){fed.reasoning, fed.reasoning_length, fed.text, fed.text_length, fed.reset};
+        return 0;
+    }
+    /* both deltas in one line: the feed's are copied before finish reuses its buffers */
+    tm_buffer_clear(&t->split_reasoning);
+    tm_buffer_clear(&t->split_text);
+    tm_buffer_append(&t->split_reasoning, fed.reasoning, fed.reasoning_length);
+    tm_buffer_append(&t->split_text, fed.text, fed.text_length);
+    bool reset = fed.reset;
+    if (bmoe_reasoning_finish(t->reasoning, &held, &error) != 0)
+        return cli_fail("%s", error.message);
+    t->reasoning_finished = true;
+    if (held.reset || reset) {
+        /* a snapshot replaces everything: the whole state after the finish */
+        tm_buffer_clear(&t->split_reasoning);
+        tm_buffer_clear(&t->split_text);
+        size_t n;
+        const char *all = bmoe_reasoning_thinking(t->reasoning, &n);
+        tm_buffer_append(&t->split_reasoning, all, n);
+        all = bmoe_reasoning_answer(t->reasoning, &n);
+        tm_buffer_append(&t->split_text, all, n);
+        reset = true;
+    } else {
+        tm_buffer_append(&t->split_reasoning, held.reasoning, held.reasoning_length);
+        tm_buffer_append(&t->split_text, held.text, held.text_length);
+    }
+    if (t->split_reasoning.failed || t->split_text.failed)
+        return cli_fail("out of memory splitting the reasoning");
+    *deltas = (tm_deltas){tm_buffer_text(&t->split_reasoning), t->split_reasoning.length,
+                          tm_buffer_text(&t->split_text), t->split_text.length, reset};
     return 0;
 }
 
@@ -112,7 +169,7 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     c->n_ubatch = o->n_ubatch > 0 ? o->n_ubatch : CLI_DEFAULT_UBATCH;
     if (c->n_ubatch > c->n_ctx)
         c->n_ubatch = c->n_ctx;
-    c->chatml = false;
+    c->chatml = o->chat;
     c->cache_auto = c->moe_stream && o->model_params.stream.cache_mb < 0;
     c->temp = o->sampler.temperature;
     c->top_k = o->sampler.top_k;
@@ -209,16 +266,23 @@ int cli_telemetry_token(cli_telemetry *t, const bmoe_step *step, const char *tex
     }
     if (!t->progress)
         return 0;
-    tm_buffer_append(&t->answer, text, length);
+    tm_deltas deltas;
+    if (cli_split(t, text, length, false, &deltas) != 0)
+        return 1;
+    tm_buffer_append(&t->answer, deltas.text, deltas.text_length);
     tm_progress_load_line(&t->line, &token);
-    tm_deltas deltas = {.reasoning = "", .reasoning_length = 0, .text = text, .text_length = length};
     tm_progress_line(&t->line, &token, &deltas);
     return cli_emit_lines(t);
 }
 
 int cli_telemetry_trailing_text(cli_telemetry *t, const char *text, size_t length)
 {
-    if (!t->progress || length == 0)
+    if (!t->progress || (length == 0 && (!t->reasoning || t->reasoning_finished)))
+        return 0;
+    tm_deltas deltas;
+    if (cli_split(t, text, length, t->reasoning != NULL, &deltas) != 0)
+        return 1;
+    if (deltas.text_length == 0 && deltas.reasoning_length == 0 && !deltas.reset)
         return 0;
     /* the last step again, with the cumulative figures and no cost of its own */
     tm_token token = t->last;
@@ -228,8 +292,7 @@ int cli_telemetry_trailing_text(cli_telemetry *t, const char *text, size_t lengt
     token.cpu_ms = token.loop_overhead_ms = 0.0;
     token.read_bytes = 0;
     token.majflt = 0;
-    tm_buffer_append(&t->answer, text, length);
-    tm_deltas deltas = {.reasoning = "", .reasoning_length = 0, .text = text, .text_length = length};
+    tm_buffer_append(&t->answer, deltas.text, deltas.text_length);
     tm_progress_line(&t->line, &token, &deltas);
     return cli_emit_lines(t);
 }
@@ -273,7 +336,13 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     int status = 0;
     if (t->progress) {
         tm_buffer_append_string(&t->line, "=== answer ===\n");
-        tm_buffer_append(&t->line, t->answer.data ? t->answer.data : "", t->answer.length);
+        if (t->reasoning) { /* the answer only, resets applied */
+            size_t length;
+            const char *answer = bmoe_reasoning_answer(t->reasoning, &length);
+            tm_buffer_append(&t->line, answer, length);
+        } else {
+            tm_buffer_append(&t->line, t->answer.data ? t->answer.data : "", t->answer.length);
+        }
         tm_buffer_append_string(&t->line, "\n=== perf ===\n");
         tm_report_format(&t->line, c, &summary);
         status = cli_emit_lines(t);
@@ -317,4 +386,6 @@ void cli_telemetry_close(cli_telemetry *t)
     tm_layout_free(&t->layout);
     tm_buffer_free(&t->line);
     tm_buffer_free(&t->answer);
+    tm_buffer_free(&t->split_reasoning);
+    tm_buffer_free(&t->split_text);
 }

@@ -40,11 +40,17 @@ typedef struct cli_telemetry {
     tm_buffer answer;         /* the generated text (--progress) */
     double last_decode_end;   /* seconds (cli_now_seconds) when the last decode returned; 0: none */
     tm_token last;            /* the last token's record */
+    bmoe_reasoning *reasoning; /* --chat: splits the text into reasoning and answer (borrowed); NULL: all answer */
+    bool reasoning_finished;
+    tm_buffer split_reasoning, split_text; /* the last line's deltas when two had to be joined */
 } cli_telemetry;
 
 /* Opens the files the options ask for. Returns 0, or 1 (the exit status)
  * with one line printed. */
 int cli_telemetry_open(cli_telemetry *telemetry, const cli_options *options);
+/* --chat: the parser that splits each token's text into the deltas
+ * (borrowed; NULL: the text is all answer). */
+void cli_telemetry_set_reasoning(cli_telemetry *telemetry, bmoe_reasoning *reasoning);
 /* Registers the callbacks of the traces that are on. */
 void cli_telemetry_context_params(cli_telemetry *telemetry, bmoe_context_params *params);
 /* After the model and context exist: the resolved configuration, the
@@ -58,9 +64,10 @@ void cli_telemetry_after_eval(cli_telemetry *telemetry);
 /* One generated token: its metrics, its progress lines (with its text) and
  * its CSV row. Returns 0, or 1 when stdout failed (message printed). */
 int cli_telemetry_token(cli_telemetry *telemetry, const bmoe_step *step, const char *text, size_t length);
-/* Text that no token carried (the generation's final step held it): with
- * --progress one more BMOE_PROGRESS line repeats the last step with no cost
- * and carries it, so the deltas still add up to the answer. Returns 0 or 1. */
+/* Text that no token carried (the generation's final step held it, or the
+ * reasoning parser did, which this finishes): with --progress one more
+ * BMOE_PROGRESS line repeats the last step with no cost and carries it, so
+ * the deltas still add up to the answer. Returns 0 or 1. */
 int cli_telemetry_trailing_text(cli_telemetry *telemetry, const char *text, size_t length);
 /* The end of a successful generation: the summary, the end-of-run lines
  * (after === answer === / === perf === on stdout with --progress, else on

@@ -42,6 +42,12 @@ int main(int argc, char **argv)
     case CLI_MODE_PERPLEXITY:
         status = cli_run_perplexity(&options);
         break;
+    case CLI_MODE_RENDER:
+        status = cli_run_render(&options);
+        break;
+    case CLI_MODE_SESSION:
+        status = cli_run_session(&options);
+        break;
     }
     cli_options_free(&options);
     /* a job that printed its result into a full disk or a closed pipe failed

@@ -10,3 +10,10 @@ bmoe_add_test(test_chat_errors
 bmoe_add_test(test_chat_values
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_values.c
   LIBS bmoe_chat Threads::Threads)
+# The chat API over the interpreter: think control and reasoning format
+# from real templates and models, the prefill, the streaming reasoning split.
+# The module does not depend on the engine (the template fuzzer links it
+# alone); chat_api.c's calls into the public model API come from bmoe_engine.
+bmoe_add_test(test_chat_api
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_api.c
+  LIBS bmoe_chat bmoe_engine m)

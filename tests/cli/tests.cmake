@@ -8,10 +8,10 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity hardening replay)
+foreach(cli_test errors stories logits perplexity hardening replay render chat)
   set(cli_libs "")
   set(cli_labels unit)
-  if(cli_test STREQUAL "logits")
+  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat")
     set(cli_libs PkgConfig::CJSON m)
   elseif(cli_test STREQUAL "hardening")
     set(cli_libs bmoe_gguf m)
@@ -27,3 +27,5 @@ foreach(cli_test errors stories logits perplexity hardening replay)
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
 endforeach()
+# The --chat test generates its models.
+add_dependencies(test_cli_chat bmoe-mkmodel)

@@ -1,0 +1,634 @@
+/* The streaming split of generated text into reasoning and answer
+ * (bmoe.h's bmoe_reasoning). Text is appended to a pending buffer and
+ * classified from its start: a marker moves the state, text that cannot be
+ * (the start of) a marker goes to the reasoning or the answer, and the tail
+ * that may still turn into a marker, or whitespace a marker would trim,
+ * stays pending until the next feed or the finish.
+ *
+ * Span formats (<think>...</think>, Gemma 4's <|channel>name\n...<channel|>):
+ * whitespace before an opening marker and around the span's text is
+ * dropped, as is the answer's leading whitespace after the span; an output
+ * with no marker at all is the answer, byte for byte. A closing marker in an
+ * answer that no span preceded (the prompt opened the span, or the model
+ * reasoned without opening one) makes everything before it reasoning: the
+ * delta of that call is a reset.
+ * Harmony (gpt-oss): messages are <|start|>header<|message|>text<|end|>;
+ * the header's <|channel|> names the channel: analysis is reasoning, the
+ * others the answer; headers are dropped. Text that is no header after 256
+ * bytes, or when the output ends, is shown as answer.
+ * Owns its buffers; knows nothing of models. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "bmoe.h"
+
+/* Longest generated header text before it is taken as not a header. */
+#define REASONING_MAX_HEADER 256
+/* Longest channel name line after a named opening marker. */
+#define REASONING_MAX_NAME 64
+
+typedef struct text_buffer {
+    char *data;
+    size_t length, capacity;
+} text_buffer;
+
+enum span_state {
+    SPAN_START,        /* nothing shown yet: leading whitespace held, a span may open */
+    SPAN_NAME,         /* after a named opening marker, up to its newline */
+    SPAN_REASON_START, /* inside the span, before its first non-whitespace */
+    SPAN_REASON,       /* inside the span */
+    SPAN_AFTER,        /* the span closed: the answer's leading whitespace is dropped */
+    SPAN_ANSWER,       /* answer that no span preceded (a closing marker reclassifies it) */
+    SPAN_FINAL,        /* answer after a span, verbatim */
+};
+
+enum harmony_state { HARMONY_HEADER, HARMONY_CONTENT, HARMONY_OUTSIDE };
+
+enum harmony_marker { H_START, H_CHANNEL, H_MESSAGE, H_END, H_RETURN, H_CALL, H_CONSTRAIN, H_COUNT };
+static const char *const harmony_markers[H_COUNT] = {
+    "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>",
+};
+
+struct bmoe_reasoning {
+    enum bmoe_reasoning_format format;
+    const char *open, *close; /* span markers */
+    bool named;               /* the opening marker is followed by a channel name line */
+    int state;
+    bool silent;              /* priming on the prompt: nothing is shown */
+    bool failed;              /* out of memory */
+    bool reset;
+    text_buffer pending;
+    text_buffer reasoning, answer;
+    text_buffer delta_reasoning, delta_answer;
+    /* harmony */
+    text_buffer header;        /* the current header, the prompt's part included */
+    size_t header_prompt_bytes; /* of which came from the prompt */
+    bool header_channel;       /* the header named a channel */
+    bool channel_reasoning;    /* the current message is the analysis channel */
+};
+
+static bool text_append(text_buffer *buffer, const char *bytes, size_t length)
+{
+    if (buffer->length + length + 1 > buffer->capacity) {
+        size_t wanted = buffer->capacity ? buffer->capacity : 64;
+        while (wanted < buffer->length + length + 1)
+            wanted *= 2;
+        char *bigger = realloc(buffer->data, wanted);
+        if (!bigger)
+            return false;
+        buffer->data = bigger;
+        buffer->capacity = wanted;
+    }
+    if (length)
+        memcpy(buffer->data + buffer->length, bytes, length);
+    buffer->length += length;
+    buffer->data[buffer->length] = '\0';
+    return true;
+}
+
+static void text_clear(text_buffer *buffer)
+{
+    buffer->length = 0;
+    if (buffer->data)
+        buffer->data[0] = '\0';
+}
+
+static void text_free(text_buffer *buffer)
+{
+    free(buffer->data);
+    memset(buffer, 0, sizeof *buffer);
+}
+
+/* Drops the first count bytes. */
+static void text_consume(text_buffer *buffer, size_t count)
+{
+    if (count >= buffer->length) {
+        text_clear(buffer);
+        return;
+    }
+    memmove(buffer->data, buffer->data + count, buffer->length - count);
+    buffer->length -= count;
+    buffer->data[buffer->length] = '\0';
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static size_t leading_space(const char *text, size_t length)
+{
+    size_t count = 0;
+    while (count < length && is_space(text[count]))
+        count++;
+    return count;
+}
+
+static size_t without_trailing_space(const char *text, size_t length)
+{
+    while (length > 0 && is_space(text[length - 1]))
+        length--;
+    return length;
+}
+
+/* The first occurrence of marker in text, or length when there is none. */
+static size_t find(const char *text, size_t length, const char *marker)
+{
+    size_t marker_length = strlen(marker);
+    for (size_t i = 0; i + marker_length <= length; i++)
+        if (text[i] == marker[0] && memcmp(text + i, marker, marker_length) == 0)
+            return i;
+    return length;
+}
+
+/* The last occurrence of marker in text, or -1. */
+static long find_last(const char *text, size_t length, const char *marker)
+{
+    size_t marker_length = strlen(marker);
+    if (!text || length < marker_length)
+        return -1;
+    for (size_t i = length - marker_length + 1; i-- > 0;)
+        if (memcmp(text + i, marker, marker_length) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The longest proper suffix of text that begins marker (the part of a
+ * marker that may be arriving). */
+static size_t partial_marker(const char *text, size_t length, const char *marker)
+{
+    size_t marker_length = strlen(marker);
+    size_t longest = marker_length - 1 < length ? marker_length - 1 : length;
+    for (size_t keep = longest; keep > 0; keep--)
+        if (memcmp(text + length - keep, marker, keep) == 0)
+            return keep;
+    return 0;
+}
+
+/* Whether text (all of it) is the beginning of marker. */
+static bool begins_marker(const char *text, size_t length, const char *marker)
+{
+    size_t marker_length = strlen(marker);
+    return length < marker_length && memcmp(text, marker, length) == 0;
+}
+
+static void show_reasoning(bmoe_reasoning *r, const char *bytes, size_t length)
+{
+    if (r->silent || length == 0)
+        return;
+    if (!text_append(&r->reasoning, bytes, length) || !text_append(&r->delta_reasoning, bytes, length))
+        r->failed = true;
+}
+
+static void show_answer(bmoe_reasoning *r, const char *bytes, size_t length)
+{
+    if (r->silent || length == 0)
+        return;
+    if (!text_append(&r->answer, bytes, length) || !text_append(&r->delta_answer, bytes, length))
+        r->failed = true;
+}
+
+/* The answer so far and text were reasoning: both become the reasoning
+ * (trimmed) and the answer starts again. */
+static void reclassify(bmoe_reasoning *r, const char *text, size_t length)
+{
+    if (r->silent)
+        return;
+    text_buffer joined = {0};
+    if (!text_append(&joined, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
+        !text_append(&joined, r->answer.data ? r->answer.data : "", r->answer.length) ||
+        !text_append(&joined, text, length)) {
+        text_free(&joined);
+        r->failed = true;
+        return;
+    }
+    size_t start = leading_space(joined.data, joined.length);
+    size_t end = without_trailing_space(joined.data, joined.length);
+    text_clear(&r->reasoning);
+    text_clear(&r->answer);
+    if (end > start && !text_append(&r->reasoning, joined.data + start, end - start))
+        r->failed = true;
+    text_free(&joined);
+    r->reset = true;
+}
+
+/* Classifies the pending text of a span format as far as it can be. */
+static void process_span(bmoe_reasoning *r, bool final)
+{
+    size_t open_length = strlen(r->open), close_length = strlen(r->close);
+    while (r->pending.length > 0 && !r->failed) {
+        const char *p = r->pending.data;
+        size_t n = r->pending.length;
+        switch (r->state) {
+        case SPAN_START: {
+            size_t space = leading_space(p, n);
+            if (space == n) {
+                if (!final)
+                    return;
+                show_answer(r, p, n);
+                text_clear(&r->pending);
+                return;
+            }
+            if (n - space >= open_length && memcmp(p + space, r->open, open_length) == 0) {
+                text_consume(&r->pending, space + open_length);
+                r->state = r->named ? SPAN_NAME : SPAN_REASON_START;
+                continue;
+            }
+            if (n - space >= close_length && memcmp(p + space, r->close, close_length) == 0) {
+                text_consume(&r->pending, space + close_length);
+                r->state = SPAN_AFTER;
+                continue;
+            }
+            if (!final && (begins_marker(p + space, n - space, r->open) || begins_marker(p + space, n - space, r->close)))
+                return;
+            r->state = SPAN_ANSWER;
+            continue;
+        }
+        case SPAN_NAME: {
+            size_t newline = find(p, n, "\n");
+            if (newline < n) {
+                text_consume(&r->pending, newline + 1);
+                r->state = SPAN_REASON_START;
+                continue;
+            }
+            if (n <= REASONING_MAX_NAME && !final)
+                return;
+            r->state = SPAN_REASON_START; /* no name line: it is the reasoning */
+            continue;
+        }
+        case SPAN_REASON_START: {
+            size_t space = leading_space(p, n);
+            text_consume(&r->pending, space);
+            if (space < n)
+                r->state = SPAN_REASON;
+            continue;
+        }
+        case SPAN_REASON: {
+            size_t close = find(p, n, r->close);
+            if (close < n) {
+                show_reasoning(r, p, without_trailing_space(p, close));
+                text_consume(&r->pending, close + close_length);
+                r->state = SPAN_AFTER;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_marker(p, n, r->close);
+            size_t shown = without_trailing_space(p, n - keep);
+            show_reasoning(r, p, shown);
+            text_consume(&r->pending, final ? n : shown);
+            return;
+        }
+        case SPAN_AFTER: {
+            size_t space = leading_space(p, n);
+            text_consume(&r->pending, space);
+            if (space < n)
+                r->state = SPAN_FINAL;
+            continue;
+        }
+        case SPAN_ANSWER: {
+            size_t close = find(p, n, r->close);
+            if (close < n) {
+                reclassify(r, p, close);
+                text_consume(&r->pending, close + close_length);
+                r->state = SPAN_AFTER;
+                continue;
+            }
+            size_t keep = final ? 0 : partial_marker(p, n, r->close);
+            show_answer(r, p, n - keep);
+            text_consume(&r->pending, n - keep);
+            return;
+        }
+        default: /* SPAN_FINAL */
+            show_answer(r, p, n);
+            text_clear(&r->pending);
+            return;
+        }
+    }
+}
+
+/* The earliest harmony marker in text: its index (length when none) and which. */
+static size_t harmony_find(const char *text, size_t length, int *which)
+{
+    size_t best = length;
+    *which = -1;
+    for (int m = 0; m < H_COUNT; m++) {
+        size_t at = find(text, length, harmony_markers[m]);
+        if (at < best) {
+            best = at;
+            *which = m;
+        }
+    }
+    return best;
+}
+
+/* The longest tail of text that may be a harmony marker arriving. */
+static size_t harmony_partial(const char *text, size_t length)
+{
+    size_t keep = 0;
+    for (int m = 0; m < H_COUNT; m++) {
+        size_t k = partial_marker(text, length, harmony_markers[m]);
+        if (k > keep)
+            keep = k;
+    }
+    return keep;
+}
+
+static void harmony_show(bmoe_reasoning *r, const char *bytes, size_t length)
+{
+    if (r->channel_reasoning)
+        show_reasoning(r, bytes, length);
+    else
+        show_answer(r, bytes, length);
+}
+
+static void header_append(bmoe_reasoning *r, const char *bytes, size_t length)
+{
+    if (!text_append(&r->header, bytes, length))
+        r->failed = true;
+}
+
+static void header_begin(bmoe_reasoning *r)
+{
+    text_clear(&r->header);
+    r->header_prompt_bytes = 0;
+    r->header_channel = false;
+    r->state = HARMONY_HEADER;
+}
+
+/* The header's generated text was not a header after all: it is answer. */
+static void header_release(bmoe_reasoning *r)
+{
+    if (r->header.length > r->header_prompt_bytes)
+        show_answer(r, r->header.data + r->header_prompt_bytes, r->header.length - r->header_prompt_bytes);
+    text_clear(&r->header);
+    r->header_prompt_bytes = 0;
+}
+
+/* The channel the header names: analysis is the reasoning. */
+static bool header_is_analysis(const bmoe_reasoning *r)
+{
+    long at = find_last(r->header.data, r->header.length, harmony_markers[H_CHANNEL]);
+    if (at < 0)
+        return false;
+    const char *name = r->header.data + at + strlen(harmony_markers[H_CHANNEL]);
+    size_t left = r->header.length - ((size_t)at + strlen(harmony_markers[H_CHANNEL]));
+    size_t name_length = 0;
+    while (name_length < left && !is_space(name[name_length]) && name[name_length] != '<')
+        name_length++;
+    return name_length == 8 && memcmp(name, "analysis", 8) == 0;
+}
+
+static void process_harmony(bmoe_reasoning *r, bool final)
+{
+    while (!r->failed) {
+        const char *p = r->pending.data;
+        size_t n = r->pending.length;
+        int which;
+        size_t at = n ? harmony_find(p, n, &which) : 0;
+        if (n == 0 || at == n) {
+            size_t keep = final ? 0 : harmony_partial(p, n);
+            if (r->state == HARMONY_HEADER) {
+                header_append(r, p, n - keep);
+                bool generated_long = r->header.length - r->header_prompt_bytes > REASONING_MAX_HEADER;
+                if (!r->header_channel && !r->silent && (generated_long || final)) {
+                    header_release(r);
+                    r->channel_reasoning = false;
+                    r->state = HARMONY_CONTENT;
+                }
+            } else {
+                harmony_show(r, p, n - keep);
+            }
+            text_consume(&r->pending, n - keep);
+            return;
+        }
+        size_t marker_length = strlen(harmony_markers[which]);
+        switch (r->state) {
+        case HARMONY_HEADER:
+            header_append(r, p, at);
+            if (which == H_CHANNEL || which == H_CONSTRAIN) {
+                header_append(r, p + at, marker_length);
+                r->header_channel = r->header_channel || which == H_CHANNEL;
+            } else if (which == H_MESSAGE) {
+                r->channel_reasoning = header_is_analysis(r);
+                text_clear(&r->header);
+                r->header_prompt_bytes = 0;
+                r->state = HARMONY_CONTENT;
+            } else if (which == H_START) {
+                if (!r->header_channel)
+                    header_release(r);
+                header_begin(r);
+            } else {
+                if (!r->header_channel)
+                    header_release(r);
+                text_clear(&r->header);
+                r->state = HARMONY_OUTSIDE;
+            }
+            break;
+        case HARMONY_CONTENT:
+        case HARMONY_OUTSIDE:
+            if (r->state == HARMONY_CONTENT)
+                harmony_show(r, p, at);
+            else
+                show_answer(r, p, at);
+            if (which == H_START) {
+                header_begin(r);
+            } else if (which == H_CHANNEL) {
+                header_begin(r);
+                header_append(r, p + at, marker_length);
+                r->header_channel = true;
+            } else if (which == H_END || which == H_RETURN || which == H_CALL) {
+                r->state = HARMONY_OUTSIDE;
+                r->channel_reasoning = false;
+            }
+            break;
+        }
+        text_consume(&r->pending, at + marker_length);
+    }
+}
+
+static void process(bmoe_reasoning *r, bool final)
+{
+    switch (r->format) {
+    case BMOE_REASONING_THINK:
+    case BMOE_REASONING_CHANNEL:
+        process_span(r, final);
+        break;
+    case BMOE_REASONING_HARMONY:
+        process_harmony(r, final);
+        break;
+    default:
+        show_answer(r, r->pending.data, r->pending.length);
+        text_clear(&r->pending);
+        break;
+    }
+}
+
+/* Where a span format starts after the prompt: inside a span the prompt
+ * opened, past one it closed at its very end, or undecided. */
+static int span_start_state(const bmoe_reasoning *r, const char *prompt, size_t length)
+{
+    long open = find_last(prompt, length, r->open);
+    long close = find_last(prompt, length, r->close);
+    if (open >= 0 && open > close) {
+        size_t after = (size_t)open + strlen(r->open);
+        if (r->named && find(prompt + after, length - after, "\n") == length - after)
+            return SPAN_NAME;
+        return SPAN_REASON_START;
+    }
+    if (close >= 0) {
+        size_t after = (size_t)close + strlen(r->close);
+        if (leading_space(prompt + after, length - after) == length - after)
+            return SPAN_AFTER;
+    }
+    return SPAN_START;
+}
+
+const char *bmoe_reasoning_format_name(enum bmoe_reasoning_format format)
+{
+    switch (format) {
+    case BMOE_REASONING_NONE: return "none";
+    case BMOE_REASONING_THINK: return "think";
+    case BMOE_REASONING_CHANNEL: return "channel";
+    case BMOE_REASONING_HARMONY: return "harmony";
+    }
+    return "unknown";
+}
+
+void bmoe_reasoning_free(bmoe_reasoning *r)
+{
+    if (!r)
+        return;
+    text_free(&r->pending);
+    text_free(&r->reasoning);
+    text_free(&r->answer);
+    text_free(&r->delta_reasoning);
+    text_free(&r->delta_answer);
+    text_free(&r->header);
+    free(r);
+}
+
+static int reasoning_fail(bmoe_error *error, bmoe_status status, const char *message)
+{
+    bmoe_error err;
+    error_clear(&err);
+    error_set_status(&err, status, "reasoning: %s", message);
+    if (error)
+        *error = err;
+    return status;
+}
+
+bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const char *prompt, size_t prompt_length,
+                                      bmoe_error *error)
+{
+    if ((int)format < BMOE_REASONING_NONE || format > BMOE_REASONING_HARMONY || (!prompt && prompt_length > 0)) {
+        reasoning_fail(error, BMOE_ERR_INVALID_ARGUMENT, "unknown format or no prompt text");
+        return NULL;
+    }
+    bmoe_reasoning *r = calloc(1, sizeof *r);
+    if (!r) {
+        reasoning_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    r->format = format;
+    if (format == BMOE_REASONING_THINK) {
+        r->open = "<think>";
+        r->close = "</think>";
+    } else if (format == BMOE_REASONING_CHANNEL) {
+        r->open = "<|channel>";
+        r->close = "<channel|>";
+        r->named = true;
+    }
+    if (r->open) {
+        r->state = span_start_state(r, prompt, prompt_length);
+    } else if (format == BMOE_REASONING_HARMONY) {
+        long start = find_last(prompt, prompt_length, harmony_markers[H_START]);
+        r->state = HARMONY_OUTSIDE;
+        if (start >= 0) {
+            /* the prompt's last message so far: its header, or its open content */
+            size_t after = (size_t)start + strlen(harmony_markers[H_START]);
+            header_begin(r);
+            r->silent = true;
+            if (!text_append(&r->pending, prompt + after, prompt_length - after))
+                r->failed = true;
+            process_harmony(r, false);
+            /* a partial marker at the prompt's end is the prompt's own text */
+            if (r->state == HARMONY_HEADER)
+                header_append(r, r->pending.data ? r->pending.data : "", r->pending.length);
+            text_clear(&r->pending);
+            r->header_prompt_bytes = r->header.length;
+            r->silent = false;
+        }
+    }
+    if (r->failed) {
+        bmoe_reasoning_free(r);
+        reasoning_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
+        return NULL;
+    }
+    return r;
+}
+
+/* The delta of one call: what was shown, or the whole state after a reset. */
+static int deliver(bmoe_reasoning *r, bmoe_reasoning_delta *delta, bmoe_error *error)
+{
+    if (r->reset) {
+        text_clear(&r->delta_reasoning);
+        text_clear(&r->delta_answer);
+        if (!text_append(&r->delta_reasoning, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
+            !text_append(&r->delta_answer, r->answer.data ? r->answer.data : "", r->answer.length))
+            r->failed = true;
+    }
+    if (r->failed)
+        return reasoning_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
+    if (delta) {
+        delta->reasoning = r->delta_reasoning.data ? r->delta_reasoning.data : "";
+        delta->reasoning_length = r->delta_reasoning.length;
+        delta->text = r->delta_answer.data ? r->delta_answer.data : "";
+        delta->text_length = r->delta_answer.length;
+        delta->reset = r->reset;
+    }
+    return 0;
+}
+
+static int reasoning_step(bmoe_reasoning *r, const char *text, size_t length, bool final, bmoe_reasoning_delta *delta,
+                          bmoe_error *error)
+{
+    if (delta)
+        memset(delta, 0, sizeof *delta);
+    if (!r || (!text && length > 0))
+        return reasoning_fail(error, BMOE_ERR_INVALID_ARGUMENT, "no parser or no text");
+    if (r->failed)
+        return reasoning_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
+    text_clear(&r->delta_reasoning);
+    text_clear(&r->delta_answer);
+    r->reset = false;
+    if (length > 0 && !text_append(&r->pending, text, length))
+        r->failed = true;
+    if (!r->failed)
+        process(r, final);
+    return deliver(r, delta, error);
+}
+
+int bmoe_reasoning_feed(bmoe_reasoning *r, const char *text, size_t length, bmoe_reasoning_delta *delta,
+                        bmoe_error *error)
+{
+    return reasoning_step(r, text, length, false, delta, error);
+}
+
+int bmoe_reasoning_finish(bmoe_reasoning *r, bmoe_reasoning_delta *delta, bmoe_error *error)
+{
+    return reasoning_step(r, NULL, 0, true, delta, error);
+}
+
+const char *bmoe_reasoning_answer(const bmoe_reasoning *r, size_t *length)
+{
+    if (length)
+        *length = r && r->answer.data ? r->answer.length : 0;
+    return r && r->answer.data ? r->answer.data : "";
+}
+
+const char *bmoe_reasoning_thinking(const bmoe_reasoning *r, size_t *length)
+{
+    if (length)
+        *length = r && r->reasoning.data ? r->reasoning.length : 0;
+    return r && r->reasoning.data ? r->reasoning.data : "";
+}

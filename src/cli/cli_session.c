@@ -1,0 +1,41 @@
+/* --session: the command line's model, context, sampling and telemetry
+ * settings as the session's configuration (src/session does the rest). A
+ * client that closes its end of stdout must not kill the process with
+ * SIGPIPE: the write fails and the session ends. */
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "session.h"
+
+/* The library's warnings, one line each on stderr (stdout is the protocol's). */
+static void cli_session_log(void *user, enum bmoe_log_level level, const char *message)
+{
+    (void)user;
+    fprintf(stderr, "bmoe-cli: %s%s\n", level == BMOE_LOG_WARNING ? "warning: " : "", message);
+}
+
+int cli_run_session(const cli_options *options)
+{
+    session_config config;
+    memset(&config, 0, sizeof config);
+    config.model_path = options->model_path;
+    config.model_params = options->model_params;
+    config.model_params.prefault = !options->no_prefault;
+    config.model_params.log_callback = cli_session_log;
+    config.context_params = cli_context_params(options, options->n_ctx);
+    config.n_predict = options->n_predict;
+    config.think = !options->no_think;
+    config.ignore_eos = options->ignore_eos;
+    config.sampler = options->sampler;
+    config.chat = options->chat;
+    config.decide = options->decide;
+    config.template_now = options->template_now;
+    config.csv_path = options->csv_path;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;
+    config.cache_auto = options->model_params.stream.enabled && options->model_params.stream.cache_mb < 0;
+    signal(SIGPIPE, SIG_IGN);
+    return session_run(&config, STDIN_FILENO, stdout);
+}

@@ -1,0 +1,165 @@
+/* The session (session.h): opens the CSV sink, the model, its context (with
+ * the inbox's cancel flag as the abort callback) and its chat template,
+ * announces BMOE_READY, starts the reader thread, then answers one request
+ * at a time until close or EOF. A failure to open is BMOE_ERROR with fatal
+ * true and exit status 1. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session_internal.h"
+#include "session_reader.h"
+
+static double now_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+int session_emit(session *s)
+{
+    return session_output_write(s->output, &s->lines);
+}
+
+int session_answer(session *s)
+{
+    /* the request is over before its last line is out: a client that sends
+     * the next one as soon as it reads this line is never refused as busy */
+    session_inbox_done(s->inbox);
+    return session_emit(s);
+}
+
+int session_error(session *s, int64_t id, bool fatal, const char *message)
+{
+    session_format_error(&s->lines, id, fatal, message);
+    int written = session_answer(s);
+    return fatal || written != 0 ? -1 : 0;
+}
+
+/* The resolved configuration the CSV preamble states. */
+static void fill_telemetry(session *s)
+{
+    const session_config *c = s->config;
+    tm_config *t = &s->telemetry;
+    tm_config_from_model(t, s->model, c->model_path);
+    t->threads = c->threads > 0 ? c->threads : bmoe_context_n_threads(s->context);
+    t->n_ctx = bmoe_context_n_ctx(s->context);
+    t->n_ubatch = bmoe_context_n_ubatch(s->context);
+    t->chatml = c->chat;
+    t->cache_auto = c->cache_auto;
+    t->temp = c->sampler.temperature;
+    t->top_k = c->sampler.top_k;
+    t->top_p = c->sampler.top_p;
+    t->seed = c->sampler.seed;
+    if (t->cache_cycle_mb <= 0.0 && s->layout.known)
+        t->cache_cycle_mb = (double)tm_layout_token_demand(&s->layout, t->n_expert_used) / 1048576.0;
+}
+
+/* Opens everything; 0, or -1 after a fatal BMOE_ERROR. */
+static int session_open(session *s)
+{
+    const session_config *c = s->config;
+    bmoe_error error = {0};
+    char message[BMOE_ERROR_MAX + 64];
+    long page = sysconf(_SC_PAGESIZE);
+    s->page_bytes = page > 0 ? page : 4096;
+    if (c->csv_path) {
+        if (tm_csv_open(&s->csv, c->csv_path, &error) != 0) {
+            snprintf(message, sizeof message, "--csv: %s", error.message);
+            return session_error(s, 0, true, message);
+        }
+        s->csv_on = true;
+    }
+    double start = now_seconds();
+    s->model = bmoe_model_load(c->model_path, &c->model_params, &error);
+    if (!s->model)
+        return session_error(s, 0, true, error.message[0] ? error.message : "cannot load the model");
+    bmoe_context_params context_params = c->context_params;
+    context_params.abort_callback = session_inbox_cancelled;
+    context_params.abort_user = s->inbox;
+    s->context = bmoe_context_create(s->model, &context_params, &error);
+    if (!s->context)
+        return session_error(s, 0, true, error.message[0] ? error.message : "cannot create the context");
+    /* the think control is the model's, chat mode or not */
+    bmoe_chat *chat = bmoe_model_chat_template(s->model) ? bmoe_chat_create(s->model, &error) : NULL;
+    if (c->chat && !chat) {
+        snprintf(message, sizeof message, "--chat: %s",
+                 error.message[0] ? error.message : "the model has no chat template");
+        return session_error(s, 0, true, message);
+    }
+    s->think_control = chat ? bmoe_chat_think_control(chat) : BMOE_THINK_CONTROL_TEMPLATE;
+    if (c->chat)
+        s->chat = chat;
+    else
+        bmoe_chat_free(chat);
+    s->load_s = now_seconds() - start;
+    if (tm_layout_read(&s->layout, s->model) != 0)
+        return session_error(s, 0, true, "out of memory reading the model's layout");
+    fill_telemetry(s);
+    if (s->csv_on)
+        tm_csv_begin(&s->csv, &s->telemetry);
+    bmoe_model_info info;
+    bmoe_model_get_info(s->model, &info);
+    bmoe_model_params resolved;
+    bmoe_model_get_params(s->model, &resolved);
+    session_format_ready(&s->lines, s->load_s, bmoe_model_architecture(s->model), bmoe_context_n_ctx(s->context),
+                         bmoe_think_control_name(s->think_control), info.n_expert > 0 ? resolved.n_expert_used : 0);
+    return session_emit(s);
+}
+
+int session_run(const session_config *config, int input, FILE *output)
+{
+    session s;
+    memset(&s, 0, sizeof s);
+    s.config = config;
+    tm_buffer_init(&s.lines);
+    session_conversation_init(&s.conversation);
+    session_output out;
+    session_inbox inbox;
+    if (session_output_init(&out, output) != 0)
+        return 1;
+    if (session_inbox_init(&inbox) != 0) {
+        session_output_destroy(&out);
+        return 1;
+    }
+    s.output = &out;
+    s.inbox = &inbox;
+    int status = session_open(&s);
+    session_reader reader;
+    memset(&reader, 0, sizeof reader);
+    reader.wake[0] = reader.wake[1] = -1;
+    if (status == 0 &&
+        session_reader_start(&reader, input, config->max_line ? config->max_line : SESSION_MAX_LINE, &inbox, &out) != 0)
+        status = session_error(&s, 0, true, "cannot start the request reader thread");
+    session_request request;
+    while (status == 0 && session_inbox_take(&inbox, &request)) {
+        status = request.command == SESSION_DECIDE ? session_decide(&s, &request) : session_generate(&s, &request);
+        session_request_free(&request);
+        /* (the request was marked answered before its last line went out) */
+        if (session_output_failed(&out))
+            status = -1;
+    }
+    session_reader_stop(&reader);
+    if (s.csv_on) {
+        bmoe_error error = {0};
+        int committed = status == 0 ? tm_csv_commit(&s.csv, &error) : (tm_csv_discard(&s.csv), 0);
+        if (committed != 0) {
+            char message[BMOE_ERROR_MAX + 16];
+            snprintf(message, sizeof message, "--csv: %s", error.message);
+            session_error(&s, 0, true, message);
+            status = -1;
+        }
+    }
+    bool output_failed = session_output_failed(&out);
+    tm_layout_free(&s.layout);
+    session_conversation_free(&s.conversation);
+    bmoe_chat_free(s.chat);
+    bmoe_context_free(s.context);
+    bmoe_model_free(s.model);
+    tm_buffer_free(&s.lines);
+    session_inbox_destroy(&inbox);
+    session_output_destroy(&out);
+    return status == 0 && !output_failed ? 0 : 1;
+}

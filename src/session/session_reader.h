@@ -1,0 +1,37 @@
+/* The reader thread: reads the requests from the input descriptor, one
+ * line at a time (session_line: a line past the limit is refused without
+ * being kept), parses each (session_request), acts on cancel at once,
+ * hands generate and decide to the inbox and answers every line it
+ * refuses with BMOE_ERROR (fatal false). A close line or EOF closes the
+ * inbox and ends the thread; so does session_reader_stop, which wakes it
+ * from its wait through a pipe of its own. */
+#ifndef BMOE_SESSION_READER_H
+#define BMOE_SESSION_READER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "session_inbox.h"
+#include "session_line.h"
+#include "session_output.h"
+#include "tm_buffer.h"
+
+typedef struct session_reader {
+    int fd;
+    int wake[2];             /* written by session_reader_stop */
+    pthread_t thread;
+    bool started;
+    session_inbox *inbox;
+    session_output *output;
+    session_line_reader lines;
+    tm_buffer reply;
+} session_reader;
+
+/* Starts the thread. Returns 0 or -1 (errno says why). */
+int session_reader_start(session_reader *reader, int fd, size_t max_line, session_inbox *inbox,
+                         session_output *output);
+/* Ends the thread (if it still runs) and frees what it holds. */
+void session_reader_stop(session_reader *reader);
+
+#endif

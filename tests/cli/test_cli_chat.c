@@ -1,0 +1,308 @@
+/* bmoe-cli --chat end to end on generated models: the reasoning split of
+ * the telemetry contract (delta_reasoning / delta_text, "reset":1 replacing
+ * what was delivered, === answer === the answer only), checked against the
+ * split the contract describes applied to the raw text a fresh run
+ * generates for the same rendered prompt (--render-template, then -f
+ * without --chat): with no marker the answer is the text byte for byte; a
+ * closing </think> that no <think> opened makes what came before it
+ * reasoning (trimmed), and a line with reset delivers that; the answer is
+ * what follows (its leading whitespace dropped).
+ *
+ * A random model emits </think> only now and then, so several prompts are
+ * tried and at least one must show the reclassification. A second model,
+ * the same file with a template whose generation prompt opens the span (as
+ * DeepSeek R1's does), must report think_ctl none in a session and deliver
+ * its output as reasoning. */
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+
+#define N_PREDICT "200"
+
+static char tmp[1024], model[1100], opened_model[1100], qwen_template[1100];
+
+static char *render(const char *template_path, const char *user)
+{
+    char context_path[1200];
+    snprintf(context_path, sizeof context_path, "%s/chat-context.json", tmp);
+    cJSON *context = cJSON_CreateObject();
+    cJSON *messages = cJSON_AddArrayToObject(context, "messages");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", user);
+    cJSON_AddItemToArray(messages, m);
+    cJSON_AddBoolToObject(context, "add_generation_prompt", true);
+    cJSON_AddBoolToObject(context, "enable_thinking", true);
+    char *json = cJSON_PrintUnformatted(context);
+    cJSON_Delete(context);
+    FILE *f = fopen(context_path, "wb");
+    fputs(json, f);
+    fclose(f);
+    cJSON_free(json);
+    const char *args[] = {"--render-template", template_path, "--template-context", context_path, NULL};
+    cli_result r;
+    char *out = NULL;
+    if (cli_run(args, &r) == 0 && r.exit_code == 0) {
+        out = r.out;
+        r.out = NULL;
+    }
+    CHECK_MSG(out != NULL, "--render-template failed: %s", r.err ? r.err : "");
+    cli_result_free(&r);
+    return out;
+}
+
+/* The text between === answer === and === perf ===. */
+static char *answer_section(const char *out)
+{
+    const char *start = strstr(out, "=== answer ===\n");
+    const char *end = start ? strstr(start, "\n=== perf ===\n") : NULL;
+    if (!start || !end)
+        return NULL;
+    start += strlen("=== answer ===\n");
+    char *text = malloc((size_t)(end - start) + 1);
+    memcpy(text, start, (size_t)(end - start));
+    text[end - start] = '\0';
+    return text;
+}
+
+/* The raw text a fresh run generates for the rendered prompt. */
+static char *raw_output(const char *path, const char *prompt)
+{
+    char prompt_path[1200];
+    snprintf(prompt_path, sizeof prompt_path, "%s/chat-prompt.txt", tmp);
+    FILE *f = fopen(prompt_path, "wb");
+    fputs(prompt, f);
+    fclose(f);
+    const char *args[] = {"-m", path, "-f", prompt_path, "-n", N_PREDICT, "-t", "1", "--progress", NULL};
+    cli_result r;
+    char *text = NULL;
+    if (cli_run(args, &r) == 0 && r.exit_code == 0)
+        text = answer_section(r.out);
+    CHECK_MSG(text != NULL, "the raw run failed: %s", r.err ? r.err : "");
+    cli_result_free(&r);
+    return text;
+}
+
+typedef struct split {
+    char *reasoning, *text, *answer; /* the deltas applied, and === answer === */
+    int resets;
+} split;
+
+static void append(char **into, const char *text)
+{
+    size_t a = *into ? strlen(*into) : 0, b = strlen(text);
+    *into = realloc(*into, a + b + 1);
+    memcpy(*into + a, text, b + 1);
+}
+
+static bool chat_output(const char *path, const char *user, split *s)
+{
+    memset(s, 0, sizeof *s);
+    append(&s->reasoning, "");
+    append(&s->text, "");
+    const char *args[] = {"-m", path, "-p", user, "-n", N_PREDICT, "-t", "1", "--chat", "--progress", NULL};
+    cli_result r;
+    if (cli_run(args, &r) != 0 || r.exit_code != 0) {
+        CHECK_MSG(false, "--chat failed: %s", r.err ? r.err : "");
+        cli_result_free(&r);
+        return false;
+    }
+    char *save = NULL;
+    s->answer = answer_section(r.out);
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "BMOE_PROGRESS ", 14) != 0)
+            continue;
+        cJSON *json = cJSON_Parse(line + 14);
+        const cJSON *dr = cJSON_GetObjectItemCaseSensitive(json, "delta_reasoning");
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(json, "delta_text");
+        const cJSON *reset = cJSON_GetObjectItemCaseSensitive(json, "reset");
+        CHECK(cJSON_IsString(dr) && cJSON_IsString(dt));
+        if (reset) {
+            CHECK(cJSON_IsNumber(reset) && reset->valuedouble == 1);
+            s->resets++;
+            s->reasoning[0] = s->text[0] = '\0';
+        }
+        if (cJSON_IsString(dr) && cJSON_IsString(dt)) {
+            append(&s->reasoning, dr->valuestring);
+            append(&s->text, dt->valuestring);
+        }
+        cJSON_Delete(json);
+    }
+    cli_result_free(&r);
+    return s->answer != NULL;
+}
+
+static void split_free(split *s)
+{
+    free(s->reasoning);
+    free(s->text);
+    free(s->answer);
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* text[from, to) without the whitespace at its ends (trim_start, trim_end). */
+static char *cut(const char *text, size_t from, size_t to, bool trim_start, bool trim_end)
+{
+    while (trim_start && from < to && is_space(text[from]))
+        from++;
+    while (trim_end && to > from && is_space(text[to - 1]))
+        to--;
+    char *out = malloc(to - from + 1);
+    memcpy(out, text + from, to - from);
+    out[to - from] = '\0';
+    return out;
+}
+
+/* The Qwen3 model: returns 1 when the prompt's output was reclassified, 0
+ * when it had no marker, -1 when its shape is not one this test predicts. */
+static int check_prompt(const char *user)
+{
+    char *prompt = render(qwen_template, user);
+    char *raw = prompt ? raw_output(model, prompt) : NULL;
+    free(prompt);
+    if (!raw)
+        return -1;
+    const char *open = strstr(raw, "<think>"), *close = strstr(raw, "</think>");
+    int shape = -1;
+    char *reasoning = NULL, *answer = NULL;
+    if (!open && !close) {
+        shape = 0;
+        reasoning = cut(raw, 0, 0, false, false);
+        answer = cut(raw, 0, strlen(raw), false, false);
+    } else if (close && (!open || open > close)) {
+        size_t at = (size_t)(close - raw);
+        bool shown = false; /* answer text went out before the marker */
+        for (size_t i = 0; i < at; i++)
+            shown = shown || !is_space(raw[i]);
+        if (shown) {
+            shape = 1;
+            reasoning = cut(raw, 0, at, true, true);
+            answer = cut(raw, at + 8, strlen(raw), true, false);
+        }
+    }
+    if (shape >= 0) {
+        split s;
+        if (chat_output(model, user, &s)) {
+            CHECK_MSG(strcmp(s.answer, answer) == 0, "\"%s\": === answer === \"%s\", expected \"%s\"", user, s.answer,
+                      answer);
+            CHECK_MSG(strcmp(s.text, answer) == 0, "\"%s\": delta_text joins to \"%s\", expected \"%s\"", user, s.text,
+                      answer);
+            CHECK_MSG(strcmp(s.reasoning, reasoning) == 0, "\"%s\": delta_reasoning joins to \"%s\", expected \"%s\"",
+                      user, s.reasoning, reasoning);
+            CHECK_MSG(s.resets == shape, "\"%s\": %d resets, expected %d", user, s.resets, shape);
+        }
+        split_free(&s);
+    }
+    free(reasoning);
+    free(answer);
+    free(raw);
+    return shape;
+}
+
+/* The same model with a template whose generation prompt opens the span. */
+static const char opened_template[] =
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}";
+
+/* Writes opened_model: model's bytes with its template replaced in place by
+ * opened_template padded (a Jinja comment) to the same length. */
+static bool make_opened_model(void)
+{
+    size_t model_length = 0, template_length = 0;
+    char *bytes = test_read_file(model, &model_length);
+    char *original = test_read_file(qwen_template, &template_length);
+    bool ok = false;
+    if (bytes && original && template_length > sizeof opened_template + 8) {
+        for (size_t i = 0; i + template_length <= model_length; i++) {
+            if (memcmp(bytes + i, original, template_length) != 0)
+                continue;
+            size_t n = sizeof opened_template - 1;
+            memcpy(bytes + i, opened_template, n);
+            memcpy(bytes + i + n, "{#", 2);
+            memset(bytes + i + n + 2, ' ', template_length - n - 4);
+            memcpy(bytes + i + template_length - 2, "#}", 2);
+            FILE *f = fopen(opened_model, "wb");
+            ok = f && fwrite(bytes, 1, model_length, f) == model_length;
+            if (f)
+                fclose(f);
+            break;
+        }
+    }
+    CHECK_MSG(ok, "the model does not hold the Qwen3 template of shared/");
+    free(bytes);
+    free(original);
+    return ok;
+}
+
+static void check_opened(void)
+{
+    if (!make_opened_model())
+        return;
+    /* the session states it: the model reasons on every turn */
+    char script[4096];
+    snprintf(script, sizeof script, "echo '{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --chat -t 1",
+             opened_model);
+    cli_result r;
+    if (cli_run_shell(script, &r) == 0) {
+        CHECK_MSG(r.exit_code == 0 && strstr(r.out, "\"think_ctl\":\"none\""), "READY: %s", r.out);
+        cli_result_free(&r);
+    }
+    const char *user = "Think about it";
+    /* the raw run of the opened prompt (what the template renders, written
+     * out here): the whole output until </think> is reasoning */
+    char rendered[512];
+    snprintf(rendered, sizeof rendered, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n<think>\n", user);
+    char *raw = raw_output(opened_model, rendered);
+    split s;
+    if (raw && chat_output(opened_model, user, &s)) {
+        const char *close = strstr(raw, "</think>");
+        size_t at = close ? (size_t)(close - raw) : strlen(raw);
+        char *reasoning = cut(raw, 0, at, true, true);
+        char *answer = close ? cut(raw, at + 8, strlen(raw), true, false) : cut(raw, 0, 0, false, false);
+        CHECK_MSG(strcmp(s.reasoning, reasoning) == 0, "opened span: reasoning \"%s\", expected \"%s\"", s.reasoning,
+                  reasoning);
+        CHECK_MSG(strcmp(s.text, answer) == 0 && strcmp(s.answer, answer) == 0, "opened span: answer \"%s\"", s.answer);
+        CHECK(s.resets == 0);
+        CHECK(strlen(reasoning) > 0);
+        free(reasoning);
+        free(answer);
+    }
+    split_free(&s);
+    free(raw);
+}
+
+int main(void)
+{
+    snprintf(tmp, sizeof tmp, "%s/cli-chat", test_tmp_dir());
+    mkdir(tmp, 0755);
+    snprintf(model, sizeof model, "%s/qwen3.gguf", tmp);
+    snprintf(opened_model, sizeof opened_model, "%s/qwen3-opened.gguf", tmp);
+    test_shared_path(qwen_template, sizeof qwen_template, "data/chat-templates/Qwen-Qwen3-0.6B.jinja");
+    char binary[1024];
+    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
+    cli_result r;
+    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
+    CHECK_MSG(made, "bmoe-mkmodel failed");
+    cli_result_free(&r);
+    static const char *const prompts[] = {"The cat sat", "Count to ten", "Hello", "Tell me a story", "What is 2+2?",
+                                          "Why", "Once upon a time", "Explain gravity", "Hi there", "Name a color",
+                                          "Who are you", "Why not"};
+    int reclassified = 0, plain = 0;
+    for (size_t i = 0; made && i < sizeof prompts / sizeof prompts[0]; i++) {
+        int shape = check_prompt(prompts[i]);
+        reclassified += shape == 1;
+        plain += shape == 0;
+    }
+    printf("--chat: %d outputs reclassified by </think>, %d without markers\n", reclassified, plain);
+    CHECK_MSG(reclassified >= 1, "no prompt made the model close a span it had not opened");
+    CHECK(plain >= 1);
+    if (made)
+        check_opened();
+    return test_finish();
+}

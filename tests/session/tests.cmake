@@ -1,0 +1,9 @@
+# Session mode: bmoe-cli --session driven through pipes on a generated model
+# (turns with prefix reuse against fresh processes, cancel, bad requests,
+# decide, EOF), and the request parser and line splitter on their own.
+bmoe_add_test(test_session
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session.c
+  LIBS PkgConfig::CJSON m
+  TIMEOUT 900)
+target_include_directories(test_session PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
+add_dependencies(test_session bmoe-cli bmoe-mkmodel)
