@@ -118,8 +118,9 @@ for config in $configs; do
   [ -n "$files" ] || { printf '| %-16s | failed |\n' "$config"; continue; }
   decode=$(for f in $files; do summary tok/s "$f"; done | median)
   prefill=$(for f in $files; do summary prefill_tps "$f"; done | median)
-  per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v n="$(summary tokens "$f")" \
-    'BEGIN { printf "%.1f\n", n > 0 ? r / n : 0 }'; done | median)
+  # read_MiB counts the prompt's reads too; the bound is about decode's
+  per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v p="$(summary prefill_read_mib "$f")" \
+    -v n="$(summary tokens "$f")" 'BEGIN { printf "%.1f\n", (n > 0 ? (r - p) / n : 0) }'; done | median)
   hit=$(for f in $files; do summary cache_hit_pct "$f"; done | median)
   stall=$(for f in $files; do summary stall_s/tok "$f"; done | median)
   bound=$(awk -v d="$disk_mib" -v m="$per_token" 'BEGIN { if (m > 0) printf "%.2f", d / m; else print "-" }')
@@ -143,4 +144,4 @@ for round in $(seq 1 "$rounds"); do
 done
 resident=$(for f in "$work"/resident.*.csv; do summary tok/s "$f"; done | median)
 whole=$(for f in "$work"/whole.*.csv; do summary tok/s "$f"; done | median)
-awk -v r="$resident" -v w="$whole" 'BEGIN { printf "median: resident %s, whole cache %s tok/s (%.1f%% of resident)\n", r, w, r > 0 ? 100 * w / r : 0 }'
+awk -v r="$resident" -v w="$whole" 'BEGIN { printf "median: resident %s, whole cache %s tok/s (%.1f%% of resident)\n", r, w, (r > 0 ? 100 * w / r : 0) }'
