@@ -537,6 +537,17 @@ KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f32, f32_group)
 
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q8_0, q8_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q4_0, q4_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_iq4_nl, iq4_nl_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_mxfp4, mxfp4_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q4_k, q4_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q5_k, q5_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q6_k, q6_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_f16, f16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_bf16, bf16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_f32, f32_group)
+
 static const kernel_set avx2_set = {
     .name = "avx2",
     .dot_rows = {
@@ -550,6 +561,18 @@ static const kernel_set avx2_set = {
         [TYPE_F16] = avx2_dot_rows_f16,
         [TYPE_BF16] = avx2_dot_rows_bf16,
         [TYPE_F32] = avx2_dot_rows_f32,
+    },
+    .dot_decode = {
+        [TYPE_Q8_0] = avx2_dot_decode_q8_0,
+        [TYPE_Q4_0] = avx2_dot_decode_q4_0,
+        [TYPE_IQ4_NL] = avx2_dot_decode_iq4_nl,
+        [TYPE_MXFP4] = avx2_dot_decode_mxfp4,
+        [TYPE_Q4_K] = avx2_dot_decode_q4_k,
+        [TYPE_Q5_K] = avx2_dot_decode_q5_k,
+        [TYPE_Q6_K] = avx2_dot_decode_q6_k,
+        [TYPE_F16] = avx2_dot_decode_f16,
+        [TYPE_BF16] = avx2_dot_decode_bf16,
+        [TYPE_F32] = avx2_dot_decode_f32,
     },
     .dot_tile = {
         [TYPE_Q8_0] = avx2_dot_tile_q8_0,

@@ -489,6 +489,50 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
 K4_GROUP(q4_k_group, block_q4_k, NULL)
 K4_GROUP(q5_k_group, block_q5_k, x->qh)
 
+/* Decode: every row of a call takes the same activation blocks, so they are
+ * rearranged once per call instead of once per row (rows of up to
+ * K4_DECODE_BLOCKS blocks; longer ones rearrange per row as dot_rows does). */
+#define K4_DECODE_BLOCKS 64
+
+typedef struct k4_decode_state {
+    const k4_activation *prepared; /* NULL: rows too long, rearrange per row */
+    k4_activation blocks[K4_DECODE_BLOCKS];
+} k4_decode_state;
+
+KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void *activation)
+{
+    const int64_t nb = n / QK_K;
+    state->prepared = NULL;
+    if (nb > K4_DECODE_BLOCKS)
+        return;
+    for (int64_t b = 0; b < nb; b++)
+        k4_activation_load((const block_q8_k *)activation + b, &state->blocks[b]);
+    state->prepared = state->blocks;
+}
+
+#define K4_DECODE_ROW(name, group, block_type, high_bits_field)                                    \
+    KERNEL_INLINE void name(k4_decode_state *state, int64_t n, const uint8_t *row,                \
+                            const void *activation, float *out)                                   \
+    {                                                                                             \
+        if (!state->prepared) {                                                                   \
+            group(1, n, row, 0, activation, out);                                                 \
+            return;                                                                               \
+        }                                                                                         \
+        const int64_t nb = n / QK_K;                                                              \
+        __m512 acc = _mm512_setzero_ps();                                                         \
+        __m128 acc_min = _mm_setzero_ps();                                                        \
+        for (int64_t b = 0; b < nb; b++) {                                                        \
+            avx512_prefetch(row, b, sizeof(block_type));                                          \
+            const block_type *x = (const block_type *)row + b;                                    \
+            k4_block((const uint8_t *)x, x->qs, high_bits_field, &state->prepared[b], &acc,       \
+                     &acc_min);                                                                   \
+        }                                                                                         \
+        *out = avx512_hsum(acc) - avx512_hsum128(acc_min);                                        \
+    }
+
+K4_DECODE_ROW(q4_k_decode_row, q4_k_group, block_q4_k, NULL)
+K4_DECODE_ROW(q5_k_decode_row, q5_k_group, block_q5_k, x->qh)
+
 /* vpermw controls: word i of the result takes scale (first + i / 8). */
 static const int16_t q6_scale_index[4][32] = {
 #define Q6_ROW(f) {f, f, f, f, f, f, f, f, f + 1, f + 1, f + 1, f + 1, f + 1, f + 1, f + 1, f + 1, \
@@ -580,6 +624,33 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx512_hsum(acc[r]);
+}
+
+/* Decode: the unpacking constants set up once per call, not once per row. */
+KERNEL_INLINE void q6_decode_init(q6_constants *c, int64_t n, const void *activation)
+{
+    (void)n, (void)activation;
+    q6_constants_init(c);
+}
+
+KERNEL_INLINE void q6_k_decode_row(q6_constants *c, int64_t n, const uint8_t *row, const void *activation,
+                                   float *out)
+{
+    const block_q8_k *a = activation;
+    const int64_t nb = n / QK_K;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_k *y = a + b;
+        __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+        __m512i ya[4];
+        KERNEL_UNROLLED for (int i = 0; i < 4; i++)
+            ya[i] = _mm512_loadu_si512((const void *)(y->qs + 64 * i));
+        avx512_prefetch(row, b, sizeof(block_q6_k));
+        q6_weights x;
+        q6_unpack((const block_q6_k *)row + b, c, &x);
+        q6_accumulate(&x, ya, bsums, y->d, &acc);
+    }
+    *out = avx512_hsum(acc);
 }
 
 KERNEL_INLINE void q6_k_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
@@ -794,6 +865,17 @@ KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f32, f32_group)
 
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q6_k, q6_constants, q6_decode_init, q6_k_decode_row)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_q8_0, q8_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_q4_0, q4_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_iq4_nl, iq4_nl_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_mxfp4, mxfp4_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_f16, f16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_bf16, bf16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_f32, f32_group)
+
 static const kernel_set avx512_set = {
     .name = "avx512",
     .dot_rows = {
@@ -807,6 +889,18 @@ static const kernel_set avx512_set = {
         [TYPE_F16] = avx512_dot_rows_f16,
         [TYPE_BF16] = avx512_dot_rows_bf16,
         [TYPE_F32] = avx512_dot_rows_f32,
+    },
+    .dot_decode = {
+        [TYPE_Q8_0] = avx512_dot_decode_q8_0,
+        [TYPE_Q4_0] = avx512_dot_decode_q4_0,
+        [TYPE_IQ4_NL] = avx512_dot_decode_iq4_nl,
+        [TYPE_MXFP4] = avx512_dot_decode_mxfp4,
+        [TYPE_Q4_K] = avx512_dot_decode_q4_k,
+        [TYPE_Q5_K] = avx512_dot_decode_q5_k,
+        [TYPE_Q6_K] = avx512_dot_decode_q6_k,
+        [TYPE_F16] = avx512_dot_decode_f16,
+        [TYPE_BF16] = avx512_dot_decode_bf16,
+        [TYPE_F32] = avx512_dot_decode_f32,
     },
     .dot_tile = {
         [TYPE_Q8_0] = avx512_dot_tile_q8_0,

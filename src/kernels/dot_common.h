@@ -46,6 +46,58 @@
             group(1, n, rows + (size_t)r * row_bytes, row_bytes, activation, out + r);       \
     }
 
+/* Decode (one token over many rows) is memory-bound: the rows are read as
+ * KERNEL_DECODE_STREAMS sequential streams in turn (row i of each, then row
+ * i + 1 of each), which keeps more requests in flight than one stream, and
+ * each row's lines are requested KERNEL_DECODE_PREFETCH_BYTES ahead (both
+ * chosen by measurement; the figures are in the commit history). */
+#define KERNEL_DECODE_STREAMS 4
+#define KERNEL_DECODE_PREFETCH_BYTES 1024
+#define KERNEL_CACHE_LINE 64
+
+/* Defines dot_rows_fn `name` for decode: `state_init(&state, n, activation)`
+ * once per call prepares what every row shares (activation blocks rearranged
+ * for the unpacked weights, constants), then `row_fn(&state, n, row,
+ * activation, out)` computes one row with the same operations as the group
+ * function of dot_rows for that type, so the bits are those of dot_rows. */
+#define KERNEL_DEFINE_DOT_DECODE(name, state_type, state_init, row_fn)                          \
+    static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,          \
+                     const void *activation, float *out)                                        \
+    {                                                                                           \
+        state_type state;                                                                       \
+        state_init(&state, n, activation);                                                      \
+        const uint8_t *rows = weights;                                                          \
+        int64_t per_stream = (n_rows + KERNEL_DECODE_STREAMS - 1) / KERNEL_DECODE_STREAMS;      \
+        for (int64_t i = 0; i < per_stream; i++) {                                              \
+            for (int64_t r = i; r < n_rows; r += per_stream) {                                  \
+                const uint8_t *row = rows + (size_t)r * row_bytes;                              \
+                for (size_t line = 0; line < row_bytes; line += KERNEL_CACHE_LINE)              \
+                    __builtin_prefetch(row + KERNEL_DECODE_PREFETCH_BYTES + line, 0, 3);        \
+                row_fn(&state, n, row, activation, out + r);                                    \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+/* For types whose rows share nothing worth preparing: each row is the
+ * group function on one row. */
+typedef struct kernel_no_state {
+    char unused;
+} kernel_no_state;
+
+KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const void *activation)
+{
+    (void)state, (void)n, (void)activation;
+}
+
+#define KERNEL_DEFINE_DOT_DECODE_GROUP(name, group)                                             \
+    KERNEL_INLINE void name##_row(kernel_no_state *state, int64_t n, const uint8_t *row,        \
+                                  const void *activation, float *out)                           \
+    {                                                                                           \
+        (void)state;                                                                            \
+        group(1, n, row, 0, activation, out);                                                   \
+    }                                                                                           \
+    KERNEL_DEFINE_DOT_DECODE(name, kernel_no_state, kernel_no_state_init, name##_row)
+
 /* Defines dot_tile_fn `name` from `tile(R, T, n, rows, row_bytes, activations,
  * activation_stride, out, out_stride)`, an always-inline function that
  * computes R consecutive rows for T consecutive activation rows, unpacking

@@ -367,6 +367,17 @@ KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f32, f32_group)
 
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q8_0, q8_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q4_0, q4_0_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_iq4_nl, iq4_nl_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_mxfp4, mxfp4_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q4_k, q4_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q5_k, q5_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q6_k, q6_k_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_f16, f16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_bf16, bf16_group)
+KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_f32, f32_group)
+
 static const kernel_set neon_set = {
     .name = "neon",
     .dot_rows = {
@@ -380,6 +391,18 @@ static const kernel_set neon_set = {
         [TYPE_F16] = neon_dot_rows_f16,
         [TYPE_BF16] = neon_dot_rows_bf16,
         [TYPE_F32] = neon_dot_rows_f32,
+    },
+    .dot_decode = {
+        [TYPE_Q8_0] = neon_dot_decode_q8_0,
+        [TYPE_Q4_0] = neon_dot_decode_q4_0,
+        [TYPE_IQ4_NL] = neon_dot_decode_iq4_nl,
+        [TYPE_MXFP4] = neon_dot_decode_mxfp4,
+        [TYPE_Q4_K] = neon_dot_decode_q4_k,
+        [TYPE_Q5_K] = neon_dot_decode_q5_k,
+        [TYPE_Q6_K] = neon_dot_decode_q6_k,
+        [TYPE_F16] = neon_dot_decode_f16,
+        [TYPE_BF16] = neon_dot_decode_bf16,
+        [TYPE_F32] = neon_dot_decode_f32,
     },
     .axpy = {
         [TYPE_F32] = neon_axpy_f32,

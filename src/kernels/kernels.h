@@ -116,6 +116,10 @@ typedef struct kernel_set {
     const char *name;                 /* "scalar", "avx2", "avx512", "neon" */
     dot_rows_fn dot_rows[TYPE_COUNT]; /* NULL: use the scalar kernel */
     dot_tile_fn dot_tile[TYPE_COUNT]; /* NULL: dot_rows once per token */
+    /* One token over many rows (decode), bit-identical to dot_rows but
+     * reading the rows in the order that streams best from memory; NULL:
+     * dot_rows. */
+    dot_rows_fn dot_decode[TYPE_COUNT];
     axpy_fn axpy[TYPE_COUNT];         /* NULL: use the scalar kernel (F32, F16) */
     /* Activation quantizers (Q8_K, F16, ...), byte-identical to the quant
      * table's quantize_row for the type; NULL: use that reference. */
@@ -152,6 +156,9 @@ const kernel_set *kernels_best(void);
 /* The kernel for a type from a set, falling back to scalar; NULL when the
  * type has no dot product at all. */
 dot_rows_fn kernels_dot_rows(const kernel_set *set, uint32_t type);
+
+/* The set's decode kernel for a type, falling back to kernels_dot_rows. */
+dot_rows_fn kernels_dot_decode(const kernel_set *set, uint32_t type);
 
 /* The set's tile kernel for a type, or NULL (then run dot_rows per token:
  * the results are the same). */

@@ -177,6 +177,13 @@ dot_rows_fn kernels_dot_rows(const kernel_set *set, uint32_t type)
     return kernels_scalar()->dot_rows[type];
 }
 
+dot_rows_fn kernels_dot_decode(const kernel_set *set, uint32_t type)
+{
+    if (type < TYPE_COUNT && set && set->dot_decode[type])
+        return set->dot_decode[type];
+    return kernels_dot_rows(set, type);
+}
+
 dot_tile_fn kernels_dot_tile(const kernel_set *set, uint32_t type)
 {
     if (type >= TYPE_COUNT || !set)

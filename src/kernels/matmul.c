@@ -47,22 +47,6 @@
 /* One-token jobs in a batch step (an expert that got one token of the batch):
  * chunks per thread per job (long sequential runs, some balance). */
 #define MATMUL_DECODE_CHUNKS_PER_THREAD 2
-/* Decode: how far ahead of the row being computed its lines are requested
- * (bench-kernels, 2048x4096 from memory, 2 threads, vs no software prefetch:
- * Q4_K 19.0 -> 22.6 GB/s, Q6_K 16.8 -> 23.6, Q8_0 10.0 -> 23.9, MXFP4 4.6 ->
- * 14.7; 512 and 1536 bytes were no better). The prefetch may run past the
- * job's last row: prefetches never fault. */
-#define MATMUL_DECODE_PREFETCH_BYTES 1024
-/* Decode: sequential streams per chunk, read in turn (row i of each, then row
- * i + 1 of each). Two streams keep more memory requests in flight than one:
- * bench-kernels, 2 threads, from memory: Q4_K 2048x768 18.7 -> 23.5 GB/s,
- * Q6_K 18.0 -> 24.5, Q8_0 20.9 -> 26.9; qwen3-30b-a3b decode: 5.90 -> 7.16
- * tok/s in three A/B rounds, 5.26 -> 5.72 in five later ones on a noisier
- * machine (four streams: no better than two then). Re-measured on
- * 2026-11-30 (qwen3-30b-a3b decode, -t 2, configurations interleaved in each
- * round): four streams beat two in 6 of 6 rounds, median 8.19 -> 8.77 tok/s;
- * three 8.69, eight 8.48 (vs four 8.57 in the same rounds). */
-#define MATMUL_DECODE_STREAMS 4
 /* Decode schedule (guided self-scheduling): a thread takes 1 / (GUIDE x
  * threads) of the step's remaining weights, cut at its job's end. Pieces are
  * whole expert matrices while many remain and shrink towards the end of the
@@ -181,18 +165,10 @@ static void matmul_rows(const kernel_set *kernels, const matmul_job *job, int64_
         (const unsigned char *)job->weights + (size_t)row_begin * job->weight_row_bytes;
     size_t row_bytes = job->weight_row_bytes;
     if (job->n_tokens == 1) {
-        /* Decode: the chunk's rows as MATMUL_DECODE_STREAMS sequential
-         * streams read in turn (see the top of the file), each row's lines
-         * requested MATMUL_DECODE_PREFETCH_BYTES ahead. */
-        int64_t per_stream = (n_rows + MATMUL_DECODE_STREAMS - 1) / MATMUL_DECODE_STREAMS;
-        for (int64_t i = 0; i < per_stream; i++) {
-            for (int64_t r = i; r < n_rows; r += per_stream) {
-                const unsigned char *row = weights + (size_t)r * row_bytes;
-                for (size_t line = 0; line < row_bytes; line += MATMUL_CACHE_LINE)
-                    __builtin_prefetch(row + MATMUL_DECODE_PREFETCH_BYTES + line, 0, 3);
-                dot_rows(job->n_in, row, row_bytes, 1, job->activations, job->out + row_begin + r);
-            }
-        }
+        /* Decode: the kernel reads the piece's rows in the order that
+         * streams best (kernels.h: dot_decode). */
+        kernels_dot_decode(kernels, job->type)(job->n_in, weights, row_bytes, n_rows, job->activations,
+                                               job->out + row_begin);
         return;
     }
     /* A batch: arithmetic-bound. The chunk's rows stay in cache while every

@@ -173,6 +173,7 @@ static int close_enough(double got, double want, double magnitude)
 }
 
 static int checked_cases;
+static int checked_decodes;
 
 /* One set, one type, one n: accuracy and batch invariance. */
 static void check_case(const kernel_set *set, dot_rows_fn dot, const case_data *data)
@@ -210,6 +211,25 @@ static void check_case(const kernel_set *set, dot_rows_fn dot, const case_data *
             reorder_mismatches++;
     CHECK_MSG(reorder_mismatches == 0, "%s %s n=%lld: %d rows changed bits when reordered",
               set->name, type_name, (long long)data->n, reorder_mismatches);
+    /* The decode kernel (rows read as interleaved streams, the activation
+     * prepared once per call): the bits of dot_rows for every run of rows. */
+    dot_rows_fn decode = set->dot_decode[data->type];
+    if (decode) {
+        int decode_mismatches = 0;
+        for (int count = 1; count <= MAX_ROWS; count++) {
+            for (int start = 0; start + count <= MAX_ROWS; start++) {
+                float part[MAX_ROWS + 1];
+                part[count] = -12345.5f;
+                decode(data->n, data->weights + start * data->row_bytes, data->row_bytes, count,
+                       data->activation, part);
+                if (memcmp(part, full + start, sizeof(float) * (size_t)count) != 0 || part[count] != -12345.5f)
+                    decode_mismatches++;
+            }
+        }
+        CHECK_MSG(decode_mismatches == 0, "%s %s n=%lld: %d row runs differ between dot_decode and dot_rows",
+                  set->name, type_name, (long long)data->n, decode_mismatches);
+        checked_decodes++;
+    }
     checked_cases++;
 }
 
@@ -524,22 +544,27 @@ static void test_set(const kernel_set *set)
 {
     /* Required types first, so a set that drops one is caught. */
     for (size_t i = 0; i < sizeof required_types / sizeof required_types[0]; i++)
-        CHECK_MSG(set->dot_rows[required_types[i]] != NULL, "set %s lacks %s", set->name,
-                  quant_format_of(required_types[i])->name);
+        CHECK_MSG(set->dot_rows[required_types[i]] != NULL && set->dot_decode[required_types[i]] != NULL,
+                  "set %s lacks %s", set->name, quant_format_of(required_types[i])->name);
+    for (uint32_t type = 0; type < TYPE_COUNT; type++)
+        CHECK_MSG(!set->dot_decode[type] || set->dot_rows[type], "%s: a %s decode kernel without dot_rows",
+                  set->name, quant_format_of(type)->name);
     int types_run = 0;
     for (uint32_t type = 0; type < TYPE_COUNT; type++) {
         dot_rows_fn dot = set->dot_rows[type];
         if (!dot)
             continue;
         const quant_format *format = quant_format_of(type);
-        int64_t sizes_k[] = {256, 512, 768, 2048, 4096};
+        /* 65 blocks of 256: longer than the rows whose activation the
+         * AVX-512 K-quant decode kernels prepare once per call. */
+        int64_t sizes_k[] = {256, 512, 768, 2048, 4096, 65 * 256};
         int64_t sizes_32[] = {32, 64, 96, 2048, 2880, 4096};
         int64_t sizes_1[] = {1, 7, 16, 33, 2048, 4101};
         const int64_t *sizes = sizes_1;
         int count = 6;
         if (format->block_elems == QK_K) {
             sizes = sizes_k;
-            count = 5;
+            count = 6;
         } else if (format->block_elems == 32) {
             sizes = sizes_32;
         }
@@ -742,6 +767,7 @@ int main(void)
         test_quantizers(sets[i]);
         sets_run++;
     }
-    printf("%d SIMD sets run, %d cases, %d tile shapes\n", sets_run, checked_cases, checked_tiles);
+    printf("%d SIMD sets run, %d cases (%d with a decode kernel), %d tile shapes\n", sets_run, checked_cases,
+           checked_decodes, checked_tiles);
     return test_finish();
 }
