@@ -242,6 +242,74 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
         out[r] = avx512_hsum(acc[r]);
 }
 
+/* Decode: every row of a call takes the same activation steps, so they are
+ * loaded once per call (rows of up to SMALL_DECODE_STEPS steps; longer ones
+ * load them per row as dot_rows does). */
+#define SMALL_DECODE_STEPS 64
+
+typedef struct small_decode_state {
+    const small_activation *prepared; /* NULL: rows too long */
+    small_activation steps[SMALL_DECODE_STEPS];
+} small_decode_state;
+
+KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const void *activation,
+                                     const enum small_kind kind)
+{
+    const int64_t nb = n / 32;
+    state->prepared = NULL;
+    if ((nb + SMALL_STEP_BLOCKS - 1) / SMALL_STEP_BLOCKS > SMALL_DECODE_STEPS)
+        return;
+    for (int64_t b = 0, step = 0; b < nb; b += SMALL_STEP_BLOCKS, step++) {
+        int valid = nb - b < SMALL_STEP_BLOCKS ? (int)(nb - b) : SMALL_STEP_BLOCKS;
+        small_activation_load(activation, b, valid, kind, &state->steps[step]);
+    }
+    state->prepared = state->steps;
+}
+
+/* The operations of small_group for one row, on the prepared steps. */
+KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const uint8_t *row,
+                                    const void *activation, float *out, const enum small_kind kind)
+{
+    if (!state->prepared) {
+        small_group(1, n, row, 0, activation, out, kind);
+        return;
+    }
+    const int64_t nb = n / 32;
+    const size_t block_bytes = small_block_bytes(kind);
+    const __m512i table = small_table(kind);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t b = 0;
+    const small_activation *y = state->prepared;
+    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS, y++) {
+        avx512_prefetch(row, b, block_bytes * SMALL_STEP_BLOCKS / 2);
+        small_weights x;
+        small_unpack(row, b, SMALL_STEP_BLOCKS, block_bytes, table, kind, &x);
+        small_accumulate(&x, y, kind, &acc);
+    }
+    if (b < nb) {
+        small_weights x;
+        small_unpack(row, b, (int)(nb - b), block_bytes, table, kind, &x);
+        small_accumulate(&x, y, kind, &acc);
+    }
+    *out = avx512_hsum(acc);
+}
+
+#define SMALL_DECODE(name, kind)                                                                 \
+    KERNEL_INLINE void name##_decode_init(small_decode_state *state, int64_t n, const void *a)   \
+    {                                                                                            \
+        small_decode_init(state, n, a, kind);                                                    \
+    }                                                                                            \
+    KERNEL_INLINE void name##_decode_row(small_decode_state *state, int64_t n, const uint8_t *row, \
+                                         const void *a, float *out)                              \
+    {                                                                                            \
+        small_decode_row(state, n, row, a, out, kind);                                           \
+    }
+
+SMALL_DECODE(q8_0, SMALL_Q8_0)
+SMALL_DECODE(q4_0, SMALL_Q4_0)
+SMALL_DECODE(iq4_nl, SMALL_IQ4_NL)
+SMALL_DECODE(mxfp4, SMALL_MXFP4)
+
 KERNEL_INLINE void small_tile_step(const int R, const int T, const uint8_t *rows, size_t row_bytes,
                                    const uint8_t *acts, size_t act_stride, int64_t b, int valid,
                                    __m512i table, const enum small_kind kind,
@@ -868,10 +936,10 @@ KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f32, f32_group)
 KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_decode_row)
 KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_decode_row)
 KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q6_k, q6_constants, q6_decode_init, q6_k_decode_row)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_q8_0, q8_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_q4_0, q4_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_iq4_nl, iq4_nl_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_mxfp4, mxfp4_group)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q8_0, small_decode_state, q8_0_decode_init, q8_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q4_0, small_decode_state, q4_0_decode_init, q4_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_iq4_nl, small_decode_state, iq4_nl_decode_init, iq4_nl_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_mxfp4, small_decode_state, mxfp4_decode_init, mxfp4_decode_row)
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_f16, f16_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_bf16, bf16_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx512_dot_decode_f32, f32_group)

@@ -555,10 +555,10 @@ static void test_set(const kernel_set *set)
         if (!dot)
             continue;
         const quant_format *format = quant_format_of(type);
-        /* 65 blocks of 256: longer than the rows whose activation the
-         * AVX-512 K-quant decode kernels prepare once per call. */
+        /* 65 blocks of 256 and 257 of 32: longer than the rows whose
+         * activation the AVX-512 decode kernels prepare once per call. */
         int64_t sizes_k[] = {256, 512, 768, 2048, 4096, 65 * 256};
-        int64_t sizes_32[] = {32, 64, 96, 2048, 2880, 4096};
+        int64_t sizes_32[] = {32, 64, 96, 2048, 2880, 4096, 257 * 32};
         int64_t sizes_1[] = {1, 7, 16, 33, 2048, 4101};
         const int64_t *sizes = sizes_1;
         int count = 6;
@@ -567,6 +567,7 @@ static void test_set(const kernel_set *set)
             count = 6;
         } else if (format->block_elems == 32) {
             sizes = sizes_32;
+            count = 7;
         }
         for (int s = 0; s < count; s++) {
             case_data data;
