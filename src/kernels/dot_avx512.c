@@ -281,7 +281,6 @@ KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const 
     int64_t b = 0;
     const small_activation *y = state->prepared;
     for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS, y++) {
-        avx512_prefetch(row, b, block_bytes * SMALL_STEP_BLOCKS / 2);
         small_weights x;
         small_unpack(row, b, SMALL_STEP_BLOCKS, block_bytes, table, kind, &x);
         small_accumulate(&x, y, kind, &acc);
@@ -590,7 +589,6 @@ KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void 
         __m512 acc = _mm512_setzero_ps();                                                         \
         __m128 acc_min = _mm_setzero_ps();                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                        \
-            avx512_prefetch(row, b, sizeof(block_type));                                          \
             const block_type *x = (const block_type *)row + b;                                    \
             k4_block((const uint8_t *)x, x->qs, high_bits_field, &state->prepared[b], &acc,       \
                      &acc_min);                                                                   \
@@ -713,7 +711,6 @@ KERNEL_INLINE void q6_k_decode_row(q6_constants *c, int64_t n, const uint8_t *ro
         __m512i ya[4];
         KERNEL_UNROLLED for (int i = 0; i < 4; i++)
             ya[i] = _mm512_loadu_si512((const void *)(y->qs + 64 * i));
-        avx512_prefetch(row, b, sizeof(block_q6_k));
         q6_weights x;
         q6_unpack((const block_q6_k *)row + b, c, &x);
         q6_accumulate(&x, ya, bsums, y->d, &acc);
