@@ -419,6 +419,21 @@ static const uint8_t k4_scale_pick[2][64] = {
 #undef K4_LANE
 #undef K4_WORDS4
 
+/* kernel_k4_unpack_scales in one register: the 12 packed bytes are words
+ * a, b, c; the result's words are a & 0x3f.., (c & 0x0f..) | top bits of a,
+ * b & 0x3f.., (c >> 4 & 0x0f..) | top bits of b, where a byte's top two
+ * bits land in bits 4-5 ((x >> 2) & 0x30 per byte). Reads 16 bytes: the
+ * block goes on past the scales. */
+KERNEL_INLINE __m128i avx512_k4_unpack_scales(const uint8_t *packed)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)packed);
+    __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i high = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    high = _mm_and_si128(high, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, high);
+}
+
 /* One row's Q4_K or Q5_K block unpacked: what depends on the weights only,
  * computed once and used for every activation row of a tile. */
 typedef struct k4_weights {
@@ -435,9 +450,7 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
     uint16_t d_bits, dmin_bits;
     memcpy(&d_bits, header, 2);
     memcpy(&dmin_bits, header + 2, 2);
-    uint8_t unpacked[16];
-    kernel_k4_unpack_scales(header + 4, unpacked);
-    __m128i scale_min = _mm_loadu_si128((const __m128i *)unpacked);
+    __m128i scale_min = avx512_k4_unpack_scales(header + 4);
     out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
     __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scale_min));
     out->scale[0] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0]));
