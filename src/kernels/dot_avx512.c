@@ -206,8 +206,12 @@ KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activati
     *acc = _mm512_add_ps(*acc, _mm512_fmadd_ps(sum[0], d[0], _mm512_mul_ps(sum[1], d[1])));
 }
 
-KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                               const void *activation, float *out, const enum small_kind kind)
+/* R rows; `prepared`: the activation steps loaded by the caller (decode,
+ * whose driver also requests the rows' lines), or NULL to load each step
+ * here and prefetch the rows' blocks. */
+KERNEL_INLINE void small_rows(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const void *activation, float *out, const enum small_kind kind,
+                              const small_activation *prepared)
 {
     const uint8_t *a = activation;
     const int64_t nb = n / 32;
@@ -216,30 +220,41 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
     __m512 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS) {
-        small_activation y;
-        small_activation_load(a, b, SMALL_STEP_BLOCKS, kind, &y);
+    int64_t b = 0, step = 0;
+    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS, step++) {
+        small_activation loaded;
+        if (!prepared)
+            small_activation_load(a, b, SMALL_STEP_BLOCKS, kind, &loaded);
+        const small_activation *y = prepared ? &prepared[step] : &loaded;
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx512_prefetch(row, b, block_bytes * SMALL_STEP_BLOCKS / 2);
+            if (!prepared)
+                avx512_prefetch(row, b, block_bytes * SMALL_STEP_BLOCKS / 2);
             small_weights x;
             small_unpack(row, b, SMALL_STEP_BLOCKS, block_bytes, table, kind, &x);
-            small_accumulate(&x, &y, kind, &acc[r]);
+            small_accumulate(&x, y, kind, &acc[r]);
         }
     }
     if (b < nb) {
         const int valid = (int)(nb - b);
-        small_activation y;
-        small_activation_load(a, b, valid, kind, &y);
+        small_activation loaded;
+        if (!prepared)
+            small_activation_load(a, b, valid, kind, &loaded);
+        const small_activation *y = prepared ? &prepared[step] : &loaded;
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             small_weights x;
             small_unpack(rows + (size_t)r * row_bytes, b, valid, block_bytes, table, kind, &x);
-            small_accumulate(&x, &y, kind, &acc[r]);
+            small_accumulate(&x, y, kind, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx512_hsum(acc[r]);
+}
+
+KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                               const void *activation, float *out, const enum small_kind kind)
+{
+    small_rows(R, n, rows, row_bytes, activation, out, kind, NULL);
 }
 
 /* Decode: every row of a call takes the same activation steps, so they are
@@ -266,31 +281,14 @@ KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const
     state->prepared = state->steps;
 }
 
-/* The operations of small_group for one row, on the prepared steps. */
 KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const uint8_t *row,
                                     const void *activation, float *out, const enum small_kind kind)
 {
-    if (!state->prepared) {
+    /* two inlined copies: the prepared one without the per-step checks */
+    if (state->prepared)
+        small_rows(1, n, row, 0, activation, out, kind, state->prepared);
+    else
         small_group(1, n, row, 0, activation, out, kind);
-        return;
-    }
-    const int64_t nb = n / 32;
-    const size_t block_bytes = small_block_bytes(kind);
-    const __m512i table = small_table(kind);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t b = 0;
-    const small_activation *y = state->prepared;
-    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS, y++) {
-        small_weights x;
-        small_unpack(row, b, SMALL_STEP_BLOCKS, block_bytes, table, kind, &x);
-        small_accumulate(&x, y, kind, &acc);
-    }
-    if (b < nb) {
-        small_weights x;
-        small_unpack(row, b, (int)(nb - b), block_bytes, table, kind, &x);
-        small_accumulate(&x, y, kind, &acc);
-    }
-    *out = avx512_hsum(acc);
 }
 
 #define SMALL_DECODE(name, kind)                                                                 \
@@ -507,9 +505,13 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
     k4_accumulate(&x, y, acc, acc_min);
 }
 
+/* name##_rows: R rows; `prepared`: the activation blocks rearranged by the
+ * caller (decode, whose driver also requests the rows' lines), or NULL to
+ * rearrange each block here and prefetch the rows' blocks. */
 #define K4_GROUP(name, block_type, high_bits_field)                                              \
-    KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
-                            const void *activation, float *out)                                  \
+    KERNEL_INLINE void name##_rows(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,\
+                                   const void *activation, float *out,                           \
+                                   const k4_activation *prepared)                                \
     {                                                                                            \
         const block_q8_k *a = activation;                                                        \
         const int64_t nb = n / QK_K;                                                             \
@@ -520,17 +522,26 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
             acc_min[r] = _mm_setzero_ps();                                                       \
         }                                                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                       \
-            k4_activation y;                                                                     \
-            k4_activation_load(a + b, &y);                                                       \
+            k4_activation loaded;                                                                \
+            if (!prepared)                                                                       \
+                k4_activation_load(a + b, &loaded);                                              \
+            const k4_activation *y = prepared ? &prepared[b] : &loaded;                          \
             KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
                 const uint8_t *row = rows + (size_t)r * row_bytes;                               \
-                avx512_prefetch(row, b, sizeof(block_type));                                     \
+                if (!prepared)                                                                   \
+                    avx512_prefetch(row, b, sizeof(block_type));                                 \
                 const block_type *x = (const block_type *)row + b;                               \
-                k4_block((const uint8_t *)x, x->qs, high_bits_field, &y, &acc[r], &acc_min[r]);  \
+                k4_block((const uint8_t *)x, x->qs, high_bits_field, y, &acc[r], &acc_min[r]);   \
             }                                                                                    \
         }                                                                                        \
         KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = avx512_hsum(acc[r]) - avx512_hsum128(acc_min[r]);                           \
+    }                                                                                            \
+                                                                                                 \
+    KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
+                            const void *activation, float *out)                                  \
+    {                                                                                            \
+        name##_rows(R, n, rows, row_bytes, activation, out, NULL);                               \
     }                                                                                            \
                                                                                                  \
     /* R rows x T tokens: each row's block unpacked once, each token's block   \
@@ -590,27 +601,19 @@ KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void 
     state->prepared = state->blocks;
 }
 
-#define K4_DECODE_ROW(name, group, block_type, high_bits_field)                                    \
+#define K4_DECODE_ROW(name, group)                                                                 \
     KERNEL_INLINE void name(k4_decode_state *state, int64_t n, const uint8_t *row,                \
                             const void *activation, float *out)                                   \
     {                                                                                             \
-        if (!state->prepared) {                                                                   \
+        /* two inlined copies: the prepared one without the per-block checks */                \
+        if (state->prepared)                                                                      \
+            group##_rows(1, n, row, 0, activation, out, state->prepared);                         \
+        else                                                                                      \
             group(1, n, row, 0, activation, out);                                                 \
-            return;                                                                               \
-        }                                                                                         \
-        const int64_t nb = n / QK_K;                                                              \
-        __m512 acc = _mm512_setzero_ps();                                                         \
-        __m128 acc_min = _mm_setzero_ps();                                                        \
-        for (int64_t b = 0; b < nb; b++) {                                                        \
-            const block_type *x = (const block_type *)row + b;                                    \
-            k4_block((const uint8_t *)x, x->qs, high_bits_field, &state->prepared[b], &acc,       \
-                     &acc_min);                                                                   \
-        }                                                                                         \
-        *out = avx512_hsum(acc) - avx512_hsum128(acc_min);                                        \
     }
 
-K4_DECODE_ROW(q4_k_decode_row, q4_k_group, block_q4_k, NULL)
-K4_DECODE_ROW(q5_k_decode_row, q5_k_group, block_q5_k, x->qh)
+K4_DECODE_ROW(q4_k_decode_row, q4_k_group)
+K4_DECODE_ROW(q5_k_decode_row, q5_k_group)
 
 /* vpermw controls: word i of the result takes scale (first + i / 8). */
 static const int16_t q6_scale_index[4][32] = {
@@ -677,13 +680,13 @@ KERNEL_INLINE void q6_accumulate(const q6_weights *x, const __m512i ya[4], __m25
 
 /* Q6_K: unsigned 6-bit weights through maddubs, scales through vpdpwssd, the
  * -32 offset taken back out with 32 * sum(scale * bsum). */
-KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
-                              const void *activation, float *out)
+/* R rows on constants set up by the caller; `prefetch`: request each row's
+ * blocks a little ahead (decode rows have theirs requested by the driver). */
+KERNEL_INLINE void q6_k_rows(const int R, int64_t n, const uint8_t *rows, size_t row_bytes, const void *activation,
+                             float *out, const q6_constants *c, const bool prefetch)
 {
     const block_q8_k *a = activation;
     const int64_t nb = n / QK_K;
-    q6_constants c;
-    q6_constants_init(&c);
     __m512 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
@@ -695,14 +698,23 @@ KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_
             ya[i] = _mm512_loadu_si512((const void *)(y->qs + 64 * i));
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx512_prefetch(row, b, sizeof(block_q6_k));
+            if (prefetch)
+                avx512_prefetch(row, b, sizeof(block_q6_k));
             q6_weights x;
-            q6_unpack((const block_q6_k *)row + b, &c, &x);
+            q6_unpack((const block_q6_k *)row + b, c, &x);
             q6_accumulate(&x, ya, bsums, y->d, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx512_hsum(acc[r]);
+}
+
+KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
+                              const void *activation, float *out)
+{
+    q6_constants c;
+    q6_constants_init(&c);
+    q6_k_rows(R, n, rows, row_bytes, activation, out, &c, true);
 }
 
 /* Decode: the unpacking constants set up once per call, not once per row. */
@@ -715,20 +727,7 @@ KERNEL_INLINE void q6_decode_init(q6_constants *c, int64_t n, const void *activa
 KERNEL_INLINE void q6_k_decode_row(q6_constants *c, int64_t n, const uint8_t *row, const void *activation,
                                    float *out)
 {
-    const block_q8_k *a = activation;
-    const int64_t nb = n / QK_K;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const block_q8_k *y = a + b;
-        __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
-        __m512i ya[4];
-        KERNEL_UNROLLED for (int i = 0; i < 4; i++)
-            ya[i] = _mm512_loadu_si512((const void *)(y->qs + 64 * i));
-        q6_weights x;
-        q6_unpack((const block_q6_k *)row + b, c, &x);
-        q6_accumulate(&x, ya, bsums, y->d, &acc);
-    }
-    *out = avx512_hsum(acc);
+    q6_k_rows(1, n, row, 0, activation, out, c, false);
 }
 
 KERNEL_INLINE void q6_k_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,

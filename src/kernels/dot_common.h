@@ -11,6 +11,7 @@
 #define BMOE_KERNELS_DOT_COMMON_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
