@@ -12,9 +12,9 @@ int llama_bind(model *m, bmoe_error *err);
 int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
-    {"qwen3moe", qwen3moe_bind, qwen3moe_forward},
-    {"gpt-oss", gpt_oss_bind, gpt_oss_forward},
-    {"llama", llama_bind, llama_forward},
+    {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
+    {"gpt-oss", gpt_oss_bind, gpt_oss_forward, false},
+    {"llama", llama_bind, llama_forward, false},
 };
 
 const model_arch *model_arch_find(const char *name)
