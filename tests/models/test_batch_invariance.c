@@ -246,8 +246,13 @@ int main(void)
 {
     /* 3 layers x 64 positions x (K and V of 2 heads of 32) x f32 */
     check_memory("qwen3moe-tiny-f32", 3ull * 64 * 2 * (2 * 32) * 4, 0);
+    /* layers 2 and 4 attend (2 KV heads of 32); 0, 1 and 3 keep L-1 = 2
+     * inputs of 128 channels */
+    check_memory("lfm2moe-tiny-f32", 2ull * 64 * 2 * (2 * 32) * 4, 3ull * 2 * 128 * 4);
     check_model("qwen3moe-tiny-q4_k_m");
     check_model("gptoss-tiny-mxfp4");
+    check_model("lfm2moe-tiny-q4_k_m");
+    check_model("lfm2moe-tiny-f32");
     check_routes();
     return test_finish();
 }

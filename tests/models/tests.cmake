@@ -1,7 +1,8 @@
 # Oracle logits: one program, one ctest entry per tiny model (both cases each).
 bmoe_add_test(test_oracle SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_oracle.c
   LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen3moe-tiny-f32 LABELS unit oracle)
-foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gptoss-tiny-mxfp4)
+foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gptoss-tiny-mxfp4
+    lfm2moe-tiny-f32 lfm2moe-tiny-q4_k_m)
   add_test(NAME test_oracle_${oracle_model} COMMAND test_oracle ${oracle_model})
   set_tests_properties(test_oracle_${oracle_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()
@@ -15,3 +16,5 @@ bmoe_add_test(test_dense_weights SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dense_we
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance_long.c
   LIBS bmoe_engine PkgConfig::CJSON m)
+bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
+  LIBS bmoe_engine m)
