@@ -10,6 +10,8 @@ int gpt_oss_bind(model *m, bmoe_error *err);
 int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int llama_bind(model *m, bmoe_error *err);
 int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int gemma4_bind(model *m, bmoe_error *err);
+int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int lfm2moe_bind(model *m, bmoe_error *err);
 int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
@@ -18,6 +20,7 @@ static const model_arch model_archs[] = {
     {"gpt-oss", gpt_oss_bind, gpt_oss_forward, false},
     {"llama", llama_bind, llama_forward, false},
     {"lfm2moe", lfm2moe_bind, lfm2moe_forward, true},
+    {"gemma4", gemma4_bind, gemma4_forward, true},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -30,5 +33,5 @@ const model_arch *model_arch_find(const char *name)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama, lfm2moe";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4";
 }

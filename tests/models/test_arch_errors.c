@@ -149,8 +149,27 @@ static void test_lfm2moe(void)
            "head_count 4 is not a multiple of head_count_kv 3", NULL);
 }
 
+static void test_gemma4(void)
+{
+    const char *src = "gemma4-tiny-f32";
+    expect(src, "gemma4-copy", &(variant){0}, NULL, NULL);
+    expect(src, "gemma4-kv-length",
+           &(variant){.key = "gemma4.attention.head_count_kv", .values = {2, 2, 1}, .n_values = 3},
+           "gemma4.attention.head_count_kv has 3 elements", "one per layer (4)");
+    expect(src, "gemma4-no-router-scale", &(variant){.drop_tensor = "blk.2.ffn_gate_inp.scale"},
+           "missing tensor 'blk.2.ffn_gate_inp.scale'", NULL);
+    /* layer 3 called sliding-window: its head size would be 32, its tensors are of 64 */
+    expect(src, "gemma4-pattern",
+           &(variant){.bool_key = "gemma4.attention.sliding_window_pattern", .bools = {1, 1, 1, 1}, .n_bools = 4},
+           "blk.3.attn_q.weight", "expected {128, 128}");
+    expect(src, "gemma4-pattern-length",
+           &(variant){.bool_key = "gemma4.attention.sliding_window_pattern", .bools = {1, 1, 1}, .n_bools = 3},
+           "sliding_window_pattern", "4 booleans");
+}
+
 int main(void)
 {
     test_lfm2moe();
+    test_gemma4();
     return test_finish();
 }

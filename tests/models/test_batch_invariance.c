@@ -249,10 +249,13 @@ int main(void)
     /* layers 2 and 4 attend (2 KV heads of 32); 0, 1 and 3 keep L-1 = 2
      * inputs of 128 channels */
     check_memory("lfm2moe-tiny-f32", 2ull * 64 * 2 * (2 * 32) * 4, 3ull * 2 * 128 * 4);
+    /* layers 0-2: 2 KV heads of 32; layer 3: 1 KV head of 64 (its V the K projection, still cached) */
+    check_memory("gemma4-tiny-f32", 64ull * 2 * (3 * 2 * 32 + 1 * 64) * 4, 0);
     check_model("qwen3moe-tiny-q4_k_m");
     check_model("gptoss-tiny-mxfp4");
     check_model("lfm2moe-tiny-q4_k_m");
     check_model("lfm2moe-tiny-f32");
+    check_model("gemma4-tiny-q4_k_m");
     check_routes();
     return test_finish();
 }

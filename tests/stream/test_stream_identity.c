@@ -1,8 +1,9 @@
 /* Streaming changes where the bytes come from, never the math: on generated
  * qwen3moe and gpt-oss models (several shapes and weight types, one split in
- * three shards) and the oracle's lfm2moe model (dense and convolution
- * layers beside the MoE ones, recurrent state) the logits of a prefill and
- * of greedy decode steps, and the tokens, are byte-identical between the resident run and every streamed
+ * three shards) and the oracle's lfm2moe and gemma4 models (dense layers
+ * beside the MoE ones, fused experts, recurrent state) the
+ * logits of a prefill and of greedy decode steps, and the tokens, are
+ * byte-identical between the resident run and every streamed
  * configuration: no cache; a cache smaller than one token's experts
  * (evictions every token); a cache holding everything; each with overlap;
  * 1 and 4 read lanes; buffered reads; prefetch; each dense-weights policy;
@@ -163,6 +164,7 @@ int main(void)
         {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --seed 5", NULL},
         {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
         {"lfm2moe-tiny-q4_k_m", NULL, NULL},
+        {"gemma4-tiny-q4_k_m", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         check_model(&models[i], dir);
