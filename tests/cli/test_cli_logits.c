@@ -1,7 +1,7 @@
 /* bmoe-cli teacher-forced evaluation (--prompt-ids, --force-ids,
  * --logits-out) against the oracle's llama.cpp logits: the chat case of
- * qwen3moe-tiny-f32, gptoss-tiny-f32, lfm2moe-tiny-f32 and gemma4-tiny-f32 with
- * an f32 KV cache, every row within the README's F32 tolerance (max
+ * qwen3moe-tiny-f32, gptoss-tiny-f32, lfm2moe-tiny-f32, qwen35moe-tiny-f32 and gemma4-tiny-f32
+ * with an f32 KV cache, every row within the README's F32 tolerance (max
  * |d| <= 1e-3; 1e-2 for gemma4). This checks the CLI's file
  * layout and forcing order end to end; the math is the engine's. */
 #include <cjson/cJSON.h>
@@ -107,6 +107,7 @@ int main(void)
     check_case("qwen3moe-tiny-f32", "chat", 1e-3f);
     check_case("gptoss-tiny-f32", "chat", 1e-3f);
     check_case("lfm2moe-tiny-f32", "chat", 1e-3f);
+    check_case("qwen35moe-tiny-f32", "chat", 1e-3f);
     /* gemma4: the README's F32 tolerance for its f16-table GELU */
     check_case("gemma4-tiny-f32", "chat", 1e-2f);
     return test_finish();

@@ -167,9 +167,23 @@ static void test_gemma4(void)
            "sliding_window_pattern", "4 booleans");
 }
 
+static void test_qwen35moe(void)
+{
+    const char *src = "qwen35moe-tiny-f32";
+    expect(src, "qwen35moe-copy", &(variant){0}, NULL, NULL);
+    expect(src, "qwen35moe-no-decay", &(variant){.drop_tensor = "blk.1.ssm_a"}, "missing tensor 'blk.1.ssm_a'",
+           NULL);
+    /* every second layer attending: layer 1 holds DeltaNet tensors */
+    expect(src, "qwen35moe-interval", &(variant){.uint_key = "qwen35moe.full_attention_interval", .uint_value = 2},
+           "layer 1 is a full-attention layer", "blk.1.attn_qkv.weight");
+    expect(src, "qwen35moe-inner", &(variant){.uint_key = "qwen35moe.ssm.inner_size", .uint_value = 96},
+           "ssm.inner_size 96", NULL);
+}
+
 int main(void)
 {
     test_lfm2moe();
     test_gemma4();
+    test_qwen35moe();
     return test_finish();
 }

@@ -251,11 +251,16 @@ int main(void)
     check_memory("lfm2moe-tiny-f32", 2ull * 64 * 2 * (2 * 32) * 4, 3ull * 2 * 128 * 4);
     /* layers 0-2: 2 KV heads of 32; layer 3: 1 KV head of 64 (its V the K projection, still cached) */
     check_memory("gemma4-tiny-f32", 64ull * 2 * (3 * 2 * 32 + 1 * 64) * 4, 0);
+    /* layer 3 attends (2 KV heads of 64); 0-2 keep Kc-1 = 3 inputs of C = 2*2*32 + 4*32 channels and 4
+     * V heads' 32 x 32 states */
+    check_memory("qwen35moe-tiny-f32", 64ull * 2 * (2 * 64) * 4, 3ull * (3 * 256 + 4 * 32 * 32) * 4);
     check_model("qwen3moe-tiny-q4_k_m");
     check_model("gptoss-tiny-mxfp4");
     check_model("lfm2moe-tiny-q4_k_m");
     check_model("lfm2moe-tiny-f32");
     check_model("gemma4-tiny-q4_k_m");
+    check_model("qwen35moe-tiny-q4_k_m");
+    check_model("qwen35moe-tiny-f32");
     check_routes();
     return test_finish();
 }

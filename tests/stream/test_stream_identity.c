@@ -1,7 +1,7 @@
 /* Streaming changes where the bytes come from, never the math: on generated
  * qwen3moe and gpt-oss models (several shapes and weight types, one split in
- * three shards) and the oracle's lfm2moe and gemma4 models (dense layers
- * beside the MoE ones, fused experts, recurrent state) the
+ * three shards) and the oracle's lfm2moe, gemma4 and qwen35moe models
+ * (dense layers beside the MoE ones, fused experts, recurrent state) the
  * logits of a prefill and of greedy decode steps, and the tokens, are
  * byte-identical between the resident run and every streamed
  * configuration: no cache; a cache smaller than one token's experts
@@ -165,6 +165,7 @@ int main(void)
         {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
         {"lfm2moe-tiny-q4_k_m", NULL, NULL},
         {"gemma4-tiny-q4_k_m", NULL, NULL},
+        {"qwen35moe-tiny-q4_k_m", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         check_model(&models[i], dir);
