@@ -325,9 +325,10 @@ BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_t
                        bool all_logits, bmoe_stats *stats, bmoe_error *error);
 
 /* Forgets every position >= position (0 clears the cache). A model with
- * recurrent layers (lfm2moe's convolutions) cannot cut their state back:
- * there the next bmoe_eval first recomputes the kept positions (one prefill
- * of them, same results as the first time). */
+ * recurrent layers (lfm2moe's convolutions, qwen35moe's Gated DeltaNet)
+ * cannot cut their state back: there the next bmoe_eval first recomputes
+ * the kept positions (one prefill of them, same results as the first time,
+ * its routes not reported). */
 BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
 
 /* What a context holds in memory. */

@@ -1,6 +1,8 @@
-/* Contexts: the thread pool, the run state (activations and KV cache), the
- * tokens the cache holds, and evaluation in micro-batches with the abort
- * check between them. The forward pass itself lives in src/models. */
+/* Contexts: the thread pool, the run state (activations, KV cache and
+ * recurrent state), the tokens the cache holds, and evaluation in
+ * micro-batches with the abort check between them, after replaying the kept
+ * tokens when a truncate cleared the recurrent state. The forward pass
+ * itself lives in src/models. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

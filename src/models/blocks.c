@@ -1,8 +1,10 @@
 /* Building blocks of the forward pass shared by the architectures: embedding
  * lookup, grouped linear layers (inputs converted once per activation format,
- * all matrices in one parallel step), norms, RoPE over a batch, the KV cache
- * and the output head. The machinery (threads, kernels) stays in here so that
- * each architecture file reads as the math. */
+ * the matrices in as few parallel steps as the activation slots allow),
+ * norms, RoPE over a batch, the KV cache, the dense and shared-expert FFNs,
+ * the recurrent mixers (short convolution, Gated DeltaNet) and gated
+ * attention, and the output head. The machinery (threads, kernels) stays in
+ * here so that each architecture file reads as the math. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

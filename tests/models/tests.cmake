@@ -19,3 +19,5 @@ bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
   LIBS bmoe_engine m)
+bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
