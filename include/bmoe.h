@@ -324,8 +324,20 @@ BMOE_API int32_t bmoe_context_n_ubatch(const bmoe_context *context);
 BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, float *logits,
                        bool all_logits, bmoe_stats *stats, bmoe_error *error);
 
-/* Forgets every position >= position (0 clears the cache). */
+/* Forgets every position >= position (0 clears the cache). A model with
+ * recurrent layers (lfm2moe's convolutions, qwen35moe's Gated DeltaNet)
+ * cannot cut their state back: there the next bmoe_eval first recomputes
+ * the kept positions (one prefill of them, same results as the first time,
+ * its routes not reported). */
 BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
+
+/* What a context holds in memory. */
+typedef struct bmoe_context_memory {
+    uint64_t kv_bytes;        /* the KV cache (the layers with attention) */
+    uint64_t recurrent_bytes; /* the recurrent layers' state */
+    uint64_t buffer_bytes;    /* activation buffers */
+} bmoe_context_memory;
+BMOE_API void bmoe_context_memory_usage(const bmoe_context *context, bmoe_context_memory *out);
 
 /* ---- Sampling --------------------------------------------------------- */
 

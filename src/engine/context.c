@@ -1,6 +1,8 @@
-/* Contexts: the thread pool, the run state (activations and KV cache), the
- * tokens the cache holds, and evaluation in micro-batches with the abort
- * check between them. The forward pass itself lives in src/models. */
+/* Contexts: the thread pool, the run state (activations, KV cache and
+ * recurrent state), the tokens the cache holds, and evaluation in
+ * micro-batches with the abort check between them, after replaying the kept
+ * tokens when a truncate cleared the recurrent state. The forward pass
+ * itself lives in src/models. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -225,6 +227,46 @@ static bool logits_non_finite(const float *logits, int32_t n_rows, int32_t n_voc
     return sum != 0.0f;
 }
 
+/* Recurrent state and truncation: a recurrent layer's state (a convolution
+ * window, and later DeltaNet matrices) sums up every position before the
+ * next, and cannot be cut back to an earlier position. Keeping snapshots
+ * would cost a state per position a later prefix reuse might ask for, so a
+ * truncate to a position p > 0 clears the state instead and the next
+ * evaluation first replays the cached tokens [0, p) (the same ubatches'
+ * arithmetic, so the state and the KV rows come out bit-identical to the
+ * first time; its routes are not reported again). The cost is one prefill
+ * of the kept prefix; the KV-only architectures never replay. */
+static int replay_recurrent(bmoe_context *context, bmoe_error *err)
+{
+    run_state *s = &context->state;
+    const model *m = &context->model->model;
+    run_state_clear_recurrent(s);
+    bmoe_route_callback route_callback = s->route_callback;
+    bmoe_trace_callback trace_callback = s->trace_callback;
+    s->route_callback = NULL;
+    s->trace_callback = NULL;
+    int status = 0;
+    for (int32_t start = 0; start < context->replay_to && status == 0; start += context->n_ubatch) {
+        int32_t count = context->replay_to - start;
+        if (count > context->n_ubatch)
+            count = context->n_ubatch;
+        forward_batch batch = {
+            .tokens = context->tokens + start,
+            .n_tokens = count,
+            .position = start,
+            .first_output = count,
+            .logits = NULL,
+        };
+        status = m->arch->forward(m, s, &batch, err);
+    }
+    s->route_callback = route_callback;
+    s->trace_callback = trace_callback;
+    if (status != 0)
+        return -1; /* replay_to stays: the next evaluation tries again from a cleared state */
+    context->replay_to = 0;
+    return 0;
+}
+
 int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, float *logits, bool all_logits,
               bmoe_stats *stats, bmoe_error *error)
 {
@@ -261,8 +303,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     stats_window_open(&window);
     if (context->last_eval_end > 0.0)
         cost.loop_overhead_ms = (window.wall_start - context->last_eval_end) * 1e3;
-    int status = 0;
-    for (int32_t start = 0; start < n_tokens; start += context->n_ubatch) {
+    int status = context->replay_to > 0 ? replay_recurrent(context, &err) : 0;
+    for (int32_t start = 0; start < n_tokens && status == 0; start += context->n_ubatch) {
         if (context_abort_requested(context)) {
             status = error_set_status(&err, BMOE_ERR_ABORTED, "eval: aborted after %d of %d tokens", start, n_tokens);
             break;
@@ -284,6 +326,10 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
             batch.logits = logits;
         }
         if (m->arch->forward(m, &context->state, &batch, &err) != 0) {
+            /* the failed ubatch may have advanced the recurrent state of some layers */
+            if (context->state.recurrent_floats > 0 && context->position > 0)
+                context->replay_to = context->position;
+            run_state_clear_recurrent(&context->state);
             status = -1;
             break;
         }
@@ -312,6 +358,18 @@ void bmoe_context_truncate(bmoe_context *context, int32_t position)
 {
     if (position < 0)
         position = 0;
-    if (position < context->position)
-        context->position = position;
+    if (position >= context->position)
+        return;
+    context->position = position;
+    if (context->state.recurrent_floats > 0) {
+        run_state_clear_recurrent(&context->state);
+        context->replay_to = position;
+    }
+}
+
+void bmoe_context_memory_usage(const bmoe_context *context, bmoe_context_memory *out)
+{
+    out->kv_bytes = context->state.kv_bytes;
+    out->recurrent_bytes = context->state.recurrent_floats * sizeof(float);
+    out->buffer_bytes = context->state.buffer_bytes;
 }

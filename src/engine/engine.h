@@ -45,6 +45,9 @@ struct bmoe_context {
     void *io_user;
     double last_eval_end;  /* monotonic seconds; 0 before the first evaluation */
     bool generating;       /* a bmoe_generation is open on this context */
+    /* > 0: the recurrent state was cleared and must be rebuilt by replaying
+     * tokens[0..replay_to) before the next evaluation (context.c) */
+    int32_t replay_to;
 };
 
 /* Sends one formatted line to the model's log callback, if any. */

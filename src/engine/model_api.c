@@ -127,7 +127,7 @@ static int load_all_experts(bmoe_model *m, bmoe_error *err)
     int32_t experts[MODEL_MAX_EXPERTS];
     expert_handle handles[MODEL_MAX_EXPERTS];
     for (int il = 0; il < hp->n_layer; il++) {
-        if (!m->model.weights.layers[il].ffn_gate_exps.name)
+        if (!m->model.weights.layers[il].ffn_down_exps.name)
             continue;
         for (int first = 0; first < hp->n_expert; first += capacity) {
             int n = hp->n_expert - first < capacity ? hp->n_expert - first : capacity;
@@ -440,7 +440,8 @@ static uint64_t matrix_bytes(const tensor_view *view)
 
 static uint64_t layer_expert_bytes(const layer_weights *l)
 {
-    return matrix_bytes(&l->ffn_gate_exps) + matrix_bytes(&l->ffn_up_exps) + matrix_bytes(&l->ffn_down_exps);
+    return matrix_bytes(&l->ffn_gate_exps) + matrix_bytes(&l->ffn_up_exps) + matrix_bytes(&l->ffn_gate_up_exps) +
+           matrix_bytes(&l->ffn_down_exps);
 }
 
 typedef struct layer_sum {
@@ -455,7 +456,7 @@ static void add_dense_view(void *user, tensor_view *view)
     const layer_weights *l = sum->layer;
     uintptr_t address = (uintptr_t)view, first = (uintptr_t)l, last = (uintptr_t)(l + 1);
     if (address < first || address >= last || view == &l->ffn_gate_exps || view == &l->ffn_up_exps ||
-        view == &l->ffn_down_exps)
+        view == &l->ffn_gate_up_exps || view == &l->ffn_down_exps)
         return;
     sum->bytes += view->row_bytes * (uint64_t)view->ne[1] * (uint64_t)view->ne[2] * (uint64_t)view->ne[3];
 }

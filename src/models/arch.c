@@ -10,11 +10,20 @@ int gpt_oss_bind(model *m, bmoe_error *err);
 int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int llama_bind(model *m, bmoe_error *err);
 int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int gemma4_bind(model *m, bmoe_error *err);
+int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int qwen35moe_bind(model *m, bmoe_error *err);
+int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int lfm2moe_bind(model *m, bmoe_error *err);
+int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
-    {"qwen3moe", qwen3moe_bind, qwen3moe_forward},
-    {"gpt-oss", gpt_oss_bind, gpt_oss_forward},
-    {"llama", llama_bind, llama_forward},
+    {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
+    {"gpt-oss", gpt_oss_bind, gpt_oss_forward, false},
+    {"llama", llama_bind, llama_forward, false},
+    {"lfm2moe", lfm2moe_bind, lfm2moe_forward, true},
+    {"gemma4", gemma4_bind, gemma4_forward, true},
+    {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -27,5 +36,5 @@ const model_arch *model_arch_find(const char *name)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe";
 }

@@ -23,11 +23,11 @@ int gpt_oss_bind(model *m, bmoe_error *err)
         model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))
         return -1;
     int64_t n_embd = hp->n_embd, e = hp->n_expert, ff = hp->n_ff_exp;
-    if (model_bind_globals(m, false, err) != 0)
+    if (model_bind_globals(m, false, "output_norm.weight", err) != 0)
         return -1;
     for (int il = 0; il < hp->n_layer; il++) {
         layer_weights *l = &m->weights.layers[il];
-        if (model_bind_attention(m, il, err) ||
+        if (model_bind_attention(m, il, false, err) ||
             model_bind(m, &l->attn_output_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.attn_output.bias", il) ||
             model_bind(m, &l->attn_sinks, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){hp->n_head}, err,
@@ -88,7 +88,7 @@ int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bm
 
         /* h = h + moe(norm(h; post_attention_norm)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (moe_layer(s, m, l, il, &gpt_oss_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+        if (moe_layer(s, m, l, il, &gpt_oss_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
             return -1;
         vector_add(h, s->block_out, rows * n_embd);
     }

@@ -22,7 +22,7 @@ int llama_bind(model *m, bmoe_error *err)
         (e > 0 && model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err)))
         return -1;
     tensor_view rope_freqs;
-    if (model_bind_globals(m, true, err) != 0 ||
+    if (model_bind_globals(m, true, "output_norm.weight", err) != 0 ||
         model_bind(m, &rope_freqs, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_rot / 2}, err,
                    "rope_freqs.weight", 0))
         return -1;
@@ -30,7 +30,7 @@ int llama_bind(model *m, bmoe_error *err)
     hp->rope_swa.freq_factors = rope_freqs.data;
     for (int il = 0; il < hp->n_layer; il++) {
         layer_weights *l = &m->weights.layers[il];
-        if (model_bind_attention(m, il, err) ||
+        if (model_bind_attention(m, il, false, err) ||
             model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.ffn_norm.weight", il))
             return -1;
@@ -85,10 +85,10 @@ int llama_forward(const model *m, run_state *s, const forward_batch *batch, bmoe
         /* h = h + ffn(norm(h)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
         if (hp->n_expert > 0) {
-            if (moe_layer(s, m, l, il, &llama_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+            if (moe_layer(s, m, l, il, &llama_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
                 return -1;
         } else {
-            ffn_silu_glu(s, l, s->x, rows, (int)n_embd, s->block_out);
+            ffn_glu(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, MOE_SILU_GLU, s->x, rows, s->block_out);
         }
         vector_add(h, s->block_out, rows * n_embd);
     }

@@ -25,11 +25,11 @@ int qwen3moe_bind(model *m, bmoe_error *err)
         model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))
         return -1;
     int64_t n_embd = hp->n_embd, d = hp->head_dim_k;
-    if (model_bind_globals(m, true, err) != 0)
+    if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
         return -1;
     for (int il = 0; il < hp->n_layer; il++) {
         layer_weights *l = &m->weights.layers[il];
-        if (model_bind_attention(m, il, err) ||
+        if (model_bind_attention(m, il, false, err) ||
             model_bind(m, &l->attn_q_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
                        "blk.%d.attn_q_norm.weight", il) ||
             model_bind(m, &l->attn_k_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
@@ -78,7 +78,7 @@ int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, b
 
         /* h = h + moe(norm(h)) */
         rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (moe_layer(s, m, l, il, &qwen3moe_moe, s->x, s->positions + first, rows, s->block_out, err) != 0)
+        if (moe_layer(s, m, l, il, &qwen3moe_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
             return -1;
         vector_add(h, s->block_out, rows * n_embd);
     }

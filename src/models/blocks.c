@@ -1,8 +1,11 @@
 /* Building blocks of the forward pass shared by the architectures: embedding
  * lookup, grouped linear layers (inputs converted once per activation format,
- * all matrices in one parallel step), norms, RoPE over a batch, the KV cache
- * and the output head. The machinery (threads, kernels) stays in here so that
- * each architecture file reads as the math. */
+ * the matrices in as few parallel steps as the activation slots allow),
+ * norms, RoPE over a batch, the KV cache, the dense and shared-expert FFNs,
+ * the recurrent mixers (short convolution, Gated DeltaNet) and gated
+ * attention, and the output head. The machinery (threads, kernels) stays in
+ * here so that each architecture file reads as the math. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -37,22 +40,34 @@ int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_e
     return 0;
 }
 
+/* Matrices of one linear() step: enough for every projection group here. */
+#define LINEAR_STEP_MATRICES 8
+
 void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_matrices,
             const tensor_view *const *weights, float *const *outs, const int64_t *out_strides)
 {
     /* slot i holds x converted for weights of activation format slot_format[i]
-     * and input length slot_n[i] */
-    uint32_t slot_format[3];
-    int64_t slot_n[3];
-    size_t slot_bytes[3];
-    int n_slots = 0;
-    matmul_job jobs[3];
-    for (int i = 0; i < n_matrices && i < 3; i++) {
+     * and input length slot_n[i]; a matrix needing a fourth slot, or a ninth
+     * matrix, starts another step */
+    enum { SLOTS = sizeof s->activations / sizeof s->activations[0] };
+    uint32_t slot_format[SLOTS];
+    int64_t slot_n[SLOTS];
+    size_t slot_bytes[SLOTS];
+    int n_slots = 0, n_jobs = 0;
+    matmul_job jobs[LINEAR_STEP_MATRICES];
+    for (int i = 0; i < n_matrices; i++) {
         const tensor_view *w = weights[i];
         uint32_t format = quant_format_of(w->type)->activation_type;
         int slot = 0;
         while (slot < n_slots && !(slot_format[slot] == format && slot_n[slot] == w->ne[0]))
             slot++;
+        if (slot == n_slots && (n_slots == SLOTS || n_jobs == LINEAR_STEP_MATRICES)) {
+            matmul_run(s->pool, s->kernels, jobs, n_jobs);
+            n_jobs = n_slots = slot = 0;
+        } else if (n_jobs == LINEAR_STEP_MATRICES) {
+            matmul_run(s->pool, s->kernels, jobs, n_jobs);
+            n_jobs = 0;
+        }
         if (slot == n_slots) {
             slot_format[slot] = format;
             slot_n[slot] = w->ne[0];
@@ -62,7 +77,7 @@ void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_
                                    s->activations[slot] + (size_t)t * slot_bytes[slot]);
             n_slots++;
         }
-        jobs[i] = (matmul_job){
+        jobs[n_jobs++] = (matmul_job){
             .weights = w->data,
             .type = w->type,
             .n_in = w->ne[0],
@@ -75,7 +90,7 @@ void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_
             .out_stride = out_strides ? out_strides[i] : w->ne[1],
         };
     }
-    matmul_run(s->pool, s->kernels, jobs, n_matrices < 3 ? n_matrices : 3);
+    matmul_run(s->pool, s->kernels, jobs, n_jobs);
 }
 
 void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride)
@@ -113,12 +128,19 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
 void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *layer, int n_tokens)
 {
     int64_t n_embd = hp->n_embd;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    /* the layer's own sizes */
+    int64_t q_dim = layer->attn_q.ne[1], k_dim = layer->attn_k.ne[1], v_dim = layer->attn_v.ne[1];
     rmsnorm_rows(s->x, s->h, &layer->attn_norm, n_tokens, n_embd, hp->rms_eps);
     const tensor_view *qkv[3] = {&layer->attn_q, &layer->attn_k, &layer->attn_v};
     float *qkv_out[3] = {s->q, s->k, s->v};
-    linear(s, s->x, n_embd, n_tokens, 3, qkv, qkv_out, NULL);
+    if (layer->attn_v.name) {
+        linear(s, s->x, n_embd, n_tokens, 3, qkv, qkv_out, NULL);
+    } else {
+        /* a layer without attn_v (gemma4's full layers): V is the raw K projection */
+        v_dim = k_dim;
+        linear(s, s->x, n_embd, n_tokens, 2, qkv, qkv_out, NULL);
+        memcpy(s->v, s->k, (size_t)n_tokens * (size_t)k_dim * sizeof(float));
+    }
     add_bias(s->q, &layer->attn_q_bias, n_tokens, q_dim);
     add_bias(s->k, &layer->attn_k_bias, n_tokens, k_dim);
     add_bias(s->v, &layer->attn_v_bias, n_tokens, v_dim);
@@ -127,7 +149,7 @@ void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *l
 
 void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows)
 {
-    int64_t attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    int64_t attn_dim = layer->attn_output.ne[0];
     const tensor_view *wo = &layer->attn_output;
     linear(s, s->attn + (int64_t)first * attn_dim, attn_dim, rows, 1, &wo, &s->block_out, NULL);
     add_bias(s->block_out, &layer->attn_output_bias, rows, hp->n_embd);
@@ -136,10 +158,11 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
 
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)
 {
-    int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    int64_t k_base = (int64_t)layer * s->n_ctx * k_dim;
-    int64_t v_base = (int64_t)layer * s->n_ctx * v_dim;
+    const layer_hparams *lh = &hp->layer[layer];
+    int64_t k_dim = (int64_t)lh->n_head_kv * lh->head_dim_k;
+    int64_t v_dim = (int64_t)lh->n_head_kv * lh->head_dim_v;
+    int64_t k_base = (int64_t)s->kv_k_offset[layer];
+    int64_t v_base = (int64_t)s->kv_v_offset[layer];
     quantize_row_fn to_f16 = kernels_quantize_row(s->kernels, TYPE_F16);
     for (int t = 0; t < n_tokens; t++) {
         int64_t position = s->positions[t];
@@ -159,26 +182,25 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
 
 void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens, const float *sinks)
 {
-    int64_t k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    const layer_hparams *lh = &hp->layer[layer];
     size_t element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
     attention_params params = {
         .n_tokens = n_tokens,
         .positions = s->positions,
         .q = s->q,
-        .q_stride = (int64_t)hp->n_head * hp->head_dim_k,
-        .n_head = hp->n_head,
-        .n_head_kv = hp->n_head_kv,
-        .head_dim_k = hp->head_dim_k,
-        .head_dim_v = hp->head_dim_v,
-        .k_cache = (const uint8_t *)s->k_cache + (size_t)layer * (size_t)s->n_ctx * (size_t)k_dim * element,
-        .v_cache = (const uint8_t *)s->v_cache + (size_t)layer * (size_t)s->n_ctx * (size_t)v_dim * element,
+        .q_stride = (int64_t)lh->n_head * lh->head_dim_k,
+        .n_head = lh->n_head,
+        .n_head_kv = lh->n_head_kv,
+        .head_dim_k = lh->head_dim_k,
+        .head_dim_v = lh->head_dim_v,
+        .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[layer] * element,
+        .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[layer] * element,
         .cache_f16 = s->kv_f16,
         .kq_scale = hp->kq_scale,
         .n_swa = hp->layer_is_swa[layer] ? hp->n_swa : 0,
         .sinks = sinks,
         .out = s->attn,
-        .out_stride = (int64_t)hp->n_head * hp->head_dim_v,
+        .out_stride = (int64_t)lh->n_head * lh->head_dim_v,
         .scratch = s->attention_scratch,
         .scratch_per_thread = s->attention_scratch_per_thread,
         .kernels = s->kernels,
@@ -207,10 +229,16 @@ void output_logits(const model *m, run_state *s, const forward_batch *batch)
     int count = batch->n_tokens - batch->first_output;
     if (count > 0 && batch->logits) {
         int64_t n_embd = m->hparams.n_embd;
-    const float *h = s->h + (int64_t)batch->first_output * n_embd;
+        const float *h = s->h + (int64_t)batch->first_output * n_embd;
         rmsnorm_rows(s->x, h, &m->weights.output_norm, count, n_embd, m->hparams.rms_eps);
         const tensor_view *output = &m->weights.output;
         linear(s, s->x, n_embd, count, 1, &output, &batch->logits, NULL);
+        float cap = m->hparams.final_softcap;
+        if (cap > 0.0f) {
+            int64_t n = (int64_t)count * m->hparams.n_vocab;
+            for (int64_t i = 0; i < n; i++)
+                batch->logits[i] = cap * tanhf(batch->logits[i] / cap);
+        }
     }
     if (s->trace_callback) {
         forward_trace(s, -1, "post");
@@ -218,17 +246,145 @@ void output_logits(const model *m, run_state *s, const forward_batch *batch)
     }
 }
 
-void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
-                  float *out)
+void shortconv_block(run_state *s, const model *m, int il, int n_tokens, int first, float *out)
 {
-    const tensor_view *gate_up[2] = {&layer->ffn_gate, &layer->ffn_up};
+    const layer_weights *layer = &m->weights.layers[il];
+    int64_t n_embd = m->hparams.n_embd, stride = s->mixer_floats;
+    const tensor_view *in_proj = &layer->shortconv_in_proj, *out_proj = &layer->shortconv_out_proj;
+    linear(s, s->x, n_embd, n_tokens, 1, &in_proj, &s->mixer, &stride);
+    /* per row [B | C | X]: B becomes B * X, then the convolution of it, then C * conv */
+    for (int t = 0; t < n_tokens; t++) {
+        float *b = s->mixer + (int64_t)t * stride;
+        const float *x = b + 2 * n_embd;
+        for (int64_t i = 0; i < n_embd; i++)
+            b[i] *= x[i];
+    }
+    causal_conv1d(s->mixer, stride, s->mixer, stride, n_tokens, n_embd, layer->shortconv_conv.data,
+                  m->hparams.n_conv_taps, s->recurrent + s->recurrent_offset[il]);
+    for (int t = 0; t < n_tokens; t++) {
+        float *y = s->mixer + (int64_t)t * stride;
+        const float *c = y + n_embd;
+        for (int64_t i = 0; i < n_embd; i++)
+            y[i] *= c[i];
+    }
+    if (first < n_tokens)
+        linear(s, s->mixer + (int64_t)first * stride, stride, n_tokens - first, 1, &out_proj, &out, NULL);
+    forward_trace_op(s, "SSM_CONV", "shortconv");
+}
+
+void ffn_glu(run_state *s, const tensor_view *gate, const tensor_view *up, const tensor_view *down,
+             enum moe_activation activation, const float *x, int n_tokens, float *out)
+{
+    const tensor_view *gate_up[2] = {gate, up};
     float *outs[2] = {s->ffn_gate, s->ffn_up};
-    linear(s, x, n_embd, n_tokens, 2, gate_up, outs, NULL);
-    int64_t n_ff = layer->ffn_gate.ne[1];
-    silu_glu(s->ffn_gate, s->ffn_gate, s->ffn_up, (int64_t)n_tokens * n_ff);
-    const tensor_view *down = &layer->ffn_down;
+    linear(s, x, gate->ne[0], n_tokens, 2, gate_up, outs, NULL);
+    int64_t n_ff = gate->ne[1];
+    if (activation == MOE_GELU_GLU)
+        gelu_glu_f16(s->ffn_gate, s->ffn_gate, s->ffn_up, (int64_t)n_tokens * n_ff);
+    else
+        silu_glu(s->ffn_gate, s->ffn_gate, s->ffn_up, (int64_t)n_tokens * n_ff);
     linear(s, s->ffn_gate, n_ff, n_tokens, 1, &down, &out, NULL);
     forward_trace_op(s, "MUL_MAT", "ffn");
+}
+
+void shared_expert_gated(run_state *s, const layer_weights *layer, const float *x, int n_tokens, float *out)
+{
+    ffn_glu(s, &layer->ffn_gate_shexp, &layer->ffn_up_shexp, &layer->ffn_down_shexp, MOE_SILU_GLU, x, n_tokens,
+            out);
+    int64_t n_embd = layer->ffn_gate_inp_shexp.ne[0];
+    const float *w = layer->ffn_gate_inp_shexp.data;
+    for (int t = 0; t < n_tokens; t++) {
+        const float *row = x + (int64_t)t * n_embd;
+        float logit = 0.0f;
+        for (int64_t i = 0; i < n_embd; i++)
+            logit += w[i] * row[i];
+        sigmoid(&logit, 1);
+        vector_scale(out + (int64_t)t * n_embd, out + (int64_t)t * n_embd, logit, n_embd);
+    }
+}
+
+void deltanet_block(run_state *s, const model *m, int il, int n_tokens, int first, float *out)
+{
+    const model_hparams *hp = &m->hparams;
+    const layer_weights *layer = &m->weights.layers[il];
+    int64_t n_embd = hp->n_embd, stride = s->mixer_floats;
+    int hk = hp->ssm_k_heads, hv = hp->ssm_v_heads, dk = hp->ssm_dk, dv = hp->ssm_dv;
+    int64_t kd = (int64_t)hk * dk, vd = (int64_t)hv * dv, channels = 2 * kd + vd;
+    /* a mixer row: [q k v (C) | z (vd) | beta (Hv) | alpha (Hv) | o (vd)] */
+    int64_t z_at = channels, beta_at = z_at + vd, alpha_at = beta_at + hv, o_at = alpha_at + hv;
+    const tensor_view *projections[4] = {&layer->attn_qkv, &layer->attn_gate, &layer->ssm_beta, &layer->ssm_alpha};
+    float *outs[4] = {s->mixer, s->mixer + z_at, s->mixer + beta_at, s->mixer + alpha_at};
+    const int64_t strides[4] = {stride, stride, stride, stride};
+    linear(s, s->x, n_embd, n_tokens, 4, projections, outs, strides);
+
+    float *conv_state = s->recurrent + s->recurrent_offset[il];
+    float *heads = conv_state + (int64_t)(hp->ssm_conv_taps - 1) * channels; /* Hv matrices dk x dv */
+    causal_conv1d(s->mixer, stride, s->mixer, stride, n_tokens, channels, layer->ssm_conv1d.data,
+                  hp->ssm_conv_taps, conv_state);
+    const float *dt_bias = layer->ssm_dt_bias.data, *a = layer->ssm_a.data;
+    for (int t = 0; t < n_tokens; t++) {
+        float *row = s->mixer + (int64_t)t * stride;
+        for (int64_t c = 0; c < channels; c++)
+            row[c] = row[c] / (1.0f + expf(-row[c])); /* silu */
+        float *q = row, *k = row + kd, *v = row + 2 * kd;
+        for (int i = 0; i < hk; i++) {
+            l2norm(q + (int64_t)i * dk, dk, hp->rms_eps);
+            l2norm(k + (int64_t)i * dk, dk, hp->rms_eps);
+        }
+        sigmoid(row + beta_at, hv);
+        for (int j = 0; j < hv; j++) {
+            /* V head j pairs with K head j mod Hk (the converter's tiled order) */
+            int i = j % hk;
+            float decay = expf(softplus(row[alpha_at + j] + dt_bias[j]) * a[j]);
+            float *o = row + o_at + (int64_t)j * dv;
+            deltanet_step(heads + (int64_t)j * dk * dv, q + (int64_t)i * dk, k + (int64_t)i * dk,
+                          v + (int64_t)j * dv, row[beta_at + j], decay, dk, dv, o);
+            /* o = rmsnorm(o; ssm_norm) * silu(z) */
+            rmsnorm(o, o, layer->ssm_norm.data, dv, hp->rms_eps);
+            const float *z = row + z_at + (int64_t)j * dv;
+            silu_glu(o, z, o, dv);
+        }
+    }
+    forward_trace_op(s, "GATED_DELTA_NET", "deltanet");
+    if (first < n_tokens) {
+        const tensor_view *ssm_out = &layer->ssm_out;
+        linear(s, s->mixer + (int64_t)first * stride + o_at, stride, n_tokens - first, 1, &ssm_out, &out, NULL);
+    }
+    forward_trace_op(s, "MUL_MAT", "ssm_out");
+}
+
+void attention_qkv_gated(run_state *s, const model_hparams *hp, const layer_weights *layer, int il, int n_tokens)
+{
+    const layer_hparams *lh = &hp->layer[il];
+    int64_t n_embd = hp->n_embd, d = lh->head_dim_k, stride = s->mixer_floats;
+    int64_t q_dim = (int64_t)lh->n_head * d;
+    rmsnorm_rows(s->x, s->h, &layer->attn_norm, n_tokens, n_embd, hp->rms_eps);
+    const tensor_view *qkv[3] = {&layer->attn_q, &layer->attn_k, &layer->attn_v};
+    float *qkv_out[3] = {s->mixer, s->k, s->v};
+    const int64_t strides[3] = {stride, layer->attn_k.ne[1], layer->attn_v.ne[1]};
+    linear(s, s->x, n_embd, n_tokens, 3, qkv, qkv_out, strides);
+    /* per head [query | gate]: queries to s->q, gates packed to the row's start */
+    for (int t = 0; t < n_tokens; t++) {
+        float *row = s->mixer + (int64_t)t * stride;
+        for (int h = 0; h < lh->n_head; h++) {
+            memcpy(s->q + (int64_t)t * q_dim + h * d, row + 2 * h * d, (size_t)d * sizeof(float));
+            memmove(row + h * d, row + 2 * h * d + d, (size_t)d * sizeof(float));
+        }
+    }
+    forward_trace_op(s, "MUL_MAT", "attn_norm_qkv");
+}
+
+void attention_gate(run_state *s, const model_hparams *hp, int il, int n_tokens)
+{
+    const layer_hparams *lh = &hp->layer[il];
+    int64_t attn_dim = (int64_t)lh->n_head * lh->head_dim_v;
+    for (int t = 0; t < n_tokens; t++) {
+        float *gate = s->mixer + (int64_t)t * s->mixer_floats;
+        float *o = s->attn + (int64_t)t * attn_dim;
+        sigmoid(gate, attn_dim);
+        for (int64_t i = 0; i < attn_dim; i++)
+            o[i] *= gate[i];
+    }
 }
 
 static void trace_now(int64_t *ns, int64_t *majflt)

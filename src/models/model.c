@@ -156,34 +156,60 @@ static int read_f32(const model *m, const char *suffix, bool required, float fal
     return 0;
 }
 
-/* A "scalar or per-layer array" key whose value must be the same in every
- * layer for the architectures supported here. */
-static int read_uniform_u32(const model *m, const char *suffix, uint32_t fallback, int32_t *out,
-                            bmoe_error *err)
+int model_read_u32(const model *m, const char *suffix, bool required, uint32_t fallback, uint32_t minimum,
+                   uint32_t maximum, int32_t *out, bmoe_error *err)
+{
+    return read_u32(m, suffix, required, fallback, minimum, maximum, out, err);
+}
+
+int model_read_f32(const model *m, const char *suffix, bool required, float fallback, float *out, bmoe_error *err)
+{
+    return read_f32(m, suffix, required, fallback, out, err);
+}
+
+int model_read_layer_u32(const model *m, const char *suffix, uint32_t fallback, uint32_t maximum, int32_t *out,
+                         bmoe_error *err)
 {
     char key[128];
     arch_key(m, suffix, key, sizeof key);
-    uint32_t *values = calloc((size_t)m->hparams.n_layer, sizeof *values);
-    if (!values)
-        return error_set(err, "model: out of memory reading '%s'", key);
-    int found = gguf_get_per_layer_uint32(m->file, key, (uint32_t)m->hparams.n_layer, values, err);
-    int status = 0;
-    if (found < 0) {
-        status = -1;
-    } else if (found == 0) {
-        *out = (int32_t)fallback;
-    } else {
-        for (int32_t i = 1; i < m->hparams.n_layer; i++)
-            if (values[i] != values[0])
-                status = error_set(err, "model: key '%s' differs between layers (%u in layer 0, %u in layer %d), "
-                                   "not supported for %s", key, values[0], values[i], (int)i,
-                                   m->hparams.architecture);
-        if (status == 0 && values[0] > 1u << 20)
-            status = error_set(err, "model: key '%s' = %u is out of range", key, values[0]);
-        *out = (int32_t)values[0];
+    uint32_t values[MODEL_MAX_LAYERS];
+    int32_t n_layer = m->hparams.n_layer;
+    int found = gguf_get_per_layer_uint32(m->file, key, (uint32_t)n_layer, values, err);
+    if (found < 0)
+        return -1;
+    for (int32_t il = 0; il < n_layer; il++) {
+        uint32_t value = found ? values[il] : fallback;
+        if (value > maximum)
+            return error_set(err, "model: key '%s' = %u (layer %d) is out of range [0, %u]", key, value, (int)il,
+                             maximum);
+        out[il] = (int32_t)value;
     }
-    free(values);
-    return status;
+    return 0;
+}
+
+/* A head count or FFN width, per layer (fallback: the layer's value in
+ * fallback, or 0). Architectures with uniform layers need one value in every
+ * layer; largest gets the largest. */
+static int read_layer_sizes(const model *m, const char *suffix, const int32_t *fallback, int32_t *per_layer,
+                            int32_t *largest, bmoe_error *err)
+{
+    int32_t n_layer = m->hparams.n_layer;
+    if (model_read_layer_u32(m, suffix, 0, 1u << 20, per_layer, err) != 0)
+        return -1;
+    char key[128];
+    if (!gguf_find_kv(m->file, arch_key(m, suffix, key, sizeof key)))
+        for (int32_t il = 0; il < n_layer; il++)
+            per_layer[il] = fallback ? fallback[il] : 0;
+    *largest = 0;
+    for (int32_t il = 0; il < n_layer; il++) {
+        if (!m->arch->per_layer_hparams && per_layer[il] != per_layer[0])
+            return error_set(err, "model: key '%s' differs between layers (%d in layer 0, %d in layer %d), "
+                             "not supported for %s", key, per_layer[0], per_layer[il], (int)il,
+                             m->hparams.architecture);
+        if (per_layer[il] > *largest)
+            *largest = per_layer[il];
+    }
+    return 0;
 }
 
 int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err)
@@ -197,17 +223,23 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
         return error_set(err, "model: nextn_predict_layers %d leaves no layers of %d", nextn, block_count);
     hp->n_layer = block_count - nextn;
     hp->n_layer_nextn = nextn;
+    int32_t heads[MODEL_MAX_LAYERS], heads_kv[MODEL_MAX_LAYERS], ff[MODEL_MAX_LAYERS];
     if (read_u32(m, "context_length", true, 0, 1, 1u << 30, &hp->n_ctx_train, err) ||
         read_u32(m, "embedding_length", true, 0, 1, 1u << 20, &hp->n_embd, err) ||
-        read_uniform_u32(m, "attention.head_count", 0, &hp->n_head, err))
+        read_layer_sizes(m, "attention.head_count", NULL, heads, &hp->n_head, err))
         return -1;
     if (hp->n_head <= 0)
         return error_set(err, "model: missing or zero key '%s.attention.head_count'", hp->architecture);
-    if (read_uniform_u32(m, "attention.head_count_kv", (uint32_t)hp->n_head, &hp->n_head_kv, err))
+    if (read_layer_sizes(m, "attention.head_count_kv", heads, heads_kv, &hp->n_head_kv, err))
         return -1;
-    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
-        return error_set(err, "model: head_count %d is not a multiple of head_count_kv %d", hp->n_head,
-                         hp->n_head_kv);
+    /* a layer with no KV heads has no attention (lfm2moe's convolution
+     * layers); only an architecture that has such layers may say so */
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        bool mixerless = heads_kv[il] == 0 && m->arch->per_layer_hparams;
+        if (!mixerless && (heads_kv[il] <= 0 || heads[il] % heads_kv[il] != 0))
+            return error_set(err, "model: head_count %d is not a multiple of head_count_kv %d", heads[il],
+                             heads_kv[il]);
+    }
     char key[128];
     const char *head_key = NULL;
     if (!gguf_find_kv(m->file, arch_key(m, "attention.key_length", key, sizeof key)))
@@ -233,7 +265,7 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
                          hp->architecture, (double)hp->rms_eps);
 
     /* feed-forward and experts */
-    if (read_uniform_u32(m, "feed_forward_length", 0, &hp->n_ff, err) ||
+    if (read_layer_sizes(m, "feed_forward_length", NULL, ff, &hp->n_ff, err) ||
         read_u32(m, "expert_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert, err) ||
         read_u32(m, "expert_used_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert_used, err))
         return -1;
@@ -304,6 +336,17 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (tokens && tokens->type == GGUF_TYPE_ARRAY && tokens->array_count != (uint64_t)hp->n_vocab)
         return error_set(err, "model: tokenizer has %llu tokens but token_embd.weight has %d rows",
                          (unsigned long long)tokens->array_count, hp->n_vocab);
+
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        hp->layer[il] = (layer_hparams){
+            .mixer = MIXER_ATTENTION,
+            .ffn = hp->n_expert > 0 ? FFN_MOE : FFN_DENSE,
+            .n_head = heads[il],
+            .n_head_kv = heads_kv[il],
+            .head_dim_k = hp->head_dim_k,
+            .head_dim_v = hp->head_dim_v,
+            .n_ff = ff[il],
+        };
 
     m->weights.layers = calloc((size_t)hp->n_layer, sizeof *m->weights.layers);
     if (!m->weights.layers)
@@ -427,14 +470,14 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
     return 0;
 }
 
-int model_bind_globals(model *m, bool tied_output, bmoe_error *err)
+int model_bind_globals(model *m, bool tied_output, const char *output_norm_name, bmoe_error *err)
 {
     int64_t n_embd = m->hparams.n_embd, n_vocab = m->hparams.n_vocab;
     model_weights *w = &m->weights;
     if (model_bind(m, &w->token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab}, err,
                    "token_embd.weight", 0) ||
         model_bind(m, &w->output_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                   "output_norm.weight", 0) ||
+                   output_norm_name, 0) ||
         model_bind(m, &w->output, !tied_output, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
                    "output.weight", 0))
         return -1;
@@ -445,12 +488,12 @@ int model_bind_globals(model *m, bool tied_output, bmoe_error *err)
     return 0;
 }
 
-int model_bind_attention(model *m, int layer, bmoe_error *err)
+int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *err)
 {
-    const model_hparams *hp = &m->hparams;
-    int64_t n_embd = hp->n_embd;
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim_k, k_dim = (int64_t)hp->n_head_kv * hp->head_dim_k;
-    int64_t v_dim = (int64_t)hp->n_head_kv * hp->head_dim_v, attn_dim = (int64_t)hp->n_head * hp->head_dim_v;
+    const layer_hparams *lh = &m->hparams.layer[layer];
+    int64_t n_embd = m->hparams.n_embd;
+    int64_t q_dim = (int64_t)lh->n_head * lh->head_dim_k, k_dim = (int64_t)lh->n_head_kv * lh->head_dim_k;
+    int64_t v_dim = (int64_t)lh->n_head_kv * lh->head_dim_v, attn_dim = (int64_t)lh->n_head * lh->head_dim_v;
     layer_weights *l = &m->weights.layers[layer];
     if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                    "blk.%d.attn_norm.weight", layer) ||
@@ -458,7 +501,7 @@ int model_bind_attention(model *m, int layer, bmoe_error *err)
                    "blk.%d.attn_q.weight", layer) ||
         model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
                    "blk.%d.attn_k.weight", layer) ||
-        model_bind(m, &l->attn_v, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
+        model_bind(m, &l->attn_v, !value_optional, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
                    "blk.%d.attn_v.weight", layer) ||
         model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
                    "blk.%d.attn_q.bias", layer) ||
@@ -479,26 +522,101 @@ int model_bind_experts(model *m, int layer, bmoe_error *err)
     layer_weights *l = &m->weights.layers[layer];
     if (model_bind(m, &l->ffn_gate_inp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, e}, err,
                    "blk.%d.ffn_gate_inp.weight", layer) ||
-        model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                   "blk.%d.ffn_gate_exps.weight", layer) ||
-        model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
-                   "blk.%d.ffn_up_exps.weight", layer) ||
-        model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
+        model_bind(m, &l->ffn_gate_up_exps, BIND_OPTIONAL, TENSOR_MATRIX, 3, (int64_t[]){n_embd, 2 * ff, e}, err,
+                   "blk.%d.ffn_gate_up_exps.weight", layer))
+        return -1;
+    /* gate and up fused in one matrix, or two */
+    if (!l->ffn_gate_up_exps.name &&
+        (model_bind(m, &l->ffn_gate_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                    "blk.%d.ffn_gate_exps.weight", layer) ||
+         model_bind(m, &l->ffn_up_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){n_embd, ff, e}, err,
+                    "blk.%d.ffn_up_exps.weight", layer)))
+        return -1;
+    if (model_bind(m, &l->ffn_down_exps, BIND_REQUIRED, TENSOR_MATRIX, 3, (int64_t[]){ff, n_embd, e}, err,
                    "blk.%d.ffn_down_exps.weight", layer))
+        return -1;
+    return 0;
+}
+
+int model_refuse_tensor(const model *m, int layer, const char *suffix, const char *layer_kind, const char *because,
+                        bmoe_error *err)
+{
+    char name[160];
+    snprintf(name, sizeof name, "blk.%d.%s", layer, suffix);
+    if (!gguf_find_tensor(m->file, name))
+        return 0;
+    return error_set(err, "model: %s layer %d is %s (%s), but the file has tensor '%s'", m->hparams.architecture,
+                     layer, layer_kind, because, name);
+}
+
+int model_bind_dense_ffn(model *m, int layer, bmoe_error *err)
+{
+    int64_t n_embd = m->hparams.n_embd, ff = m->hparams.layer[layer].n_ff;
+    layer_weights *l = &m->weights.layers[layer];
+    if (ff <= 0)
+        return error_set(err, "model: %s layer %d has a dense FFN but %s.feed_forward_length is 0 there",
+                         m->hparams.architecture, layer, m->hparams.architecture);
+    if (model_bind(m, &l->ffn_gate, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, ff}, err,
+                   "blk.%d.ffn_gate.weight", layer) ||
+        model_bind(m, &l->ffn_up, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, ff}, err,
+                   "blk.%d.ffn_up.weight", layer) ||
+        model_bind(m, &l->ffn_down, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){ff, n_embd}, err,
+                   "blk.%d.ffn_down.weight", layer))
         return -1;
     return 0;
 }
 
 /* ---- Run state ---------------------------------------------------------- */
 
-static void *allocate(size_t count, size_t size, bool *failed)
+static void *allocate_counted(size_t count, size_t size, bool *failed, size_t *total)
 {
     if (count == 0)
         count = 1;
     void *p = calloc(count, size);
     if (!p)
         *failed = true;
+    *total += count * size;
     return p;
+}
+
+#define allocate(count, size, failed) allocate_counted(count, size, failed, &s->buffer_bytes)
+
+/* Lays out the KV cache (a layer's own size, none without attention) and
+ * the recurrent state (a short-convolution layer's window of L-1 inputs per
+ * channel); returns the elements of K and V and the floats of state. */
+static void layout_caches(run_state *s, const model *m, size_t *k_elements, size_t *v_elements)
+{
+    const model_hparams *hp = &m->hparams;
+    size_t k = 0, v = 0, state = 0;
+    int64_t mixer = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const layer_hparams *lh = &hp->layer[il];
+        s->kv_k_offset[il] = k;
+        s->kv_v_offset[il] = v;
+        s->recurrent_offset[il] = state;
+        int64_t need = 0;
+        if (lh->mixer == MIXER_ATTENTION) {
+            k += (size_t)s->n_ctx * (size_t)lh->n_head_kv * (size_t)lh->head_dim_k;
+            v += (size_t)s->n_ctx * (size_t)lh->n_head_kv * (size_t)lh->head_dim_v;
+            /* gated attention: attn_q gives each head's query and gate */
+            if (m->weights.layers[il].attn_q.ne[1] > (int64_t)lh->n_head * lh->head_dim_k)
+                need = m->weights.layers[il].attn_q.ne[1];
+        } else if (lh->mixer == MIXER_SHORTCONV) {
+            state += (size_t)(hp->n_conv_taps - 1) * (size_t)hp->n_embd;
+            need = 3 * (int64_t)hp->n_embd;
+        } else { /* MIXER_DELTANET: conv window of C channels, then Hv matrices dk x dv */
+            int64_t kd = (int64_t)hp->ssm_k_heads * hp->ssm_dk, vd = (int64_t)hp->ssm_v_heads * hp->ssm_dv;
+            int64_t channels = 2 * kd + vd;
+            state += (size_t)((hp->ssm_conv_taps - 1) * channels + (int64_t)hp->ssm_v_heads * hp->ssm_dk * hp->ssm_dv);
+            need = channels + 2 * vd + 2 * (int64_t)hp->ssm_v_heads; /* see deltanet_block */
+        }
+        if (need > mixer)
+            mixer = need;
+    }
+    s->mixer_floats = mixer;
+    *k_elements = k;
+    *v_elements = v;
+    s->recurrent_floats = state;
 }
 
 int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
@@ -520,6 +638,13 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     size_t n_embd = (size_t)hp->n_embd;
     int n_threads = pool ? thread_pool_size(pool) : 1;
     bool failed = false;
+    bool any_fused = false, separate_router_input = false;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        any_fused |= m->weights.layers[il].ffn_gate_up_exps.name != NULL;
+        /* gemma4's router input and MoE beside the MLP; a shared expert beside the MoE */
+        separate_router_input |= m->weights.layers[il].ffn_gate_inp_scale.name != NULL ||
+                                 m->weights.layers[il].ffn_gate_shexp.name != NULL;
+    }
 
     s->positions = allocate(nu, sizeof(int32_t), &failed);
     s->h = allocate(nu * n_embd, sizeof(float), &failed);
@@ -531,8 +656,9 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->block_out = allocate(nu * n_embd, sizeof(float), &failed);
     s->rope_cache = allocate(nu * (size_t)hp->n_rot, sizeof(float), &failed);
     s->rope_cache_swa = allocate(nu * (size_t)hp->n_rot, sizeof(float), &failed);
-    s->ffn_gate = allocate(nu * (size_t)hp->n_ff, sizeof(float), &failed);
-    s->ffn_up = allocate(nu * (size_t)hp->n_ff, sizeof(float), &failed);
+    size_t ffn_width = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
+    s->ffn_gate = allocate(nu * ffn_width, sizeof(float), &failed);
+    s->ffn_up = allocate(nu * ffn_width, sizeof(float), &failed);
     s->attention_scratch_per_thread = attention_scratch_floats(n_ctx, hp->head_dim_k);
     s->attention_scratch = allocate((size_t)n_threads * (size_t)s->attention_scratch_per_thread, sizeof(float),
                                     &failed);
@@ -551,7 +677,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->expert_first = allocate(e + 1, sizeof(int32_t), &failed);
         s->sorted_token = allocate(rows, sizeof(int32_t), &failed);
         s->row_of = allocate(rows, sizeof(int32_t), &failed);
-        s->expert_gate = allocate(rows * (size_t)hp->n_ff_exp, sizeof(float), &failed);
+        s->expert_gate = allocate(rows * (size_t)hp->n_ff_exp * (any_fused ? 2 : 1), sizeof(float), &failed);
         s->expert_up = allocate(rows * (size_t)hp->n_ff_exp, sizeof(float), &failed);
         s->expert_down = allocate(rows * n_embd, sizeof(float), &failed);
         s->jobs = allocate(2 * e, sizeof(matmul_job), &failed);
@@ -562,10 +688,20 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->slot_read_bytes = allocate(k_used, sizeof(uint64_t), &failed);
         s->expert_handles = allocate(e, sizeof(expert_handle), &failed);
     }
+    if (separate_router_input) {
+        s->x2 = allocate(nu * n_embd, sizeof(float), &failed);
+        s->block_out2 = allocate(nu * n_embd, sizeof(float), &failed);
+    }
+    size_t k_elements, v_elements;
+    layout_caches(s, m, &k_elements, &v_elements);
+    if (s->mixer_floats > 0)
+        s->mixer = allocate(nu * (size_t)s->mixer_floats, sizeof(float), &failed);
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
-    size_t positions = (size_t)hp->n_layer * (size_t)n_ctx;
-    s->k_cache = allocate(positions * k_dim, element, &failed);
-    s->v_cache = allocate(positions * v_dim, element, &failed);
+    size_t cache_bytes = 0; /* reported as kv_bytes and recurrent_floats */
+    s->k_cache = allocate_counted(k_elements, element, &failed, &cache_bytes);
+    s->v_cache = allocate_counted(v_elements, element, &failed, &cache_bytes);
+    s->kv_bytes = (k_elements + v_elements) * element;
+    s->recurrent = allocate_counted(s->recurrent_floats, sizeof(float), &failed, &cache_bytes);
     if (failed) {
         run_state_destroy(s);
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
@@ -583,10 +719,17 @@ void run_state_destroy(run_state *s)
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
                        s->distinct_experts, s->expert_handles, s->expert_residency, s->expert_read_bytes,
-                       s->slot_residency, s->slot_read_bytes, s->k_cache, s->v_cache};
+                       s->slot_residency, s->slot_read_bytes, s->k_cache, s->v_cache, s->recurrent,
+                       s->mixer, s->x2, s->block_out2};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
+}
+
+void run_state_clear_recurrent(run_state *s)
+{
+    if (s->recurrent_floats > 0)
+        memset(s->recurrent, 0, s->recurrent_floats * sizeof *s->recurrent);
 }
 
 /* ---- The experts' place in the file ----------------------------------- */
@@ -604,6 +747,13 @@ void model_expert_sources(const model *m, expert_layer_source *layers)
     for (int il = 0; il < m->hparams.n_layer; il++) {
         const layer_weights *l = &m->weights.layers[il];
         memset(&layers[il], 0, sizeof layers[il]);
+        if (l->ffn_gate_up_exps.name) {
+            /* fused: gate_up, then down (the order moe.c asks for them) */
+            layers[il].n_projections = 2;
+            expert_projection_of(&l->ffn_gate_up_exps, &layers[il].projections[0]);
+            expert_projection_of(&l->ffn_down_exps, &layers[il].projections[1]);
+            continue;
+        }
         if (!l->ffn_gate_exps.name)
             continue;
         const tensor_view *views[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
@@ -617,7 +767,7 @@ void model_detach_expert_data(model *m)
 {
     for (int il = 0; il < m->hparams.n_layer; il++) {
         layer_weights *l = &m->weights.layers[il];
-        l->ffn_gate_exps.data = l->ffn_up_exps.data = l->ffn_down_exps.data = NULL;
+        l->ffn_gate_exps.data = l->ffn_up_exps.data = l->ffn_gate_up_exps.data = l->ffn_down_exps.data = NULL;
     }
 }
 

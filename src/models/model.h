@@ -25,6 +25,7 @@
 /* block_count is at most 512 in GGUF (gguf.md 9.2). */
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EXPERTS 512
+#define MODEL_MAX_ROPE_PAIRS 256
 
 /* One tensor of the file. name == NULL: absent (an optional tensor). */
 typedef struct tensor_view {
@@ -37,6 +38,30 @@ typedef struct tensor_view {
     uint64_t file_offset;
 } tensor_view;
 
+/* What mixes information across positions in a layer. */
+enum layer_mixer {
+    MIXER_ATTENTION, /* causal attention over the KV cache */
+    MIXER_SHORTCONV, /* gated short convolution (lfm2moe), a window of past inputs in the recurrent state */
+    MIXER_DELTANET   /* Gated DeltaNet (qwen35moe): a convolution window and a matrix per head */
+};
+
+/* The feed-forward block of a layer. */
+enum layer_ffn {
+    FFN_DENSE, /* one SiLU-GLU MLP */
+    FFN_MOE    /* routed experts */
+};
+
+/* A layer's own sizes. Architectures with uniform layers get the scalars of
+ * model_hparams in every layer; the others read them from the per-layer
+ * arrays of their keys. */
+typedef struct layer_hparams {
+    enum layer_mixer mixer;
+    enum layer_ffn ffn;
+    int32_t n_head, n_head_kv;     /* n_head_kv 0: no KV cache of its own */
+    int32_t head_dim_k, head_dim_v;
+    int32_t n_ff;                  /* dense FFN width (0 if none) */
+} layer_hparams;
+
 typedef struct model_hparams {
     char architecture[32];
     int32_t n_vocab;
@@ -44,17 +69,26 @@ typedef struct model_hparams {
     int32_t n_embd;
     int32_t n_layer;          /* block_count - nextn_predict_layers */
     int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run */
+    /* n_head .. n_ff: the largest over the layers (what buffers are sized by);
+     * layer[il] holds each layer's own */
     int32_t n_head, n_head_kv;
     int32_t head_dim_k, head_dim_v;
     int32_t n_rot;
     int32_t n_ff;             /* dense FFN width (0 if none) */
+    int32_t n_conv_taps;      /* short convolution: taps per channel (shortconv.l_cache); 0: none */
+    int32_t n_ff_shexp;       /* shared expert width (0 if none) */
+    /* Gated DeltaNet: conv taps, Hk K/Q heads and Hv V heads of dk and dv */
+    int32_t ssm_conv_taps, ssm_k_heads, ssm_v_heads, ssm_dk, ssm_dv;
+    float rope_pair_factors[MODEL_MAX_ROPE_PAIRS]; /* IMROPE: 1, or infinity for a pair on stream 3 */
     int32_t n_expert, n_expert_used, n_ff_exp;
     float rms_eps;
     float kq_scale;
+    float final_softcap;      /* logits = c tanh(logits / c) when > 0 */
     rope_config rope;         /* full-attention layers */
     rope_config rope_swa;     /* sliding-window layers */
     int32_t n_swa;            /* sliding window size; 0: none */
     bool layer_is_swa[MODEL_MAX_LAYERS];
+    layer_hparams layer[MODEL_MAX_LAYERS];
 } model_hparams;
 
 /* One transformer block. A field an architecture does not use stays absent. */
@@ -79,6 +113,34 @@ typedef struct layer_weights {
     tensor_view ffn_down_exps;     /* {Fe, n_embd, E} */
     tensor_view ffn_gate_exps_bias, ffn_up_exps_bias; /* {Fe, E} */
     tensor_view ffn_down_exps_bias; /* {n_embd, E} */
+    tensor_view exp_probs_b;       /* {E} selection bias: chooses experts, never weighs them */
+    tensor_view ffn_gate_up_exps;  /* {n_embd, 2*Fe, E} fused: gate rows, then up rows (instead of the two) */
+    tensor_view ffn_down_exps_scale; /* {E} per-expert output scale */
+    tensor_view ffn_gate_inp_scale;  /* {n_embd} router input scale (gemma4) */
+    /* gemma4's extra norms and scale */
+    tensor_view attn_post_norm;    /* {n_embd} post_attention_norm: on the attention output */
+    tensor_view ffn_post_norm;     /* {n_embd} post_ffw_norm: on the whole FFN branch */
+    tensor_view ffn_post_norm_1;   /* {n_embd} on the dense MLP's output (MoE layers) */
+    tensor_view ffn_pre_norm_2;    /* {n_embd} the experts' input norm */
+    tensor_view ffn_post_norm_2;   /* {n_embd} on the experts' output */
+    tensor_view layer_output_scale; /* {1} */
+    /* short convolution */
+    tensor_view shortconv_in_proj;  /* {n_embd, 3*n_embd}: B, C, X */
+    tensor_view shortconv_conv;     /* {L, n_embd} */
+    tensor_view shortconv_out_proj; /* {n_embd, n_embd} */
+    /* Gated DeltaNet, with kd = Hk*dk, vd = Hv*dv, C = 2*kd + vd */
+    tensor_view attn_qkv;          /* {n_embd, C}: q, k, v rows */
+    tensor_view attn_gate;         /* {n_embd, vd} output gate z */
+    tensor_view ssm_conv1d;        /* {Kc, C} */
+    tensor_view ssm_dt_bias;       /* {Hv} */
+    tensor_view ssm_a;             /* {Hv} A = -exp(A_log) */
+    tensor_view ssm_beta, ssm_alpha; /* {n_embd, Hv} */
+    tensor_view ssm_norm;          /* {dv} */
+    tensor_view ssm_out;           /* {vd, n_embd} */
+    /* shared expert */
+    tensor_view ffn_gate_inp_shexp; /* {n_embd} its scalar gate */
+    tensor_view ffn_gate_shexp, ffn_up_shexp; /* {n_embd, Fs} */
+    tensor_view ffn_down_shexp;    /* {Fs, n_embd} */
 } layer_weights;
 
 typedef struct model_weights {
@@ -161,7 +223,24 @@ typedef struct run_state {
     uint8_t *slot_residency;    /* [K] one route event's */
     uint64_t *slot_read_bytes;  /* [K] */
 
-    void *k_cache, *v_cache;   /* [n_layer][n_ctx][Hkv*Dk] (f16 or f32), likewise V */
+    /* KV cache: layer il's keys at k_cache + kv_k_offset[il] elements,
+     * [n_ctx][Hkv(il)*Dk(il)] (f16 or f32), likewise V; a layer without
+     * attention has none */
+    void *k_cache, *v_cache;
+    size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
+    size_t kv_bytes;           /* K and V */
+
+    /* Recurrent state of the layers that carry one (short-convolution
+     * windows): layer il's at recurrent + recurrent_offset[il]. It describes
+     * the positions before the next one evaluated; the context replays the
+     * tokens to rebuild it after a truncate (context.c). */
+    float *recurrent;
+    size_t recurrent_offset[MODEL_MAX_LAYERS];
+    size_t recurrent_floats;
+    float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
+    float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
+    int64_t mixer_floats;
+    size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
 
 /* One call of an architecture's forward pass: tokens at positions
@@ -183,6 +262,7 @@ struct model_arch {
     const char *name;          /* general.architecture */
     model_bind_fn bind;
     model_forward_fn forward;
+    bool per_layer_hparams;    /* head counts and FFN widths may differ between layers */
 };
 
 /* The architecture registry (arch.c). NULL for an unknown name. */
@@ -200,6 +280,8 @@ void model_release(model *m);
 int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
                      thread_pool *pool, bmoe_error *err);
 void run_state_destroy(run_state *s);
+/* Zeroes the recurrent state (an empty sequence). */
+void run_state_clear_recurrent(run_state *s);
 
 /* ---- Helpers for architecture files (model.c) -------------------------- */
 
@@ -232,16 +314,38 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
 #define BIND_REQUIRED true
 #define BIND_OPTIONAL false
 
-/* token_embd, output_norm and output. tied_output: an absent output.weight
- * means the head shares token_embd's matrix. */
-int model_bind_globals(model *m, bool tied_output, bmoe_error *err);
+/* token_embd, the final norm (output_norm.weight in most architectures) and
+ * output. tied_output: an absent output.weight means the head shares
+ * token_embd's matrix. */
+int model_bind_globals(model *m, bool tied_output, const char *output_norm_name, bmoe_error *err);
 
 /* The attention tensors every architecture here has in layer: attn_norm,
- * attn_q/k/v with their optional biases, attn_output. */
-int model_bind_attention(model *m, int layer, bmoe_error *err);
+ * attn_q/k/v with their optional biases, attn_output, of the layer's own
+ * sizes. value_optional: an absent attn_v means V = K (gemma4). */
+int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *err);
 
-/* The router and the three stacked expert matrices of layer (no biases). */
+/* The router and the stacked expert matrices of layer (no biases): gate,
+ * up and down, or ffn_gate_up_exps (fused) and down. */
 int model_bind_experts(model *m, int layer, bmoe_error *err);
+
+/* The dense SiLU-GLU FFN of layer: ffn_gate, ffn_up, ffn_down, width layer[il].n_ff. */
+int model_bind_dense_ffn(model *m, int layer, bmoe_error *err);
+
+/* 0 when blk.<layer>.<suffix> is absent; otherwise an error saying the
+ * layer pattern (layer_kind, because) contradicts the tensor present. */
+int model_refuse_tensor(const model *m, int layer, const char *suffix, const char *layer_kind, const char *because,
+                        bmoe_error *err);
+
+/* A per-layer u32 key (a scalar for every layer, or an array of n_layer
+ * values) into out[n_layer]; fallback for every layer when absent. */
+int model_read_layer_u32(const model *m, const char *suffix, uint32_t fallback, uint32_t maximum, int32_t *out,
+                         bmoe_error *err);
+
+/* A u32 key; required, or fallback when absent; in [minimum, maximum]. */
+int model_read_u32(const model *m, const char *suffix, bool required, uint32_t fallback, uint32_t minimum,
+                   uint32_t maximum, int32_t *out, bmoe_error *err);
+/* A finite number key; required, or fallback when absent. */
+int model_read_f32(const model *m, const char *suffix, bool required, float fallback, float *out, bmoe_error *err);
 
 /* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
 
@@ -313,10 +417,11 @@ void forward_trace_op(run_state *s, const char *op, const char *name);
 void output_logits(const model *m, run_state *s, const forward_batch *batch);
 
 enum moe_gating {
-    MOE_GATING_SOFTMAX,       /* softmax over all E, top-K of the probabilities */
-    MOE_GATING_SOFTMAX_WEIGHT /* top-K of the raw logits, softmax over those K */
+    MOE_GATING_SOFTMAX,        /* softmax over all E, top-K of the probabilities */
+    MOE_GATING_SOFTMAX_WEIGHT, /* top-K of the raw logits, softmax over those K */
+    MOE_GATING_SIGMOID         /* sigmoid of each logit, top-K of those (plus the selection bias) */
 };
-enum moe_activation { MOE_SILU_GLU, MOE_SWIGLU_OAI };
+enum moe_activation { MOE_SILU_GLU, MOE_SWIGLU_OAI, MOE_GELU_GLU /* gelu_f16 */ };
 
 typedef struct moe_config {
     enum moe_gating gating;
@@ -327,10 +432,13 @@ typedef struct moe_config {
 
 /* out[t] = sum over the K experts chosen for x[t] of w * expert(x[t]) for
  * the n_tokens rows of x (n_embd floats each), the tokens at positions[t].
- * The experts' bytes come from m->experts; fails (a read that failed) with
- * err filled, and then out is not to be used. */
+ * The router reads router_x (gemma4 routes on another input than the
+ * experts see), or x when NULL. The experts' bytes come from m->experts;
+ * fails (a read that failed) with err filled, and then out is not to be
+ * used. */
 int moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index, const moe_config *config,
-              const float *x, const int32_t *positions, int n_tokens, float *out, bmoe_error *err);
+              const float *x, const float *router_x, const int32_t *positions, int n_tokens, float *out,
+              bmoe_error *err);
 
 /* Where each layer's routed experts are in the file(s) (layers[n_layer]),
  * for the expert store. */
@@ -348,8 +456,31 @@ void model_relocate_views(model *m, model_locate_fn locate, void *user);
 /* Calls visit for every bound view (globals, then every layer's). */
 void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), void *user);
 
-/* Dense SiLU-GLU feed-forward: out = down(silu(gate x) * up x). */
-void ffn_silu_glu(run_state *s, const layer_weights *layer, const float *x, int n_tokens, int n_embd,
-                  float *out);
+/* Gated short convolution (architectures.md 7.3) of the n_tokens rows of
+ * s->x: [B|C|X] = in_proj x, y = C * conv(B * X) with layer il's window in
+ * the recurrent state (every row moves it on), out = out_proj y for rows
+ * first.. only, written to out's first rows (output-row selection). */
+void shortconv_block(run_state *s, const model *m, int il, int n_tokens, int first, float *out);
+
+/* Dense GLU feed-forward of n_tokens rows of x: out = down(act(gate x) *
+ * up x), act SiLU or GELU. */
+void ffn_glu(run_state *s, const tensor_view *gate, const tensor_view *up, const tensor_view *down,
+             enum moe_activation activation, const float *x, int n_tokens, float *out);
+
+/* The shared expert with its scalar gate (qwen35moe): out = sigmoid(
+ * ffn_gate_inp_shexp . x) * down(silu(gate x) * up x). */
+void shared_expert_gated(run_state *s, const layer_weights *layer, const float *x, int n_tokens, float *out);
+
+/* Gated DeltaNet (architectures.md 8.4) of the n_tokens rows of s->x, the
+ * state in layer il's recurrent state (every row moves it on); out =
+ * ssm_out . o for rows first.. only, written to out's first rows. */
+void deltanet_block(run_state *s, const model *m, int il, int n_tokens, int first, float *out);
+
+/* Gated attention's projections (qwen35moe): x = rmsnorm(h; attn_norm); q
+ * and its output gate, interleaved per head in attn_q, go to s->q and to the
+ * first H*D floats of each s->mixer row; k and v as attention_qkv. */
+void attention_qkv_gated(run_state *s, const model_hparams *hp, const layer_weights *layer, int il, int n_tokens);
+/* s->attn = s->attn * sigmoid(gate) for n_tokens rows, the gates from attention_qkv_gated. */
+void attention_gate(run_state *s, const model_hparams *hp, int il, int n_tokens);
 
 #endif

@@ -16,20 +16,27 @@
  * their weights from the router logits (modified in place). replayed: the
  * experts are given (a benchmark's replayed routing), their weights come
  * from the logits as the router's would. */
-static void route_token(const moe_config *config, float *logits, int n_expert, int n_used, int32_t *experts,
-                        float *weights, bool replayed)
+static void route_token(const moe_config *config, float *logits, const float *selection_bias, int n_expert,
+                        int n_used, int32_t *experts, float *weights, bool replayed)
 {
     if (config->gating == MOE_GATING_SOFTMAX)
         softmax(logits, n_expert);
-    /* top-K by score, highest first; ties go to the lower expert index */
+    else if (config->gating == MOE_GATING_SIGMOID)
+        sigmoid(logits, n_expert);
+    /* top-K by score (the probability plus the selection bias, when there is
+     * one), highest first; ties go to the lower expert index */
     for (int k = 0; k < n_used; k++) {
         int best = -1;
+        float best_score = 0.0f;
         for (int e = 0; e < n_expert && !replayed; e++) {
             bool taken = false;
             for (int j = 0; j < k; j++)
                 taken |= experts[j] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
+            float score = selection_bias ? logits[e] + selection_bias[e] : logits[e];
+            if (!taken && (best < 0 || score > best_score)) {
                 best = e;
+                best_score = score;
+            }
         }
         if (!replayed)
             experts[k] = best;
@@ -91,13 +98,14 @@ static void report_routes(run_state *s, int layer, const int32_t *positions, int
     }
 }
 
-/* Converts x once per activation format of gate and up, then lays the rows
- * out in expert order. Returns the gathered buffer used by each matrix. */
-static void gather_inputs(run_state *s, const tensor_view *const *matrices, const float *x, int n_tokens,
-                          int64_t n_embd, int n_rows, const uint8_t **inputs, size_t *strides)
+/* Converts x once per activation format of the n_matrices (gate and up, or
+ * the fused gate_up), then lays the rows out in expert order. Returns the
+ * gathered buffer used by each matrix. */
+static void gather_inputs(run_state *s, const tensor_view *const *matrices, int n_matrices, const float *x,
+                          int n_tokens, int64_t n_embd, int n_rows, const uint8_t **inputs, size_t *strides)
 {
     uint32_t first_format = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n_matrices; i++) {
         uint32_t format = quant_format_of(matrices[i]->type)->activation_type;
         size_t bytes = activation_row_bytes(matrices[i]->type, n_embd);
         strides[i] = bytes;
@@ -116,6 +124,17 @@ static void gather_inputs(run_state *s, const tensor_view *const *matrices, cons
     }
 }
 
+/* gate = act(gate) * up for n values. */
+static void glu(enum moe_activation activation, float *gate, const float *up, int64_t n)
+{
+    if (activation == MOE_SWIGLU_OAI)
+        swiglu_oai(gate, gate, up, n, 1.702f, 7.0f);
+    else if (activation == MOE_GELU_GLU)
+        gelu_glu_f16(gate, gate, up, n);
+    else
+        silu_glu(gate, gate, up, n);
+}
+
 static matmul_job expert_job(const tensor_view *w, const uint8_t *weights, void *ready, const uint8_t *inputs,
                              size_t stride, int first, int count, float *out)
 {
@@ -132,6 +151,16 @@ static matmul_job expert_job(const tensor_view *w, const uint8_t *weights, void 
         .out_stride = w->ne[1],
         .ready = ready,
     };
+}
+
+/* Multiplies the expert's rows (n floats) by element e of a per-expert scale {E}. */
+static void scale_expert_rows(const tensor_view *scale, int expert, float *rows, int64_t n, int first, int count)
+{
+    if (!scale->data)
+        return;
+    float factor = ((const float *)scale->data)[expert];
+    for (int r = first; r < first + count; r++)
+        vector_scale(rows + (int64_t)r * n, rows + (int64_t)r * n, factor, n);
 }
 
 /* Adds row e of a per-expert bias {n, E} to each of the expert's rows. */
@@ -155,7 +184,13 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
                      const size_t *strides, bmoe_error *err)
 {
     expert_store *store = m->experts;
-    int64_t n_ff = layer->ffn_gate_exps.ne[1];
+    /* fused: one gate_up matrix whose rows are the gate's then the up's, each
+     * token's row of both in one row of expert_gate; the down projection is
+     * then the store's second matrix instead of its third */
+    bool fused = layer->ffn_gate_up_exps.name != NULL;
+    int64_t n_ff = fused ? layer->ffn_gate_up_exps.ne[1] / 2 : layer->ffn_gate_exps.ne[1];
+    int64_t gate_stride = fused ? 2 * n_ff : n_ff;
+    int down_index = fused ? 1 : 2;
     expert_handle *handles = s->expert_handles;
     if (expert_store_acquire(store, layer_index, group, n_group, handles, err) != 0) {
         expert_store_release(store, NULL);
@@ -174,15 +209,17 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
             if (handles[i].hit == (pass == 0))
                 order[n_order++] = i;
 
-    const tensor_view *gate = &layer->ffn_gate_exps, *up = &layer->ffn_up_exps, *down = &layer->ffn_down_exps;
+    const tensor_view *gate = fused ? &layer->ffn_gate_up_exps : &layer->ffn_gate_exps;
+    const tensor_view *up = &layer->ffn_up_exps, *down = &layer->ffn_down_exps;
     int n_jobs = 0;
     for (int k = 0; k < n_order; k++) {
         const expert_handle *h = &handles[order[k]];
         int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
         s->jobs[n_jobs++] = expert_job(gate, h->data[0], h->ready[0], inputs[0], strides[0], first, count,
                                        s->expert_gate);
-        s->jobs[n_jobs++] = expert_job(up, h->data[1], h->ready[1], inputs[1], strides[1], first, count,
-                                       s->expert_up);
+        if (!fused)
+            s->jobs[n_jobs++] = expert_job(up, h->data[1], h->ready[1], inputs[1], strides[1], first, count,
+                                           s->expert_up);
     }
     int64_t skipped = matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
 
@@ -192,22 +229,25 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
         add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, first, count);
         add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, first, count);
-        float *g = s->expert_gate + (int64_t)first * n_ff;
-        const float *u = s->expert_up + (int64_t)first * n_ff;
-        if (config->activation == MOE_SWIGLU_OAI)
-            swiglu_oai(g, g, u, (int64_t)count * n_ff, 1.702f, 7.0f);
-        else
-            silu_glu(g, g, u, (int64_t)count * n_ff);
+        if (fused) {
+            for (int r = first; r < first + count; r++) {
+                float *g = s->expert_gate + (int64_t)r * gate_stride;
+                glu(config->activation, g, g + n_ff, n_ff);
+            }
+        } else {
+            glu(config->activation, s->expert_gate + (int64_t)first * n_ff, s->expert_up + (int64_t)first * n_ff,
+                (int64_t)count * n_ff);
+        }
         for (int r = first; r < first + count; r++)
-            activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * n_ff, n_ff,
+            activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * gate_stride, n_ff,
                                s->expert_down_inputs + (size_t)r * down_stride);
     }
     n_jobs = 0;
     for (int k = 0; k < n_order && skipped == 0; k++) {
         const expert_handle *h = &handles[order[k]];
         int e = group[order[k]];
-        s->jobs[n_jobs++] = expert_job(down, h->data[2], h->ready[2], s->expert_down_inputs, down_stride,
-                                       s->expert_first[e], s->expert_count[e], s->expert_down);
+        s->jobs[n_jobs++] = expert_job(down, h->data[down_index], h->ready[down_index], s->expert_down_inputs,
+                                       down_stride, s->expert_first[e], s->expert_count[e], s->expert_down);
     }
     skipped += matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
     if (expert_store_release(store, err) != 0)
@@ -217,13 +257,17 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
                                 layer_index);
     for (int k = 0; k < n_order; k++) {
         int e = group[order[k]];
+        /* a per-expert scale applies to the product, before a bias (1.9 step 10) */
+        scale_expert_rows(&layer->ffn_down_exps_scale, e, s->expert_down, down->ne[1], s->expert_first[e],
+                          s->expert_count[e]);
         add_expert_bias(&layer->ffn_down_exps_bias, e, s->expert_down, s->expert_first[e], s->expert_count[e]);
     }
     return 0;
 }
 
 int moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index, const moe_config *config,
-              const float *x, const int32_t *positions, int n_tokens, float *out, bmoe_error *err)
+              const float *x, const float *router_x, const int32_t *positions, int n_tokens, float *out,
+              bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     int n_expert = hp->n_expert, n_used = hp->n_expert_used;
@@ -232,15 +276,15 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
 
     /* 1. router */
     const tensor_view *router = &layer->ffn_gate_inp;
-    linear(s, x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
+    linear(s, router_x ? router_x : x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
     add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
     for (int t = 0; t < n_tokens; t++) {
         int32_t *experts = s->selected + t * n_used;
         bool replayed = s->route_override && s->route_override(s->route_override_user, layer_index, positions[t],
                                                                n_used, experts) &&
                         valid_override(experts, n_used, n_expert);
-        route_token(config, s->router_logits + (int64_t)t * n_expert, n_expert, n_used, experts,
-                    s->selected_weights + t * n_used, replayed);
+        route_token(config, s->router_logits + (int64_t)t * n_expert, layer->exp_probs_b.data, n_expert, n_used,
+                    experts, s->selected_weights + t * n_used, replayed);
     }
 
     forward_trace_op(s, "MUL_MAT", "ffn_moe_router");
@@ -263,9 +307,11 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
 
     /* 3. the selected experts, in groups the expert store can hold at once */
     const tensor_view *gate_up[2] = {&layer->ffn_gate_exps, &layer->ffn_up_exps};
+    if (layer->ffn_gate_up_exps.name)
+        gate_up[0] = &layer->ffn_gate_up_exps;
     const uint8_t *inputs[2];
     size_t strides[2];
-    gather_inputs(s, gate_up, x, n_tokens, n_embd, n_rows, inputs, strides);
+    gather_inputs(s, gate_up, layer->ffn_gate_up_exps.name ? 1 : 2, x, n_tokens, n_embd, n_rows, inputs, strides);
     int32_t *selected = s->distinct_experts;
     int n_selected = 0;
     for (int e = 0; e < n_expert; e++)

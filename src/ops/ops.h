@@ -70,6 +70,49 @@ void silu_glu(float *out, const float *gate, const float *up, int64_t n);
  * out = g * sigmoid(alpha * g) * (u + 1). */
 void swiglu_oai(float *out, const float *gate, const float *up, int64_t n, float alpha, float limit);
 
+/* GELU (tanh form) as the reference engine evaluates it (architectures.md
+ * 1.8): z <= -10 gives 0, z >= 10 gives z, otherwise z is rounded to f16 and
+ * the result is f16(gelu(that value)), gelu computed in float -- the value
+ * the reference's 65536-entry f16 table holds, computed here per call
+ * instead of kept in a global table. */
+float gelu_f16(float z);
+/* out[i] = gelu_f16(gate[i]) * up[i]; out may alias gate or up. */
+void gelu_glu_f16(float *out, const float *gate, const float *up, int64_t n);
+
+/* x[i] = 1 / (1 + exp(-x[i])) in place. */
+void sigmoid(float *x, int64_t n);
+
+/* ---- Recurrent mixers -------------------------------------------------- */
+
+/* x = x / max(sqrt(sum x^2), eps) in place, the sum in double. */
+void l2norm(float *x, int64_t n, float eps);
+
+/* ln(1 + e^z); z itself when z > 20, like the reference. */
+float softplus(float z);
+
+/* The largest DeltaNet head dv (Qwen3.5 uses 128). */
+#define DELTANET_MAX_HEAD 512
+
+/* One token of one Gated-DeltaNet head (architectures.md 8.4) on its state
+ * S (dk x dv, S[a][b] at state[a * dv + b]): S = S * decay; delta = (v -
+ * S^T k) * beta; S = S + k delta^T; out = S^T q / sqrt(dk). q and k are
+ * dk long (already L2-normalized), v and out dv long (dv <=
+ * DELTANET_MAX_HEAD). Sums run in increasing a, so a token's result does not
+ * depend on the batch. */
+void deltanet_step(float *state, const float *q, const float *k, const float *v, float beta, float decay, int dk,
+                   int dv, float *out);
+
+/* Depthwise causal convolution over time (architectures.md 7.3), token by
+ * token: for each of n_tokens rows of in (in_stride floats apart) and each of
+ * n_channels channels, out[t][ch] = sum over k < n_taps of taps[ch][k] *
+ * window[k], the window being the channel's previous n_taps - 1 inputs
+ * (oldest first, from state and then from the earlier rows) and in[t][ch].
+ * state [n_channels][n_taps - 1] carries the window across calls: on return
+ * it holds the last n_taps - 1 inputs. out may alias in. Each output is one
+ * fixed sum in tap order, so splitting the tokens over calls changes no bit. */
+void causal_conv1d(float *out, int64_t out_stride, const float *in, int64_t in_stride, int n_tokens,
+                   int64_t n_channels, const float *taps, int n_taps, float *state);
+
 /* y[i] += x[i] */
 void vector_add(float *y, const float *x, int64_t n);
 /* y[i] += a * x[i] */

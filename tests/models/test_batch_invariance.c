@@ -1,18 +1,36 @@
 /* Batch invariance: a token's logits are bit-identical whether it is
  * computed in one prefill batch, in ubatches of 7, or token by token, with
- * 1 or 2 threads, for the default f16 KV cache and for f32. */
+ * 1 or 2 threads, for the default f16 KV cache and for f32; and after other
+ * tokens were evaluated and then truncated away (for the hybrid models the
+ * convolution state, carried across ubatch boundaries and rebuilt after the
+ * truncate), or after an abort inside a ubatch. */
 #include <stdbool.h>
 #include <string.h>
 
 #include "bmoe.h"
 #include "oracle_support.h"
 
-enum { N_TOKENS = 40 };
+enum { N_TOKENS = 40, TRUNCATE_AT = 25 };
 
 /* mode 0: one batch; 1: one call split in ubatches of 7; 2: one call per token.
  * Output-row selection, where only the last row's logits come back (into the
  * last row): 3: one call asking for the last token's logits; 4: the prompt
- * but its last token without logits, then the last token alone. */
+ * but its last token without logits, then the last token alone.
+ * 5: the first TRUNCATE_AT tokens, ten other tokens, a truncate back to
+ * TRUNCATE_AT, then the rest (ubatches of 7, so the replay and the rest cross
+ * ubatch boundaries). 6: the first TRUNCATE_AT tokens, then the rest in
+ * ubatches of 7 aborted inside the second ubatch after its first layer (the
+ * first ubatch kept, its logits delivered), then what was not kept. */
+typedef struct abort_counter {
+    int calls, abort_at; /* abort_at 0: never */
+} abort_counter;
+
+static bool count_and_abort(void *user)
+{
+    abort_counter *counter = user;
+    return ++counter->calls == counter->abort_at;
+}
+
 static float *run(bmoe_model *model, const int32_t *tokens, int mode, int threads, enum bmoe_kv_type kv)
 {
     bmoe_error error = {0};
@@ -21,14 +39,41 @@ static float *run(bmoe_model *model, const int32_t *tokens, int mode, int thread
     params.n_ctx = 64;
     params.n_threads = threads;
     params.kv_type = kv;
-    params.n_ubatch = mode == 1 ? 7 : 0;
+    params.n_ubatch = mode == 1 || mode >= 5 ? 7 : 0;
+    abort_counter counter = {0, 0};
+    params.abort_callback = count_and_abort;
+    params.abort_user = &counter;
     bmoe_context *context = bmoe_context_create(model, &params, &error);
     CHECK_MSG(context != NULL, "context: %s", error.message);
     if (!context)
         return NULL;
     float *logits = calloc((size_t)N_TOKENS * (size_t)n_vocab, sizeof(float));
     float *last = logits + (size_t)(N_TOKENS - 1) * n_vocab;
-    if (mode == 3) {
+    if (mode == 6) {
+        CHECK_MSG(bmoe_eval(context, tokens, TRUNCATE_AT, logits, true, NULL, &error) == 0, "eval: %s", error.message);
+        /* per ubatch: one ask before it, one per layer */
+        counter.calls = 0;
+        counter.abort_at = (1 + bmoe_model_n_layer(model)) + 3;
+        CHECK(bmoe_eval(context, tokens + TRUNCATE_AT, N_TOKENS - TRUNCATE_AT, logits + (size_t)TRUNCATE_AT * n_vocab,
+                        true, NULL, &error) == BMOE_ERR_ABORTED);
+        counter.abort_at = 0;
+        int32_t kept = bmoe_context_position(context);
+        CHECK_MSG(kept == TRUNCATE_AT + 7, "kept %d positions after the abort", kept);
+        CHECK_MSG(bmoe_eval(context, tokens + kept, N_TOKENS - kept, logits + (size_t)kept * n_vocab, true, NULL,
+                            &error) == 0,
+                  "eval: %s", error.message);
+    } else if (mode == 5) {
+        int32_t other[10];
+        for (int i = 0; i < 10; i++)
+            other[i] = tokens[N_TOKENS - 1 - i];
+        CHECK_MSG(bmoe_eval(context, tokens, TRUNCATE_AT, logits, true, NULL, &error) == 0, "eval: %s", error.message);
+        CHECK_MSG(bmoe_eval(context, other, 10, NULL, false, NULL, &error) == 0, "eval: %s", error.message);
+        bmoe_context_truncate(context, TRUNCATE_AT);
+        CHECK(bmoe_context_position(context) == TRUNCATE_AT);
+        CHECK_MSG(bmoe_eval(context, tokens + TRUNCATE_AT, N_TOKENS - TRUNCATE_AT,
+                            logits + (size_t)TRUNCATE_AT * n_vocab, true, NULL, &error) == 0,
+                  "eval: %s", error.message);
+    } else if (mode == 3) {
         CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS, last, false, NULL, &error) == 0, "eval: %s", error.message);
     } else if (mode == 4) {
         CHECK_MSG(bmoe_eval(context, tokens, N_TOKENS - 1, NULL, false, NULL, &error) == 0, "eval: %s", error.message);
@@ -67,13 +112,13 @@ static void check_model(const char *model_name)
     for (int kv = 0; kv < 2; kv++) {
         float *reference = run(model, c.prompt_ids, 0, 1, (enum bmoe_kv_type)kv);
         size_t row_bytes = (size_t)bmoe_model_n_vocab(model) * sizeof(float);
-        for (int mode = 0; mode < 5; mode++) {
+        for (int mode = 0; mode < 7; mode++) {
             for (int threads = 1; threads <= 2; threads++) {
                 if (mode == 0 && threads == 1)
                     continue;
                 float *logits = run(model, c.prompt_ids, mode, threads, (enum bmoe_kv_type)kv);
                 /* modes 3 and 4 give the last row only */
-                size_t skip = mode >= 3 ? bytes - row_bytes : 0;
+                size_t skip = mode == 3 || mode == 4 ? bytes - row_bytes : 0;
                 CHECK_MSG(reference && logits && memcmp(reference + skip / sizeof(float), logits + skip / sizeof(float),
                                                         bytes - skip) == 0,
                           "%s: kv %s, mode %d, %d threads: logits differ from one batch on one thread", model_name,
@@ -167,10 +212,55 @@ static void check_routes(void)
     oracle_case_free(&c);
 }
 
+/* The context's memory report: a KV cache for the layers that attend, of
+ * their own sizes, and the convolution windows of the others (shapes from
+ * shared/oracle/README.md). */
+static void check_memory(const char *model_name, uint64_t kv_bytes, uint64_t recurrent_bytes)
+{
+    char relative[256], path[1024];
+    bmoe_error error = {0};
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    test_shared_path(path, sizeof path, relative);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load: %s", error.message);
+    bmoe_context_params params = bmoe_context_default_params();
+    params.n_ctx = 64;
+    params.n_threads = 1;
+    params.kv_type = BMOE_KV_F32;
+    bmoe_context *context = model ? bmoe_context_create(model, &params, &error) : NULL;
+    CHECK(context != NULL);
+    if (context) {
+        bmoe_context_memory memory;
+        bmoe_context_memory_usage(context, &memory);
+        CHECK_MSG(memory.kv_bytes == kv_bytes, "%s: KV %llu bytes, expected %llu", model_name,
+                  (unsigned long long)memory.kv_bytes, (unsigned long long)kv_bytes);
+        CHECK_MSG(memory.recurrent_bytes == recurrent_bytes, "%s: recurrent state %llu bytes, expected %llu",
+                  model_name, (unsigned long long)memory.recurrent_bytes, (unsigned long long)recurrent_bytes);
+        CHECK(memory.buffer_bytes > 0);
+    }
+    bmoe_context_free(context);
+    bmoe_model_free(model);
+}
+
 int main(void)
 {
+    /* 3 layers x 64 positions x (K and V of 2 heads of 32) x f32 */
+    check_memory("qwen3moe-tiny-f32", 3ull * 64 * 2 * (2 * 32) * 4, 0);
+    /* layers 2 and 4 attend (2 KV heads of 32); 0, 1 and 3 keep L-1 = 2
+     * inputs of 128 channels */
+    check_memory("lfm2moe-tiny-f32", 2ull * 64 * 2 * (2 * 32) * 4, 3ull * 2 * 128 * 4);
+    /* layers 0-2: 2 KV heads of 32; layer 3: 1 KV head of 64 (its V the K projection, still cached) */
+    check_memory("gemma4-tiny-f32", 64ull * 2 * (3 * 2 * 32 + 1 * 64) * 4, 0);
+    /* layer 3 attends (2 KV heads of 64); 0-2 keep Kc-1 = 3 inputs of C = 2*2*32 + 4*32 channels and 4
+     * V heads' 32 x 32 states */
+    check_memory("qwen35moe-tiny-f32", 64ull * 2 * (2 * 64) * 4, 3ull * (3 * 256 + 4 * 32 * 32) * 4);
     check_model("qwen3moe-tiny-q4_k_m");
     check_model("gptoss-tiny-mxfp4");
+    check_model("lfm2moe-tiny-q4_k_m");
+    check_model("lfm2moe-tiny-f32");
+    check_model("gemma4-tiny-q4_k_m");
+    check_model("qwen35moe-tiny-q4_k_m");
+    check_model("qwen35moe-tiny-f32");
     check_routes();
     return test_finish();
 }

@@ -80,12 +80,18 @@ static void run_case(const char *model_name, const char *case_name)
     float median = d[n_rows / 2];
     printf("%s.%s: rows %d, max d %.3g (row %d), median d %.3g, argmax %d/%d on margin rows\n", model_name,
            case_name, n_rows, worst, worst_row, median, agree, margin_rows);
+    /* the README's tolerances: the recurrent and sigmoid-routed families
+     * amplify activation rounding more, gemma4's f16-table GELU leaves 1e-2 */
+    bool amplifying = strncmp(model_name, "lfm2moe", 7) == 0 || strncmp(model_name, "qwen35moe", 9) == 0;
+    float max_median = amplifying ? 0.8f : 0.4f;
+    int min_agree = amplifying ? 95 : 97;
+    float max_d = strncmp(model_name, "gemma4", 6) == 0 ? 1e-2f : 1e-3f;
     if (quantized) {
-        CHECK_MSG(median <= 0.4f, "%s.%s: median d %g > 0.4", model_name, case_name, median);
-        CHECK_MSG(margin_rows > 0 && agree * 100 >= 97 * margin_rows, "%s.%s: argmax agreement %d/%d < 97%%",
-                  model_name, case_name, agree, margin_rows);
+        CHECK_MSG(median <= max_median, "%s.%s: median d %g > %g", model_name, case_name, median, max_median);
+        CHECK_MSG(margin_rows > 0 && agree * 100 >= min_agree * margin_rows, "%s.%s: argmax agreement %d/%d < %d%%",
+                  model_name, case_name, agree, margin_rows, min_agree);
     } else {
-        CHECK_MSG(worst <= 1e-3f, "%s.%s: max d %g > 1e-3 at row %d", model_name, case_name, worst, worst_row);
+        CHECK_MSG(worst <= max_d, "%s.%s: max d %g > %g at row %d", model_name, case_name, worst, max_d, worst_row);
     }
     free(d);
     free(logits);

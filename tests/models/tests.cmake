@@ -1,7 +1,9 @@
 # Oracle logits: one program, one ctest entry per tiny model (both cases each).
 bmoe_add_test(test_oracle SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_oracle.c
   LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen3moe-tiny-f32 LABELS unit oracle)
-foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gptoss-tiny-mxfp4)
+foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gptoss-tiny-mxfp4
+    lfm2moe-tiny-f32 lfm2moe-tiny-q4_k_m gemma4-tiny-f32 gemma4-tiny-q4_k_m qwen35moe-tiny-f32
+    qwen35moe-tiny-q4_k_m)
   add_test(NAME test_oracle_${oracle_model} COMMAND test_oracle ${oracle_model})
   set_tests_properties(test_oracle_${oracle_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()
@@ -14,4 +16,8 @@ bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_err
 bmoe_add_test(test_dense_weights SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dense_weights.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance_long.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
+bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
+  LIBS bmoe_engine m)
+bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
   LIBS bmoe_engine PkgConfig::CJSON m)

@@ -355,8 +355,154 @@ static void test_attention_long(void)
     free(scratch);
 }
 
+static void test_sigmoid(void)
+{
+    float x[5] = {0.0f, 2.0f, -2.0f, 30.0f, -30.0f};
+    float expected[5];
+    for (int i = 0; i < 5; i++)
+        expected[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+    sigmoid(x, 5);
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(fabsf(x[i] - expected[i]) <= 1e-6f * expected[i] + 1e-30f, "sigmoid[%d] = %g, expected %g", i,
+                  x[i], expected[i]);
+}
+
+/* The f16 GELU (architectures.md 1.8): outputs are f16 values, equal to
+ * f16(gelu(f16(z))) computed in double but for the last f16 bit where float
+ * and double land on either side of a rounding boundary, and for the
+ * negative tail, where 1 + tanh in float cancels to an absolute error of
+ * about |z| 2^-24 (the reference's table carries the same); the thresholds. */
+static void test_gelu_f16(void)
+{
+    CHECK(gelu_f16(-10.0f) == 0.0f && gelu_f16(-25.0f) == 0.0f);
+    CHECK(gelu_f16(10.0f) == 10.0f && gelu_f16(12.345f) == 12.345f);
+    int mismatched = 0;
+    for (int i = -4000; i <= 4000; i++) {
+        float z = (float)i * 0.00249f;
+        float got = gelu_f16(z);
+        double x = fp16_to_fp32(fp32_to_fp16(z));
+        double exact = 0.5 * x * (1.0 + tanh(0.7978845608 * x * (1.0 + 0.044715 * x * x)));
+        float want = fp16_to_fp32(fp32_to_fp16((float)exact));
+        CHECK_MSG(fp16_to_fp32(fp32_to_fp16(got)) == got, "gelu_f16(%g) = %g is not an f16 value", z, got);
+        if (got != want) {
+            mismatched++;
+            float ulp = fabsf(want) * (1.0f / 1024.0f) + 1e-6f;
+            CHECK_MSG(fabsf(got - want) <= ulp, "gelu_f16(%g) = %g, expected %g", z, got, want);
+        }
+    }
+    CHECK_MSG(mismatched < 800, "%d of 8001 GELU values off by an f16 ulp", mismatched);
+    float gate[3] = {1.0f, -1.0f, 0.5f}, up[3] = {2.0f, 3.0f, -1.0f}, out[3];
+    gelu_glu_f16(out, gate, up, 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(out[i] == gelu_f16(gate[i]) * up[i]);
+}
+
+/* Causal depthwise convolution: against the whole sequence's convolution in
+ * double (zeros before the first input), and bit-identical whatever the
+ * split of the tokens over calls, the state carrying the window. */
+static void test_causal_conv1d(void)
+{
+    enum { T = 11, C = 5, L = 4 };
+    float in[T][C], taps[C][L], whole[T][C], split[T][C];
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++)
+            in[t][c] = random_uniform();
+    for (int c = 0; c < C; c++)
+        for (int k = 0; k < L; k++)
+            taps[c][k] = random_uniform();
+    float state[C][L - 1];
+    memset(state, 0, sizeof state);
+    causal_conv1d(&whole[0][0], C, &in[0][0], C, T, C, &taps[0][0], L, &state[0][0]);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            double sum = 0.0;
+            for (int k = 0; k < L; k++) {
+                int source = t - (L - 1) + k; /* tap 0 multiplies the oldest input */
+                sum += source >= 0 ? (double)taps[c][k] * in[source][c] : 0.0;
+            }
+            CHECK_MSG(fabs(whole[t][c] - sum) < 1e-5, "conv[%d][%d] = %g, expected %g", t, c, whole[t][c], sum);
+        }
+    /* the state holds the last L-1 inputs, oldest first */
+    for (int c = 0; c < C; c++)
+        for (int k = 0; k < L - 1; k++)
+            CHECK(state[c][k] == in[T - (L - 1) + k][c]);
+    static const int pieces[] = {1, 3, 2, 1, 4};
+    memset(state, 0, sizeof state);
+    int t = 0;
+    for (int p = 0; p < 5; p++) {
+        causal_conv1d(&split[t][0], C, &in[t][0], C, pieces[p], C, &taps[0][0], L, &state[0][0]);
+        t += pieces[p];
+    }
+    CHECK(t == T && memcmp(whole, split, sizeof whole) == 0);
+    /* in place, as the mixers run it */
+    memset(state, 0, sizeof state);
+    causal_conv1d(&in[0][0], C, &in[0][0], C, T, C, &taps[0][0], L, &state[0][0]);
+    CHECK(memcmp(whole, in, sizeof whole) == 0);
+}
+
+static void test_l2norm_softplus(void)
+{
+    float x[3] = {3.0f, 0.0f, -4.0f};
+    l2norm(x, 3, 1e-6f);
+    CHECK(fabsf(x[0] - 0.6f) < 1e-7f && x[1] == 0.0f && fabsf(x[2] + 0.8f) < 1e-7f);
+    /* below eps the norm is eps: a tiny vector is scaled by 1/eps, not blown up to length 1 */
+    float tiny[2] = {3e-8f, 4e-8f};
+    l2norm(tiny, 2, 1e-6f);
+    CHECK(fabsf(tiny[0] - 0.03f) < 1e-6f && fabsf(tiny[1] - 0.04f) < 1e-6f);
+    CHECK(fabsf(softplus(0.0f) - logf(2.0f)) < 1e-7f);
+    CHECK(fabsf(softplus(-5.0f) - (float)log1p(exp(-5.0))) < 1e-7f);
+    CHECK(softplus(25.0f) == 25.0f);
+    CHECK(fabsf(softplus(19.0f) - 19.0f) < 1e-5f);
+}
+
+/* Gated DeltaNet recurrence against the formulas of architectures.md 8.4 in
+ * double over a few tokens. */
+static void test_deltanet_step(void)
+{
+    enum { DK = 6, DV = 5, T = 4 };
+    float state[DK * DV] = {0};
+    double reference[DK][DV] = {{0}};
+    for (int t = 0; t < T; t++) {
+        float q[DK], k[DK], v[DV], out[DV];
+        for (int a = 0; a < DK; a++) {
+            q[a] = random_uniform();
+            k[a] = random_uniform();
+        }
+        for (int b = 0; b < DV; b++)
+            v[b] = random_uniform();
+        float beta = 0.5f + 0.1f * (float)t, decay = 0.9f - 0.1f * (float)t;
+        deltanet_step(state, q, k, v, beta, decay, DK, DV, out);
+        double delta[DV];
+        for (int b = 0; b < DV; b++) {
+            double sk = 0.0;
+            for (int a = 0; a < DK; a++) {
+                reference[a][b] *= decay;
+                sk += reference[a][b] * k[a];
+            }
+            delta[b] = (v[b] - sk) * beta;
+        }
+        for (int b = 0; b < DV; b++) {
+            double o = 0.0;
+            for (int a = 0; a < DK; a++) {
+                reference[a][b] += (double)k[a] * delta[b];
+                o += reference[a][b] * q[a];
+            }
+            o /= sqrt((double)DK);
+            CHECK_MSG(fabs(out[b] - o) < 1e-5, "token %d: out[%d] = %g, expected %g", t, b, out[b], o);
+        }
+        for (int a = 0; a < DK; a++)
+            for (int b = 0; b < DV; b++)
+                CHECK(fabs(state[a * DV + b] - reference[a][b]) < 1e-5);
+    }
+}
+
 int main(void)
 {
+    test_l2norm_softplus();
+    test_deltanet_step();
+    test_sigmoid();
+    test_gelu_f16();
+    test_causal_conv1d();
     test_rmsnorm();
     test_rope();
     test_softmax_and_activations();

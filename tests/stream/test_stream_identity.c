@@ -1,7 +1,9 @@
 /* Streaming changes where the bytes come from, never the math: on generated
  * qwen3moe and gpt-oss models (several shapes and weight types, one split in
- * three shards) the logits of a prefill and of greedy decode steps, and the
- * tokens, are byte-identical between the resident run and every streamed
+ * three shards) and the oracle's lfm2moe, gemma4 and qwen35moe models
+ * (dense layers beside the MoE ones, fused experts, recurrent state) the
+ * logits of a prefill and of greedy decode steps, and the tokens, are
+ * byte-identical between the resident run and every streamed
  * configuration: no cache; a cache smaller than one token's experts
  * (evictions every token); a cache holding everything; each with overlap;
  * 1 and 4 read lanes; buffered reads; prefetch; each dense-weights policy;
@@ -11,7 +13,7 @@
 
 typedef struct model_case {
     const char *name;
-    const char *mkmodel_args;
+    const char *mkmodel_args; /* NULL: the oracle model of that name */
     const char *file; /* the path to load (the first shard when split) */
 } model_case;
 
@@ -50,9 +52,15 @@ static bmoe_model_params params_of(const stream_config *c)
 static void check_model(const model_case *m, const char *dir)
 {
     char path[1200], first[1300];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, m->name);
-    if (!stream_make_model(path, m->mkmodel_args))
-        return;
+    if (m->mkmodel_args) {
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, m->name);
+        if (!stream_make_model(path, m->mkmodel_args))
+            return;
+    } else {
+        char relative[256];
+        snprintf(relative, sizeof relative, "oracle/models/%s.gguf", m->name);
+        test_shared_path(path, sizeof path, relative);
+    }
     snprintf(first, sizeof first, m->file ? m->file : "%s", path);
     if (m->file) {
         char base[1200];
@@ -155,6 +163,9 @@ int main(void)
         {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL},
         {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --seed 5", NULL},
         {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
+        {"lfm2moe-tiny-q4_k_m", NULL, NULL},
+        {"gemma4-tiny-q4_k_m", NULL, NULL},
+        {"qwen35moe-tiny-q4_k_m", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         check_model(&models[i], dir);

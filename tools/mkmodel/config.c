@@ -35,6 +35,25 @@ static const preset presets[] = {
      {.arch = MKMODEL_LLAMA, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
       .head_dim = 64, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 500000.0f,
       .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-lfm2moe", "lfm2moe, 4 layers (1 and 3 attention, 0 and 2 short convolution L 3; 0 dense), n_embd 256, "
+     "4/2 heads of 64, 16 experts top-4 (sigmoid), ff 256, dense ff 512, vocab 512",
+     {.arch = MKMODEL_LFM2MOE, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096,
+      .rope_freq_base = 1e6f, .rms_eps = 1e-5f, .attention_interval = 2, .n_leading_dense = 1,
+      .conv_taps = 3, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-gemma4", "gemma4, 4 layers (0-2 SWA 8 with 2 KV heads of 64, 3 full with 1 KV head of 128, V = K), "
+     "n_embd 256, 4 heads, dense ff 256 beside 16 experts top-4 (fused gate_up), ff 256, vocab 512",
+     {.arch = MKMODEL_GEMMA4, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 128,
+      .head_dim_swa = 64, .n_head_kv_full = 1, .swa_period = 4, .sliding_window = 8, .n_expert = 16,
+      .n_expert_used = 4, .n_ff_expert = 256, .n_ff = 256, .n_vocab = 512, .n_ctx = 8192,
+      .rope_freq_base = 1e6f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-qwen35moe", "qwen35moe, 4 layers (0-2 Gated DeltaNet, conv 4, 2 K heads / 4 V heads of 64; 3 gated "
+     "attention 4/2 heads of 64, IMROPE 16 dims), n_embd 256, 16 experts top-4 + shared expert, ff 256, vocab 512",
+     {.arch = MKMODEL_QWEN35MOE, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+      .n_rot = 16, .attention_interval = 4, .conv_taps = 4, .ssm_dk = 64, .ssm_k_heads = 2, .ssm_v_heads = 4,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff_shared = 256, .n_vocab = 512,
+      .n_ctx = 8192, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_PLAIN,
+      .type = TYPE_F32}},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
      {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
       .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
@@ -52,6 +71,31 @@ static const preset presets[] = {
       .n_vocab = 201088, .n_ctx = 131072, .sliding_window = 128, .rope_freq_base = 150000.0f,
       .rms_eps = 1e-5f, .yarn_factor = 32.0f, .yarn_original_ctx = 4096,
       .recipe = MKMODEL_RECIPE_MXFP4_MOE, .type = TYPE_Q8_0, .fill = MKMODEL_FILL_BLOCKS}},
+    /* The three hybrids' shapes as their public configurations describe them
+     * (layer counts, widths, heads, experts); the layer patterns follow the
+     * architectures' rules (an attention layer every 4th, 5 SWA layers per
+     * full one), not each release's exact list. */
+    {"lfm2-8b-a1b", "LFM2-8B-A1B as Q4_K_M: 24 layers (6 attention, 18 short convolution, 2 dense), 32 experts "
+     "top-4, vocab 65536, ~5 GB",
+     {.arch = MKMODEL_LFM2MOE, .n_layer = 24, .n_embd = 2048, .n_head = 32, .n_head_kv = 8, .head_dim = 64,
+      .n_expert = 32, .n_expert_used = 4, .n_ff_expert = 1792, .n_ff = 7168, .n_vocab = 65536,
+      .n_ctx = 128000, .rope_freq_base = 1e6f, .rms_eps = 1e-5f, .attention_interval = 4,
+      .n_leading_dense = 2, .conv_taps = 3, .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K,
+      .fill = MKMODEL_FILL_BLOCKS}},
+    {"gemma-4-26b-a4b", "Gemma-4-26B-A4B as Q4_K_M: 30 layers (5 SWA per full), dense MLP beside 128 experts "
+     "top-8, vocab 262144, ~16 GB",
+     {.arch = MKMODEL_GEMMA4, .n_layer = 30, .n_embd = 2816, .n_head = 16, .n_head_kv = 8, .head_dim = 512,
+      .head_dim_swa = 256, .n_head_kv_full = 2, .swa_period = 6, .sliding_window = 1024, .n_expert = 128,
+      .n_expert_used = 8, .n_ff_expert = 704, .n_ff = 2112, .n_vocab = 262144, .n_ctx = 262144,
+      .rope_freq_base = 1e6f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K,
+      .fill = MKMODEL_FILL_BLOCKS}},
+    {"qwen3.5-35b-a3b", "Qwen3.5-35B-A3B as Q4_K_M: 40 layers (30 Gated DeltaNet, 10 gated attention), 256 "
+     "experts top-8 + shared, vocab 248320, ~21 GB",
+     {.arch = MKMODEL_QWEN35MOE, .n_layer = 40, .n_embd = 2048, .n_head = 16, .n_head_kv = 2, .head_dim = 256,
+      .n_rot = 64, .attention_interval = 4, .conv_taps = 4, .ssm_dk = 128, .ssm_k_heads = 16,
+      .ssm_v_heads = 32, .n_expert = 256, .n_expert_used = 8, .n_ff_expert = 512, .n_ff_shared = 512,
+      .n_vocab = 248320, .n_ctx = 262144, .rope_freq_base = 1e7f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
 };
 
 #define PRESET_COUNT (sizeof presets / sizeof presets[0])
@@ -90,6 +134,12 @@ const char *mkmodel_arch_name(enum mkmodel_arch arch)
         return "gpt-oss";
     case MKMODEL_LLAMA:
         return "llama";
+    case MKMODEL_LFM2MOE:
+        return "lfm2moe";
+    case MKMODEL_GEMMA4:
+        return "gemma4";
+    case MKMODEL_QWEN35MOE:
+        return "qwen35moe";
     }
     return "?";
 }
@@ -102,6 +152,12 @@ int mkmodel_arch_from_name(const char *name)
         return MKMODEL_GPT_OSS;
     if (strcmp(name, "llama") == 0)
         return MKMODEL_LLAMA;
+    if (strcmp(name, "lfm2moe") == 0)
+        return MKMODEL_LFM2MOE;
+    if (strcmp(name, "gemma4") == 0)
+        return MKMODEL_GEMMA4;
+    if (strcmp(name, "qwen35moe") == 0)
+        return MKMODEL_QWEN35MOE;
     return -1;
 }
 
@@ -175,6 +231,37 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
         if (!(config->yarn_factor >= 1.0f && config->yarn_factor <= 1024.0f))
             return error_set(err, "--yarn-factor %g out of range [1, 1024]",
                              (double)config->yarn_factor);
+    }
+    if (config->arch == MKMODEL_LFM2MOE || config->arch == MKMODEL_QWEN35MOE) {
+        LIMIT(attention_interval, 1, config->n_layer, "--attention-interval");
+        LIMIT(conv_taps, 2, 64, "--conv-taps");
+    }
+    if (config->arch == MKMODEL_LFM2MOE) {
+        if (config->n_leading_dense > config->n_layer)
+            return error_set(err, "--dense-layers %u exceeds --layers %u", config->n_leading_dense, config->n_layer);
+        if (config->n_leading_dense > 0)
+            LIMIT(n_ff, 1, 1u << 20, "--ff");
+    }
+    if (config->arch == MKMODEL_GEMMA4) {
+        LIMIT(head_dim_swa, 2, 1024, "--head-dim-swa");
+        LIMIT(n_head_kv_full, 1, config->n_head, "--kv-heads-full");
+        LIMIT(swa_period, 1, config->n_layer, "--swa-period");
+        LIMIT(sliding_window, 1, 1u << 24, "--sliding-window");
+        LIMIT(n_ff, 1, 1u << 20, "--ff");
+        if (config->head_dim_swa % 2 != 0 || config->n_head % config->n_head_kv_full != 0)
+            return error_set(err, "--head-dim-swa %u must be even and --heads %u a multiple of --kv-heads-full %u",
+                             config->head_dim_swa, config->n_head, config->n_head_kv_full);
+    }
+    if (config->arch == MKMODEL_QWEN35MOE) {
+        if (config->n_rot > config->head_dim)
+            return error_set(err, "--rope-dims %u exceeds --head-dim %u", config->n_rot, config->head_dim);
+        LIMIT(ssm_dk, 2, 512, "--ssm-state");
+        LIMIT(ssm_k_heads, 1, 1024, "--ssm-k-heads");
+        LIMIT(ssm_v_heads, 1, 1024, "--ssm-v-heads");
+        LIMIT(n_ff_shared, 1, 1u << 20, "--shared-ff");
+        if (config->n_rot % 2 != 0 || config->ssm_v_heads % config->ssm_k_heads != 0)
+            return error_set(err, "--rope-dims %u must be even and --ssm-v-heads %u a multiple of --ssm-k-heads %u",
+                             config->n_rot, config->ssm_v_heads, config->ssm_k_heads);
     }
     if (!(config->rope_freq_base > 0.0f && config->rope_freq_base < 1e12f))
         return error_set(err, "--rope-base %g out of range", (double)config->rope_freq_base);
@@ -276,11 +363,27 @@ static float inverse_sqrt(uint32_t n)
 /* Output logits spread ~3 units so that greedy choices are clear. */
 #define OUTPUT_SPREAD 3.0f
 
+/* The hybrids' layer patterns (architectures.md 6.3, 7.1, 8). */
+static bool layer_attends(const mkmodel_config *c, uint32_t il)
+{
+    return (il + 1) % c->attention_interval == 0;
+}
+
+static bool layer_is_swa(const mkmodel_config *c, uint32_t il)
+{
+    return (il + 1) % c->swa_period != 0;
+}
+
+/* A constant tensor: every value `value` (noise scale 0). */
+#define CONSTANT(value) MKMODEL_NOISE_UNIFORM, (value), 0.0f
+/* DeltaNet's A = -exp(A_log) in [-1.5, -0.5): negative, so the state decays. */
+#define DECAY_RATE MKMODEL_NOISE_UNIFORM, -1.0f, 0.5f
+
 static int build_tensors(mkmodel_model *model, bmoe_error *err)
 {
     const mkmodel_config *c = &model->config;
-    uint32_t per_layer = 24;
-    uint32_t capacity = 3 + per_layer * c->n_layer;
+    uint32_t per_layer = 32;
+    uint32_t capacity = 4 + per_layer * c->n_layer;
     model->tensors = calloc(capacity, sizeof *model->tensors);
     if (!model->tensors)
         return error_set(err, "out of memory for the tensor table");
@@ -295,7 +398,100 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
     } while (0)
 
     ADD(ROLE_EMBED, GLOBAL, "token_embd.weight", 2, E, V, 1, NORMAL(1.0f));
+    if (c->arch == MKMODEL_GEMMA4) /* proportional RoPE on the full layers: every pair rotated here */
+        ADD(ROLE_VECTOR, GLOBAL, "rope_freqs.weight", 1, c->head_dim / 2, 1, 1, CONSTANT(1.0f));
     for (uint32_t il = 0; il < c->n_layer; il++) {
+        if (c->arch == MKMODEL_LFM2MOE) {
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (layer_attends(c, il)) {
+                ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_MATRIX, il, "attn_output.weight", 2, Q, E, 1, NORMAL(s_q));
+            } else {
+                ADD(ROLE_MATRIX, il, "shortconv.in_proj.weight", 2, E, 3 * E, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "shortconv.conv.weight", 2, c->conv_taps, E, 1, NORMAL(0.5f));
+                ADD(ROLE_MATRIX, il, "shortconv.out_proj.weight", 2, E, E, 1, NORMAL(s_embd));
+            }
+            ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (il < c->n_leading_dense) {
+                ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, c->n_ff, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
+                continue;
+            }
+            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+            ADD(ROLE_VECTOR, il, "exp_probs_b.bias", 1, X, 1, 1, BIAS);
+            ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+            continue;
+        }
+        if (c->arch == MKMODEL_GEMMA4) {
+            bool swa = layer_is_swa(c, il);
+            int64_t d = swa ? c->head_dim_swa : c->head_dim;
+            int64_t q = (int64_t)c->n_head * d, kv = (int64_t)(swa ? c->n_head_kv : c->n_head_kv_full) * d;
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, q, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, kv, 1, NORMAL(s_embd));
+            if (swa) /* full layers have V = K */
+                ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, kv, 1, NORMAL(s_embd));
+            ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, d, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, d, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_MATRIX, il, "attn_output.weight", 2, q, E, 1, NORMAL(inverse_sqrt((uint32_t)q)));
+            ADD(ROLE_VECTOR, il, "post_attention_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, c->n_ff, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
+            ADD(ROLE_VECTOR, il, "post_ffw_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD));
+            ADD(ROLE_VECTOR, il, "ffn_gate_inp.scale", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "pre_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "post_ffw_norm_1.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "post_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_EXPERT, il, "ffn_gate_up_exps.weight", 3, E, 2 * F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+            ADD(ROLE_VECTOR, il, "ffn_down_exps.scale", 1, X, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "layer_output_scale.weight", 1, 1, 1, 1, NORM_WEIGHT);
+            continue;
+        }
+        if (c->arch == MKMODEL_QWEN35MOE) {
+            int64_t kd = (int64_t)c->ssm_k_heads * c->ssm_dk, vd = (int64_t)c->ssm_v_heads * c->ssm_dk;
+            int64_t channels = 2 * kd + vd, hv = c->ssm_v_heads;
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "post_attention_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (layer_attends(c, il)) {
+                ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, 2 * Q, 1, NORMAL(s_embd)); /* query and gate per head */
+                ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_MATRIX, il, "attn_output.weight", 2, Q, E, 1, NORMAL(s_q));
+            } else {
+                ADD(ROLE_MATRIX, il, "attn_qkv.weight", 2, E, channels, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "attn_gate.weight", 2, E, vd, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "ssm_conv1d.weight", 2, c->conv_taps, channels, 1, NORMAL(0.5f));
+                ADD(ROLE_VECTOR, il, "ssm_dt.bias", 1, hv, 1, 1, BIAS);
+                ADD(ROLE_VECTOR, il, "ssm_a", 1, hv, 1, 1, DECAY_RATE);
+                ADD(ROLE_MATRIX, il, "ssm_beta.weight", 2, E, hv, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "ssm_alpha.weight", 2, E, hv, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "ssm_norm.weight", 1, c->ssm_dk, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_FFN_DOWN, il, "ssm_out.weight", 2, vd, E, 1, NORMAL(inverse_sqrt((uint32_t)vd)));
+            }
+            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+            ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+            ADD(ROLE_VECTOR, il, "ffn_gate_inp_shexp.weight", 1, E, 1, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, c->n_ff_shared, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, c->n_ff_shared, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, c->n_ff_shared, E, 1,
+                NORMAL(inverse_sqrt(c->n_ff_shared)));
+            continue;
+        }
         ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
         ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
         if (c->arch == MKMODEL_GPT_OSS)
@@ -339,8 +535,11 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
         if (c->arch == MKMODEL_GPT_OSS)
             ADD(ROLE_VECTOR, il, "ffn_down_exps.bias", 2, E, X, 1, BIAS);
     }
-    ADD(ROLE_VECTOR, GLOBAL, "output_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
-    ADD(ROLE_OUTPUT, GLOBAL, "output.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
+    /* lfm2moe's final norm keeps its historical name */
+    ADD(ROLE_VECTOR, GLOBAL, c->arch == MKMODEL_LFM2MOE ? "token_embd_norm.weight" : "output_norm.weight", 1, E, 1,
+        1, NORM_WEIGHT);
+    if (c->arch != MKMODEL_GEMMA4) /* gemma4's head is tied to token_embd */
+        ADD(ROLE_OUTPUT, GLOBAL, "output.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
 #undef ADD
     return 0;
 }
@@ -414,6 +613,14 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
     } while (0)
 #define KV_U32(key, number) KV(a, key, GGUF_TYPE_UINT32, u32, (uint32_t)(number))
 #define KV_F32(key, number) KV(a, key, GGUF_TYPE_FLOAT32, f32, (float)(number))
+#define KV_ARRAY(key, element, n, values)                            \
+    do {                                                             \
+        if (!(kv = new_kv(model, a, key, GGUF_TYPE_ARRAY)))          \
+            return error_set(err, "out of memory for metadata"); \
+        kv->array_type = (element);                                  \
+        kv->count = (n);                                             \
+        kv->array = (values);                                        \
+    } while (0)
 
     KV_STRING(NULL, "general.architecture", a);
     KV_STRING(NULL, "general.name", c->name);
@@ -430,13 +637,55 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
         KV_U32("expert_used_count", c->n_expert_used);
     }
     KV_U32("attention.head_count", c->n_head);
-    KV_U32("attention.head_count_kv", c->n_head_kv);
+    if (c->arch == MKMODEL_LFM2MOE || c->arch == MKMODEL_GEMMA4) {
+        /* per layer: 0 marks lfm2moe's convolution layers; gemma4's full layers have fewer */
+        for (uint32_t il = 0; il < c->n_layer; il++) {
+            bool attends = c->arch == MKMODEL_GEMMA4 || layer_attends(c, il);
+            bool full = c->arch == MKMODEL_GEMMA4 && !layer_is_swa(c, il);
+            model->layer_kv_heads[il] = (int32_t)(!attends ? 0 : full ? c->n_head_kv_full : c->n_head_kv);
+        }
+        KV_ARRAY("attention.head_count_kv", GGUF_TYPE_INT32, c->n_layer, model->layer_kv_heads);
+    } else {
+        KV_U32("attention.head_count_kv", c->n_head_kv);
+    }
     KV_U32("attention.key_length", c->head_dim);
     KV_U32("attention.value_length", c->head_dim);
     KV_F32("attention.layer_norm_rms_epsilon", c->rms_eps);
     KV_F32("rope.freq_base", c->rope_freq_base);
-    if (c->arch != MKMODEL_GPT_OSS)
+    if (c->arch == MKMODEL_QWEN35MOE) {
+        uint32_t n_rot = c->n_rot ? c->n_rot : c->head_dim, pairs = n_rot / 2;
+        /* Qwen3.5's [11, 11, 10, 0] of 32 pairs, scaled to the pairs rotated */
+        model->rope_sections[0] = model->rope_sections[1] = (int32_t)((pairs * 11 + 16) / 32);
+        model->rope_sections[2] = (int32_t)pairs - 2 * model->rope_sections[0];
+        model->rope_sections[3] = 0;
+        KV_U32("rope.dimension_count", n_rot);
+        KV_ARRAY("rope.dimension_sections", GGUF_TYPE_INT32, 4, model->rope_sections);
+        KV_U32("full_attention_interval", c->attention_interval);
+        KV_U32("ssm.conv_kernel", c->conv_taps);
+        KV_U32("ssm.state_size", c->ssm_dk);
+        KV_U32("ssm.group_count", c->ssm_k_heads);
+        KV_U32("ssm.time_step_rank", c->ssm_v_heads);
+        KV_U32("ssm.inner_size", c->ssm_v_heads * c->ssm_dk);
+        KV_U32("expert_shared_feed_forward_length", c->n_ff_shared);
+    } else if (c->arch != MKMODEL_GPT_OSS) {
         KV_U32("rope.dimension_count", c->head_dim);
+    }
+    if (c->arch == MKMODEL_LFM2MOE) {
+        KV_U32("shortconv.l_cache", c->conv_taps);
+        KV_U32("leading_dense_block_count", c->n_leading_dense);
+        KV_U32("expert_gating_func", 2); /* sigmoid */
+    }
+    if (c->arch == MKMODEL_GEMMA4) {
+        KV_U32("attention.key_length_swa", c->head_dim_swa);
+        KV_U32("attention.value_length_swa", c->head_dim_swa);
+        KV_U32("rope.dimension_count_swa", c->head_dim_swa);
+        KV_F32("rope.freq_base_swa", 10000.0f);
+        KV_U32("attention.sliding_window", c->sliding_window);
+        for (uint32_t il = 0; il < c->n_layer; il++)
+            model->layer_swa[il] = layer_is_swa(c, il);
+        KV_ARRAY("attention.sliding_window_pattern", GGUF_TYPE_BOOL, c->n_layer, model->layer_swa);
+        KV_F32("final_logit_softcapping", 30.0f);
+    }
     if (c->arch == MKMODEL_GPT_OSS) {
         KV_U32("attention.sliding_window", c->sliding_window);
         if (c->sliding_window_pattern)
@@ -481,6 +730,7 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
 #undef KV_STRING
 #undef KV_U32
 #undef KV_F32
+#undef KV_ARRAY
     return 0;
 }
 

@@ -1,4 +1,5 @@
-/* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama)
+/* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama,
+ * lfm2moe, gemma4, qwen35moe)
  * of a chosen shape, seed and weight type, with a small real byte-level BPE
  * tokenizer and the family's chat template; or, with --plan, prints the
  * tensor table and sizes without writing. This file parses the flags; every
@@ -24,13 +25,20 @@ static void print_usage(FILE *out)
             "  --shape NAME           start from a preset (flags after it override):\n");
     mkmodel_list_presets(out);
     fprintf(out,
-            "  --arch A               qwen3moe | gpt-oss | llama (default: the preset's;\n"
+            "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe\n"
+            "                         (default: the preset's;\n"
             "                         without --shape, tiny-<arch>)\n"
             "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
             "  --experts N  --experts-used N  --expert-ff N   (MoE archs)\n"
             "  --ff N                 dense FFN width (llama) / feed_forward_length key\n"
             "  --vocab N  --context N  --merges N (most BPE merges learned)\n"
             "  --sliding-window N  --swa-pattern P  --yarn-factor F  --yarn-orig-ctx N  (gpt-oss)\n"
+            "  --attention-interval N layer i attends iff (i + 1) %% N == 0 (lfm2moe, qwen35moe)\n"
+            "  --dense-layers N  --conv-taps N  (lfm2moe; conv-taps also qwen35moe)\n"
+            "  --head-dim-swa N  --kv-heads-full N  --swa-period P  --sliding-window N  (gemma4:\n"
+            "                         P-1 sliding-window layers, then a full one of --head-dim)\n"
+            "  --rope-dims N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N  --shared-ff N\n"
+            "                         (qwen35moe)\n"
             "  --rope-base F  --eps F  --name TEXT\n"
             "  --type T               f32 f16 bf16 q8_0 q4_k q5_k q6_k mxfp4, or a recipe:\n"
             "                         q4_k_m   Q4_K; Q6_K for output, and for attn_v and\n"
@@ -108,6 +116,17 @@ static const u32_flag u32_flags[] = {
     {"--yarn-orig-ctx", FIELD(yarn_original_ctx)},
     {"--merges", FIELD(n_merges)},
     {"--split", FIELD(n_split)},
+    {"--attention-interval", FIELD(attention_interval)},
+    {"--dense-layers", FIELD(n_leading_dense)},
+    {"--conv-taps", FIELD(conv_taps)},
+    {"--head-dim-swa", FIELD(head_dim_swa)},
+    {"--kv-heads-full", FIELD(n_head_kv_full)},
+    {"--swa-period", FIELD(swa_period)},
+    {"--rope-dims", FIELD(n_rot)},
+    {"--ssm-state", FIELD(ssm_dk)},
+    {"--ssm-k-heads", FIELD(ssm_k_heads)},
+    {"--ssm-v-heads", FIELD(ssm_v_heads)},
+    {"--shared-ff", FIELD(n_ff_shared)},
 };
 
 static const u32_flag *find_u32_flag(const char *flag)
@@ -165,7 +184,7 @@ int main(int argc, char **argv)
     config.n_split = 1;
     config.n_merges = 100000;
     if (arch && mkmodel_arch_from_name(arch) < 0)
-        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama)", arch);
+        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe)", arch);
     char default_shape[32];
     if (!shape) {
         snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");

@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "gguf/gguf.h"
 
-enum mkmodel_arch { MKMODEL_QWEN3MOE, MKMODEL_GPT_OSS, MKMODEL_LLAMA };
+enum mkmodel_arch { MKMODEL_QWEN3MOE, MKMODEL_GPT_OSS, MKMODEL_LLAMA, MKMODEL_LFM2MOE, MKMODEL_GEMMA4, MKMODEL_QWEN35MOE };
 
 /* A weight recipe: one plain type for every matrix, or a named mix. */
 enum mkmodel_recipe {
@@ -48,6 +48,16 @@ typedef struct mkmodel_config {
     float rms_eps;
     float yarn_factor;          /* gpt-oss */
     uint32_t yarn_original_ctx; /* gpt-oss */
+    /* the hybrid architectures (see the presets) */
+    uint32_t attention_interval; /* lfm2moe, qwen35moe: layer il attends iff (il + 1) % interval == 0 */
+    uint32_t n_leading_dense;    /* lfm2moe: dense FFN layers before the MoE ones */
+    uint32_t conv_taps;          /* lfm2moe shortconv.l_cache, qwen35moe ssm.conv_kernel */
+    uint32_t head_dim_swa;       /* gemma4: sliding-window layers' head size (head_dim: full layers') */
+    uint32_t n_head_kv_full;     /* gemma4: full layers' KV heads (n_head_kv: sliding-window layers') */
+    uint32_t swa_period;         /* gemma4: swa_period - 1 sliding-window layers, then a full one */
+    uint32_t n_rot;              /* qwen35moe: rotated dims (partial RoPE); 0: head_dim */
+    uint32_t ssm_dk, ssm_k_heads, ssm_v_heads; /* qwen35moe Gated DeltaNet */
+    uint32_t n_ff_shared;        /* qwen35moe shared expert */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */
@@ -109,6 +119,10 @@ typedef struct mkmodel_vocab {
 
 typedef struct mkmodel_model {
     mkmodel_config config;
+    /* storage of the per-layer metadata arrays */
+    int32_t layer_kv_heads[512];
+    uint8_t layer_swa[512];
+    int32_t rope_sections[4];
     mkmodel_vocab vocab;
     mkmodel_tensor *tensors;
     uint32_t tensor_count;

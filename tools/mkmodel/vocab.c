@@ -74,6 +74,10 @@ static family family_of(enum mkmodel_arch arch)
     memset(&f, 0, sizeof f);
     switch (arch) {
     case MKMODEL_QWEN3MOE:
+    case MKMODEL_QWEN35MOE:
+    case MKMODEL_LFM2MOE:
+        /* Qwen3.5 and LFM2 chat in ChatML too; their ids and templates here
+         * are Qwen3's (a random model needs a working tokenizer, not theirs) */
         f.specials = qwen3_specials;
         f.special_count = sizeof qwen3_specials / sizeof qwen3_specials[0];
         f.pre = "qwen2";
@@ -81,6 +85,18 @@ static family family_of(enum mkmodel_arch arch)
         f.eos = "<|im_end|>";
         f.pad = "<|endoftext|>";
         f.chat_template = mkmodel_template_qwen3;
+        if (arch == MKMODEL_QWEN35MOE)
+            f.pre = "qwen35";
+        break;
+    case MKMODEL_GEMMA4:
+        /* Gemma's own tokenizer is not byte-level BPE; the oracle's gemma4
+         * files use this one, with a BOS and no template */
+        f.specials = qwen3_specials;
+        f.special_count = sizeof qwen3_specials / sizeof qwen3_specials[0];
+        f.pre = "default";
+        f.bos = "<|endoftext|>";
+        f.eos = "<|im_end|>";
+        f.add_bos = true;
         break;
     case MKMODEL_GPT_OSS:
         f.specials = gpt_oss_specials;

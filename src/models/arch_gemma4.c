@@ -1,0 +1,185 @@
+/* gemma4 (Gemma-4, e.g. Gemma-4-26B-A4B): architectures.md section 6.
+ * Sliding-window and full-attention layers of different head sizes and KV
+ * head counts (the full ones with proportional RoPE through rope_freqs, and
+ * V = K where attn_v is absent), attention scale 1 with q/k RMSNorm and a
+ * weightless V norm, norms after the attention and around the FFN branch, a
+ * dense GELU MLP in every layer and beside it, where ffn_gate_inp is
+ * present, a softmax-routed GELU MoE whose router reads its own input
+ * (rmsnorm(h) / sqrt(n_embd) * ffn_gate_inp.scale) and whose experts' outputs
+ * carry per-expert scales; embeddings scaled by sqrt(n_embd), an optional
+ * per-layer output scale, and the final logits soft-capped. */
+#include <math.h>
+#include <stdio.h>
+
+#include "model.h"
+
+static const moe_config gemma4_moe = {
+    .gating = MOE_GATING_SOFTMAX,
+    .normalize_weights = true,
+    .weights_scale = 0.0f,
+    .activation = MOE_GELU_GLU,
+};
+
+/* A norm weight {n_embd} of layer il. */
+static int bind_norm(model *m, tensor_view *view, bool required, const char *format, int il, bmoe_error *err)
+{
+    return model_bind(m, view, required, TENSOR_VECTOR, 1, (int64_t[]){m->hparams.n_embd}, err, format, il);
+}
+
+int gemma4_bind(model *m, bmoe_error *err)
+{
+    if (model_read_common_hparams(m, ROPE_NEOX, err) != 0 || model_read_swa_pattern(m, 0, err) != 0)
+        return -1;
+    model_hparams *hp = &m->hparams;
+    int32_t head_k_swa, head_v_swa, n_rot_swa, shared_kv, per_layer_input;
+    if (model_require_positive(m, "expert_count", hp->n_expert, err) ||
+        model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err) ||
+        model_require_positive(m, "attention.sliding_window", hp->n_swa, err) ||
+        model_read_u32(m, "attention.key_length_swa", false, (uint32_t)hp->head_dim_k, 1, 1u << 16, &head_k_swa,
+                       err) ||
+        model_read_u32(m, "attention.value_length_swa", false, (uint32_t)head_k_swa, 1, 1u << 16, &head_v_swa,
+                       err) ||
+        model_read_u32(m, "rope.dimension_count_swa", false, (uint32_t)head_k_swa, 2, 1u << 16, &n_rot_swa, err) ||
+        model_read_u32(m, "attention.shared_kv_layers", false, 0, 0, MODEL_MAX_LAYERS, &shared_kv, err) ||
+        model_read_u32(m, "embedding_length_per_layer_input", false, 0, 0, 1u << 20, &per_layer_input, err) ||
+        model_read_f32(m, "final_logit_softcapping", false, 30.0f, &hp->final_softcap, err))
+        return -1;
+    if (hp->head_dim_k != hp->head_dim_v || head_k_swa != head_v_swa)
+        return error_set(err, "model: gemma4 needs key_length == value_length (have %d, %d) and key_length_swa == "
+                         "value_length_swa (have %d, %d)", hp->head_dim_k, hp->head_dim_v, head_k_swa, head_v_swa);
+    if (n_rot_swa % 2 != 0 || n_rot_swa > head_k_swa || n_rot_swa > hp->n_rot)
+        return error_set(err, "model: gemma4 rope.dimension_count_swa %d must be even and at most the SWA head size "
+                         "%d and rope.dimension_count %d", n_rot_swa, head_k_swa, hp->n_rot);
+    /* KV sharing (layers reading an earlier layer's cache) and per-layer
+     * embeddings belong to the small dense Gemma 4 models, not the MoE one */
+    if (shared_kv > 0)
+        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d is not supported", shared_kv);
+    if (per_layer_input > 0)
+        return error_set(err, "model: gemma4.embedding_length_per_layer_input = %d is not supported",
+                         per_layer_input);
+    hp->kq_scale = 1.0f; /* q and k are RMS-normalized instead */
+    float base_swa; /* the common keys default it to rope.freq_base; gemma4's default is 10000 */
+    if (model_read_f32(m, "rope.freq_base_swa", false, 10000.0f, &base_swa, err) != 0)
+        return -1;
+    hp->rope_swa = rope_config_default(ROPE_NEOX, n_rot_swa, base_swa);
+    if (head_k_swa > hp->head_dim_k)
+        hp->head_dim_k = hp->head_dim_v = head_k_swa; /* buffers are sized by the largest */
+
+    tensor_view rope_freqs;
+    if (model_bind_globals(m, true, "output_norm.weight", err) != 0 ||
+        model_bind(m, &rope_freqs, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_rot / 2}, err,
+                   "rope_freqs.weight", 0))
+        return -1;
+    hp->rope.freq_factors = rope_freqs.data; /* full-attention layers only */
+
+    int64_t e = hp->n_expert;
+    for (int il = 0; il < hp->n_layer; il++) {
+        layer_hparams *lh = &hp->layer[il];
+        layer_weights *l = &m->weights.layers[il];
+        char router[64];
+        snprintf(router, sizeof router, "blk.%d.ffn_gate_inp.weight", il);
+        lh->ffn = gguf_find_tensor(m->file, router) ? FFN_MOE : FFN_DENSE;
+        if (hp->layer_is_swa[il])
+            lh->head_dim_k = lh->head_dim_v = head_k_swa;
+        int64_t d = lh->head_dim_k;
+        if (model_bind_attention(m, il, true, err) ||
+            model_bind(m, &l->attn_q_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+                       "blk.%d.attn_q_norm.weight", il) ||
+            model_bind(m, &l->attn_k_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+                       "blk.%d.attn_k_norm.weight", il) ||
+            bind_norm(m, &l->attn_post_norm, BIND_REQUIRED, "blk.%d.post_attention_norm.weight", il, err) ||
+            bind_norm(m, &l->ffn_norm, BIND_REQUIRED, "blk.%d.ffn_norm.weight", il, err) ||
+            model_bind_dense_ffn(m, il, err) ||
+            bind_norm(m, &l->ffn_post_norm, BIND_REQUIRED, "blk.%d.post_ffw_norm.weight", il, err) ||
+            model_bind(m, &l->layer_output_scale, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){1}, err,
+                       "blk.%d.layer_output_scale.weight", il))
+            return -1;
+        if (lh->ffn == FFN_MOE &&
+            (model_bind_experts(m, il, err) ||
+             bind_norm(m, &l->ffn_gate_inp_scale, BIND_REQUIRED, "blk.%d.ffn_gate_inp.scale", il, err) ||
+             bind_norm(m, &l->ffn_pre_norm_2, BIND_REQUIRED, "blk.%d.pre_ffw_norm_2.weight", il, err) ||
+             bind_norm(m, &l->ffn_post_norm_1, BIND_REQUIRED, "blk.%d.post_ffw_norm_1.weight", il, err) ||
+             bind_norm(m, &l->ffn_post_norm_2, BIND_REQUIRED, "blk.%d.post_ffw_norm_2.weight", il, err) ||
+             model_bind(m, &l->ffn_down_exps_scale, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){e}, err,
+                        "blk.%d.ffn_down_exps.scale", il)))
+            return -1;
+    }
+    return 0;
+}
+
+int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
+    static const tensor_view no_weight;
+
+    /* h = token_embd[token] * sqrt(n_embd) */
+    if (embed_batch(m, s, batch, err) != 0)
+        return -1;
+    vector_scale(s->h, s->h, sqrtf((float)n_embd), n * n_embd);
+    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
+    rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const layer_hparams *lh = &hp->layer[il];
+        const layer_weights *l = &m->weights.layers[il];
+        if (forward_check_abort(s, il, err) != 0)
+            return -1;
+        bool swa = hp->layer_is_swa[il];
+        const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
+        const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
+
+        /* attention: x = norm(h); q, k, v (v = k without attn_v); q/k head
+         * norms and rope, v normalized without weight; attend with scale 1 */
+        attention_qkv(s, hp, l, n);
+        norm_rope_heads(s->q, &l->attn_q_norm, rope, rope_cache, n, lh->n_head, lh->head_dim_k, hp->rms_eps);
+        norm_rope_heads(s->k, &l->attn_k_norm, rope, rope_cache, n, lh->n_head_kv, lh->head_dim_k, hp->rms_eps);
+        for (int t = 0; t < n; t++)
+            rmsnorm_heads(s->v + (int64_t)t * lh->n_head_kv * lh->head_dim_v, NULL, lh->head_dim_v, lh->n_head_kv,
+                          hp->rms_eps);
+        kv_cache_store(s, hp, il, n);
+        attention_layer(s, hp, il, n, NULL);
+
+        /* the last layer goes on with the rows that give logits only */
+        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+        if (rows == 0)
+            continue;
+        float *h = s->h + (int64_t)first * n_embd;
+
+        /* h1 = h + norm(attn_output . attn; post_attention_norm) */
+        attention_output(s, hp, l, first, rows);
+        rmsnorm_rows(s->block_out, s->block_out, &l->attn_post_norm, rows, n_embd, hp->rms_eps);
+        vector_add(h, s->block_out, rows * n_embd);
+
+        /* f = mlp(norm(h1; ffn_norm)), GELU */
+        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
+        ffn_glu(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, MOE_GELU_GLU, s->x, rows, s->block_out);
+        if (lh->ffn == FFN_MOE) {
+            /* f = norm(f; post_ffw_norm_1) + norm(moe(norm(h1; pre_ffw_norm_2)); post_ffw_norm_2),
+             * the router reading norm(h1) / sqrt(n_embd) * ffn_gate_inp.scale */
+            rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm_1, rows, n_embd, hp->rms_eps);
+            rmsnorm_rows(s->x2, h, &no_weight, rows, n_embd, hp->rms_eps);
+            float router_scale = 1.0f / sqrtf((float)n_embd);
+            for (int t = 0; t < rows; t++) {
+                float *r = s->x2 + (int64_t)t * n_embd;
+                vector_scale(r, r, router_scale, n_embd);
+                for (int64_t i = 0; i < n_embd; i++)
+                    r[i] *= ((const float *)l->ffn_gate_inp_scale.data)[i];
+            }
+            rmsnorm_rows(s->x, h, &l->ffn_pre_norm_2, rows, n_embd, hp->rms_eps);
+            if (moe_layer(s, m, l, il, &gemma4_moe, s->x, s->x2, s->positions + first, rows, s->block_out2, err) != 0)
+                return -1;
+            rmsnorm_rows(s->block_out2, s->block_out2, &l->ffn_post_norm_2, rows, n_embd, hp->rms_eps);
+            vector_add(s->block_out, s->block_out2, rows * n_embd);
+        }
+
+        /* h = h1 + norm(f; post_ffw_norm), times the layer's output scale */
+        rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm, rows, n_embd, hp->rms_eps);
+        vector_add(h, s->block_out, rows * n_embd);
+        if (l->layer_output_scale.data)
+            vector_scale(h, h, *(const float *)l->layer_output_scale.data, rows * n_embd);
+    }
+    output_logits(m, s, batch); /* final norm, head, softcap */
+    return 0;
+}

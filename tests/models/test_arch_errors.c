@@ -1,0 +1,189 @@
+/* Bad input for the hybrid architectures: an oracle model copied with one
+ * defect (a per-layer key of the wrong length, a missing recurrent tensor, a
+ * layer pattern that contradicts the tensors present) fails to load with a
+ * one-line message naming the problem. The unmodified copy loads, so each
+ * failure is the defect's. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bmoe.h"
+#include "gguf/gguf.h"
+#include "test.h"
+
+typedef struct variant {
+    const char *key;              /* a per-layer int32 array key to replace, or NULL */
+    int32_t values[16];
+    int n_values;
+    const char *bool_key;         /* a per-layer bool array key to replace, or NULL */
+    uint8_t bools[16];
+    int n_bools;
+    const char *uint_key;         /* a u32 key to replace, or NULL */
+    uint32_t uint_value;
+    const char *drop_tensor;      /* a tensor left out, or NULL */
+} variant;
+
+/* Copies the source's keys (but the vocabulary, which these checks do not
+ * need) and tensors, with the variant's changes. */
+static bool write_variant(const char *source_name, const char *path, const variant *v)
+{
+    char source[1024];
+    bmoe_error err = {0};
+    char relative[256];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", source_name);
+    test_shared_path(source, sizeof source, relative);
+    gguf_model *in = gguf_open(source, &err);
+    CHECK_MSG(in != NULL, "open %s: %s", source, err.message);
+    if (!in)
+        return false;
+    gguf_writer *w = gguf_writer_create(path, &err);
+    bool ok = w != NULL;
+    for (uint64_t i = 0; ok && i < gguf_kv_count(in); i++) {
+        const gguf_kv *kv = gguf_kv_at(in, i);
+        if (strncmp(kv->key, "tokenizer.", 10) == 0 || strcmp(kv->key, "general.alignment") == 0)
+            continue;
+        if (v->key && strcmp(kv->key, v->key) == 0) {
+            ok = gguf_writer_add_array(w, kv->key, GGUF_TYPE_INT32, (uint64_t)v->n_values, v->values) == 0;
+            continue;
+        }
+        if (v->bool_key && strcmp(kv->key, v->bool_key) == 0) {
+            ok = gguf_writer_add_array(w, kv->key, GGUF_TYPE_BOOL, (uint64_t)v->n_bools, v->bools) == 0;
+            continue;
+        }
+        if (v->uint_key && strcmp(kv->key, v->uint_key) == 0) {
+            ok = gguf_writer_add_uint32(w, kv->key, v->uint_value) == 0;
+            continue;
+        }
+        if (kv->type == GGUF_TYPE_ARRAY) {
+            ok = kv->array_type != GGUF_TYPE_STRING &&
+                 gguf_writer_add_array(w, kv->key, kv->array_type, kv->array_count, kv->payload) == 0;
+        } else if (kv->type == GGUF_TYPE_STRING) {
+            gguf_string text;
+            char buffer[256];
+            ok = gguf_get_string(in, kv->key, &text) && text.length < sizeof buffer;
+            if (ok) {
+                memcpy(buffer, text.data, text.length);
+                buffer[text.length] = '\0';
+                ok = gguf_writer_add_string(w, kv->key, buffer) == 0;
+            }
+        } else if (kv->type == GGUF_TYPE_FLOAT32) {
+            float value;
+            ok = gguf_get_float(in, kv->key, &value) && gguf_writer_add_float32(w, kv->key, value) == 0;
+        } else if (kv->type == GGUF_TYPE_BOOL) {
+            bool value;
+            ok = gguf_get_bool(in, kv->key, &value) && gguf_writer_add_bool(w, kv->key, value) == 0;
+        } else {
+            int64_t value;
+            ok = gguf_get_int(in, kv->key, &value) && gguf_writer_add_uint32(w, kv->key, (uint32_t)value) == 0;
+        }
+    }
+    for (uint64_t i = 0; ok && i < gguf_tensor_count(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
+            continue;
+        ok = gguf_writer_add_tensor_info(w, t->name, t->type, t->n_dims, t->ne) == 0;
+    }
+    ok = ok && gguf_writer_begin_data(w) == 0;
+    for (uint64_t i = 0; ok && i < gguf_tensor_count(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
+            continue;
+        ok = gguf_writer_write_data(w, t->data, t->nbytes) == 0;
+    }
+    if (w) {
+        if (ok && gguf_writer_finish(w, &err) != 0) {
+            fprintf(stderr, "writer: %s\n", err.message);
+            ok = false;
+        } else if (!ok) {
+            gguf_writer_destroy(w);
+        }
+    }
+    gguf_close(in);
+    return ok;
+}
+
+/* fragments NULL: the copy must load. Otherwise loading fails with a
+ * one-line message holding both fragments. */
+static void expect(const char *source, const char *label, const variant *v, const char *fragment1,
+                   const char *fragment2)
+{
+    char path[1024];
+    bmoe_error error = {0};
+    snprintf(path, sizeof path, "%s/arch-errors-%s.gguf", test_tmp_dir(), label);
+    CHECK_MSG(write_variant(source, path, v), "%s: cannot write the model", label);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    if (!fragment1) {
+        CHECK_MSG(model != NULL, "%s: the unmodified copy does not load: %s", label, error.message);
+    } else {
+        CHECK_MSG(model == NULL, "%s: a broken model loaded", label);
+        CHECK_MSG(strstr(error.message, fragment1) != NULL, "%s: message '%s' lacks '%s'", label, error.message,
+                  fragment1);
+        if (fragment2)
+            CHECK_MSG(strstr(error.message, fragment2) != NULL, "%s: message '%s' lacks '%s'", label,
+                      error.message, fragment2);
+        CHECK_MSG(strchr(error.message, '\n') == NULL, "%s: message is not one line", label);
+        printf("%s: %s\n", label, error.message);
+    }
+    bmoe_model_free(model);
+    remove(path);
+}
+
+static void test_lfm2moe(void)
+{
+    const char *src = "lfm2moe-tiny-f32";
+    expect(src, "lfm2moe-copy", &(variant){0}, NULL, NULL);
+    expect(src, "lfm2moe-kv-length",
+           &(variant){.key = "lfm2moe.attention.head_count_kv", .values = {0, 0, 2, 0}, .n_values = 4},
+           "lfm2moe.attention.head_count_kv has 4 elements", "one per layer (5)");
+    expect(src, "lfm2moe-no-conv", &(variant){.drop_tensor = "blk.1.shortconv.conv.weight"},
+           "missing tensor 'blk.1.shortconv.conv.weight'", NULL);
+    expect(src, "lfm2moe-conv-marked-attention",
+           &(variant){.key = "lfm2moe.attention.head_count_kv", .values = {2, 0, 2, 0, 2}, .n_values = 5},
+           "layer 0 is an attention layer", "blk.0.shortconv.in_proj.weight");
+    expect(src, "lfm2moe-attention-marked-conv",
+           &(variant){.key = "lfm2moe.attention.head_count_kv", .values = {0, 0, 0, 0, 2}, .n_values = 5},
+           "layer 2 is a convolution layer", "blk.2.attn_q.weight");
+    expect(src, "lfm2moe-dense-count", &(variant){.uint_key = "lfm2moe.leading_dense_block_count", .uint_value = 2},
+           "layer 1 is a dense layer", "blk.1.ffn_gate_inp.weight");
+    expect(src, "lfm2moe-kv-heads",
+           &(variant){.key = "lfm2moe.attention.head_count_kv", .values = {0, 0, 3, 0, 2}, .n_values = 5},
+           "head_count 4 is not a multiple of head_count_kv 3", NULL);
+}
+
+static void test_gemma4(void)
+{
+    const char *src = "gemma4-tiny-f32";
+    expect(src, "gemma4-copy", &(variant){0}, NULL, NULL);
+    expect(src, "gemma4-kv-length",
+           &(variant){.key = "gemma4.attention.head_count_kv", .values = {2, 2, 1}, .n_values = 3},
+           "gemma4.attention.head_count_kv has 3 elements", "one per layer (4)");
+    expect(src, "gemma4-no-router-scale", &(variant){.drop_tensor = "blk.2.ffn_gate_inp.scale"},
+           "missing tensor 'blk.2.ffn_gate_inp.scale'", NULL);
+    /* layer 3 called sliding-window: its head size would be 32, its tensors are of 64 */
+    expect(src, "gemma4-pattern",
+           &(variant){.bool_key = "gemma4.attention.sliding_window_pattern", .bools = {1, 1, 1, 1}, .n_bools = 4},
+           "blk.3.attn_q.weight", "expected {128, 128}");
+    expect(src, "gemma4-pattern-length",
+           &(variant){.bool_key = "gemma4.attention.sliding_window_pattern", .bools = {1, 1, 1}, .n_bools = 3},
+           "sliding_window_pattern", "4 booleans");
+}
+
+static void test_qwen35moe(void)
+{
+    const char *src = "qwen35moe-tiny-f32";
+    expect(src, "qwen35moe-copy", &(variant){0}, NULL, NULL);
+    expect(src, "qwen35moe-no-decay", &(variant){.drop_tensor = "blk.1.ssm_a"}, "missing tensor 'blk.1.ssm_a'",
+           NULL);
+    /* every second layer attending: layer 1 holds DeltaNet tensors */
+    expect(src, "qwen35moe-interval", &(variant){.uint_key = "qwen35moe.full_attention_interval", .uint_value = 2},
+           "layer 1 is a full-attention layer", "blk.1.attn_qkv.weight");
+    expect(src, "qwen35moe-inner", &(variant){.uint_key = "qwen35moe.ssm.inner_size", .uint_value = 96},
+           "ssm.inner_size 96", NULL);
+}
+
+int main(void)
+{
+    test_lfm2moe();
+    test_gemma4();
+    test_qwen35moe();
+    return test_finish();
+}
