@@ -84,7 +84,7 @@ KERNEL_INLINE void small_unpack(const uint8_t *block, __m128i table, const enum 
     out->low = _mm256_cvtepi8_epi16(w_low);
     out->high = _mm256_cvtepi8_epi16(w_high);
     if (kind == SMALL_MXFP4) {
-        out->d = quant_e8m0_half(block[0]);
+        out->d = kernel_e8m0_half(block[0]);
     } else {
         uint16_t bits;
         memcpy(&bits, block, 2);

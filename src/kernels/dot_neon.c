@@ -56,7 +56,7 @@ KERNEL_INLINE void small_row_block(const uint8_t *row, int64_t b, size_t block_b
         w1 = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
     }
     if (kind == SMALL_MXFP4) {
-        dw = quant_e8m0_half(block[0]);
+        dw = kernel_e8m0_half(block[0]);
     } else {
         uint16_t bits;
         memcpy(&bits, block, 2);
