@@ -492,6 +492,8 @@ KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_iq4_nl, small_decode_state, iq4_nl_deco
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_mxfp4, small_decode_state, mxfp4_decode_init, mxfp4_decode_row)
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_group_decode_row)
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_group_decode_row)
+/* Q6_K: its rows share only plain loads of the activation values and three
+ * constants set by immediate moves: nothing worth preparing. */
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_f16, f16_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_bf16, bf16_group)
