@@ -84,7 +84,7 @@ KERNEL_INLINE void small_unpack(const uint8_t *block, __m128i table, const enum 
     out->low = _mm256_cvtepi8_epi16(w_low);
     out->high = _mm256_cvtepi8_epi16(w_high);
     if (kind == SMALL_MXFP4) {
-        out->d = quant_e8m0_half(block[0]);
+        out->d = kernel_e8m0_half(block[0]);
     } else {
         uint16_t bits;
         memcpy(&bits, block, 2);
@@ -109,6 +109,17 @@ KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activati
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, *acc);
 }
 
+/* One row's block b against the activation block y: the per-row work of
+ * small_group, shared with the decode kernel so that both round alike. */
+KERNEL_INLINE void small_row_block(const uint8_t *row, int64_t b, size_t block_bytes, __m128i table,
+                                   const enum small_kind kind, const small_activation *y, __m256 *acc)
+{
+    avx2_prefetch(row, b, block_bytes);
+    small_weights x;
+    small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
+    small_accumulate(&x, y, kind, acc);
+}
+
 KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                                const void *activation, float *out, const enum small_kind kind)
 {
@@ -122,16 +133,56 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
     for (int64_t b = 0; b < nb; b++) {
         small_activation y;
         small_activation_load(a + b, &y);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            avx2_prefetch(row, b, block_bytes);
-            small_weights x;
-            small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
-            small_accumulate(&x, &y, kind, &acc[r]);
-        }
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            small_row_block(rows + (size_t)r * row_bytes, b, block_bytes, table, kind, &y, &acc[r]);
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
+}
+
+/* Decode: every row of a call takes the same activation blocks, so they are
+ * widened once per call (rows of up to SMALL_DECODE_BLOCKS blocks: 16 KiB of
+ * values; longer ones widen them per row as dot_rows does). */
+#define SMALL_DECODE_BLOCKS 256
+
+typedef struct small_decode_state {
+    int prepared; /* 0: rows too long */
+    __m256i values[SMALL_DECODE_BLOCKS][2];
+    float d[SMALL_DECODE_BLOCKS];
+} small_decode_state;
+
+KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const void *activation)
+{
+    const int64_t nb = n / 32;
+    state->prepared = nb <= SMALL_DECODE_BLOCKS;
+    if (!state->prepared)
+        return;
+    for (int64_t b = 0; b < nb; b++) {
+        small_activation y;
+        small_activation_load((const block_q8_0 *)activation + b, &y);
+        state->values[b][0] = y.low;
+        state->values[b][1] = y.high;
+        state->d[b] = y.d;
+    }
+}
+
+/* The operations of small_group for one row, on the widened blocks. */
+KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const uint8_t *row,
+                                    const void *activation, float *out, const enum small_kind kind)
+{
+    if (!state->prepared) {
+        small_group(1, n, row, 0, activation, out, kind);
+        return;
+    }
+    const int64_t nb = n / 32;
+    const size_t block_bytes = small_block_bytes(kind);
+    const __m128i table = small_table(kind);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        small_activation y = {state->values[b][0], state->values[b][1], state->d[b]};
+        small_row_block(row, b, block_bytes, table, kind, &y, &acc);
+    }
+    *out = avx2_hsum(acc);
 }
 
 KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
@@ -172,6 +223,15 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
                                      float *out, int64_t out_stride)                              \
     {                                                                                             \
         small_tile(R, T, n, rows, row_bytes, acts, act_stride, out, out_stride, kind);            \
+    }                                                                                             \
+    KERNEL_INLINE void prefix##_decode_init(small_decode_state *state, int64_t n, const void *a)  \
+    {                                                                                             \
+        small_decode_init(state, n, a);                                                           \
+    }                                                                                             \
+    KERNEL_INLINE void prefix##_decode_row(small_decode_state *state, int64_t n, const uint8_t *row, \
+                                           const void *a, float *out)                             \
+    {                                                                                             \
+        small_decode_row(state, n, row, a, out, kind);                                            \
     }
 
 SMALL_KERNELS(q8_0, SMALL_Q8_0)
@@ -259,7 +319,39 @@ KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m12
     *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_set1_ps(dmin), *acc_min);
 }
 
+/* Decode: every row of a call takes the same activation blocks, so their
+ * pair sums are formed once per call (rows of up to K4_DECODE_BLOCKS blocks;
+ * longer ones form them per row as dot_rows does). */
+#define K4_DECODE_BLOCKS 64
+
+typedef struct k4_decode_state {
+    int prepared; /* 0: rows too long */
+    __m128i bsum_pairs[K4_DECODE_BLOCKS];
+} k4_decode_state;
+
+KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void *activation)
+{
+    const int64_t nb = n / QK_K;
+    state->prepared = nb <= K4_DECODE_BLOCKS;
+    if (!state->prepared)
+        return;
+    for (int64_t b = 0; b < nb; b++)
+        state->bsum_pairs[b] = avx2_bsum_pairs((const block_q8_k *)activation + b);
+}
+
+/* A row's block b against activation block y: the per-row work of the group,
+ * shared with the decode kernel so that both round alike. */
 #define K4_KERNELS(prefix, block_type, high_bits_field)                                          \
+    KERNEL_INLINE void prefix##_row_block(const uint8_t *row, int64_t b, const block_q8_k *y,    \
+                                          __m128i pairs, __m256 *acc, __m128 *acc_min)           \
+    {                                                                                            \
+        avx2_prefetch(row, b, sizeof(block_type));                                               \
+        const block_type *x = (const block_type *)row + b;                                       \
+        k4_weights w;                                                                            \
+        k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w);                               \
+        k4_accumulate(&w, y, pairs, acc, acc_min);                                               \
+    }                                                                                            \
+                                                                                                 \
     KERNEL_INLINE void prefix##_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes, \
                                       const void *activation, float *out)                        \
     {                                                                                            \
@@ -274,17 +366,28 @@ KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m12
         for (int64_t b = 0; b < nb; b++) {                                                       \
             const block_q8_k *y = a + b;                                                         \
             __m128i pairs = avx2_bsum_pairs(y);                                                  \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
-                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
-                avx2_prefetch(row, b, sizeof(block_type));                                       \
-                const block_type *x = (const block_type *)row + b;                               \
-                k4_weights w;                                                                    \
-                k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w);                       \
-                k4_accumulate(&w, y, pairs, &acc[r], &acc_min[r]);                               \
-            }                                                                                    \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                prefix##_row_block(rows + (size_t)r * row_bytes, b, y, pairs, &acc[r], &acc_min[r]); \
         }                                                                                        \
         KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = avx2_hsum(acc[r]) - avx2_hsum128(acc_min[r]);                               \
+    }                                                                                            \
+                                                                                                 \
+    /* The operations of the group for one row, on the prepared pair sums. */                   \
+    KERNEL_INLINE void prefix##_decode_row(k4_decode_state *state, int64_t n, const uint8_t *row, \
+                                           const void *activation, float *out)                   \
+    {                                                                                            \
+        if (!state->prepared) {                                                                  \
+            prefix##_group(1, n, row, 0, activation, out);                                       \
+            return;                                                                              \
+        }                                                                                        \
+        const block_q8_k *a = activation;                                                        \
+        const int64_t nb = n / QK_K;                                                             \
+        __m256 acc = _mm256_setzero_ps();                                                        \
+        __m128 acc_min = _mm_setzero_ps();                                                       \
+        for (int64_t b = 0; b < nb; b++)                                                         \
+            prefix##_row_block(row, b, a + b, state->bsum_pairs[b], &acc, &acc_min);             \
+        *out = avx2_hsum(acc) - avx2_hsum128(acc_min);                                           \
     }                                                                                            \
                                                                                                  \
     KERNEL_INLINE void prefix##_tile(const int R, const int T, int64_t n, const uint8_t *rows,   \
@@ -537,12 +640,15 @@ KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_f32, f32_group)
 
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q8_0, q8_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q4_0, q4_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_iq4_nl, iq4_nl_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_mxfp4, mxfp4_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q4_k, q4_k_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q5_k, q5_k_group)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_q8_0, small_decode_state, q8_0_decode_init, q8_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_q4_0, small_decode_state, q4_0_decode_init, q4_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_iq4_nl, small_decode_state, iq4_nl_decode_init, iq4_nl_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_mxfp4, small_decode_state, mxfp4_decode_init, mxfp4_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_decode_row)
+KERNEL_DEFINE_DOT_DECODE(avx2_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_decode_row)
+/* Q6_K: its rows share only plain loads of the activation (values, sums)
+ * and constants, which a state would hold no cheaper than the constant pool
+ * does: nothing worth preparing. */
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_f16, f16_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(avx2_dot_decode_bf16, bf16_group)

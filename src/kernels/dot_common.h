@@ -156,6 +156,14 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
 #define KERNEL_TILE_MAX_ROWS 4
 #define KERNEL_TILE_MAX_TOKENS 8
 
+/* quant_e8m0_half(e) by table (the same bits). */
+KERNEL_INLINE float kernel_e8m0_half(uint8_t e)
+{
+    float d;
+    memcpy(&d, &quant_e8m0_half_bits[e], sizeof d);
+    return d;
+}
+
 /* The 12-byte scale/min packing of Q4_K and Q5_K (quant-formats.md 4.1)
  * unpacked into 16 bytes: sc[0..7] then m[0..7], four at a time. */
 KERNEL_INLINE void kernel_k4_unpack_scales(const uint8_t *packed, uint8_t out[16])

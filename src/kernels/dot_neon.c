@@ -26,50 +26,122 @@ enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
 
 static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
 
+KERNEL_INLINE size_t small_block_bytes(enum small_kind kind)
+{
+    return kind == SMALL_Q8_0 ? sizeof(block_q8_0) : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
+}
+
+KERNEL_INLINE int8x16_t small_table(enum small_kind kind)
+{
+    return vld1q_s8(kind == SMALL_MXFP4 ? quant_mxfp4_values : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values);
+}
+
+/* One row's block b against the activation block (values y0, y1, scale da):
+ * the per-row work of small_group, shared with the decode kernel so that
+ * both round alike. */
+KERNEL_INLINE void small_row_block(const uint8_t *row, int64_t b, size_t block_bytes, int8x16_t table,
+                                   const enum small_kind kind, int8x16_t y0, int8x16_t y1, float da,
+                                   float32x4_t *acc)
+{
+    neon_prefetch(row, b, block_bytes);
+    const uint8_t *block = row + (size_t)b * block_bytes;
+    int8x16_t w0, w1;
+    float dw;
+    if (kind == SMALL_Q8_0) {
+        w0 = vld1q_s8((const int8_t *)block + 2);
+        w1 = vld1q_s8((const int8_t *)block + 18);
+    } else {
+        uint8x16_t q = vld1q_u8(block + (kind == SMALL_MXFP4 ? 1 : 2));
+        w0 = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0f)));
+        w1 = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+    }
+    if (kind == SMALL_MXFP4) {
+        dw = kernel_e8m0_half(block[0]);
+    } else {
+        uint16_t bits;
+        memcpy(&bits, block, 2);
+        dw = neon_f16(bits);
+    }
+    int32x4_t sum = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, y0), w1, y1);
+    *acc = vfmaq_n_f32(*acc, vcvtq_f32_s32(sum), kind == SMALL_MXFP4 ? da * dw : dw * da);
+}
+
 KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                                const void *activation, float *out, const enum small_kind kind)
 {
     const block_q8_0 *a = activation;
     const int64_t nb = n / 32;
-    const size_t block_bytes = kind == SMALL_Q8_0 ? sizeof(block_q8_0)
-                               : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
-    const int8x16_t table = vld1q_s8(kind == SMALL_MXFP4 ? quant_mxfp4_values
-                                     : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values);
-    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const size_t block_bytes = small_block_bytes(kind);
+    const int8x16_t table = small_table(kind);
     float32x4_t acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         int8x16_t y0 = vld1q_s8(a[b].qs), y1 = vld1q_s8(a[b].qs + 16);
         float da = neon_f16(a[b].d);
-        KERNEL_UNROLLED for (int r = 0; r < R; r++) {
-            const uint8_t *row = rows + (size_t)r * row_bytes;
-            neon_prefetch(row, b, block_bytes);
-            const uint8_t *block = row + (size_t)b * block_bytes;
-            int8x16_t w0, w1;
-            float dw;
-            if (kind == SMALL_Q8_0) {
-                w0 = vld1q_s8((const int8_t *)block + 2);
-                w1 = vld1q_s8((const int8_t *)block + 18);
-            } else {
-                uint8x16_t q = vld1q_u8(block + (kind == SMALL_MXFP4 ? 1 : 2));
-                w0 = vqtbl1q_s8(table, vandq_u8(q, low4));
-                w1 = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
-            }
-            if (kind == SMALL_MXFP4) {
-                dw = quant_e8m0_half(block[0]);
-            } else {
-                uint16_t bits;
-                memcpy(&bits, block, 2);
-                dw = neon_f16(bits);
-            }
-            int32x4_t sum = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, y0), w1, y1);
-            acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(sum), kind == SMALL_MXFP4 ? da * dw : dw * da);
-        }
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            small_row_block(rows + (size_t)r * row_bytes, b, block_bytes, table, kind, y0, y1, da, &acc[r]);
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = vaddvq_f32(acc[r]);
 }
+
+/* Decode: every row of a call takes the same activation blocks, so their
+ * scales are converted once per call (rows of up to SMALL_DECODE_BLOCKS
+ * blocks; longer ones convert them per row as dot_rows does). The values are
+ * loaded as they are: sdot takes them unchanged. */
+#define SMALL_DECODE_BLOCKS 256
+
+typedef struct small_decode_state {
+    int prepared; /* 0: rows too long */
+    float d[SMALL_DECODE_BLOCKS];
+} small_decode_state;
+
+KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const void *activation)
+{
+    const block_q8_0 *a = activation;
+    const int64_t nb = n / 32;
+    state->prepared = nb <= SMALL_DECODE_BLOCKS;
+    if (!state->prepared)
+        return;
+    for (int64_t b = 0; b < nb; b++)
+        state->d[b] = neon_f16(a[b].d);
+}
+
+/* The operations of small_group for one row, on the converted scales. */
+KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const uint8_t *row,
+                                    const void *activation, float *out, const enum small_kind kind)
+{
+    if (!state->prepared) {
+        small_group(1, n, row, 0, activation, out, kind);
+        return;
+    }
+    const block_q8_0 *a = activation;
+    const int64_t nb = n / 32;
+    const size_t block_bytes = small_block_bytes(kind);
+    const int8x16_t table = small_table(kind);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++)
+        small_row_block(row, b, block_bytes, table, kind, vld1q_s8(a[b].qs), vld1q_s8(a[b].qs + 16),
+                        state->d[b], &acc);
+    *out = vaddvq_f32(acc);
+}
+
+#define SMALL_DECODE(prefix, kind)                                                                 \
+    KERNEL_INLINE void prefix##_decode_init(small_decode_state *state, int64_t n, const void *a)  \
+    {                                                                                             \
+        small_decode_init(state, n, a);                                                           \
+    }                                                                                             \
+    KERNEL_INLINE void prefix##_decode_row(small_decode_state *state, int64_t n, const uint8_t *row, \
+                                           const void *a, float *out)                             \
+    {                                                                                             \
+        small_decode_row(state, n, row, a, out, kind);                                            \
+    }
+
+SMALL_DECODE(q8_0, SMALL_Q8_0)
+SMALL_DECODE(q4_0, SMALL_Q4_0)
+SMALL_DECODE(iq4_nl, SMALL_IQ4_NL)
+SMALL_DECODE(mxfp4, SMALL_MXFP4)
 
 KERNEL_INLINE void q8_0_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                               const void *activation, float *out)
@@ -145,7 +217,42 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
     *acc_min = vfmaq_n_f32(*acc_min, vcvtq_f32_s32(min_sum), dmin);
 }
 
+KERNEL_INLINE int16x8_t k4_bsum_pairs(const block_q8_k *y)
+{
+    return vpaddq_s16(vld1q_s16(y->bsums), vld1q_s16(y->bsums + 8));
+}
+
+/* Decode: every row of a call takes the same activation blocks, so their
+ * pair sums are formed once per call (rows of up to K4_DECODE_BLOCKS blocks;
+ * longer ones form them per row as dot_rows does). */
+#define K4_DECODE_BLOCKS 64
+
+typedef struct k4_decode_state {
+    int prepared; /* 0: rows too long */
+    int16x8_t bsum_pairs[K4_DECODE_BLOCKS];
+} k4_decode_state;
+
+KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void *activation)
+{
+    const int64_t nb = n / QK_K;
+    state->prepared = nb <= K4_DECODE_BLOCKS;
+    if (!state->prepared)
+        return;
+    for (int64_t b = 0; b < nb; b++)
+        state->bsum_pairs[b] = k4_bsum_pairs((const block_q8_k *)activation + b);
+}
+
+/* name##_row_block: a row's block b against activation block y, the per-row
+ * work of the group, shared with the decode kernel so that both round alike. */
 #define K4_GROUP(name, block_type, high_bits_field)                                              \
+    KERNEL_INLINE void name##_row_block(const uint8_t *row, int64_t b, const block_q8_k *y,      \
+                                        int16x8_t pairs, float32x4_t *acc, float32x4_t *acc_min) \
+    {                                                                                            \
+        neon_prefetch(row, b, sizeof(block_type));                                               \
+        const block_type *x = (const block_type *)row + b;                                       \
+        k4_block((const uint8_t *)x, x->qs, high_bits_field, y, pairs, acc, acc_min);            \
+    }                                                                                            \
+                                                                                                 \
     KERNEL_INLINE void name(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,       \
                             const void *activation, float *out)                                  \
     {                                                                                            \
@@ -158,16 +265,28 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
         }                                                                                        \
         for (int64_t b = 0; b < nb; b++) {                                                       \
             const block_q8_k *y = a + b;                                                         \
-            int16x8_t pairs = vpaddq_s16(vld1q_s16(y->bsums), vld1q_s16(y->bsums + 8));          \
-            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
-                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
-                neon_prefetch(row, b, sizeof(block_type));                                       \
-                const block_type *x = (const block_type *)row + b;                               \
-                k4_block((const uint8_t *)x, x->qs, high_bits_field, y, pairs, &acc[r], &acc_min[r]); \
-            }                                                                                    \
+            int16x8_t pairs = k4_bsum_pairs(y);                                                  \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                name##_row_block(rows + (size_t)r * row_bytes, b, y, pairs, &acc[r], &acc_min[r]); \
         }                                                                                        \
         KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
             out[r] = vaddvq_f32(acc[r]) - vaddvq_f32(acc_min[r]);                                \
+    }                                                                                            \
+                                                                                                 \
+    /* The operations of the group for one row, on the prepared pair sums. */                   \
+    KERNEL_INLINE void name##_decode_row(k4_decode_state *state, int64_t n, const uint8_t *row,  \
+                                         const void *activation, float *out)                     \
+    {                                                                                            \
+        if (!state->prepared) {                                                                  \
+            name(1, n, row, 0, activation, out);                                                 \
+            return;                                                                              \
+        }                                                                                        \
+        const block_q8_k *a = activation;                                                        \
+        const int64_t nb = n / QK_K;                                                             \
+        float32x4_t acc = vdupq_n_f32(0.0f), acc_min = vdupq_n_f32(0.0f);                        \
+        for (int64_t b = 0; b < nb; b++)                                                         \
+            name##_row_block(row, b, a + b, state->bsum_pairs[b], &acc, &acc_min);               \
+        *out = vaddvq_f32(acc) - vaddvq_f32(acc_min);                                            \
     }
 
 K4_GROUP(q4_k_group, block_q4_k, NULL)
@@ -367,12 +486,14 @@ KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f32, f32_group)
 
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q8_0, q8_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q4_0, q4_0_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_iq4_nl, iq4_nl_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_mxfp4, mxfp4_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q4_k, q4_k_group)
-KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q5_k, q5_k_group)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q8_0, small_decode_state, q8_0_decode_init, q8_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q4_0, small_decode_state, q4_0_decode_init, q4_0_decode_row)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_iq4_nl, small_decode_state, iq4_nl_decode_init, iq4_nl_decode_row)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_mxfp4, small_decode_state, mxfp4_decode_init, mxfp4_decode_row)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_group_decode_row)
+KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_group_decode_row)
+/* Q6_K: its rows share only plain loads of the activation values and three
+ * constants set by immediate moves: nothing worth preparing. */
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_f16, f16_group)
 KERNEL_DEFINE_DOT_DECODE_GROUP(neon_dot_decode_bf16, bf16_group)

@@ -91,6 +91,9 @@ _Static_assert(sizeof(block_q8_k) == 292, "Q8_K block");
 extern const int8_t quant_iq4nl_values[16];
 /* E2M1 values times two, so that they are integers (spec 3.7). */
 extern const int8_t quant_mxfp4_values[16];
+/* QUANT_E8M0_HALF_BITS(e) for every e: one load for the SIMD kernels, where
+ * the compare, shifts and select would cost several instructions per block. */
+extern const uint32_t quant_e8m0_half_bits[256];
 
 /* Integer dot of count weight quants with count activation quants. */
 static inline int quant_dot_i8(const int8_t *w, const int8_t *a, int count)
@@ -134,11 +137,14 @@ static inline void quant_q3k_scales(const uint8_t *packed, int8_t scales[16])
     }
 }
 
-/* 2^(e-128) exactly: half the E8M0 scale, matching the doubled E2M1 table. */
+/* The bits of 2^(e-128) exactly (e in 0..255): half the E8M0 scale, matching
+ * the doubled E2M1 table. A constant expression, so it also builds the table
+ * quant_e8m0_half_bits. */
+#define QUANT_E8M0_HALF_BITS(e) ((e) == 0 ? 0x00200000u : (e) == 1 ? 0x00400000u : (uint32_t)((e) - 1) << 23)
+
 static inline float quant_e8m0_half(uint8_t e)
 {
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    return fp32_from_bits(bits);
+    return fp32_from_bits(QUANT_E8M0_HALF_BITS(e));
 }
 
 /* Quantizer searches shared by the weight quantizers (quant_search.c). All

@@ -11,6 +11,16 @@ const int8_t quant_mxfp4_values[16] = {
     0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
 };
 
+#define E8M0_1(e) QUANT_E8M0_HALF_BITS(e)
+#define E8M0_4(e) E8M0_1(e), E8M0_1((e) + 1), E8M0_1((e) + 2), E8M0_1((e) + 3)
+#define E8M0_16(e) E8M0_4(e), E8M0_4((e) + 4), E8M0_4((e) + 8), E8M0_4((e) + 12)
+#define E8M0_64(e) E8M0_16(e), E8M0_16((e) + 16), E8M0_16((e) + 32), E8M0_16((e) + 48)
+const uint32_t quant_e8m0_half_bits[256] = {E8M0_64(0), E8M0_64(64), E8M0_64(128), E8M0_64(192)};
+#undef E8M0_64
+#undef E8M0_16
+#undef E8M0_4
+#undef E8M0_1
+
 void dequantize_row_mxfp4(const void *src, float *dst, int64_t n)
 {
     const block_mxfp4 *blocks = src;

@@ -556,7 +556,7 @@ static void test_set(const kernel_set *set)
             continue;
         const quant_format *format = quant_format_of(type);
         /* 65 blocks of 256 and 257 of 32: longer than the rows whose
-         * activation the AVX-512 decode kernels prepare once per call. */
+         * activation the SIMD decode kernels prepare once per call. */
         int64_t sizes_k[] = {256, 512, 768, 2048, 4096, 65 * 256};
         int64_t sizes_32[] = {32, 64, 96, 2048, 2880, 4096, 257 * 32};
         int64_t sizes_1[] = {1, 7, 16, 33, 2048, 4101};

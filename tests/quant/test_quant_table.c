@@ -2,6 +2,7 @@
  * id, invalid ids, name lookup, row sizes, the activation formats of section
  * 5.4, and the worked examples of sections 6 (Q4_K) and 7 (MXFP4). */
 #include "quant/quant.h"
+#include "quant/quant_blocks.h"
 #include "test.h"
 
 #include <math.h>
@@ -56,6 +57,15 @@ static void check_worked_examples(void)
         quant_format_of(TYPE_MXFP4)->dequantize_row(block, y, 32);
         CHECK_MSG(y[0] == ldexpf(1.0f, exponents[i] - 128), "e = %d gives %g", exponents[i], y[0]);
     }
+    /* The kernels' table of the scales: every exponent. */
+    int table_mismatches = 0;
+    for (int e = 0; e < 256; e++) {
+        float want = ldexpf(1.0f, e - 128);
+        uint32_t want_bits;
+        memcpy(&want_bits, &want, sizeof want_bits);
+        table_mismatches += quant_e8m0_half_bits[e] != want_bits;
+    }
+    CHECK_MSG(table_mismatches == 0, "%d E8M0 table entries are not 2^(e-128)", table_mismatches);
 }
 
 int main(void)
