@@ -118,9 +118,9 @@ for config in $configs; do
   [ -n "$files" ] || { printf '| %-16s | failed |\n' "$config"; continue; }
   decode=$(for f in $files; do summary tok/s "$f"; done | median)
   prefill=$(for f in $files; do summary prefill_tps "$f"; done | median)
-  # read_MiB counts the prompt's reads too; the bound is about decode's
-  per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v p="$(summary prefill_read_mib "$f")" \
-    -v n="$(summary tokens "$f")" 'BEGIN { printf "%.1f\n", (n > 0 ? (r - p) / n : 0) }'; done | median)
+  # read_MiB is decode's (the prompt's are prefill_read_mib)
+  per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v n="$(summary tokens "$f")" \
+    'BEGIN { printf "%.1f\n", (n > 0 ? r / n : 0) }'; done | median)
   hit=$(for f in $files; do summary cache_hit_pct "$f"; done | median)
   stall=$(for f in $files; do summary stall_s/tok "$f"; done | median)
   bound=$(awk -v d="$disk_mib" -v m="$per_token" 'BEGIN { if (m > 0) printf "%.2f", d / m; else print "-" }')
