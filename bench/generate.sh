@@ -11,7 +11,10 @@
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_THREADS (default 2),
 # BMOE_BENCH_RUNS (default 3), BMOE_BENCH_PROMPT (default 64),
-# BMOE_BENCH_TOKENS (default 32).
+# BMOE_BENCH_TOKENS (default 32), BMOE_BENCH_SHAPE (the bmoe-mkmodel shape
+# written when the model is missing, default qwen3-30b-a3b), BMOE_BENCH_ID_RANGE
+# (prompt ids stay below 1000 plus this, default 140000; 60000 for lfm2's
+# 65536-token vocabulary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +24,8 @@ threads=${BMOE_BENCH_THREADS:-2}
 runs=${BMOE_BENCH_RUNS:-3}
 n_prompt=${BMOE_BENCH_PROMPT:-64}
 n_generate=${BMOE_BENCH_TOKENS:-32}
+shape=${BMOE_BENCH_SHAPE:-qwen3-30b-a3b}
+id_range=${BMOE_BENCH_ID_RANGE:-140000}
 cli=$build/bin/bmoe-cli
 mkmodel=$build/bin/bmoe-mkmodel
 
@@ -34,9 +39,9 @@ if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
   free_kib=$(df -Pk "$(dirname "$model")" | awk 'NR == 2 { print $4 }')
   [ "$free_kib" -gt $((20 * 1024 * 1024)) ] || fail "need about 19 GB free next to $model"
-  echo "writing $model (about 18.5 GB) ..."
+  echo "writing $model ..."
   start=$(date +%s)
-  "$mkmodel" --shape qwen3-30b-a3b --seed 1 -o "$model.partial"
+  "$mkmodel" --shape "$shape" --seed 1 -o "$model.partial"
   mv "$model.partial" "$model"
   echo "written in $(( $(date +%s) - start )) s"
 fi
@@ -51,9 +56,9 @@ fi
 echo "warming $model into the page cache ..."
 cat "$model" > /dev/null
 
-# Fixed, spread-out token ids inside the 151936-token vocabulary (the same
+# Fixed, spread-out token ids inside the vocabulary (the same
 # prompt every run; --ignore-eos keeps the generated count fixed).
-ids=$(awk -v n="$n_prompt" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
+ids=$(awk -v n="$n_prompt" -v r="$id_range" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % r }')
 context=$(( n_prompt + n_generate + 8 ))
 
 log=$(mktemp)
