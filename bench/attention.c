@@ -155,7 +155,7 @@ static void baseline_softmax(float *x, int64_t n)
 /* ---- timing ---- */
 
 typedef struct bench_state {
-    uint16_t *k_cache, *v_cache; /* [LAYERS][n_ctx][KV_HEADS * HEAD_DIM] */
+    uint16_t *k_cache, *v_cache; /* [LAYERS] of KV_HEADS x n_ctx x HEAD_DIM: the engine's format (kernels.h) */
     int n_ctx;
     float *q, *out;
     float *scratch;
@@ -182,6 +182,8 @@ static double time_token(bench_state *b, int depth, int baseline)
             .head_dim_v = HEAD_DIM,
             .k_cache = b->k_cache + (size_t)layer * layer_elements,
             .v_cache = b->v_cache + (size_t)layer * layer_elements,
+            .k_head_stride = attend_key_head_elements(b->n_ctx, HEAD_DIM),
+            .v_head_stride = (int64_t)b->n_ctx * HEAD_DIM,
             .cache_f16 = true,
             .kq_scale = 1.0f / sqrtf((float)HEAD_DIM),
             .out = b->out,
@@ -217,6 +219,8 @@ static double time_prefill(bench_state *b, int n_tokens, const int32_t *position
             .head_dim_v = HEAD_DIM,
             .k_cache = b->k_cache + (size_t)layer * layer_elements,
             .v_cache = b->v_cache + (size_t)layer * layer_elements,
+            .k_head_stride = attend_key_head_elements(b->n_ctx, HEAD_DIM),
+            .v_head_stride = (int64_t)b->n_ctx * HEAD_DIM,
             .cache_f16 = true,
             .kq_scale = 1.0f / sqrtf((float)HEAD_DIM),
             .out = out,
@@ -279,7 +283,7 @@ int main(int argc, char **argv)
     }
     static const int depths[] = {0, 512, 2048};
     enum { N_DEPTHS = 3 };
-    bench_state b = {.n_ctx = 2049, .kernels = kernels_best()};
+    bench_state b = {.n_ctx = 2080, .kernels = kernels_best()}; /* depth 2048, whole tiles of keys */
     bmoe_error err;
     b.pool = thread_pool_create(threads, &err);
     size_t cache_elements = (size_t)LAYERS * (size_t)b.n_ctx * KV_HEADS * HEAD_DIM;

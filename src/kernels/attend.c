@@ -1,7 +1,8 @@
 /* The scalar attention kernel: the straightforward two-pass softmax the tiled
  * kernels are tested against. For each query: every visible key's q.k with
- * the quant table's vec_dot of the cache type (the query rounded to f16 for
- * an f16 cache, as the reference engine does), the exact maximum, exps in
+ * the quant table's vec_dot of the cache type over the key gathered into a
+ * row (the query rounded to f16 for an f16 cache, as the reference engine
+ * does), the exact maximum, exps in
  * float (libm expf) summed in double in position order, and the weighted
  * values added in position order. */
 #include <math.h>
@@ -12,9 +13,9 @@
 
 int64_t attend_scratch_floats(int64_t n_ctx, int head_dim_k)
 {
-    /* scalar: a score per visible position, then the query in the cache's
-     * format; tiled: attend_common.h */
-    int64_t scalar = n_ctx + head_dim_k;
+    /* scalar: a score per visible position, then the query and a key row in
+     * the cache's format; tiled: attend_common.h */
+    int64_t scalar = n_ctx + 2 * (int64_t)head_dim_k;
     int64_t tiled = attend_tiled_scratch_floats(head_dim_k);
     return scalar > tiled ? scalar : tiled;
 }
@@ -28,7 +29,8 @@ static void scalar_attend(const attend_job *job, uint32_t type)
         int32_t count = query->last - query->first + 1;
         float *scores = job->scratch;
         uint16_t *query16 = (uint16_t *)(scores + count);
-        const uint8_t *keys = (const uint8_t *)job->keys + (size_t)query->first * job->key_stride;
+        float *key_row = scores + count + job->head_dim_k;
+        const uint8_t *keys = job->keys;
         const uint8_t *values = (const uint8_t *)job->values + (size_t)query->first * job->value_stride;
         const void *q = query->q;
         if (f16) {
@@ -38,7 +40,14 @@ static void scalar_attend(const attend_job *job, uint32_t type)
         }
         float max = job->sinks ? query->sink : -INFINITY;
         for (int32_t j = 0; j < count; j++) {
-            float s = dot(job->head_dim_k, keys + (size_t)j * job->key_stride, q) * job->scale;
+            for (int i = 0; i < job->head_dim_k; i++) {
+                size_t index = (size_t)attend_key_index(query->first + j, i, job->head_dim_k);
+                if (f16)
+                    memcpy((uint16_t *)key_row + i, keys + 2 * index, sizeof(uint16_t));
+                else
+                    memcpy(key_row + i, keys + 4 * index, sizeof(float));
+            }
+            float s = dot(job->head_dim_k, key_row, q) * job->scale;
             scores[j] = s;
             if (s > max)
                 max = s;

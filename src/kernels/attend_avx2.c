@@ -1,8 +1,8 @@
 /* AVX2 tiled attention (attend_common.h) for F32 and F16 caches.
  *
- * Scores: 8 keys at a time, one accumulator per key with 8 dimensions per
- * lane, reduced to one register of 8 scores by a transpose tree that adds
- * the same lanes of every key in the same order. Values: 8 dimensions at a
+ * Scores: keys over lanes, 8 keys at a time: each dimension of the block's
+ * keys is one load (the cache keeps them side by side, kernels.h) that every
+ * query of the job multiplies by its own element of that dimension. Values: 8 dimensions at a
  * time for all the job's queries (up to 8 accumulators of the 16 registers),
  * each value row converted once per tile into the buffer the tile's keys
  * used; the last dimensions (head_dim_v mod 8) one at a time with fmaf, the
@@ -56,35 +56,40 @@ KERNEL_INLINE void attend256_row(float *dst, const uint8_t *src, int dim, int64_
         dst[i] = 0.0f;
 }
 
-/* Lane L of the result is the sum of the lanes of in[2L] for L < 4 and of
- * in[2L - 7] for L >= 4: registers exchange halves, then pairs, then single
- * lanes, adding at each step, so every key's 8 lanes meet in the same tree. */
-KERNEL_INLINE __m256 attend256_transpose_sum(const __m256 in[8])
+/* q.k for Q queries (rows padded floats apart) and the 8 keys of a block
+ * (kernels.h: dimension d of the block's keys side by side, ATTEND_TILE_KEYS
+ * elements apart): lane j of scores[g * ATTEND_TILE_KEYS ..] for key j, each
+ * one sum in dimension order. */
+KERNEL_INLINE void attend256_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block, int dim,
+                                    const int f16, float *scores)
 {
-    __m256 halves[4], pairs[2];
-    KERNEL_UNROLLED for (int m = 0; m < 4; m++)
-        halves[m] = _mm256_add_ps(_mm256_permute2f128_ps(in[2 * m], in[2 * m + 1], 0x20),
-                                  _mm256_permute2f128_ps(in[2 * m], in[2 * m + 1], 0x31));
-    KERNEL_UNROLLED for (int m = 0; m < 2; m++)
-        pairs[m] = _mm256_add_ps(_mm256_shuffle_ps(halves[2 * m], halves[2 * m + 1], 0x44),
-                                 _mm256_shuffle_ps(halves[2 * m], halves[2 * m + 1], 0xee));
-    return _mm256_add_ps(_mm256_shuffle_ps(pairs[0], pairs[1], 0x88), _mm256_shuffle_ps(pairs[0], pairs[1], 0xdd));
+    size_t step = (size_t)ATTEND_TILE_KEYS * (f16 ? 2 : 4);
+    __m256 acc[ATTEND_MAX_QUERIES];
+    KERNEL_UNROLLED for (int g = 0; g < Q; g++) acc[g] = _mm256_setzero_ps();
+    for (int d = 0; d < dim; d++) {
+        __m256 k = attend256_load(block + (size_t)d * step, f16);
+        KERNEL_UNROLLED for (int g = 0; g < Q; g++)
+            acc[g] = _mm256_fmadd_ps(k, _mm256_broadcast_ss(queries + (int64_t)g * padded + d), acc[g]);
+    }
+    KERNEL_UNROLLED for (int g = 0; g < Q; g++) _mm256_store_ps(scores + g * ATTEND_TILE_KEYS, acc[g]);
 }
 
-/* q.k for the 8 key rows at keys (padded floats apart), lane j for row j. */
-KERNEL_INLINE __m256 attend256_scores(const float *query, const float *keys, int64_t padded)
+KERNEL_INLINE void attend256_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
+                                       int dim, const int f16, float *scores)
 {
-    __m256 acc[8];
-    KERNEL_UNROLLED for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < padded; i += 8) {
-        __m256 q = _mm256_load_ps(query + i);
-        KERNEL_UNROLLED for (int j = 0; j < 8; j++)
-            acc[j] = _mm256_fmadd_ps(_mm256_load_ps(keys + (int64_t)j * padded + i), q, acc[j]);
+#define ATTEND256_SCORES(Q) attend256_scores(Q, queries, padded, block, dim, f16, scores)
+    switch (count) {
+    case 1: ATTEND256_SCORES(1); break;
+    case 2: ATTEND256_SCORES(2); break;
+    case 3: ATTEND256_SCORES(3); break;
+    case 4: ATTEND256_SCORES(4); break;
+    case 5: ATTEND256_SCORES(5); break;
+    case 6: ATTEND256_SCORES(6); break;
+    case 7: ATTEND256_SCORES(7); break;
+    case 8: ATTEND256_SCORES(8); break;
+    default: break;
     }
-    /* feed row j as input 2j (j < 4) or 2j - 7, so that lane j of the sum is row j */
-    __m256 in[8];
-    KERNEL_UNROLLED for (int i = 0; i < 8; i++) in[i] = acc[i % 2 == 0 ? i / 2 : 4 + i / 2];
-    return attend256_transpose_sum(in);
+#undef ATTEND256_SCORES
 }
 
 /* For Q queries: out[d0 .. d0 + width) = out * scale + the sum over positions
@@ -193,22 +198,17 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         attend_tile_plan(job, tile_start, job_first, job_last, &tile);
         if (tile.n_full + tile.n_partial == 0)
             continue;
-        int used[AVX2_TILE_BLOCKS];
+        /* every query's scores of the blocks the job sees, also in lanes a
+         * query does not see (rows outside the job's range may hold
+         * anything): those become -inf below */
+        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
+        attend_prefetch_tile(job, tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS, job_last, element);
         for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
             int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
-            used[b] = block_start <= tile.high && block_start + AVX2_BLOCK_KEYS - 1 >= tile.low;
-            if (!used[b])
-                continue;
-            /* rows outside the visited part are zeros: their scores are replaced by -inf */
-            for (int j = 0; j < AVX2_BLOCK_KEYS; j++) {
-                int32_t p = block_start + j;
-                float *row = layout.keys + (int64_t)(b * AVX2_BLOCK_KEYS + j) * padded;
-                attend_prefetch(keys, job->key_stride, p, job_last, (size_t)job->head_dim_k * element);
-                if (p >= tile.low && p <= tile.high)
-                    attend256_row(row, keys + (size_t)p * job->key_stride, job->head_dim_k, padded, f16, 0);
-                else
-                    memset(row, 0, (size_t)padded * sizeof(float));
-            }
+            if (block_start <= tile.high && block_start + AVX2_BLOCK_KEYS - 1 >= tile.low)
+                attend256_scores_of(n_queries, layout.queries, padded,
+                                    tile_keys + (size_t)b * AVX2_BLOCK_KEYS * element, job->head_dim_k, f16,
+                                    layout.weights + b * AVX2_BLOCK_KEYS);
         }
 
         const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
@@ -222,8 +222,7 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
                 scores[b] = minus_infinity;
                 if (block_start > tile.query_high[g] || block_start + AVX2_BLOCK_KEYS - 1 < tile.query_low[g])
                     continue;
-                __m256 s = attend256_scores(layout.queries + g * padded,
-                                            layout.keys + (int64_t)b * AVX2_BLOCK_KEYS * padded, padded);
+                __m256 s = _mm256_load_ps(layout.weights + g * ATTEND_TILE_KEYS + b * AVX2_BLOCK_KEYS);
                 s = _mm256_mul_ps(s, _mm256_set1_ps(job->scale));
                 scores[b] = _mm256_blendv_ps(minus_infinity, s,
                                              attend256_visible(block_start, tile.query_low[g], tile.query_high[g]));
@@ -249,7 +248,6 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
-                attend_prefetch(values + element * (size_t)d0, job->value_stride, j, job_last, (size_t)width * element);
                 attend256_row(layout.keys + (int64_t)(j - tile_start) * padded,
                               values + (size_t)j * job->value_stride + element * (size_t)d0, (int)width,
                               attend_padded_dim((int)width), f16, 0);

@@ -4,19 +4,20 @@
  * The tiled kernels (kernels.h, attend_fn) keep a running maximum, a running
  * sum of exps in vector lanes and the output rows as accumulators, and visit
  * the keys in tiles of ATTEND_TILE_KEYS positions starting at multiples of
- * ATTEND_TILE_KEYS. Per tile: the tile's keys are converted to f32 once (rows
- * padded with zeros to a multiple of 16 floats, so the dot products need no
- * tail), each query's scores come from lanes-over-dimensions products reduced
- * per key in a fixed tree, the maximum is raised and the old sums and outputs
- * scaled by e^(old - new), and the values are added in position order with
- * every query's accumulators in registers (the value rows converted to f32
- * once per tile into the same buffer, the keys being done with). Which tiles a query visits and
- * what it does in each depends only on its own key range, so its bits do not
- * depend on the other queries of a job or on the jobs around it. */
+ * ATTEND_TILE_KEYS, the cache's own tiles (kernels.h: the format). Per tile:
+ * every query's scores with keys over lanes (each dimension of the tile's
+ * keys is a contiguous run of the cache, multiplied by that dimension of
+ * each query, so a key's score is one sum in dimension order), the maximum
+ * raised and the old sums and outputs scaled by e^(old - new), and the
+ * values added in position order with every query's accumulators in
+ * registers. Which tiles a query visits and what it does in each depends
+ * only on its own key range, so its bits do not depend on the other queries
+ * of a job or on the jobs around it. */
 #ifndef BMOE_KERNELS_ATTEND_COMMON_H
 #define BMOE_KERNELS_ATTEND_COMMON_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -106,23 +107,23 @@ static inline void attend_tile_plan(const attend_job *job, int32_t start, int32_
     }
 }
 
-/* Keys ahead whose rows a tile asks for while it converts its own: a job
- * reads one head's part of each position (key_stride apart), four positions
- * per page, which the hardware prefetchers pick up late; asking for the rows
- * two tiles ahead, a row at a time as the tile's own rows are read, cut decode
- * attention at 512-2048 positions by 15-20 % (bench-attention's shape, KV
- * streamed from memory). */
-#define ATTEND_PREFETCH_KEYS (2 * ATTEND_TILE_KEYS)
+/* Tiles ahead whose keys and values a tile asks for as it starts: a job
+ * streams its head's keys and values from memory, and the next tile's
+ * requests overlap this tile's arithmetic. */
+#define ATTEND_PREFETCH_TILES 1
 
-/* Asks for row position + ATTEND_PREFETCH_KEYS (bytes long) when the job
- * reads it. */
-static inline void attend_prefetch(const void *rows, size_t stride, int32_t position, int32_t last, size_t bytes)
+/* Asks for the keys and values of the tile at start, up to position last. */
+static inline void attend_prefetch_tile(const attend_job *job, int32_t start, int32_t last, size_t element)
 {
-    if (position + ATTEND_PREFETCH_KEYS > last)
+    if (start > last)
         return;
-    const char *row = (const char *)rows + (size_t)(position + ATTEND_PREFETCH_KEYS) * stride;
-    for (size_t offset = 0; offset < bytes; offset += 64)
-        __builtin_prefetch(row + offset);
+    const char *k = (const char *)job->keys + (size_t)attend_key_index(start, 0, job->head_dim_k) * element;
+    for (size_t offset = 0; offset < (size_t)ATTEND_TILE_KEYS * (size_t)job->head_dim_k * element; offset += 64)
+        __builtin_prefetch(k + offset);
+    int32_t end = start + ATTEND_TILE_KEYS - 1 < last ? start + ATTEND_TILE_KEYS - 1 : last;
+    const char *v = (const char *)job->values + (size_t)start * job->value_stride;
+    for (size_t offset = 0; offset < (size_t)(end - start + 1) * job->value_stride; offset += 64)
+        __builtin_prefetch(v + offset);
 }
 
 #endif

@@ -1,8 +1,8 @@
 /* NEON tiled attention (attend_common.h) for F32 and F16 caches.
  *
- * Scores: 16 keys at a time, one accumulator per key with 4 dimensions per
- * lane, reduced by pairwise adds (faddp) to four registers of 4 scores; every
- * key's lanes meet in the same tree, (l0 + l1) + (l2 + l3). Values: 8
+ * Scores: keys over lanes, 8 keys at a time: each dimension of the block's
+ * keys is two loads (the cache keeps them side by side, kernels.h) that every
+ * query of the job multiplies by its own element of that dimension. Values: 8
  * dimensions at a time for all the job's queries (up to 16 accumulators of
  * the 32 registers), each value row converted once per tile into the buffer
  * the tile's keys used; the last dimensions (head_dim_v mod 8) 4 and then 1
@@ -60,19 +60,47 @@ KERNEL_INLINE void attend_neon_row(float *dst, const uint8_t *src, int dim, int6
         dst[i] = 0.0f;
 }
 
-/* q.k for the 16 key rows at keys (padded floats apart): scores[m] lane s
- * for row 4m + s. */
-KERNEL_INLINE void attend_neon_scores(const float *query, const float *keys, int64_t padded, float32x4_t scores[4])
+/* q.k for Q queries (rows padded floats apart) and the 8 keys at block
+ * (kernels.h: dimension d of the tile's keys side by side, ATTEND_TILE_KEYS
+ * elements apart): scores[g * ATTEND_TILE_KEYS + j] for key j, each one sum
+ * in dimension order. */
+KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block,
+                                      int dim, const int f16, float *scores)
 {
-    float32x4_t acc[16];
-    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) acc[j] = vdupq_n_f32(0.0f);
-    for (int64_t i = 0; i < padded; i += 4) {
-        float32x4_t q = vld1q_f32(query + i);
-        _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
-            acc[j] = vfmaq_f32(acc[j], vld1q_f32(keys + (int64_t)j * padded + i), q);
+    size_t element = f16 ? 2 : 4, step = (size_t)ATTEND_TILE_KEYS * element;
+    float32x4_t acc[ATTEND_MAX_QUERIES][2];
+    KERNEL_UNROLLED for (int g = 0; g < Q; g++) acc[g][0] = acc[g][1] = vdupq_n_f32(0.0f);
+    for (int d = 0; d < dim; d++) {
+        const uint8_t *row = block + (size_t)d * step;
+        float32x4_t k0 = attend_neon_load(row, f16), k1 = attend_neon_load(row + 4 * element, f16);
+        KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
+            float q = queries[(int64_t)g * padded + d];
+            acc[g][0] = vfmaq_n_f32(acc[g][0], k0, q);
+            acc[g][1] = vfmaq_n_f32(acc[g][1], k1, q);
+        }
     }
-    KERNEL_UNROLLED for (int m = 0; m < 4; m++)
-        scores[m] = vpaddq_f32(vpaddq_f32(acc[4 * m], acc[4 * m + 1]), vpaddq_f32(acc[4 * m + 2], acc[4 * m + 3]));
+    KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
+        vst1q_f32(scores + g * ATTEND_TILE_KEYS, acc[g][0]);
+        vst1q_f32(scores + g * ATTEND_TILE_KEYS + 4, acc[g][1]);
+    }
+}
+
+KERNEL_INLINE void attend_neon_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
+                                         int dim, const int f16, float *scores)
+{
+#define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, padded, block, dim, f16, scores)
+    switch (count) {
+    case 1: ATTEND_NEON_SCORES(1); break;
+    case 2: ATTEND_NEON_SCORES(2); break;
+    case 3: ATTEND_NEON_SCORES(3); break;
+    case 4: ATTEND_NEON_SCORES(4); break;
+    case 5: ATTEND_NEON_SCORES(5); break;
+    case 6: ATTEND_NEON_SCORES(6); break;
+    case 7: ATTEND_NEON_SCORES(7); break;
+    case 8: ATTEND_NEON_SCORES(8); break;
+    default: break;
+    }
+#undef ATTEND_NEON_SCORES
 }
 
 /* For Q queries: out[d0 .. d0 + width) = out * scale + the sum over positions
@@ -182,21 +210,14 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
         attend_tile_plan(job, tile_start, job_first, job_last, &tile);
         if (tile.n_full + tile.n_partial == 0)
             continue;
-        for (int b = 0; b < NEON_TILE_BLOCKS; b++) {
-            int32_t block_start = tile_start + b * NEON_BLOCK_KEYS;
-            if (block_start > tile.high || block_start + NEON_BLOCK_KEYS - 1 < tile.low)
-                continue;
-            /* rows outside the visited part are zeros: their scores are replaced by -inf */
-            for (int j = 0; j < NEON_BLOCK_KEYS; j++) {
-                int32_t p = block_start + j;
-                float *row = layout.keys + (int64_t)(b * NEON_BLOCK_KEYS + j) * padded;
-                attend_prefetch(keys, job->key_stride, p, job_last, (size_t)job->head_dim_k * element);
-                if (p >= tile.low && p <= tile.high)
-                    attend_neon_row(row, keys + (size_t)p * job->key_stride, job->head_dim_k, padded, f16, 0);
-                else
-                    memset(row, 0, (size_t)padded * sizeof(float));
-            }
-        }
+        /* every query's scores of the whole tile, also in lanes a query does
+         * not see (rows outside the job's range may hold anything): those
+         * become -inf below */
+        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
+        attend_prefetch_tile(job, tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS, job_last, element);
+        for (int b = 0; b < ATTEND_TILE_KEYS / 8; b++)
+            attend_neon_scores_of(n_queries, layout.queries, padded, tile_keys + (size_t)b * 8 * element,
+                                  job->head_dim_k, f16, layout.weights + b * 8);
 
         const float32x4_t minus_infinity = vdupq_n_f32(-INFINITY);
         for (int g = 0; g < n_queries; g++) {
@@ -212,9 +233,8 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
                         block[m] = minus_infinity;
                     continue;
                 }
-                attend_neon_scores(layout.queries + g * padded, layout.keys + (int64_t)b * NEON_BLOCK_KEYS * padded,
-                                   padded, block);
                 for (int m = 0; m < 4; m++) {
+                    block[m] = vld1q_f32(layout.weights + g * ATTEND_TILE_KEYS + b * NEON_BLOCK_KEYS + 4 * m);
                     uint32x4_t visible = attend_neon_visible(block_start + 4 * m, tile.query_low[g], tile.query_high[g]);
                     block[m] = vbslq_f32(visible, vmulq_n_f32(block[m], job->scale), minus_infinity);
                     tile_max = vmaxq_f32(tile_max, block[m]);
@@ -240,7 +260,6 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
-                attend_prefetch(values + element * (size_t)d0, job->value_stride, j, job_last, (size_t)width * element);
                 attend_neon_row(layout.keys + (int64_t)(j - tile_start) * padded,
                                 values + (size_t)j * job->value_stride + element * (size_t)d0, (int)width,
                                 attend_padded_dim((int)width), f16, 0);

@@ -76,6 +76,24 @@ typedef void (*rmsnorm_fn)(float *out, const float *x, const float *weight, int6
  * absolute position, so a query's tiles depend only on its own key range. */
 #define ATTEND_TILE_KEYS 32
 
+/* The KV cache format attend reads, f16 or f32. Per KV head, the keys are
+ * tiles of ATTEND_TILE_KEYS positions, each stored dimension by dimension
+ * (dimension d of the tile's keys side by side), so that one vector load
+ * holds one dimension of many keys and a tile's scores need neither a
+ * transpose nor a reduction; a head's tiles follow each other. The values
+ * are one row of head_dim_v per position. */
+static inline int64_t attend_key_head_elements(int64_t n_ctx, int head_dim_k)
+{
+    return (n_ctx + ATTEND_TILE_KEYS - 1) / ATTEND_TILE_KEYS * ATTEND_TILE_KEYS * head_dim_k;
+}
+
+/* Where dimension dim of the key at position sits in its head's keys. */
+static inline int64_t attend_key_index(int64_t position, int64_t dim, int head_dim_k)
+{
+    return position / ATTEND_TILE_KEYS * ATTEND_TILE_KEYS * head_dim_k + dim * ATTEND_TILE_KEYS +
+           position % ATTEND_TILE_KEYS;
+}
+
 /* One query head of an attend job: its row, where its output goes, and the
  * positions it sees. */
 typedef struct attend_query {
@@ -91,8 +109,7 @@ typedef struct attend_job {
     int n_queries;
     int head_dim_k, head_dim_v;
     attend_query queries[ATTEND_MAX_QUERIES];
-    const void *keys;      /* this KV head's key at position 0; key_stride bytes per position */
-    size_t key_stride;
+    const void *keys;      /* this KV head's keys (tile 0), in the format above */
     const void *values;    /* its value at position 0; value_stride bytes per position */
     size_t value_stride;
     float scale;           /* multiplies q.k */

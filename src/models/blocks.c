@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../base/fp16.h"
 #include "../quant/quant.h"
 #include "model.h"
 
@@ -156,24 +157,41 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
     forward_trace_op(s, "MUL_MAT", "attn_output");
 }
 
+/* Elements between a layer's KV heads in its part of the cache: keys in
+ * attend's format (kernels.h), values a row per position. */
+static void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head)
+{
+    *k_head = attend_key_head_elements(s->n_ctx, lh->head_dim_k);
+    *v_head = (int64_t)s->n_ctx * lh->head_dim_v;
+}
+
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)
 {
     const layer_hparams *lh = &hp->layer[layer];
-    int64_t k_dim = (int64_t)lh->n_head_kv * lh->head_dim_k;
-    int64_t v_dim = (int64_t)lh->n_head_kv * lh->head_dim_v;
-    int64_t k_base = (int64_t)s->kv_k_offset[layer];
-    int64_t v_base = (int64_t)s->kv_v_offset[layer];
+    int dk = lh->head_dim_k, dv = lh->head_dim_v;
+    int64_t k_head, v_head;
+    kv_head_strides(s, lh, &k_head, &v_head);
     quantize_row_fn to_f16 = kernels_quantize_row(s->kernels, TYPE_F16);
+    uint16_t *k16 = (uint16_t *)s->k_cache + s->kv_k_offset[layer], *v16 = (uint16_t *)s->v_cache + s->kv_v_offset[layer];
+    float *k32 = (float *)s->k_cache + s->kv_k_offset[layer], *v32 = (float *)s->v_cache + s->kv_v_offset[layer];
     for (int t = 0; t < n_tokens; t++) {
         int64_t position = s->positions[t];
-        const float *k = s->k + t * k_dim;
-        const float *v = s->v + t * v_dim;
-        if (s->kv_f16) {
-            to_f16(k, (uint16_t *)s->k_cache + k_base + position * k_dim, k_dim);
-            to_f16(v, (uint16_t *)s->v_cache + v_base + position * v_dim, v_dim);
-        } else {
-            memcpy((float *)s->k_cache + k_base + position * k_dim, k, (size_t)k_dim * sizeof(float));
-            memcpy((float *)s->v_cache + v_base + position * v_dim, v, (size_t)v_dim * sizeof(float));
+        for (int h = 0; h < lh->n_head_kv; h++) {
+            const float *k = s->k + ((int64_t)t * lh->n_head_kv + h) * dk;
+            const float *v = s->v + ((int64_t)t * lh->n_head_kv + h) * dv;
+            int64_t k_base = h * k_head + attend_key_index(position, 0, dk);
+            int64_t v_base = h * v_head + position * dv;
+            if (s->kv_f16) {
+                /* a key's dimensions are ATTEND_TILE_KEYS apart: rounded one by one as
+                 * the F16 row quantizer does */
+                for (int i = 0; i < dk; i++)
+                    k16[k_base + (int64_t)i * ATTEND_TILE_KEYS] = fp32_to_fp16(k[i]);
+                to_f16(v, v16 + v_base, dv);
+            } else {
+                for (int i = 0; i < dk; i++)
+                    k32[k_base + (int64_t)i * ATTEND_TILE_KEYS] = k[i];
+                memcpy(v32 + v_base, v, (size_t)dv * sizeof(float));
+            }
         }
     }
     /* the segment since the projections: the head norms, RoPE and the store */
@@ -184,6 +202,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
 {
     const layer_hparams *lh = &hp->layer[layer];
     size_t element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    int64_t k_head, v_head;
+    kv_head_strides(s, lh, &k_head, &v_head);
     attention_params params = {
         .n_tokens = n_tokens,
         .positions = s->positions,
@@ -195,6 +215,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .head_dim_v = lh->head_dim_v,
         .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[layer] * element,
         .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[layer] * element,
+        .k_head_stride = k_head,
+        .v_head_stride = v_head,
         .cache_f16 = s->kv_f16,
         .kq_scale = hp->kq_scale,
         .n_swa = hp->layer_is_swa[layer] ? hp->n_swa : 0,

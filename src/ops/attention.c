@@ -46,10 +46,9 @@ static void attention_job(const attention_run *run, int64_t index, float *scratc
     attend_job job = {
         .head_dim_k = p->head_dim_k,
         .head_dim_v = p->head_dim_v,
-        .keys = (const uint8_t *)p->k_cache + (size_t)kv_head * (size_t)p->head_dim_k * element,
-        .key_stride = (size_t)p->n_head_kv * (size_t)p->head_dim_k * element,
-        .values = (const uint8_t *)p->v_cache + (size_t)kv_head * (size_t)p->head_dim_v * element,
-        .value_stride = (size_t)p->n_head_kv * (size_t)p->head_dim_v * element,
+        .keys = (const uint8_t *)p->k_cache + (size_t)kv_head * (size_t)p->k_head_stride * element,
+        .values = (const uint8_t *)p->v_cache + (size_t)kv_head * (size_t)p->v_head_stride * element,
+        .value_stride = (size_t)p->head_dim_v * element,
         .scale = p->kq_scale,
         .sinks = p->sinks != NULL,
         .scratch = scratch,

@@ -133,8 +133,11 @@ typedef struct attention_params {
     const float *q;            /* [n_tokens][q_stride], heads of head_dim_k */
     int64_t q_stride;
     int n_head, n_head_kv, head_dim_k, head_dim_v;
-    const void *k_cache;       /* [n_ctx][n_head_kv * head_dim_k], f16 or f32 */
-    const void *v_cache;       /* [n_ctx][n_head_kv * head_dim_v] */
+    const void *k_cache;       /* f16 or f32, in attend's format (kernels.h): KV head h's
+                                * keys from element h * k_head_stride */
+    const void *v_cache;       /* KV head h's value at position j: head_dim_v elements
+                                * from h * v_head_stride + j * head_dim_v */
+    int64_t k_head_stride, v_head_stride;
     bool cache_f16;            /* q is rounded to f16 for q.k when true */
     float kq_scale;
     int n_swa;                 /* sliding window (keys p0 with pos - p0 < n_swa); 0: none */

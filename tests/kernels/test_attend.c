@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#define N_KV_HEADS 3 /* the job reads KV head 1: rows are strided as in the engine's cache */
+#define N_KV_HEADS 3 /* the job reads KV head 1, between the others as in the engine's cache */
 #define OUT_GAP 5    /* floats between output rows, checked untouched */
 #define SENTINEL -777.0f
 
@@ -68,10 +68,22 @@ typedef struct attend_data {
     int64_t scratch_floats;
 } attend_data;
 
+/* Where element i of head h's key or value at position p is (kernels.h: the
+ * cache format). */
+static size_t k_index(const attend_case *c, int h, int32_t p, int i)
+{
+    return (size_t)(h * attend_key_head_elements(c->n_ctx, c->dk) + attend_key_index(p, i, c->dk));
+}
+
+static size_t v_index(const attend_case *c, int h, int32_t p, int i)
+{
+    return ((size_t)h * (size_t)c->n_ctx + (size_t)p) * (size_t)c->dv + (size_t)i;
+}
+
 static void data_create(attend_data *d, const attend_case *c)
 {
     d->c = *c;
-    size_t k_elements = (size_t)c->n_ctx * N_KV_HEADS * (size_t)c->dk;
+    size_t k_elements = (size_t)attend_key_head_elements(c->n_ctx, c->dk) * N_KV_HEADS;
     size_t v_elements = (size_t)c->n_ctx * N_KV_HEADS * (size_t)c->dv;
     d->k16 = malloc(k_elements * sizeof(uint16_t));
     d->v16 = malloc(v_elements * sizeof(uint16_t));
@@ -118,10 +130,9 @@ static attend_job data_job(attend_data *d, int f16, int begin, int count, float 
         .n_queries = count,
         .head_dim_k = c->dk,
         .head_dim_v = c->dv,
-        .keys = k + (size_t)c->dk * element,
-        .key_stride = (size_t)N_KV_HEADS * (size_t)c->dk * element,
-        .values = v + (size_t)c->dv * element,
-        .value_stride = (size_t)N_KV_HEADS * (size_t)c->dv * element,
+        .keys = k + k_index(c, 1, 0, 0) * element,
+        .values = v + v_index(c, 1, 0, 0) * element,
+        .value_stride = (size_t)c->dv * element,
         .scale = c->scale,
         .sinks = c->sinks,
         .scratch = d->scratch,
@@ -163,13 +174,12 @@ static void reference(const attend_data *d, int f16, int g, double *out)
     double *scores = malloc((size_t)count * sizeof(double));
     double max = c->sinks ? d->sinks[g] : -INFINITY;
     for (int j = 0; j < count; j++) {
-        const float *k = d->k32 + ((size_t)(first + j) * N_KV_HEADS + 1) * (size_t)c->dk;
         double s = 0.0;
         for (int i = 0; i < c->dk; i++) {
             float q = d->queries[g * c->dk + i];
             if (f16)
                 q = fp16_to_fp32(fp32_to_fp16(q));
-            s += (double)q * k[i];
+            s += (double)q * d->k32[k_index(c, 1, first + j, i)];
         }
         scores[j] = s * c->scale;
         if (scores[j] > max)
@@ -182,17 +192,16 @@ static void reference(const attend_data *d, int f16, int g, double *out)
         out[i] = 0.0;
     for (int j = 0; j < count; j++) {
         double w = exp(scores[j] - max) / sum;
-        const float *v = d->v32 + ((size_t)(first + j) * N_KV_HEADS + 1) * (size_t)c->dv;
         for (int i = 0; i < c->dv; i++)
-            out[i] += w * v[i];
+            out[i] += w * d->v32[v_index(c, 1, first + j, i)];
     }
     free(scores);
 }
 
 /* Tolerance against float64: the outputs are weighted means of values in
  * [-1, 1]; a score's float dot product of up to 200 terms is off by a few
- * 1e-7, and the weights with it (the 1e-6 floor). The tiled kernels' sums
- * (lanes, then tiles) drift like
+ * 1e-7, and the weights with it (the 1e-6 floor). The tiled kernels' value
+ * sums (lanes, then tiles) drift like
  * sqrt(keys) roundings; the scalar set's sequential float sums (its dot
  * products, the value sum) like keys roundings. The largest differences seen
  * are printed with each set's summary line. */
@@ -272,40 +281,45 @@ static void check_case(const kernel_set *set, const attend_case *c)
         reset_out(&d, clean, c->n_queries);
         attend_job job = data_job(&d, f16, 0, c->n_queries, clean);
         attend(&job);
-        size_t k_row = (size_t)N_KV_HEADS * (size_t)c->dk, v_row = (size_t)N_KV_HEADS * (size_t)c->dv;
-        uint16_t *k_saved = malloc((size_t)c->n_ctx * k_row * sizeof(uint16_t));
-        uint16_t *v_saved = malloc((size_t)c->n_ctx * v_row * sizeof(uint16_t));
-        float *k32_saved = malloc((size_t)c->n_ctx * k_row * sizeof(float));
-        float *v32_saved = malloc((size_t)c->n_ctx * v_row * sizeof(float));
-        memcpy(k_saved, d.k16, (size_t)c->n_ctx * k_row * sizeof(uint16_t));
-        memcpy(v_saved, d.v16, (size_t)c->n_ctx * v_row * sizeof(uint16_t));
-        memcpy(k32_saved, d.k32, (size_t)c->n_ctx * k_row * sizeof(float));
-        memcpy(v32_saved, d.v32, (size_t)c->n_ctx * v_row * sizeof(float));
-        for (int p = 0; p < c->n_ctx; p++) {
+        size_t k_elements = (size_t)attend_key_head_elements(c->n_ctx, c->dk) * N_KV_HEADS;
+        size_t v_elements = (size_t)c->n_ctx * N_KV_HEADS * (size_t)c->dv;
+        uint16_t *k_saved = malloc(k_elements * sizeof(uint16_t));
+        uint16_t *v_saved = malloc(v_elements * sizeof(uint16_t));
+        float *k32_saved = malloc(k_elements * sizeof(float));
+        float *v32_saved = malloc(v_elements * sizeof(float));
+        memcpy(k_saved, d.k16, k_elements * sizeof(uint16_t));
+        memcpy(v_saved, d.v16, v_elements * sizeof(uint16_t));
+        memcpy(k32_saved, d.k32, k_elements * sizeof(float));
+        memcpy(v32_saved, d.v32, v_elements * sizeof(float));
+        /* the tail of the last tile too, which the cache's size rounds up to */
+        int32_t n_rounded = (int32_t)(attend_key_head_elements(c->n_ctx, c->dk) / c->dk);
+        for (int p = 0; p < n_rounded; p++) {
             int seen = 0;
             for (int g = 0; g < c->n_queries; g++)
                 seen |= p >= case_first(c, g) && p <= case_last(c, g);
             if (seen)
                 continue;
-            for (size_t i = 0; i < k_row; i++) {
-                d.k16[(size_t)p * k_row + i] = 0x7e00; /* NaN */
-                d.k32[(size_t)p * k_row + i] = NAN;
-            }
-            for (size_t i = 0; i < v_row; i++) {
-                d.v16[(size_t)p * v_row + i] = 0x7e00;
-                d.v32[(size_t)p * v_row + i] = NAN;
+            for (int h = 0; h < N_KV_HEADS; h++) {
+                for (int i = 0; i < c->dk; i++) {
+                    d.k16[k_index(c, h, p, i)] = 0x7e00; /* NaN */
+                    d.k32[k_index(c, h, p, i)] = NAN;
+                }
+                for (int i = 0; p < c->n_ctx && i < c->dv; i++) {
+                    d.v16[v_index(c, h, p, i)] = 0x7e00;
+                    d.v32[v_index(c, h, p, i)] = NAN;
+                }
             }
         }
         /* other heads of the visible rows too */
         for (int p = case_first(c, 0); p <= case_last(c, c->n_queries - 1); p++)
             for (int h = 0; h < N_KV_HEADS; h += 2) {
-                for (int i = 0; i < c->dk; i++)
-                    d.k32[((size_t)p * N_KV_HEADS + h) * c->dk + i] = NAN;
-                for (int i = 0; i < c->dk; i++)
-                    d.k16[((size_t)p * N_KV_HEADS + h) * c->dk + i] = 0x7e00;
+                for (int i = 0; i < c->dk; i++) {
+                    d.k32[k_index(c, h, p, i)] = NAN;
+                    d.k16[k_index(c, h, p, i)] = 0x7e00;
+                }
                 for (int i = 0; i < c->dv; i++) {
-                    d.v32[((size_t)p * N_KV_HEADS + h) * c->dv + i] = NAN;
-                    d.v16[((size_t)p * N_KV_HEADS + h) * c->dv + i] = 0x7e00;
+                    d.v32[v_index(c, h, p, i)] = NAN;
+                    d.v16[v_index(c, h, p, i)] = 0x7e00;
                 }
             }
         reset_out(&d, d.out, c->n_queries);
@@ -314,10 +328,10 @@ static void check_case(const kernel_set *set, const attend_case *c)
         CHECK_MSG(memcmp(clean, d.out, (size_t)c->n_queries * (size_t)d.out_stride * sizeof(float)) == 0,
                   "%s f16 %d dk %d dv %d keys %d..%d: rows outside the range change the result", set->name, f16,
                   c->dk, c->dv, c->first, c->last);
-        memcpy(d.k16, k_saved, (size_t)c->n_ctx * k_row * sizeof(uint16_t));
-        memcpy(d.v16, v_saved, (size_t)c->n_ctx * v_row * sizeof(uint16_t));
-        memcpy(d.k32, k32_saved, (size_t)c->n_ctx * k_row * sizeof(float));
-        memcpy(d.v32, v32_saved, (size_t)c->n_ctx * v_row * sizeof(float));
+        memcpy(d.k16, k_saved, k_elements * sizeof(uint16_t));
+        memcpy(d.v16, v_saved, v_elements * sizeof(uint16_t));
+        memcpy(d.k32, k32_saved, k_elements * sizeof(float));
+        memcpy(d.v32, v32_saved, v_elements * sizeof(float));
         free(k_saved);
         free(v_saved);
         free(k32_saved);
@@ -379,6 +393,14 @@ int main(void)
     CHECK(kernels_attend(NULL, TYPE_F16) == kernels_scalar()->attend[TYPE_F16]);
     CHECK(kernels_attend(NULL, TYPE_Q8_0) == NULL);
     CHECK(attend_scratch_floats(10, 128) >= 10 + 128);
+    /* the cache format: tiles of 32 keys, dimension by dimension */
+    CHECK(ATTEND_TILE_KEYS == 32);
+    CHECK(attend_key_index(0, 0, 128) == 0);
+    CHECK(attend_key_index(5, 0, 128) == 5);
+    CHECK(attend_key_index(5, 3, 128) == 3 * 32 + 5);
+    CHECK(attend_key_index(33, 2, 128) == 32 * 128 + 2 * 32 + 1);
+    CHECK(attend_key_head_elements(33, 128) == 64 * 128);
+    CHECK(attend_key_head_elements(64, 8) == 64 * 8);
 
     test_set(kernels_scalar());
     const kernel_set *sets[] = {kernels_avx2(), kernels_avx512(), kernels_neon()};

@@ -147,7 +147,7 @@ static void reference_attention(const attention_params *p, const float *k_cache,
         double s = 0;
         for (int i = 0; i < p->head_dim_k; i++)
             s += (double)p->q[token * p->q_stride + head * p->head_dim_k + i] *
-                 k_cache[(j * p->n_head_kv + kv_head) * p->head_dim_k + i];
+                 k_cache[kv_head * p->k_head_stride + attend_key_index(j, i, p->head_dim_k)];
         scores[j] = s * p->kq_scale;
         if (scores[j] > max)
             max = scores[j];
@@ -160,20 +160,22 @@ static void reference_attention(const attention_params *p, const float *k_cache,
     for (int j = 0; j <= position; j++) {
         double w = exp(scores[j] - max) / sum;
         for (int i = 0; i < p->head_dim_v; i++)
-            out[i] += w * v_cache[(j * p->n_head_kv + kv_head) * p->head_dim_v + i];
+            out[i] += w * v_cache[kv_head * p->v_head_stride + j * p->head_dim_v + i];
     }
 }
 
 static void test_attention(void)
 {
     enum { N_CTX = 40, H = 4, HKV = 2, DK = 16, DV = 8, T = 5 };
-    static float k_cache[N_CTX * HKV * DK], v_cache[N_CTX * HKV * DV];
-    static uint16_t k16[N_CTX * HKV * DK], v16[N_CTX * HKV * DV];
+    enum { K_HEAD = 2 * ATTEND_TILE_KEYS * DK }; /* 40 positions round up to 2 tiles of keys */
+    CHECK(attend_key_head_elements(N_CTX, DK) == K_HEAD);
+    static float k_cache[HKV * K_HEAD], v_cache[N_CTX * HKV * DV];
+    static uint16_t k16[HKV * K_HEAD], v16[N_CTX * HKV * DV];
     static float q[T * H * DK], out[T * H * DV], out_threads[T * H * DV], out16[T * H * DV];
     int64_t scratch_per_thread = attention_scratch_floats(N_CTX, DK);
     float *scratch = malloc(4 * (size_t)scratch_per_thread * sizeof(float));
     /* values exactly representable in f16 so both cache types see the same numbers */
-    for (int i = 0; i < N_CTX * HKV * DK; i++) {
+    for (int i = 0; i < HKV * K_HEAD; i++) {
         k16[i] = fp32_to_fp16(random_uniform());
         k_cache[i] = fp16_to_fp32(k16[i]);
     }
@@ -194,6 +196,7 @@ static void test_attention(void)
                 .n_tokens = T, .positions = positions, .q = q, .q_stride = H * DK,
                 .n_head = H, .n_head_kv = HKV, .head_dim_k = DK, .head_dim_v = DV,
                 .k_cache = k_cache, .v_cache = v_cache, .cache_f16 = false,
+                .k_head_stride = K_HEAD, .v_head_stride = N_CTX * DV,
                 .kq_scale = 1.0f / sqrtf((float)DK),
                 .n_swa = variant == 1 ? 8 : 0,
                 .sinks = variant == 2 ? sinks : NULL,
@@ -260,7 +263,7 @@ static void test_attention_long(void)
 {
     enum { N_CTX = 2100, FIRST_POSITION = 2000, T = 64, MAX_HEADS = 12, MAX_DIM = 64 };
     static const int shapes[][3] = {{8, 2, 64}, {12, 1, 32}}; /* heads, KV heads, head size */
-    size_t cache_elements = (size_t)N_CTX * 2 * MAX_DIM;
+    size_t cache_elements = (size_t)attend_key_head_elements(N_CTX, MAX_DIM) * 2;
     uint16_t *k16 = malloc(cache_elements * sizeof(uint16_t)), *v16 = malloc(cache_elements * sizeof(uint16_t));
     float *k32 = malloc(cache_elements * sizeof(float)), *v32 = malloc(cache_elements * sizeof(float));
     float *q = malloc((size_t)T * MAX_HEADS * MAX_DIM * sizeof(float));
@@ -295,6 +298,7 @@ static void test_attention_long(void)
                     .n_head = heads, .n_head_kv = kv_heads, .head_dim_k = dim, .head_dim_v = dim,
                     .k_cache = f16 ? (const void *)k16 : (const void *)k32,
                     .v_cache = f16 ? (const void *)v16 : (const void *)v32,
+                    .k_head_stride = attend_key_head_elements(N_CTX, dim), .v_head_stride = N_CTX * dim,
                     .cache_f16 = f16, .kq_scale = 1.0f / sqrtf((float)dim),
                     .n_swa = variant ? 300 : 0, .sinks = variant ? sinks : NULL,
                     .out = reference, .out_stride = heads * dim,
