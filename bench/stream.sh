@@ -9,6 +9,8 @@
 #   auto        --moe-stream --cache-mb auto
 #   overlap     --moe-stream --cache-mb auto --overlap
 #   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
+#   predict     --moe-stream --cache-mb auto --overlap --predict-prefetch (the
+#               next layer's router ranks this layer's input; 2 guesses a layer)
 # and, with the real Qwen3-30B-A3B routing replayed at top-6
 # (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
 # the streamed rows again. Each row: decode tok/s, prefill tok/s, flash MiB per
@@ -60,12 +62,13 @@ declare -A flags=(
   [auto]="--moe-stream --cache-mb auto"
   [overlap]="--moe-stream --cache-mb auto --overlap"
   [prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1"
+  [predict]="--moe-stream --cache-mb auto --overlap --predict-prefetch"
   [replay-stream-0]="--moe-stream --cache-mb 0 --n-expert-used 6 --route-replay $trace"
   [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS:-"mmap stream-0 auto overlap prefetch replay-stream-0 replay-auto replay-overlap replay-prefetch"}
+configs=${BMOE_BENCH_CONFIGS:-"mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 work=$(mktemp -d)
@@ -96,9 +99,9 @@ for round in $(seq 1 "$rounds"); do
     # shellcheck disable=SC2086
     if "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
-      printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB\n' "$round" "$config" \
+      printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB  %s\n' "$round" "$config" \
         "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "$(summary cache_hit_pct "$csv")" \
-        "$(summary read_MiB "$csv")"
+        "$(summary read_MiB "$csv")" "$(sed -n 's/^moe-prefetch: /speculative: /p' "$log")"
     else
       echo "round $round $config: FAILED ($(tail -n 2 "$log" | tr '\n' ' '))"
       rm -f "$csv"

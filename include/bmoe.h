@@ -87,6 +87,12 @@ typedef struct bmoe_stream_params {
     bool direct;              /* O_DIRECT reads where the file system serves them right (default true) */
     bool overlap;             /* compute resident experts while the missing ones are read */
     int32_t prefetch;         /* read what the previous token used this many layers ahead (0: off) */
+    /* Predictive prefetch (needs a cache; not with prefetch): while a decode
+     * step computes a layer, the next MoE layer's router ranks that layer's
+     * router input and up to predict_spec_max (0..8, default 2) of its
+     * predicted experts that are not in the cache are read ahead. */
+    bool predict_prefetch;
+    int32_t predict_spec_max;
     bool load_all;            /* read every expert of every layer at load (a debugging aid) */
     /* The read function, with pread(2)'s contract (bytes read, 0 at the end
      * of the file, -1 with errno); NULL: the system's. For platforms with

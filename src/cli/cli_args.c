@@ -40,7 +40,7 @@ typedef enum flag_id {
     F_MODEL, F_PROMPT, F_FILE, F_N_PREDICT, F_THREADS, F_CTX, F_UBATCH, F_KV_TYPE, F_DENSE, F_TEMP, F_TOP_K,
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
-    F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_LOAD_ALL, F_N_EXPERT_USED,
+    F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_PREDICT_PREFETCH, F_PREDICT_SPEC_MAX, F_LOAD_ALL, F_N_EXPERT_USED,
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_COUNT
@@ -91,6 +91,8 @@ static const cli_flag cli_flags[] = {
     {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
     {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
     {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_MODEL, true},
+    {F_PREDICT_PREFETCH, NULL, "--predict-prefetch", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
+    {F_PREDICT_SPEC_MAX, NULL, "--predict-spec-max", FLAG_INT, 0, 8, NULL, FOR_MODEL, true},
     {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
     {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_MODEL, false},
     /* telemetry; --route-trace and --io-trace without --moe-stream are a
@@ -164,6 +166,9 @@ void cli_print_usage(FILE *out)
             "      --no-odirect       buffered reads instead of O_DIRECT\n"
             "      --overlap          compute resident experts while the missing ones are read\n"
             "      --prefetch K       read what the previous token used K layers ahead (default 0)\n"
+            "      --predict-prefetch read ahead what the next layer's router predicts from this\n"
+            "                         layer's input (decode; needs a cache, not with --prefetch)\n"
+            "      --predict-spec-max N  predicted misses per layer to read, 0..8 (default 2)\n"
             "      --load-all         read every expert of every layer at load (debugging)\n"
             "      --route-replay TRACE.csv\n"
             "                         benchmarks: each decode step's experts from a route trace\n"
@@ -442,6 +447,8 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_NO_ODIRECT: stream->direct = false; break;
     case F_OVERLAP: stream->overlap = true; break;
     case F_PREFETCH: stream->prefetch = number; break;
+    case F_PREDICT_PREFETCH: stream->predict_prefetch = true; break;
+    case F_PREDICT_SPEC_MAX: stream->predict_spec_max = number; break;
     case F_LOAD_ALL: stream->load_all = true; break;
     case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
     case F_PROGRESS: options->progress = true; break;

@@ -70,6 +70,8 @@ bmoe_model_params bmoe_model_default_params(void)
                 .direct = true,
                 .overlap = false,
                 .prefetch = 0,
+                .predict_prefetch = false,
+                .predict_spec_max = 2,
                 .load_all = false,
                 .pread = NULL,
                 .pread_user = NULL,
@@ -116,6 +118,15 @@ static int check_stream_params(const bmoe_model_params *p, bmoe_error *err)
                                 "%lld, prefetch %d)",
                                 (long long)s->cache_mb, (long long)s->cache_floor_mb, (long long)s->cache_ceil_mb,
                                 s->prefetch);
+    if (s->predict_prefetch && (s->predict_spec_max < 0 || s->predict_spec_max > 8))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: predict_spec_max %d is outside 0..8",
+                                s->predict_spec_max);
+    if (s->predict_prefetch && s->prefetch > 0)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "stream: predictive prefetch and prefetch %d exclude each other", s->prefetch);
+    if (s->predict_prefetch && s->cache_mb == 0)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "stream: predictive prefetch needs a cache (cache_mb is 0)");
     return 0;
 }
 
@@ -163,6 +174,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
         .overlap = p->overlap,
         .n_expert_used = hp->n_expert_used,
         .prefetch = p->prefetch,
+        .predict_spec_max = p->predict_prefetch ? p->predict_spec_max : -1,
         .io = {p->pread, p->pread_user},
     };
     if (p->enabled) {

@@ -174,6 +174,33 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
         vector_add(rows + (int64_t)r * n, b, n);
 }
 
+/* Predictive prefetch (expert_store_prefetch) for a decode step: the next
+ * MoE layer's router applied to this layer's router input ranks the experts
+ * that layer is likely to route to, and the store reads the best of those it
+ * lacks while this layer computes. Called once this layer's own reads are
+ * queued, so they go first. Changes no bit of the output: only what is read
+ * ahead. */
+static void predict_next_layer(run_state *s, const model *m, const moe_config *config, int layer_index,
+                               const float *router_input)
+{
+    const model_hparams *hp = &m->hparams;
+    int next = layer_index + 1;
+    while (next < hp->n_layer && !m->weights.layers[next].ffn_gate_inp.name)
+        next++;
+    if (next >= hp->n_layer)
+        return;
+    const layer_weights *next_layer = &m->weights.layers[next];
+    const tensor_view *router = &next_layer->ffn_gate_inp;
+    float logits[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
+    int32_t experts[MODEL_MAX_EXPERTS];
+    float *out = logits;
+    linear(s, router_input, hp->n_embd, 1, 1, &router, &out, NULL);
+    add_bias(logits, &next_layer->ffn_gate_inp_bias, 1, hp->n_expert);
+    route_token(config, logits, next_layer->exp_probs_b.data, hp->n_expert, hp->n_expert_used, experts, weights,
+                false);
+    expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
+}
+
 /* One group of the layer's selected experts (as many as the expert store
  * holds at once): gate and up as one parallel step, the activation, down as
  * another. Experts already resident come first in each step, so under overlap
@@ -181,7 +208,7 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
  * depend on that expert alone, so the grouping never changes a bit. */
 static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
                      const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
-                     const size_t *strides, bmoe_error *err)
+                     const size_t *strides, const float *predict_input, bmoe_error *err)
 {
     expert_store *store = m->experts;
     /* fused: one gate_up matrix whose rows are the gate's then the up's, each
@@ -196,6 +223,8 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         expert_store_release(store, NULL);
         return -1;
     }
+    if (predict_input)
+        predict_next_layer(s, m, config, layer_index, predict_input);
     const matmul_waiter *waiter = expert_store_waiter(store);
     for (int i = 0; i < n_group; i++) {
         s->expert_residency[group[i]] = handles[i].prefetched ? 2 : handles[i].hit ? 1 : 0;
@@ -318,9 +347,14 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         if (s->expert_count[e] > 0)
             selected[n_selected++] = e;
     int capacity = expert_store_capacity(m->experts);
+    /* a decode step's routing is the router's own (not replayed): predict the next layer's */
+    const float *predict_input =
+        n_tokens == 1 && !s->route_override && expert_store_predict_max(m->experts) > 0 ? (router_x ? router_x : x)
+                                                                                          : NULL;
     for (int g = 0; g < n_selected; g += capacity) {
         int n_group = n_selected - g < capacity ? n_selected - g : capacity;
-        if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides, err) != 0)
+        if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides,
+                      g == 0 ? predict_input : NULL, err) != 0)
             return -1;
     }
 

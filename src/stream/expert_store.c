@@ -452,9 +452,34 @@ static void report_reads(expert_store *store, int slot)
         store->read_observer(store->read_observer_user, &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p]);
 }
 
+/* Speculative reads of up to max_misses experts of layer not in the cache,
+ * in the order given, admitted at the cold end so wrong guesses go first;
+ * their jobs go to store->submit from *n_jobs on. Returns how many. */
+static int prefetch_entries(expert_store *store, int layer, const int32_t *experts, int n, int max_misses,
+                            int *n_jobs)
+{
+    int read = 0;
+    for (int k = 0; k < n && read < max_misses; k++) {
+        if (store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[k]] >= 0)
+            continue;
+        int slot = fill_slot(store, layer, experts[k], true);
+        if (slot < 0)
+            break;
+        read++;
+        store->policy->insert_cold(store->policy_state, slot);
+        if (!store->slots[slot].listed) {
+            store->slots[slot].listed = true;
+            store->speculative_slots[store->n_speculative++] = slot;
+        }
+        for (int p = 0; p < store->layers[layer].n_projections; p++)
+            store->submit[(*n_jobs)++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+    }
+    return read;
+}
+
 /* --prefetch K: after layer's demand reads, read what the previous token
  * routed in the next K MoE layers, on idle lanes (the lanes serve demand
- * reads first), admitted at the cold end so wrong guesses go first. */
+ * reads first). */
 static void prefetch_after(expert_store *store, int layer)
 {
     int n_jobs = 0;
@@ -463,23 +488,31 @@ static void prefetch_after(expert_store *store, int layer)
         if (store->layers[next].n_projections == 0)
             continue;
         ahead++;
-        for (int k = 0; k < store->n_last_routed[next]; k++) {
-            int expert = store->last_routed[(size_t)next * (size_t)used + (size_t)k];
-            if (store->entry_slot[(size_t)next * (size_t)store->n_expert + (size_t)expert] >= 0)
-                continue;
-            int slot = fill_slot(store, next, expert, true);
-            if (slot < 0)
-                break;
-            store->policy->insert_cold(store->policy_state, slot);
-            if (!store->slots[slot].listed) {
-                store->slots[slot].listed = true;
-                store->speculative_slots[store->n_speculative++] = slot;
-            }
-            for (int p = 0; p < store->layers[next].n_projections; p++)
-                store->submit[n_jobs++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
-        }
+        prefetch_entries(store, next, store->last_routed + (size_t)next * (size_t)used, store->n_last_routed[next],
+                         store->n_last_routed[next], &n_jobs);
     }
     io_lanes_submit(store->lanes, store->submit, n_jobs);
+}
+
+int expert_store_predict_max(const expert_store *store)
+{
+    if (!store->config.streaming || store->config.cache_bytes == 0)
+        return -1;
+    return store->config.predict_spec_max;
+}
+
+int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses)
+{
+    if (expert_store_predict_max(store) < 0 || layer < 0 || layer >= store->n_layer ||
+        store->layers[layer].n_projections == 0)
+        return 0;
+    for (int k = 0; k < n; k++)
+        if (experts[k] < 0 || experts[k] >= store->n_expert)
+            return 0;
+    int n_jobs = 0;
+    int read = prefetch_entries(store, layer, experts, n, max_misses, &n_jobs);
+    io_lanes_submit(store->lanes, store->submit, n_jobs);
+    return read;
 }
 
 /* The reads of an acquire's misses, projection-major: the matmul of every

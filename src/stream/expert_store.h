@@ -45,6 +45,7 @@ typedef struct expert_store_config {
     bool overlap;              /* compute resident experts while the missing ones are read */
     int n_expert_used;         /* the routing width (sizes the staging area of cache 0) */
     int prefetch;              /* read the previous token's experts this many MoE layers ahead */
+    int predict_spec_max;      /* predicted misses per layer a decode step may read ahead (-1: no prediction) */
     shard_io io;               /* the read seam (tests) */
 } expert_store_config;
 
@@ -90,6 +91,15 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
  * lets its experts be evicted again. Returns -1 if any of its reads failed
  * (what was computed from them must be discarded). */
 int expert_store_release(expert_store *store, bmoe_error *err);
+
+/* Predictive prefetch: experts of layer predicted for the coming routing,
+ * best first. The first max_misses of them not in the cache are read on idle
+ * lanes (after every demand read), admitted at the cold end and counted with
+ * the prefetches; the others are left alone. Returns how many it read. */
+int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses);
+/* What a caller may pass as max_misses: the configured predict_spec_max
+ * (-1: prediction is off, or the store is resident or has no cache). */
+int expert_store_predict_max(const expert_store *store);
 
 /* Waits for the prefetches still reading (the wrong guesses of a token's
  * last layers) and counts them, so each evaluation's counters are complete. */

@@ -33,6 +33,8 @@ void tm_config_from_model(tm_config *config, const bmoe_model *model, const char
     config->o_direct = state.streaming && state.direct;
     config->overlap = state.streaming && params.stream.overlap;
     config->prefetch = state.streaming ? params.stream.prefetch : 0;
+    config->predict_prefetch = state.streaming && params.stream.predict_prefetch;
+    config->predict_spec_max = config->predict_prefetch ? params.stream.predict_spec_max : 0;
     config->dense_anon = params.dense_weights == BMOE_DENSE_WEIGHTS_ANON;
     config->engine = bmoe_version();
 }

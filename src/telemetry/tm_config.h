@@ -33,6 +33,8 @@ typedef struct tm_config {
     bool o_direct;              /* as achieved */
     bool overlap;
     int32_t prefetch;
+    bool predict_prefetch;      /* the stale-gate predictor reads ahead */
+    int32_t predict_spec_max;   /* its predicted misses per layer */
     bool dense_anon;            /* dense weights in engine memory (anon) or the mapping (mmap) */
     /* sampling */
     float temp, top_p;

@@ -67,8 +67,9 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
         tm_buffer_printf(out, "\nmoe-cache: %" PRIu64 " evictions, %" PRIu64 " re-reads (%.2f/token)\n",
                          d->evictions, d->rereads, tm_totals_per_token(d, (double)d->rereads));
     }
-    if (c->prefetch > 0)
-        tm_buffer_printf(out, "moe-prefetch: %.2f MiB speculative, %" PRIu64 "/%" PRIu64 " experts useful (%.1f%%)\n",
+    if (c->prefetch > 0 || c->predict_prefetch)
+        tm_buffer_printf(out, "moe-prefetch: %.2f MiB speculative, %" PRIu64 "/%" PRIu64 " experts useful (%.1f%%)%s\n",
                          (double)d->prefetch_bytes / TM_MIB, d->prefetch_useful, d->prefetched,
-                         d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0);
+                         d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
+                         c->predict_prefetch ? " [stale-gate]" : "");
 }

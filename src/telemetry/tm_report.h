@@ -5,7 +5,8 @@
  *   moe-stream: read ...        (streaming only; ", stall_s/tok=<s>" under overlap)
  *   moe-cache: <pct>% hit, resident <mib> MiB[, budget <n> MiB]   (a cache in use; budget when auto)
  *   moe-cache: <n> evictions, <m> re-reads (<x>/token)
- *   moe-prefetch: <mib> MiB speculative, <useful>/<prefetched> experts useful (<pct>%)   (--prefetch)
+ *   moe-prefetch: <mib> MiB speculative, <useful>/<prefetched> experts useful (<pct>%)   (--prefetch;
+ *                 with --predict-prefetch tagged [stale-gate])
  * compute: is left out when CPU time was not measured (0). Per-token means
  * are over the decoded tokens; decode s/token = compute + cache mgmt +
  * flash I/O in serial mode (with stall in place of I/O under overlap). */

@@ -6,7 +6,8 @@
  * byte-identical between the resident run and every streamed
  * configuration: no cache; a cache smaller than one token's experts
  * (evictions every token); a cache holding everything; each with overlap;
- * 1 and 4 read lanes; buffered reads; prefetch; each dense-weights policy;
+ * 1 and 4 read lanes; buffered reads; prefetch; predictive prefetch (with
+ * and without overlap); each dense-weights policy;
  * load-all; a second generation on the warm cache; 1 and 2 threads. The
  * counters must say what happened (reads, hits, evictions). */
 #include "stream_support.h"
@@ -28,10 +29,12 @@ typedef struct stream_config {
     bool load_all;
     int threads;
     int generations;
+    int predict_spec_max; /* 0: no predictive prefetch */
 } stream_config;
 
-/* Prefetched experts over every model's prefetch runs: some must be. */
-static uint64_t total_prefetched;
+/* Prefetched experts over every model's prefetch runs, and over its
+ * predictive prefetch runs: some must be. */
+static uint64_t total_prefetched, total_predicted;
 
 static bmoe_model_params params_of(const stream_config *c)
 {
@@ -46,6 +49,8 @@ static bmoe_model_params params_of(const stream_config *c)
     p.stream.direct = c->direct;
     p.stream.prefetch = c->prefetch;
     p.stream.load_all = c->load_all;
+    p.stream.predict_prefetch = c->predict_spec_max > 0;
+    p.stream.predict_spec_max = c->predict_spec_max;
     return p;
 }
 
@@ -82,28 +87,35 @@ static void check_model(const model_case *m, const char *dir)
         small_mb = 1;
     /* slots round each projection up to whole pages: twice the bytes is plenty */
     int64_t whole_mb = (int64_t)(2 * info.expert_bytes >> 20) + 4;
+    /* room beside a token's experts for guesses, not for everything */
+    int64_t half_mb = (int64_t)(info.expert_bytes >> 20) / 2 + 2;
 
     const stream_config configs[] = {
-        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1},
-        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, prefetch 1", small_mb, false, 2, true, 1, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1},
-        {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1},
-        {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1},
-        {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1},
-        {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
-        {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2},
-        {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1},
+        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0},
+        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, prefetch 1", small_mb, false, 2, true, 1, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
+        {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1, 0},
+        {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1, 0},
+        {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1, 0},
+        {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0},
+        {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0},
+        {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0},
+        {"half cache, overlap, predictive prefetch 2", half_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1,
+         2},
+        {"half cache, predictive prefetch 8", half_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 8},
+        {"small cache, overlap, predictive prefetch 8", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2,
+         1, 8},
     };
-    stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1};
+    stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0};
     bmoe_model_params reference_params = params_of(&reference_config);
     workload_result reference;
     workload_run(first, &reference_params, 2, 1, &reference);
@@ -144,8 +156,16 @@ static void check_model(const model_case *m, const char *dir)
                 CHECK_MSG(useful <= prefetched, "%s, %s: useful %llu > prefetched %llu", m->name, c->name,
                           (unsigned long long)useful, (unsigned long long)prefetched);
                 total_prefetched += prefetched;
-            }
-            else
+            } else if (c->predict_spec_max > 0) {
+                CHECK_MSG(useful <= prefetched, "%s, %s: useful %llu > prefetched %llu", m->name, c->name,
+                          (unsigned long long)useful, (unsigned long long)prefetched);
+                /* one decode step's guesses: at most spec max per MoE layer after the first */
+                CHECK_MSG(got.decode.prefetched <= (uint64_t)WORKLOAD_STEPS * (uint64_t)info.n_moe_layers *
+                                                       (uint64_t)c->predict_spec_max,
+                          "%s, %s: %llu predicted reads", m->name, c->name,
+                          (unsigned long long)got.decode.prefetched);
+                total_predicted += prefetched;
+            } else
                 CHECK(prefetched == 0 && useful == 0 && got.decode.prefetch_bytes + got.prefill.prefetch_bytes == 0);
         }
         workload_free(&got);
@@ -170,5 +190,6 @@ int main(void)
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         check_model(&models[i], dir);
     CHECK_MSG(total_prefetched > 0, "no prefetch read anything in any run");
+    CHECK_MSG(total_predicted > 0, "no predictive prefetch read anything in any run");
     return test_finish();
 }
