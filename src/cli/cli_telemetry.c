@@ -6,6 +6,7 @@
 
 #include "tm_memory.h"
 #include "tm_progress.h"
+#include "tm_reasoning.h"
 #include "tm_report.h"
 #include "tm_summary.h"
 
@@ -90,40 +91,16 @@ static int cli_split(cli_telemetry *t, const char *text, size_t length, bool fin
         return 0;
     }
     bmoe_error error = {0};
-    bmoe_reasoning_delta fed, held;
-    if (bmoe_reasoning_feed(t->reasoning, text ? text : "", text ? length : 0, &fed, &error) != 0)
-        return cli_fail("%s", error.message);
-    if (!final) {
-        *deltas = (tm_deltas){fed.reasoning, fed.reasoning_length, fed.text, fed.text_length, fed.reset};
+    if (final) {
+        if (tm_reasoning_finish(t->reasoning, text, length, &t->split_reasoning, &t->split_text, deltas, &error) != 0)
+            return cli_fail("%s", error.message);
+        t->reasoning_finished = true;
         return 0;
     }
-    /* both deltas in one line: the feed's are copied before finish reuses its buffers */
-    tm_buffer_clear(&t->split_reasoning);
-    tm_buffer_clear(&t->split_text);
-    tm_buffer_append(&t->split_reasoning, fed.reasoning, fed.reasoning_length);
-    tm_buffer_append(&t->split_text, fed.text, fed.text_length);
-    bool reset = fed.reset;
-    if (bmoe_reasoning_finish(t->reasoning, &held, &error) != 0)
+    bmoe_reasoning_delta fed;
+    if (bmoe_reasoning_feed(t->reasoning, text ? text : "", text ? length : 0, &fed, &error) != 0)
         return cli_fail("%s", error.message);
-    t->reasoning_finished = true;
-    if (held.reset || reset) {
-        /* a snapshot replaces everything: the whole state after the finish */
-        tm_buffer_clear(&t->split_reasoning);
-        tm_buffer_clear(&t->split_text);
-        size_t n;
-        const char *all = bmoe_reasoning_thinking(t->reasoning, &n);
-        tm_buffer_append(&t->split_reasoning, all, n);
-        all = bmoe_reasoning_answer(t->reasoning, &n);
-        tm_buffer_append(&t->split_text, all, n);
-        reset = true;
-    } else {
-        tm_buffer_append(&t->split_reasoning, held.reasoning, held.reasoning_length);
-        tm_buffer_append(&t->split_text, held.text, held.text_length);
-    }
-    if (t->split_reasoning.failed || t->split_text.failed)
-        return cli_fail("out of memory splitting the reasoning");
-    *deltas = (tm_deltas){tm_buffer_text(&t->split_reasoning), t->split_reasoning.length,
-                          tm_buffer_text(&t->split_text), t->split_text.length, reset};
+    *deltas = (tm_deltas){fed.reasoning, fed.reasoning_length, fed.text, fed.text_length, fed.reset};
     return 0;
 }
 

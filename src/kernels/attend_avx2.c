@@ -78,17 +78,7 @@ KERNEL_INLINE void attend256_scores_of(int count, const float *queries, int64_t 
                                        int dim, const int f16, float *scores)
 {
 #define ATTEND256_SCORES(Q) attend256_scores(Q, queries, padded, block, dim, f16, scores)
-    switch (count) {
-    case 1: ATTEND256_SCORES(1); break;
-    case 2: ATTEND256_SCORES(2); break;
-    case 3: ATTEND256_SCORES(3); break;
-    case 4: ATTEND256_SCORES(4); break;
-    case 5: ATTEND256_SCORES(5); break;
-    case 6: ATTEND256_SCORES(6); break;
-    case 7: ATTEND256_SCORES(7); break;
-    case 8: ATTEND256_SCORES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND256_SCORES);
 #undef ATTEND256_SCORES
 }
 
@@ -130,17 +120,7 @@ static void attend256_values_of(int count, float *const *outs, const float *cons
                                 int64_t d0, int64_t width)
 {
 #define ATTEND256_VALUES(Q) attend256_values(Q, outs, weights, scales, low, high, tile_start, tile, padded, d0, width)
-    switch (count) {
-    case 1: ATTEND256_VALUES(1); break;
-    case 2: ATTEND256_VALUES(2); break;
-    case 3: ATTEND256_VALUES(3); break;
-    case 4: ATTEND256_VALUES(4); break;
-    case 5: ATTEND256_VALUES(5); break;
-    case 6: ATTEND256_VALUES(6); break;
-    case 7: ATTEND256_VALUES(7); break;
-    case 8: ATTEND256_VALUES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND256_VALUES);
 #undef ATTEND256_VALUES
 }
 

@@ -76,17 +76,7 @@ KERNEL_INLINE void attend512_scores_of(int count, const float *queries, int64_t 
                                 const int f16, float *scores)
 {
 #define ATTEND512_SCORES(Q) attend512_scores(Q, queries, padded, tile, dim, f16, scores)
-    switch (count) {
-    case 1: ATTEND512_SCORES(1); break;
-    case 2: ATTEND512_SCORES(2); break;
-    case 3: ATTEND512_SCORES(3); break;
-    case 4: ATTEND512_SCORES(4); break;
-    case 5: ATTEND512_SCORES(5); break;
-    case 6: ATTEND512_SCORES(6); break;
-    case 7: ATTEND512_SCORES(7); break;
-    case 8: ATTEND512_SCORES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND512_SCORES);
 #undef ATTEND512_SCORES
 }
 
@@ -146,17 +136,7 @@ KERNEL_INLINE void attend512_values_of(int count, float *const *outs, const floa
 {
 #define ATTEND512_VALUES(Q) \
     attend512_values(Q, outs, weights, scales, low, high, tile_start, values, value_stride, width, f16)
-    switch (count) {
-    case 1: ATTEND512_VALUES(1); break;
-    case 2: ATTEND512_VALUES(2); break;
-    case 3: ATTEND512_VALUES(3); break;
-    case 4: ATTEND512_VALUES(4); break;
-    case 5: ATTEND512_VALUES(5); break;
-    case 6: ATTEND512_VALUES(6); break;
-    case 7: ATTEND512_VALUES(7); break;
-    case 8: ATTEND512_VALUES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND512_VALUES);
 #undef ATTEND512_VALUES
 }
 

@@ -107,6 +107,25 @@ static inline void attend_tile_plan(const attend_job *job, int32_t start, int32_
     }
 }
 
+/* Expands to CALL(Q) with Q the constant count (1..ATTEND_MAX_QUERIES), so
+ * that a kernel's loops over the job's queries unroll for each count. */
+#define ATTEND_FOR_QUERIES(count, CALL) \
+    do { \
+        switch (count) { \
+        case 1: CALL(1); break; \
+        case 2: CALL(2); break; \
+        case 3: CALL(3); break; \
+        case 4: CALL(4); break; \
+        case 5: CALL(5); break; \
+        case 6: CALL(6); break; \
+        case 7: CALL(7); break; \
+        case 8: CALL(8); break; \
+        default: break; \
+        } \
+    } while (0)
+
+_Static_assert(ATTEND_MAX_QUERIES == 8, "ATTEND_FOR_QUERIES covers 1..8 queries");
+
 /* Tiles ahead whose keys and values a tile asks for as it starts: a job
  * streams its head's keys and values from memory, and the next tile's
  * requests overlap this tile's arithmetic. */

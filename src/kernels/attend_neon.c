@@ -89,17 +89,7 @@ KERNEL_INLINE void attend_neon_scores_of(int count, const float *queries, int64_
                                          int dim, const int f16, float *scores)
 {
 #define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, padded, block, dim, f16, scores)
-    switch (count) {
-    case 1: ATTEND_NEON_SCORES(1); break;
-    case 2: ATTEND_NEON_SCORES(2); break;
-    case 3: ATTEND_NEON_SCORES(3); break;
-    case 4: ATTEND_NEON_SCORES(4); break;
-    case 5: ATTEND_NEON_SCORES(5); break;
-    case 6: ATTEND_NEON_SCORES(6); break;
-    case 7: ATTEND_NEON_SCORES(7); break;
-    case 8: ATTEND_NEON_SCORES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND_NEON_SCORES);
 #undef ATTEND_NEON_SCORES
 }
 
@@ -159,17 +149,7 @@ static void attend_neon_values_of(int count, float *const *outs, const float *co
 {
 #define ATTEND_NEON_VALUES(Q) \
     attend_neon_values(Q, outs, weights, scales, low, high, tile_start, tile, padded, d0, width)
-    switch (count) {
-    case 1: ATTEND_NEON_VALUES(1); break;
-    case 2: ATTEND_NEON_VALUES(2); break;
-    case 3: ATTEND_NEON_VALUES(3); break;
-    case 4: ATTEND_NEON_VALUES(4); break;
-    case 5: ATTEND_NEON_VALUES(5); break;
-    case 6: ATTEND_NEON_VALUES(6); break;
-    case 7: ATTEND_NEON_VALUES(7); break;
-    case 8: ATTEND_NEON_VALUES(8); break;
-    default: break;
-    }
+    ATTEND_FOR_QUERIES(count, ATTEND_NEON_VALUES);
 #undef ATTEND_NEON_VALUES
 }
 

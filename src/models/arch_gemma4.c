@@ -107,12 +107,77 @@ int gemma4_bind(model *m, bmoe_error *err)
     return 0;
 }
 
-int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+/* One layer: attention with its post-norm, then the MLP and (MoE layers)
+ * the experts beside it, each normalized, times the layer's output scale. */
+static int gemma4_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     int n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
     static const tensor_view no_weight;
+    const layer_hparams *lh = &hp->layer[il];
+    const layer_weights *l = &m->weights.layers[il];
+    bool swa = hp->layer_is_swa[il];
+    const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
+    const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
+
+    /* attention: x = norm(h); q, k, v (v = k without attn_v); q/k head
+     * norms and rope, v normalized without weight; attend with scale 1 */
+    attention_qkv(s, hp, l, n);
+    norm_rope_heads(s->q, &l->attn_q_norm, rope, rope_cache, n, lh->n_head, lh->head_dim_k, hp->rms_eps);
+    norm_rope_heads(s->k, &l->attn_k_norm, rope, rope_cache, n, lh->n_head_kv, lh->head_dim_k, hp->rms_eps);
+    for (int t = 0; t < n; t++)
+        rmsnorm_heads(s->v + (int64_t)t * lh->n_head_kv * lh->head_dim_v, NULL, lh->head_dim_v, lh->n_head_kv,
+                      hp->rms_eps);
+    kv_cache_store(s, hp, il, n);
+    attention_layer(s, hp, il, n, NULL);
+
+    /* the last layer goes on with the rows that give logits only */
+    int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+    if (rows == 0)
+        return 0;
+    float *h = s->h + (int64_t)first * n_embd;
+
+    /* h1 = h + norm(attn_output . attn; post_attention_norm) */
+    attention_output(s, hp, l, first, rows);
+    rmsnorm_rows(s->block_out, s->block_out, &l->attn_post_norm, rows, n_embd, hp->rms_eps);
+    vector_add(h, s->block_out, rows * n_embd);
+
+    /* f = mlp(norm(h1; ffn_norm)), GELU */
+    rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
+    ffn_glu(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, MOE_GELU_GLU, s->x, rows, s->block_out);
+    if (lh->ffn == FFN_MOE) {
+        /* f = norm(f; post_ffw_norm_1) + norm(moe(norm(h1; pre_ffw_norm_2)); post_ffw_norm_2),
+         * the router reading norm(h1) / sqrt(n_embd) * ffn_gate_inp.scale */
+        rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm_1, rows, n_embd, hp->rms_eps);
+        rmsnorm_rows(s->x2, h, &no_weight, rows, n_embd, hp->rms_eps);
+        float router_scale = 1.0f / sqrtf((float)n_embd);
+        for (int t = 0; t < rows; t++) {
+            float *r = s->x2 + (int64_t)t * n_embd;
+            vector_scale(r, r, router_scale, n_embd);
+            for (int64_t i = 0; i < n_embd; i++)
+                r[i] *= ((const float *)l->ffn_gate_inp_scale.data)[i];
+        }
+        rmsnorm_rows(s->x, h, &l->ffn_pre_norm_2, rows, n_embd, hp->rms_eps);
+        if (moe_layer(s, m, l, il, &gemma4_moe, s->x, s->x2, s->positions + first, rows, s->block_out2, err) != 0)
+            return -1;
+        rmsnorm_rows(s->block_out2, s->block_out2, &l->ffn_post_norm_2, rows, n_embd, hp->rms_eps);
+        vector_add(s->block_out, s->block_out2, rows * n_embd);
+    }
+
+    /* h = h1 + norm(f; post_ffw_norm), times the layer's output scale */
+    rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm, rows, n_embd, hp->rms_eps);
+    vector_add(h, s->block_out, rows * n_embd);
+    if (l->layer_output_scale.data)
+        vector_scale(h, h, *(const float *)l->layer_output_scale.data, rows * n_embd);
+    return 0;
+}
+
+int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
 
     /* h = token_embd[token] * sqrt(n_embd) */
     if (embed_batch(m, s, batch, err) != 0)
@@ -120,66 +185,5 @@ int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmo
     vector_scale(s->h, s->h, sqrtf((float)n_embd), n * n_embd);
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
     rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const layer_hparams *lh = &hp->layer[il];
-        const layer_weights *l = &m->weights.layers[il];
-        if (forward_check_abort(s, il, err) != 0)
-            return -1;
-        bool swa = hp->layer_is_swa[il];
-        const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
-        const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
-
-        /* attention: x = norm(h); q, k, v (v = k without attn_v); q/k head
-         * norms and rope, v normalized without weight; attend with scale 1 */
-        attention_qkv(s, hp, l, n);
-        norm_rope_heads(s->q, &l->attn_q_norm, rope, rope_cache, n, lh->n_head, lh->head_dim_k, hp->rms_eps);
-        norm_rope_heads(s->k, &l->attn_k_norm, rope, rope_cache, n, lh->n_head_kv, lh->head_dim_k, hp->rms_eps);
-        for (int t = 0; t < n; t++)
-            rmsnorm_heads(s->v + (int64_t)t * lh->n_head_kv * lh->head_dim_v, NULL, lh->head_dim_v, lh->n_head_kv,
-                          hp->rms_eps);
-        kv_cache_store(s, hp, il, n);
-        attention_layer(s, hp, il, n, NULL);
-
-        /* the last layer goes on with the rows that give logits only */
-        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
-        if (rows == 0)
-            continue;
-        float *h = s->h + (int64_t)first * n_embd;
-
-        /* h1 = h + norm(attn_output . attn; post_attention_norm) */
-        attention_output(s, hp, l, first, rows);
-        rmsnorm_rows(s->block_out, s->block_out, &l->attn_post_norm, rows, n_embd, hp->rms_eps);
-        vector_add(h, s->block_out, rows * n_embd);
-
-        /* f = mlp(norm(h1; ffn_norm)), GELU */
-        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        ffn_glu(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, MOE_GELU_GLU, s->x, rows, s->block_out);
-        if (lh->ffn == FFN_MOE) {
-            /* f = norm(f; post_ffw_norm_1) + norm(moe(norm(h1; pre_ffw_norm_2)); post_ffw_norm_2),
-             * the router reading norm(h1) / sqrt(n_embd) * ffn_gate_inp.scale */
-            rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm_1, rows, n_embd, hp->rms_eps);
-            rmsnorm_rows(s->x2, h, &no_weight, rows, n_embd, hp->rms_eps);
-            float router_scale = 1.0f / sqrtf((float)n_embd);
-            for (int t = 0; t < rows; t++) {
-                float *r = s->x2 + (int64_t)t * n_embd;
-                vector_scale(r, r, router_scale, n_embd);
-                for (int64_t i = 0; i < n_embd; i++)
-                    r[i] *= ((const float *)l->ffn_gate_inp_scale.data)[i];
-            }
-            rmsnorm_rows(s->x, h, &l->ffn_pre_norm_2, rows, n_embd, hp->rms_eps);
-            if (moe_layer(s, m, l, il, &gemma4_moe, s->x, s->x2, s->positions + first, rows, s->block_out2, err) != 0)
-                return -1;
-            rmsnorm_rows(s->block_out2, s->block_out2, &l->ffn_post_norm_2, rows, n_embd, hp->rms_eps);
-            vector_add(s->block_out, s->block_out2, rows * n_embd);
-        }
-
-        /* h = h1 + norm(f; post_ffw_norm), times the layer's output scale */
-        rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm, rows, n_embd, hp->rms_eps);
-        vector_add(h, s->block_out, rows * n_embd);
-        if (l->layer_output_scale.data)
-            vector_scale(h, h, *(const float *)l->layer_output_scale.data, rows * n_embd);
-    }
-    output_logits(m, s, batch); /* final norm, head, softcap */
-    return 0;
+    return forward_layers(m, s, batch, gemma4_layer, err);
 }

@@ -48,50 +48,20 @@ int gpt_oss_bind(model *m, bmoe_error *err)
     return 0;
 }
 
+/* h += attn_output . attention(norm(h)) + bias, with biases, YaRN RoPE and
+ * sinks; h += moe(norm(h; post_attention_norm)) */
+static int gpt_oss_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+{
+    return transformer_layer(m, s, batch, il, &gpt_oss_moe, m->weights.layers[il].attn_sinks.data, err);
+}
+
 int gpt_oss_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
-    int n = batch->n_tokens;
-    int64_t n_embd = hp->n_embd;
-    static const tensor_view no_norm;
-
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
     /* full and sliding-window layers rotate with different bases */
-    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
-    rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const layer_weights *l = &m->weights.layers[il];
-        if (forward_check_abort(s, il, err) != 0)
-            return -1;
-        bool swa = hp->layer_is_swa[il];
-        const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
-        const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
-
-        /* attention with biases, YaRN rope and sinks */
-        attention_qkv(s, hp, l, n);
-        norm_rope_heads(s->q, &no_norm, rope, rope_cache, n, hp->n_head, hp->head_dim_k, hp->rms_eps);
-        norm_rope_heads(s->k, &no_norm, rope, rope_cache, n, hp->n_head_kv, hp->head_dim_k, hp->rms_eps);
-        kv_cache_store(s, hp, il, n);
-        attention_layer(s, hp, il, n, l->attn_sinks.data);
-
-        /* the last layer goes on with the rows that give logits only */
-        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
-        if (rows == 0)
-            continue;
-        float *h = s->h + (int64_t)first * n_embd;
-
-        /* h = h + attn_output . attn + bias */
-        attention_output(s, hp, l, first, rows);
-        vector_add(h, s->block_out, rows * n_embd);
-
-        /* h = h + moe(norm(h; post_attention_norm)) */
-        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (moe_layer(s, m, l, il, &gpt_oss_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
-            return -1;
-        vector_add(h, s->block_out, rows * n_embd);
-    }
-    output_logits(m, s, batch);
-    return 0;
+    rope_cache_batch(&hp->rope, s->positions, batch->n_tokens, s->rope_cache);
+    rope_cache_batch(&hp->rope_swa, s->positions, batch->n_tokens, s->rope_cache_swa);
+    return forward_layers(m, s, batch, gpt_oss_layer, err);
 }

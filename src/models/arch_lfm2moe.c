@@ -77,53 +77,35 @@ int lfm2moe_bind(model *m, bmoe_error *err)
     return 0;
 }
 
-int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+/* h += attention(norm(h)) or shortconv(norm(h)); h += ffn(norm(h)), dense in
+ * the leading layers, experts after */
+static int lfm2moe_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
+    const layer_weights *l = &m->weights.layers[il];
     int n = batch->n_tokens;
-    int64_t n_embd = hp->n_embd;
+    /* the last layer goes on with the rows that give logits only */
+    int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+    /* the mixer runs on every row (the cache and the window need them all),
+     * its output for the rows kept */
+    if (hp->layer[il].mixer == MIXER_ATTENTION) {
+        attention_mixer(s, hp, l, il, n, NULL);
+        if (rows > 0)
+            attention_output(s, hp, l, first, rows);
+    } else {
+        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, hp->n_embd, hp->rms_eps);
+        shortconv_block(s, m, il, n, first, s->block_out);
+    }
+    if (rows == 0)
+        return 0;
+    vector_add(s->h + (int64_t)first * hp->n_embd, s->block_out, rows * hp->n_embd);
+    return ffn_residual(s, m, l, il, &lfm2moe_moe, first, rows, err);
+}
 
+int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
-    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const layer_hparams *lh = &hp->layer[il];
-        const layer_weights *l = &m->weights.layers[il];
-        if (forward_check_abort(s, il, err) != 0)
-            return -1;
-        /* the last layer goes on with the rows that give logits only */
-        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
-
-        /* o = attention(norm(h)) or shortconv(norm(h)), every row (the cache
-         * and the window need them all), o for the rows kept */
-        if (lh->mixer == MIXER_ATTENTION) {
-            attention_qkv(s, hp, l, n);
-            norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, lh->n_head, lh->head_dim_k,
-                            hp->rms_eps);
-            norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, lh->n_head_kv, lh->head_dim_k,
-                            hp->rms_eps);
-            kv_cache_store(s, hp, il, n);
-            attention_layer(s, hp, il, n, NULL);
-            if (rows > 0)
-                attention_output(s, hp, l, first, rows);
-        } else {
-            rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
-            shortconv_block(s, m, il, n, first, s->block_out);
-        }
-        if (rows == 0)
-            continue;
-        float *h = s->h + (int64_t)first * n_embd;
-        vector_add(h, s->block_out, rows * n_embd);
-
-        /* h = h + ffn(norm(h)): dense in the leading layers, experts after */
-        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (lh->ffn == FFN_DENSE)
-            ffn_glu(s, &l->ffn_gate, &l->ffn_up, &l->ffn_down, MOE_SILU_GLU, s->x, rows, s->block_out);
-        else if (moe_layer(s, m, l, il, &lfm2moe_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
-            return -1;
-        vector_add(h, s->block_out, rows * n_embd);
-    }
-    output_logits(m, s, batch);
-    return 0;
+    rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
+    return forward_layers(m, s, batch, lfm2moe_layer, err);
 }

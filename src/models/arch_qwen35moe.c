@@ -180,54 +180,57 @@ int qwen35moe_bind(model *m, bmoe_error *err)
     return 0;
 }
 
-int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+/* One layer: gated attention or Gated DeltaNet, then the experts and the
+ * gated shared expert. */
+static int qwen35moe_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     int n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
+    const layer_hparams *lh = &hp->layer[il];
+    const layer_weights *l = &m->weights.layers[il];
+    /* the last layer goes on with the rows that give logits only */
+    int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+
+    /* o = gated attention(norm(h)) or Gated DeltaNet(norm(h)), every row
+     * (the cache and the state need them all), o for the rows kept */
+    if (lh->mixer == MIXER_ATTENTION) {
+        attention_qkv_gated(s, hp, l, il, n);
+        norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, lh->n_head, lh->head_dim_k,
+                        hp->rms_eps);
+        norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, lh->n_head_kv, lh->head_dim_k,
+                        hp->rms_eps);
+        kv_cache_store(s, hp, il, n);
+        attention_layer(s, hp, il, n, NULL);
+        attention_gate(s, hp, il, n);
+        if (rows > 0)
+            attention_output(s, hp, l, first, rows);
+    } else {
+        rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
+        deltanet_block(s, m, il, n, first, s->block_out);
+    }
+    if (rows == 0)
+        return 0;
+    float *h = s->h + (int64_t)first * n_embd;
+    vector_add(h, s->block_out, rows * n_embd);
+
+    /* h = h + moe(x) + sigmoid(gate . x) shared(x), x = norm(h; post_attention_norm) */
+    rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
+    if (moe_layer(s, m, l, il, &qwen35moe_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
+        return -1;
+    shared_expert_gated(s, l, s->x, rows, s->block_out2);
+    vector_add(s->block_out, s->block_out2, rows * n_embd);
+    vector_add(h, s->block_out, rows * n_embd);
+    return 0;
+}
+
+int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int n = batch->n_tokens;
 
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const layer_hparams *lh = &hp->layer[il];
-        const layer_weights *l = &m->weights.layers[il];
-        if (forward_check_abort(s, il, err) != 0)
-            return -1;
-        /* the last layer goes on with the rows that give logits only */
-        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
-
-        /* o = gated attention(norm(h)) or Gated DeltaNet(norm(h)), every row
-         * (the cache and the state need them all), o for the rows kept */
-        if (lh->mixer == MIXER_ATTENTION) {
-            attention_qkv_gated(s, hp, l, il, n);
-            norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, lh->n_head, lh->head_dim_k,
-                            hp->rms_eps);
-            norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, lh->n_head_kv, lh->head_dim_k,
-                            hp->rms_eps);
-            kv_cache_store(s, hp, il, n);
-            attention_layer(s, hp, il, n, NULL);
-            attention_gate(s, hp, il, n);
-            if (rows > 0)
-                attention_output(s, hp, l, first, rows);
-        } else {
-            rmsnorm_rows(s->x, s->h, &l->attn_norm, n, n_embd, hp->rms_eps);
-            deltanet_block(s, m, il, n, first, s->block_out);
-        }
-        if (rows == 0)
-            continue;
-        float *h = s->h + (int64_t)first * n_embd;
-        vector_add(h, s->block_out, rows * n_embd);
-
-        /* h = h + moe(x) + sigmoid(gate . x) shared(x), x = norm(h; post_attention_norm) */
-        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (moe_layer(s, m, l, il, &qwen35moe_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
-            return -1;
-        shared_expert_gated(s, l, s->x, rows, s->block_out2);
-        vector_add(s->block_out, s->block_out2, rows * n_embd);
-        vector_add(h, s->block_out, rows * n_embd);
-    }
-    output_logits(m, s, batch);
-    return 0;
+    return forward_layers(m, s, batch, qwen35moe_layer, err);
 }

@@ -42,46 +42,16 @@ int qwen3moe_bind(model *m, bmoe_error *err)
     return 0;
 }
 
+/* h += attn_output . attention(norm(h)) with q/k head norms; h += moe(norm(h)) */
+static int qwen3moe_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+{
+    return transformer_layer(m, s, batch, il, &qwen3moe_moe, NULL, err);
+}
+
 int qwen3moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
 {
-    const model_hparams *hp = &m->hparams;
-    int n = batch->n_tokens;
-    int64_t n_embd = hp->n_embd;
-
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
-    rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
-
-    for (int il = 0; il < hp->n_layer; il++) {
-        const layer_weights *l = &m->weights.layers[il];
-        if (forward_check_abort(s, il, err) != 0)
-            return -1;
-
-        /* attention: x = norm(h); q, k, v = W x + b; q/k head norms; rope; attend */
-        attention_qkv(s, hp, l, n);
-        norm_rope_heads(s->q, &l->attn_q_norm, &hp->rope, s->rope_cache, n, hp->n_head, hp->head_dim_k,
-                        hp->rms_eps);
-        norm_rope_heads(s->k, &l->attn_k_norm, &hp->rope, s->rope_cache, n, hp->n_head_kv, hp->head_dim_k,
-                        hp->rms_eps);
-        kv_cache_store(s, hp, il, n);
-        attention_layer(s, hp, il, n, NULL);
-
-        /* the last layer goes on with the rows that give logits only */
-        int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
-        if (rows == 0)
-            continue;
-        float *h = s->h + (int64_t)first * n_embd;
-
-        /* h = h + attn_output . attn */
-        attention_output(s, hp, l, first, rows);
-        vector_add(h, s->block_out, rows * n_embd);
-
-        /* h = h + moe(norm(h)) */
-        rmsnorm_rows(s->x, h, &l->ffn_norm, rows, n_embd, hp->rms_eps);
-        if (moe_layer(s, m, l, il, &qwen3moe_moe, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
-            return -1;
-        vector_add(h, s->block_out, rows * n_embd);
-    }
-    output_logits(m, s, batch);
-    return 0;
+    rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
+    return forward_layers(m, s, batch, qwen3moe_layer, err);
 }

@@ -231,6 +231,46 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
     forward_trace_op(s, "FLASH_ATTN_EXT", "attention");
 }
 
+void attention_mixer(run_state *s, const model_hparams *hp, const layer_weights *layer, int il, int n_tokens,
+                     const float *sinks)
+{
+    const layer_hparams *lh = &hp->layer[il];
+    bool swa = hp->layer_is_swa[il];
+    const rope_config *rope = swa ? &hp->rope_swa : &hp->rope;
+    const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
+    attention_qkv(s, hp, layer, n_tokens);
+    norm_rope_heads(s->q, &layer->attn_q_norm, rope, rope_cache, n_tokens, lh->n_head, lh->head_dim_k, hp->rms_eps);
+    norm_rope_heads(s->k, &layer->attn_k_norm, rope, rope_cache, n_tokens, lh->n_head_kv, lh->head_dim_k,
+                    hp->rms_eps);
+    kv_cache_store(s, hp, il, n_tokens);
+    attention_layer(s, hp, il, n_tokens, sinks);
+}
+
+int transformer_layer(const model *m, run_state *s, const forward_batch *batch, int il, const moe_config *config,
+                      const float *sinks, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    const layer_weights *layer = &m->weights.layers[il];
+    int n = batch->n_tokens;
+    attention_mixer(s, hp, layer, il, n, sinks);
+    /* the last layer goes on with the rows that give logits only */
+    int first = forward_first_row(s, batch, il, hp->n_layer), rows = n - first;
+    if (rows == 0)
+        return 0;
+    attention_output(s, hp, layer, first, rows);
+    vector_add(s->h + (int64_t)first * hp->n_embd, s->block_out, rows * hp->n_embd);
+    return ffn_residual(s, m, layer, il, config, first, rows, err);
+}
+
+int forward_layers(const model *m, run_state *s, const forward_batch *batch, forward_layer_fn layer, bmoe_error *err)
+{
+    for (int il = 0; il < m->hparams.n_layer; il++)
+        if (forward_check_abort(s, il, err) != 0 || layer(m, s, batch, il, err) != 0)
+            return -1;
+    output_logits(m, s, batch);
+    return 0;
+}
+
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer)
 {
     (void)s;
@@ -307,6 +347,22 @@ void ffn_glu(run_state *s, const tensor_view *gate, const tensor_view *up, const
         silu_glu(s->ffn_gate, s->ffn_gate, s->ffn_up, (int64_t)n_tokens * n_ff);
     linear(s, s->ffn_gate, n_ff, n_tokens, 1, &down, &out, NULL);
     forward_trace_op(s, "MUL_MAT", "ffn");
+}
+
+int ffn_residual(run_state *s, const model *m, const layer_weights *layer, int il, const moe_config *config,
+                 int first, int rows, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    float *h = s->h + (int64_t)first * hp->n_embd;
+    rmsnorm_rows(s->x, h, &layer->ffn_norm, rows, hp->n_embd, hp->rms_eps);
+    if (hp->layer[il].ffn == FFN_MOE) {
+        if (moe_layer(s, m, layer, il, config, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
+            return -1;
+    } else {
+        ffn_glu(s, &layer->ffn_gate, &layer->ffn_up, &layer->ffn_down, MOE_SILU_GLU, s->x, rows, s->block_out);
+    }
+    vector_add(h, s->block_out, rows * hp->n_embd);
+    return 0;
 }
 
 void shared_expert_gated(run_state *s, const layer_weights *layer, const float *x, int n_tokens, float *out)

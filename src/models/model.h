@@ -416,6 +416,22 @@ void forward_trace_op(run_state *s, const char *op, const char *name);
 /* Final norm and output head for rows first_output..n_tokens-1 of s->h. */
 void output_logits(const model *m, run_state *s, const forward_batch *batch);
 
+/* One layer of an architecture's forward pass over the batch. */
+typedef int (*forward_layer_fn)(const model *m, run_state *s, const forward_batch *batch, int layer,
+                                bmoe_error *err);
+
+/* The layer loop every architecture runs once the batch is embedded and its
+ * RoPE caches filled: each layer after forward_check_abort, then the final
+ * norm and head (output_logits). */
+int forward_layers(const model *m, run_state *s, const forward_batch *batch, forward_layer_fn layer, bmoe_error *err);
+
+/* The attention mixer of the plain layers: q, k, v of norm(h; attn_norm) for
+ * every row of the batch, the per-head norms where the layer has them, RoPE
+ * (the sliding-window variant on SWA layers), the keys and values stored,
+ * attention (with sinks when given) into s->attn. */
+void attention_mixer(run_state *s, const model_hparams *hp, const layer_weights *layer, int il, int n_tokens,
+                     const float *sinks);
+
 enum moe_gating {
     MOE_GATING_SOFTMAX,        /* softmax over all E, top-K of the probabilities */
     MOE_GATING_SOFTMAX_WEIGHT, /* top-K of the raw logits, softmax over those K */
@@ -464,6 +480,17 @@ void shortconv_block(run_state *s, const model *m, int il, int n_tokens, int fir
 
 /* Dense GLU feed-forward of n_tokens rows of x: out = down(act(gate x) *
  * up x), act SiLU or GELU. */
+/* The plain pre-norm layer: h += attn_output . attention_mixer(norm(h)),
+ * then ffn_residual (experts by config); the last layer goes on with the
+ * rows that give logits only. */
+int transformer_layer(const model *m, run_state *s, const forward_batch *batch, int il, const moe_config *config,
+                      const float *sinks, bmoe_error *err);
+
+/* h rows first..first+rows-1 += ffn(norm(h; ffn_norm)): the layer's routed
+ * experts (config) or its dense SiLU-GLU MLP. Returns 0 or -1 (moe_layer). */
+int ffn_residual(run_state *s, const model *m, const layer_weights *layer, int il, const moe_config *config,
+                 int first, int rows, bmoe_error *err);
+
 void ffn_glu(run_state *s, const tensor_view *gate, const tensor_view *up, const tensor_view *down,
              enum moe_activation activation, const float *x, int n_tokens, float *out);
 

@@ -14,6 +14,7 @@
 #include "session_internal.h"
 #include "tm_memory.h"
 #include "tm_progress.h"
+#include "tm_reasoning.h"
 #include "tm_token.h"
 
 /* Tokens between two dense-residency probes (the first token is probed). */
@@ -88,33 +89,11 @@ static int token_lines(turn *t, const bmoe_step *step)
 static int trailing_lines(turn *t, const char *text, size_t length)
 {
     session *s = t->s;
-    bmoe_reasoning_delta fed, held;
     bmoe_error error = {0};
-    if (bmoe_reasoning_feed(t->reasoning, text, length, &fed, &error) != 0)
+    tm_deltas deltas;
+    if (tm_reasoning_finish(t->reasoning, text, length, &t->joined_reasoning, &t->joined_text, &deltas, &error) != 0)
         return session_error(s, t->id, true, error.message);
-    tm_buffer_clear(&t->joined_reasoning);
-    tm_buffer_clear(&t->joined_text);
-    tm_buffer_append(&t->joined_reasoning, fed.reasoning, fed.reasoning_length);
-    tm_buffer_append(&t->joined_text, fed.text, fed.text_length);
-    bool reset = fed.reset;
-    if (bmoe_reasoning_finish(t->reasoning, &held, &error) != 0)
-        return session_error(s, t->id, true, error.message);
-    if (reset || held.reset) { /* a snapshot: the whole state */
-        tm_buffer_clear(&t->joined_reasoning);
-        tm_buffer_clear(&t->joined_text);
-        size_t n;
-        const char *all = bmoe_reasoning_thinking(t->reasoning, &n);
-        tm_buffer_append(&t->joined_reasoning, all, n);
-        all = bmoe_reasoning_answer(t->reasoning, &n);
-        tm_buffer_append(&t->joined_text, all, n);
-        reset = true;
-    } else {
-        tm_buffer_append(&t->joined_reasoning, held.reasoning, held.reasoning_length);
-        tm_buffer_append(&t->joined_text, held.text, held.text_length);
-    }
-    if (t->joined_reasoning.failed || t->joined_text.failed)
-        return session_error(s, t->id, true, "out of memory for the last text");
-    if (!reset && t->joined_reasoning.length == 0 && t->joined_text.length == 0)
+    if (!deltas.reset && deltas.reasoning_length == 0 && deltas.text_length == 0)
         return 0;
     tm_token token = t->last;
     token.step = tm_meter_totals(t->meter)->tokens;
@@ -123,8 +102,6 @@ static int trailing_lines(turn *t, const char *text, size_t length)
     token.cpu_ms = token.loop_overhead_ms = 0.0;
     token.read_bytes = 0;
     token.majflt = 0;
-    tm_deltas deltas = {tm_buffer_text(&t->joined_reasoning), t->joined_reasoning.length,
-                        tm_buffer_text(&t->joined_text), t->joined_text.length, reset};
     tm_progress_line(&s->lines, &token, &deltas);
     return session_emit(s);
 }
