@@ -381,6 +381,36 @@ void shared_expert_gated(run_state *s, const layer_weights *layer, const float *
     }
 }
 
+/* One token's DeltaNet heads: each is its own state, recurrence, norm and
+ * gate, so they run on the pool's threads in any split with the same bits. */
+typedef struct deltanet_heads_run {
+    const model_hparams *hp;
+    const layer_weights *layer;
+    float *heads, *row;
+    const float *q, *k, *v;
+    int64_t z_at, beta_at, alpha_at, o_at;
+} deltanet_heads_run;
+
+static void deltanet_heads_task(void *context, int thread_index, int n_threads)
+{
+    const deltanet_heads_run *r = context;
+    const model_hparams *hp = r->hp;
+    int hk = hp->ssm_k_heads, hv = hp->ssm_v_heads, dk = hp->ssm_dk, dv = hp->ssm_dv;
+    const float *dt_bias = r->layer->ssm_dt_bias.data, *a = r->layer->ssm_a.data;
+    float *row = r->row;
+    for (int j = hv * thread_index / n_threads; j < hv * (thread_index + 1) / n_threads; j++) {
+        /* V head j pairs with K head j mod Hk (the converter's tiled order) */
+        int i = j % hk;
+        float decay = expf(softplus(row[r->alpha_at + j] + dt_bias[j]) * a[j]);
+        float *o = row + r->o_at + (int64_t)j * dv;
+        deltanet_step(r->heads + (int64_t)j * dk * dv, r->q + (int64_t)i * dk, r->k + (int64_t)i * dk,
+                      r->v + (int64_t)j * dv, row[r->beta_at + j], decay, dk, dv, o);
+        /* o = rmsnorm(o; ssm_norm) * silu(z) */
+        rmsnorm(o, o, r->layer->ssm_norm.data, dv, hp->rms_eps);
+        silu_glu(o, row + r->z_at + (int64_t)j * dv, o, dv);
+    }
+}
+
 void deltanet_block(run_state *s, const model *m, int il, int n_tokens, int first, float *out)
 {
     const model_hparams *hp = &m->hparams;
@@ -394,12 +424,12 @@ void deltanet_block(run_state *s, const model *m, int il, int n_tokens, int firs
     float *outs[4] = {s->mixer, s->mixer + z_at, s->mixer + beta_at, s->mixer + alpha_at};
     const int64_t strides[4] = {stride, stride, stride, stride};
     linear(s, s->x, n_embd, n_tokens, 4, projections, outs, strides);
+    forward_trace_op(s, "MUL_MAT", "ssm_in");
 
     float *conv_state = s->recurrent + s->recurrent_offset[il];
     float *heads = conv_state + (int64_t)(hp->ssm_conv_taps - 1) * channels; /* Hv matrices dk x dv */
     causal_conv1d(s->mixer, stride, s->mixer, stride, n_tokens, channels, layer->ssm_conv1d.data,
                   hp->ssm_conv_taps, conv_state);
-    const float *dt_bias = layer->ssm_dt_bias.data, *a = layer->ssm_a.data;
     for (int t = 0; t < n_tokens; t++) {
         float *row = s->mixer + (int64_t)t * stride;
         for (int64_t c = 0; c < channels; c++)
@@ -410,18 +440,10 @@ void deltanet_block(run_state *s, const model *m, int il, int n_tokens, int firs
             l2norm(k + (int64_t)i * dk, dk, hp->rms_eps);
         }
         sigmoid(row + beta_at, hv);
-        for (int j = 0; j < hv; j++) {
-            /* V head j pairs with K head j mod Hk (the converter's tiled order) */
-            int i = j % hk;
-            float decay = expf(softplus(row[alpha_at + j] + dt_bias[j]) * a[j]);
-            float *o = row + o_at + (int64_t)j * dv;
-            deltanet_step(heads + (int64_t)j * dk * dv, q + (int64_t)i * dk, k + (int64_t)i * dk,
-                          v + (int64_t)j * dv, row[beta_at + j], decay, dk, dv, o);
-            /* o = rmsnorm(o; ssm_norm) * silu(z) */
-            rmsnorm(o, o, layer->ssm_norm.data, dv, hp->rms_eps);
-            const float *z = row + z_at + (int64_t)j * dv;
-            silu_glu(o, z, o, dv);
-        }
+        deltanet_heads_run run = {.hp = hp, .layer = layer, .heads = heads, .row = row,
+                                  .q = q, .k = k, .v = v, .z_at = z_at, .beta_at = beta_at, .alpha_at = alpha_at,
+                                  .o_at = o_at};
+        thread_pool_run(s->pool, deltanet_heads_task, &run);
     }
     forward_trace_op(s, "GATED_DELTA_NET", "deltanet");
     if (first < n_tokens) {
