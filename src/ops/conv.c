@@ -51,29 +51,30 @@ float softplus(float z)
 void deltanet_step(float *state, const float *q, const float *k, const float *v, float beta, float decay, int dk,
                    int dv, float *out)
 {
-    /* delta needs S^T k after the decay; one pass computes both */
-    float delta[DELTANET_MAX_HEAD];
+    /* with S' = decay S + k delta^T, S'^T q = decay S^T q + (k.q) delta: one
+     * read-only pass gives S^T k and S^T q, one read-write pass updates S
+     * (the state is larger than the caches: three passes over it, not four) */
+    float sk[DELTANET_MAX_HEAD], sq[DELTANET_MAX_HEAD];
     for (int b = 0; b < dv; b++)
-        delta[b] = 0.0f;
+        sk[b] = sq[b] = 0.0f;
+    float kq = 0.0f;
     for (int a = 0; a < dk; a++) {
-        float *row = state + (int64_t)a * dv;
+        const float *row = state + (int64_t)a * dv;
         for (int b = 0; b < dv; b++) {
-            row[b] *= decay;
-            delta[b] += row[b] * k[a];
+            sk[b] += row[b] * k[a];
+            sq[b] += row[b] * q[a];
         }
-    }
-    for (int b = 0; b < dv; b++)
-        delta[b] = (v[b] - delta[b]) * beta;
-    for (int b = 0; b < dv; b++)
-        out[b] = 0.0f;
-    for (int a = 0; a < dk; a++) {
-        float *row = state + (int64_t)a * dv;
-        for (int b = 0; b < dv; b++) {
-            row[b] += k[a] * delta[b];
-            out[b] += row[b] * q[a];
-        }
+        kq += k[a] * q[a];
     }
     float scale = 1.0f / sqrtf((float)dk);
-    for (int b = 0; b < dv; b++)
-        out[b] *= scale;
+    float delta[DELTANET_MAX_HEAD];
+    for (int b = 0; b < dv; b++) {
+        delta[b] = (v[b] - decay * sk[b]) * beta;
+        out[b] = (decay * sq[b] + kq * delta[b]) * scale;
+    }
+    for (int a = 0; a < dk; a++) {
+        float *row = state + (int64_t)a * dv;
+        for (int b = 0; b < dv; b++)
+            row[b] = row[b] * decay + k[a] * delta[b];
+    }
 }

@@ -95,10 +95,11 @@ float softplus(float z);
 
 /* One token of one Gated-DeltaNet head (architectures.md 8.4) on its state
  * S (dk x dv, S[a][b] at state[a * dv + b]): S = S * decay; delta = (v -
- * S^T k) * beta; S = S + k delta^T; out = S^T q / sqrt(dk). q and k are
- * dk long (already L2-normalized), v and out dv long (dv <=
- * DELTANET_MAX_HEAD). Sums run in increasing a, so a token's result does not
- * depend on the batch. */
+ * S^T k) * beta; S = S + k delta^T; out = S^T q / sqrt(dk), computed as
+ * out = (decay S_old^T q + (k.q) delta) / sqrt(dk) so the state is read
+ * once before it is updated. q and k are dk long (already L2-normalized), v
+ * and out dv long (dv <= DELTANET_MAX_HEAD). Sums run in increasing a, so a
+ * token's result does not depend on the batch. */
 void deltanet_step(float *state, const float *q, const float *k, const float *v, float beta, float decay, int dk,
                    int dv, float *out);
 
