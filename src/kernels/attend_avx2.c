@@ -233,12 +233,7 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
                               attend_padded_dim((int)width), f16, 0);
             }
             float full_scales[ATTEND_MAX_QUERIES];
-            for (int i = 0; i < tile.n_full; i++) {
-                int g = tile.full[i];
-                outs[i] = job->queries[g].out;
-                weights[i] = layout.weights + g * ATTEND_TILE_KEYS;
-                full_scales[i] = scale[g];
-            }
+            attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
             attend256_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, layout.keys,
                                 padded, d0, width);
             for (int i = 0; i < tile.n_partial; i++) {

@@ -204,12 +204,7 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
         }
 
         float full_scales[ATTEND_MAX_QUERIES];
-        for (int i = 0; i < tile.n_full; i++) {
-            int g = tile.full[i];
-            outs[i] = job->queries[g].out;
-            weights[i] = layout.weights + g * ATTEND_TILE_KEYS;
-            full_scales[i] = scale[g];
-        }
+        attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
         attend512_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, values,
                             job->value_stride, job->head_dim_v, f16);
         for (int i = 0; i < tile.n_partial; i++) {

@@ -107,6 +107,20 @@ static inline void attend_tile_plan(const attend_job *job, int32_t start, int32_
     }
 }
 
+/* The tile's full queries as the values step takes them, in tile->full
+ * order: their output rows, their rows of the tile's weights (weights_base:
+ * ATTEND_TILE_KEYS floats per query of the job) and their scales. */
+static inline void attend_full_queries(const attend_job *job, const attend_tile *tile, const float *weights_base,
+                                       const float *scale, float **outs, const float **weights, float *scales)
+{
+    for (int i = 0; i < tile->n_full; i++) {
+        int g = tile->full[i];
+        outs[i] = job->queries[g].out;
+        weights[i] = weights_base + g * ATTEND_TILE_KEYS;
+        scales[i] = scale[g];
+    }
+}
+
 /* Expands to CALL(Q) with Q the constant count (1..ATTEND_MAX_QUERIES), so
  * that a kernel's loops over the job's queries unroll for each count. */
 #define ATTEND_FOR_QUERIES(count, CALL) \
