@@ -157,9 +157,7 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
     forward_trace_op(s, "MUL_MAT", "attn_output");
 }
 
-/* Elements between a layer's KV heads in its part of the cache: keys in
- * attend's format (kernels.h), values a row per position. */
-static void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head)
+void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head)
 {
     *k_head = attend_key_head_elements(s->n_ctx, lh->head_dim_k);
     *v_head = (int64_t)s->n_ctx * lh->head_dim_v;

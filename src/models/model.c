@@ -596,8 +596,10 @@ static void layout_caches(run_state *s, const model *m, size_t *k_elements, size
         s->recurrent_offset[il] = state;
         int64_t need = 0;
         if (lh->mixer == MIXER_ATTENTION) {
-            k += (size_t)attend_key_head_elements(s->n_ctx, lh->head_dim_k) * (size_t)lh->n_head_kv;
-            v += (size_t)s->n_ctx * (size_t)lh->n_head_kv * (size_t)lh->head_dim_v;
+            int64_t k_head, v_head;
+            kv_head_strides(s, lh, &k_head, &v_head);
+            k += (size_t)k_head * (size_t)lh->n_head_kv;
+            v += (size_t)v_head * (size_t)lh->n_head_kv;
             /* gated attention: attn_q gives each head's query and gate */
             if (m->weights.layers[il].attn_q.ne[1] > (int64_t)lh->n_head * lh->head_dim_k)
                 need = m->weights.layers[il].attn_q.ne[1];

@@ -377,6 +377,11 @@ void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *l
  * first+rows-1 of s->attn, written to block_out's first rows. */
 void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows);
 
+/* Elements between a layer's KV heads in its part of the cache (s->n_ctx
+ * positions): keys in attend's format (kernels.h), values a row per
+ * position. */
+void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head);
+
 /* Stores the batch's k and v rows in the cache of layer, at their positions. */
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens);
 
