@@ -59,15 +59,17 @@ KERNEL_INLINE void attend256_row(float *dst, const uint8_t *src, int dim, int64_
 /* q.k for Q queries (rows padded floats apart) and the 8 keys of a block
  * (kernels.h: dimension d of the block's keys side by side, ATTEND_TILE_KEYS
  * elements apart): lane j of scores[g * ATTEND_TILE_KEYS ..] for key j, each
- * one sum in dimension order. */
+ * one sum in dimension order; with ahead (a block that starts a line), each
+ * dimension's line asked for ahead bytes on. */
 KERNEL_INLINE void attend256_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block, int dim,
-                                    const int f16, float *scores)
+                                    const int f16, size_t ahead, float *scores)
 {
     size_t step = (size_t)ATTEND_TILE_KEYS * (f16 ? 2 : 4);
     __m256 acc[ATTEND_MAX_QUERIES];
     KERNEL_UNROLLED for (int g = 0; g < Q; g++) acc[g] = _mm256_setzero_ps();
     for (int d = 0; d < dim; d++) {
         __m256 k = attend256_load(block + (size_t)d * step, f16);
+        attend_prefetch_ahead(block + (size_t)d * step, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
             acc[g] = _mm256_fmadd_ps(k, _mm256_broadcast_ss(queries + (int64_t)g * padded + d), acc[g]);
     }
@@ -75,9 +77,9 @@ KERNEL_INLINE void attend256_scores(const int Q, const float *queries, int64_t p
 }
 
 KERNEL_INLINE void attend256_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
-                                       int dim, const int f16, float *scores)
+                                       int dim, const int f16, size_t ahead, float *scores)
 {
-#define ATTEND256_SCORES(Q) attend256_scores(Q, queries, padded, block, dim, f16, scores)
+#define ATTEND256_SCORES(Q) attend256_scores(Q, queries, padded, block, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND256_SCORES);
 #undef ATTEND256_SCORES
 }
@@ -182,13 +184,13 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
          * query does not see (rows outside the job's range may hold
          * anything): those become -inf below */
         const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
-        attend_prefetch_tile(job, tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS, job_last, element);
+        attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
         for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
             int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
+            size_t offset = (size_t)b * AVX2_BLOCK_KEYS * element;
             if (block_start <= tile.high && block_start + AVX2_BLOCK_KEYS - 1 >= tile.low)
-                attend256_scores_of(n_queries, layout.queries, padded,
-                                    tile_keys + (size_t)b * AVX2_BLOCK_KEYS * element, job->head_dim_k, f16,
-                                    layout.weights + b * AVX2_BLOCK_KEYS);
+                attend256_scores_of(n_queries, layout.queries, padded, tile_keys + offset, job->head_dim_k, f16,
+                                    offset % 64 == 0 ? ahead.keys : 0, layout.weights + b * AVX2_BLOCK_KEYS);
         }
 
         const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
@@ -228,9 +230,10 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
-                attend256_row(layout.keys + (int64_t)(j - tile_start) * padded,
-                              values + (size_t)j * job->value_stride + element * (size_t)d0, (int)width,
+                const uint8_t *row = values + (size_t)j * job->value_stride + element * (size_t)d0;
+                attend256_row(layout.keys + (int64_t)(j - tile_start) * padded, row, (int)width,
                               attend_padded_dim((int)width), f16, 0);
+                attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
             float full_scales[ATTEND_MAX_QUERIES];
             attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);

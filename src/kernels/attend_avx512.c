@@ -49,9 +49,10 @@ KERNEL_INLINE void attend512_query(float *dst, const float *src, int dim, int64_
 }
 
 /* q.k for Q queries (rows padded floats apart) and the 32 keys of a tile:
- * scores[g * ATTEND_TILE_KEYS + j] for query g and the tile's key j. */
+ * scores[g * ATTEND_TILE_KEYS + j] for query g and the tile's key j. Each
+ * dimension's keys are one line (f16) or two (f32): asked for ahead bytes on. */
 KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t padded, const uint8_t *tile, int dim,
-                                    const int f16, float *scores)
+                                    const int f16, size_t ahead, float *scores)
 {
     size_t element = f16 ? 2 : 4;
     __m512 acc[ATTEND_MAX_QUERIES][AVX512_TILE_HALVES];
@@ -60,6 +61,9 @@ KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t p
     for (int d = 0; d < dim; d++) {
         const uint8_t *row = tile + (size_t)d * ATTEND_TILE_KEYS * element;
         __m512 k0 = attend512_load_full(row, f16), k1 = attend512_load_full(row + 16 * element, f16);
+        attend_prefetch_ahead(row, ahead);
+        if (!f16)
+            attend_prefetch_ahead(row + 64, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
             __m512 q = _mm512_set1_ps(queries[(int64_t)g * padded + d]);
             acc[g][0] = _mm512_fmadd_ps(k0, q, acc[g][0]);
@@ -73,9 +77,9 @@ KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t p
 }
 
 KERNEL_INLINE void attend512_scores_of(int count, const float *queries, int64_t padded, const uint8_t *tile, int dim,
-                                const int f16, float *scores)
+                                const int f16, size_t ahead, float *scores)
 {
-#define ATTEND512_SCORES(Q) attend512_scores(Q, queries, padded, tile, dim, f16, scores)
+#define ATTEND512_SCORES(Q) attend512_scores(Q, queries, padded, tile, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND512_SCORES);
 #undef ATTEND512_SCORES
 }
@@ -84,10 +88,12 @@ KERNEL_INLINE void attend512_scores_of(int count, const float *queries, int64_t 
  * low..high of weight * value, 32 dimensions at a time and the last 16 or
  * fewer in one register under a mask (a lane's operations are the same in
  * both). weights[g] is query g's row of tile weights (index: position -
- * tile_start); value rows value_stride bytes apart from position 0. */
+ * tile_start); value rows value_stride bytes apart from position 0, each
+ * load that starts a line asking for the line ahead bytes on. */
 KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float *const *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
-                                    const uint8_t *values, size_t value_stride, int64_t width, const int f16)
+                                    const uint8_t *values, size_t value_stride, int64_t width, const int f16,
+                                    size_t ahead)
 {
     size_t element = f16 ? 2 : 4;
     int64_t d = 0;
@@ -103,6 +109,9 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
         const uint8_t *row = values + (size_t)low * value_stride + (size_t)d * element;
         for (int32_t j = low; j <= high; j++, row += value_stride) {
             __m512 v0 = attend512_load_full(row, f16), v1 = attend512_load(row + 16 * element, mask1, f16);
+            attend_prefetch_ahead(row, ahead);
+            if (!f16)
+                attend_prefetch_ahead(row + 64, ahead);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
                 __m512 weight = _mm512_set1_ps(weights[g][j - tile_start]);
                 acc[g][0] = _mm512_fmadd_ps(v0, weight, acc[g][0]);
@@ -122,6 +131,7 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
         const uint8_t *row = values + (size_t)low * value_stride + (size_t)d * element;
         for (int32_t j = low; j <= high; j++, row += value_stride) {
             __m512 v = attend512_load(row, mask, f16);
+            attend_prefetch_ahead(row, ahead);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++)
                 acc[g] = _mm512_fmadd_ps(v, _mm512_set1_ps(weights[g][j - tile_start]), acc[g]);
         }
@@ -132,10 +142,10 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
 
 KERNEL_INLINE void attend512_values_of(int count, float *const *outs, const float *const *weights, const float *scales,
                                 int32_t low, int32_t high, int32_t tile_start, const uint8_t *values,
-                                size_t value_stride, int64_t width, const int f16)
+                                size_t value_stride, int64_t width, const int f16, size_t ahead)
 {
 #define ATTEND512_VALUES(Q) \
-    attend512_values(Q, outs, weights, scales, low, high, tile_start, values, value_stride, width, f16)
+    attend512_values(Q, outs, weights, scales, low, high, tile_start, values, value_stride, width, f16, ahead)
     ATTEND_FOR_QUERIES(count, ATTEND512_VALUES);
 #undef ATTEND512_VALUES
 }
@@ -172,8 +182,9 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
         /* every query's scores, also in lanes it does not see (rows outside
          * the job's range may hold anything): those become -inf below */
         const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
-        attend_prefetch_tile(job, tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS, job_last, element);
-        attend512_scores_of(n_queries, layout.queries, padded, tile_keys, job->head_dim_k, f16, layout.weights);
+        attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
+        attend512_scores_of(n_queries, layout.queries, padded, tile_keys, job->head_dim_k, f16, ahead.keys,
+                            layout.weights);
 
         for (int g = 0; g < n_queries; g++) {
             if (!tile.present[g])
@@ -206,13 +217,13 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
         float full_scales[ATTEND_MAX_QUERIES];
         attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
         attend512_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, values,
-                            job->value_stride, job->head_dim_v, f16);
+                            job->value_stride, job->head_dim_v, f16, ahead.values);
         for (int i = 0; i < tile.n_partial; i++) {
             int g = tile.partial[i];
             float *out = job->queries[g].out;
             const float *row = layout.weights + g * ATTEND_TILE_KEYS;
             attend512_values_of(1, &out, &row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start, values,
-                                job->value_stride, job->head_dim_v, f16);
+                                job->value_stride, job->head_dim_v, f16, ahead.values);
         }
     }
 

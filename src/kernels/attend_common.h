@@ -140,23 +140,46 @@ static inline void attend_full_queries(const attend_job *job, const attend_tile 
 
 _Static_assert(ATTEND_MAX_QUERIES == 8, "ATTEND_FOR_QUERIES covers 1..8 queries");
 
-/* Tiles ahead whose keys and values a tile asks for as it starts: a job
- * streams its head's keys and values from memory, and the next tile's
- * requests overlap this tile's arithmetic. */
+/* How far ahead a tile asks for the cache's lines. A job streams its head's
+ * keys and values from memory, and each load of a tile's data asks for the
+ * same line ATTEND_PREFETCH_TILES tiles on, so the requests spread over the
+ * tile's arithmetic: asked for all at once at the tile's start, they fill
+ * the core's few outstanding-miss slots and stall it until most of the next
+ * tile has arrived. */
 #define ATTEND_PREFETCH_TILES 1
 
-/* Asks for the keys and values of the tile at start, up to position last. */
-static inline void attend_prefetch_tile(const attend_job *job, int32_t start, int32_t last, size_t element)
+/* The distance in bytes from a place in this tile's keys (values) to the
+ * same place in the tile ATTEND_PREFETCH_TILES on; 0 when that tile is past
+ * the job's last position: nothing to ask for. */
+typedef struct attend_ahead {
+    size_t keys, values;
+} attend_ahead;
+
+static inline attend_ahead attend_ahead_of(const attend_job *job, int32_t tile_start, int32_t job_last,
+                                           size_t element)
 {
-    if (start > last)
+    attend_ahead ahead = {0, 0};
+    if (tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS <= job_last) {
+        ahead.keys = (size_t)ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS * (size_t)job->head_dim_k * element;
+        ahead.values = (size_t)ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS * job->value_stride;
+    }
+    return ahead;
+}
+
+/* Asks for the line at p + ahead, when there is one. */
+static inline void attend_prefetch_ahead(const void *p, size_t ahead)
+{
+    if (ahead)
+        __builtin_prefetch((const char *)p + ahead);
+}
+
+/* Asks for every line of the bytes at p, ahead bytes on. */
+static inline void attend_prefetch_span_ahead(const void *p, size_t bytes, size_t ahead)
+{
+    if (!ahead)
         return;
-    const char *k = (const char *)job->keys + (size_t)attend_key_index(start, 0, job->head_dim_k) * element;
-    for (size_t offset = 0; offset < (size_t)ATTEND_TILE_KEYS * (size_t)job->head_dim_k * element; offset += 64)
-        __builtin_prefetch(k + offset);
-    int32_t end = start + ATTEND_TILE_KEYS - 1 < last ? start + ATTEND_TILE_KEYS - 1 : last;
-    const char *v = (const char *)job->values + (size_t)start * job->value_stride;
-    for (size_t offset = 0; offset < (size_t)(end - start + 1) * job->value_stride; offset += 64)
-        __builtin_prefetch(v + offset);
+    for (size_t offset = 0; offset < bytes; offset += 64)
+        __builtin_prefetch((const char *)p + ahead + offset);
 }
 
 #endif

@@ -63,9 +63,10 @@ KERNEL_INLINE void attend_neon_row(float *dst, const uint8_t *src, int dim, int6
 /* q.k for Q queries (rows padded floats apart) and the 8 keys at block
  * (kernels.h: dimension d of the tile's keys side by side, ATTEND_TILE_KEYS
  * elements apart): scores[g * ATTEND_TILE_KEYS + j] for key j, each one sum
- * in dimension order. */
+ * in dimension order; with ahead (a block that starts a line), each
+ * dimension's line asked for ahead bytes on. */
 KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block,
-                                      int dim, const int f16, float *scores)
+                                      int dim, const int f16, size_t ahead, float *scores)
 {
     size_t element = f16 ? 2 : 4, step = (size_t)ATTEND_TILE_KEYS * element;
     float32x4_t acc[ATTEND_MAX_QUERIES][2];
@@ -73,6 +74,7 @@ KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t
     for (int d = 0; d < dim; d++) {
         const uint8_t *row = block + (size_t)d * step;
         float32x4_t k0 = attend_neon_load(row, f16), k1 = attend_neon_load(row + 4 * element, f16);
+        attend_prefetch_ahead(row, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
             float q = queries[(int64_t)g * padded + d];
             acc[g][0] = vfmaq_n_f32(acc[g][0], k0, q);
@@ -86,9 +88,9 @@ KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t
 }
 
 KERNEL_INLINE void attend_neon_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
-                                         int dim, const int f16, float *scores)
+                                         int dim, const int f16, size_t ahead, float *scores)
 {
-#define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, padded, block, dim, f16, scores)
+#define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, padded, block, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND_NEON_SCORES);
 #undef ATTEND_NEON_SCORES
 }
@@ -194,10 +196,12 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
          * not see (rows outside the job's range may hold anything): those
          * become -inf below */
         const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
-        attend_prefetch_tile(job, tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS, job_last, element);
-        for (int b = 0; b < ATTEND_TILE_KEYS / 8; b++)
-            attend_neon_scores_of(n_queries, layout.queries, padded, tile_keys + (size_t)b * 8 * element,
-                                  job->head_dim_k, f16, layout.weights + b * 8);
+        attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
+        for (int b = 0; b < ATTEND_TILE_KEYS / 8; b++) {
+            size_t offset = (size_t)b * 8 * element;
+            attend_neon_scores_of(n_queries, layout.queries, padded, tile_keys + offset, job->head_dim_k, f16,
+                                  offset % 64 == 0 ? ahead.keys : 0, layout.weights + b * 8);
+        }
 
         const float32x4_t minus_infinity = vdupq_n_f32(-INFINITY);
         for (int g = 0; g < n_queries; g++) {
@@ -240,9 +244,10 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
-                attend_neon_row(layout.keys + (int64_t)(j - tile_start) * padded,
-                                values + (size_t)j * job->value_stride + element * (size_t)d0, (int)width,
+                const uint8_t *row = values + (size_t)j * job->value_stride + element * (size_t)d0;
+                attend_neon_row(layout.keys + (int64_t)(j - tile_start) * padded, row, (int)width,
                                 attend_padded_dim((int)width), f16, 0);
+                attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
             float full_scales[ATTEND_MAX_QUERIES];
             attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
