@@ -7,7 +7,11 @@
  * present, a softmax-routed GELU MoE whose router reads its own input
  * (rmsnorm(h) / sqrt(n_embd) * ffn_gate_inp.scale) and whose experts' outputs
  * carry per-expert scales; embeddings scaled by sqrt(n_embd), an optional
- * per-layer output scale, and the final logits soft-capped. */
+ * per-layer output scale, and the final logits soft-capped. The small dense
+ * models add KV sharing (the last shared_kv_layers layers attend over the
+ * cache of the last earlier layer of their kind) and per-layer embeddings
+ * (a vector per token and layer, from a second embedding table and a
+ * projection of the embedding, gating a small residual branch). */
 #include <math.h>
 #include <stdio.h>
 
@@ -24,6 +28,52 @@ static const moe_config gemma4_moe = {
 static int bind_norm(model *m, tensor_view *view, bool required, const char *format, int il, bmoe_error *err)
 {
     return model_bind(m, view, required, TENSOR_VECTOR, 1, (int64_t[]){m->hparams.n_embd}, err, format, il);
+}
+
+/* KV sharing (architectures.md 6.4): layer il, one of the last shared_kv,
+ * attends over the cache of layer n_layer - shared_kv - 2 if it is
+ * sliding-window, else n_layer - shared_kv - 1, which must be of its kind
+ * and sizes (that layer's sizes are already read: it comes before il). */
+static int share_kv_cache(model *m, int il, int shared_kv, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    layer_hparams *lh = &hp->layer[il];
+    bool swa = hp->layer_is_swa[il];
+    int source = hp->n_layer - shared_kv - (swa ? 2 : 1);
+    const char *kind = swa ? "sliding-window" : "full-attention";
+    if (source < 0)
+        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d: %s layer %d would attend over the KV "
+                         "cache of layer %d, which does not exist (block_count %d)", shared_kv, kind, il, source,
+                         hp->n_layer);
+    const layer_hparams *from = &hp->layer[source];
+    if (hp->layer_is_swa[source] != swa)
+        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d: %s layer %d would attend over the KV "
+                         "cache of layer %d, a %s layer", shared_kv, kind, il, source,
+                         swa ? "full-attention" : "sliding-window");
+    if (from->n_head_kv != lh->n_head_kv || from->head_dim_k != lh->head_dim_k)
+        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d: layer %d (%d KV heads of %d) would "
+                         "attend over the KV cache of layer %d (%d KV heads of %d)", shared_kv, il, lh->n_head_kv,
+                         lh->head_dim_k, source, from->n_head_kv, from->head_dim_k);
+    lh->kv_source = source;
+    return 0;
+}
+
+/* The per-layer embeddings' global tensors (architectures.md 6.6), Dp per
+ * layer: a second embedding table of a row per token and the projection of
+ * the embedding, each Dp * n_layer wide, and the norm of a layer's slice. */
+static int bind_per_layer_embeddings(model *m, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    model_weights *w = &m->weights;
+    int64_t dp = hp->n_per_layer_input, all_layers = dp * hp->n_layer;
+    if (model_bind(m, &w->per_layer_token_embd, BIND_REQUIRED, TENSOR_EMBEDDING, 2,
+                   (int64_t[]){all_layers, hp->n_vocab}, err, "per_layer_token_embd.weight", 0) ||
+        model_bind(m, &w->per_layer_model_proj, BIND_REQUIRED, TENSOR_MATRIX, 2,
+                   (int64_t[]){hp->n_embd, all_layers}, err, "per_layer_model_proj.weight", 0) ||
+        model_bind(m, &w->per_layer_proj_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){dp}, err,
+                   "per_layer_proj_norm.weight", 0))
+        return -1;
+    return 0;
 }
 
 int gemma4_bind(model *m, bmoe_error *err)
@@ -50,13 +100,10 @@ int gemma4_bind(model *m, bmoe_error *err)
     if (n_rot_swa % 2 != 0 || n_rot_swa > head_k_swa || n_rot_swa > hp->n_rot)
         return error_set(err, "model: gemma4 rope.dimension_count_swa %d must be even and at most the SWA head size "
                          "%d and rope.dimension_count %d", n_rot_swa, head_k_swa, hp->n_rot);
-    /* KV sharing (layers reading an earlier layer's cache) and per-layer
-     * embeddings belong to the small dense Gemma 4 models, not the MoE one */
-    if (shared_kv > 0)
-        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d is not supported", shared_kv);
-    if (per_layer_input > 0)
-        return error_set(err, "model: gemma4.embedding_length_per_layer_input = %d is not supported",
-                         per_layer_input);
+    if (shared_kv >= hp->n_layer)
+        return error_set(err, "model: gemma4.attention.shared_kv_layers = %d leaves no layer with a KV cache of "
+                         "its own (block_count %d)", shared_kv, hp->n_layer);
+    hp->n_per_layer_input = per_layer_input;
     hp->kq_scale = 1.0f; /* q and k are RMS-normalized instead */
     float base_swa; /* the common keys default it to rope.freq_base; gemma4's default is 10000 */
     if (model_read_f32(m, "rope.freq_base_swa", false, 10000.0f, &base_swa, err) != 0)
@@ -71,6 +118,8 @@ int gemma4_bind(model *m, bmoe_error *err)
                    "rope_freqs.weight", 0))
         return -1;
     hp->rope.freq_factors = rope_freqs.data; /* full-attention layers only */
+    if (per_layer_input > 0 && bind_per_layer_embeddings(m, err) != 0)
+        return -1;
 
     int64_t e = hp->n_expert;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -81,11 +130,15 @@ int gemma4_bind(model *m, bmoe_error *err)
         lh->ffn = gguf_find_tensor(m->file, router) ? FFN_MOE : FFN_DENSE;
         if (hp->layer_is_swa[il])
             lh->head_dim_k = lh->head_dim_v = head_k_swa;
+        if (il >= hp->n_layer - shared_kv && share_kv_cache(m, il, shared_kv, err) != 0)
+            return -1;
         int64_t d = lh->head_dim_k;
+        bool own_kv = lh->kv_source == il;
         if (model_bind_attention(m, il, true, err) ||
             model_bind(m, &l->attn_q_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
                        "blk.%d.attn_q_norm.weight", il) ||
-            model_bind(m, &l->attn_k_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+            /* a KV-shared layer has no keys to normalize; a norm there is accepted unused */
+            model_bind(m, &l->attn_k_norm, own_kv, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
                        "blk.%d.attn_k_norm.weight", il) ||
             bind_norm(m, &l->attn_post_norm, BIND_REQUIRED, "blk.%d.post_attention_norm.weight", il, err) ||
             bind_norm(m, &l->ffn_norm, BIND_REQUIRED, "blk.%d.ffn_norm.weight", il, err) ||
@@ -93,6 +146,13 @@ int gemma4_bind(model *m, bmoe_error *err)
             bind_norm(m, &l->ffn_post_norm, BIND_REQUIRED, "blk.%d.post_ffw_norm.weight", il, err) ||
             model_bind(m, &l->layer_output_scale, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){1}, err,
                        "blk.%d.layer_output_scale.weight", il))
+            return -1;
+        if (per_layer_input > 0 &&
+            (model_bind(m, &l->per_layer_inp_gate, BIND_REQUIRED, TENSOR_MATRIX, 2,
+                        (int64_t[]){hp->n_embd, per_layer_input}, err, "blk.%d.inp_gate.weight", il) ||
+             model_bind(m, &l->per_layer_proj, BIND_REQUIRED, TENSOR_MATRIX, 2,
+                        (int64_t[]){per_layer_input, hp->n_embd}, err, "blk.%d.proj.weight", il) ||
+             bind_norm(m, &l->per_layer_post_norm, BIND_REQUIRED, "blk.%d.post_norm.weight", il, err)))
             return -1;
         if (lh->ffn == FFN_MOE &&
             (model_bind_experts(m, il, err) ||
@@ -107,8 +167,58 @@ int gemma4_bind(model *m, bmoe_error *err)
     return 0;
 }
 
+/* The per-layer inputs P of every layer for the batch's tokens (6.6), from
+ * the scaled embeddings in s->h: P = (norm(per_layer_model_proj . h /
+ * sqrt(n_embd); per_layer_proj_norm) + per_layer_token_embd[token] *
+ * sqrt(Dp)) / sqrt(2), the norm over each layer's Dp-slice. Every layer but
+ * the last reads every row, so all are computed here once. */
+static void per_layer_inputs(const model *m, run_state *s, const forward_batch *batch)
+{
+    const model_hparams *hp = &m->hparams;
+    const model_weights *w = &m->weights;
+    int n = batch->n_tokens;
+    int64_t dp = hp->n_per_layer_input, all_layers = dp * hp->n_layer;
+    const tensor_view *projection = &w->per_layer_model_proj;
+    linear(s, s->h, hp->n_embd, n, 1, &projection, &s->per_layer_input, NULL);
+    vector_scale(s->per_layer_input, s->per_layer_input, 1.0f / sqrtf((float)hp->n_embd), n * all_layers);
+    rmsnorm_rows(s->per_layer_input, s->per_layer_input, &w->per_layer_proj_norm, n * hp->n_layer, dp,
+                 hp->rms_eps);
+    float token_scale = sqrtf((float)dp), mix_scale = 1.0f / sqrtf(2.0f);
+    for (int t = 0; t < n; t++) {
+        float *p = s->per_layer_input + (int64_t)t * all_layers;
+        /* embed_batch has checked the token */
+        embedding_row(&w->per_layer_token_embd, batch->tokens[t], s->per_layer_token_row);
+        vector_scale(s->per_layer_token_row, s->per_layer_token_row, token_scale, all_layers);
+        vector_add(p, s->per_layer_token_row, all_layers);
+        vector_scale(p, p, mix_scale, all_layers);
+    }
+}
+
+/* h rows first.. += norm(proj . (gelu(inp_gate . h) * P[il]); post_norm):
+ * layer il's per-layer embedding branch, P[il] the rows' slices of
+ * per_layer_inputs. */
+static void per_layer_residual(const model *m, run_state *s, int il, int first, int rows)
+{
+    const model_hparams *hp = &m->hparams;
+    const layer_weights *l = &m->weights.layers[il];
+    int64_t n_embd = hp->n_embd, dp = hp->n_per_layer_input;
+    float *h = s->h + (int64_t)first * n_embd;
+    const tensor_view *gate = &l->per_layer_inp_gate, *projection = &l->per_layer_proj;
+    linear(s, h, n_embd, rows, 1, &gate, &s->per_layer_gate, NULL);
+    for (int t = 0; t < rows; t++) {
+        float *g = s->per_layer_gate + (int64_t)t * dp;
+        const float *p = s->per_layer_input + ((int64_t)(first + t) * hp->n_layer + il) * dp;
+        gelu_glu_f16(g, g, p, dp);
+    }
+    linear(s, s->per_layer_gate, dp, rows, 1, &projection, &s->block_out, NULL);
+    rmsnorm_rows(s->block_out, s->block_out, &l->per_layer_post_norm, rows, n_embd, hp->rms_eps);
+    vector_add(h, s->block_out, rows * n_embd);
+    forward_trace_op(s, "MUL_MAT", "per_layer_embd");
+}
+
 /* One layer: attention with its post-norm, then the MLP and (MoE layers)
- * the experts beside it, each normalized, times the layer's output scale. */
+ * the experts beside it, each normalized, the per-layer embedding branch
+ * (when the model has one), times the layer's output scale. */
 static int gemma4_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
@@ -122,13 +232,16 @@ static int gemma4_layer(const model *m, run_state *s, const forward_batch *batch
     const float *rope_cache = swa ? s->rope_cache_swa : s->rope_cache;
 
     /* attention: x = norm(h); q, k, v (v = k without attn_v); q/k head
-     * norms and rope, v normalized without weight; attend with scale 1 */
+     * norms and rope, v normalized without weight; attend with scale 1.
+     * A KV-shared layer makes q only and attends over its source's cache. */
     attention_qkv(s, hp, l, n);
     norm_rope_heads(s->q, &l->attn_q_norm, rope, rope_cache, n, lh->n_head, lh->head_dim_k, hp->rms_eps);
-    norm_rope_heads(s->k, &l->attn_k_norm, rope, rope_cache, n, lh->n_head_kv, lh->head_dim_k, hp->rms_eps);
-    for (int t = 0; t < n; t++)
-        rmsnorm_heads(s->v + (int64_t)t * lh->n_head_kv * lh->head_dim_v, NULL, lh->head_dim_v, lh->n_head_kv,
-                      hp->rms_eps);
+    if (lh->kv_source == il) {
+        norm_rope_heads(s->k, &l->attn_k_norm, rope, rope_cache, n, lh->n_head_kv, lh->head_dim_k, hp->rms_eps);
+        for (int t = 0; t < n; t++)
+            rmsnorm_heads(s->v + (int64_t)t * lh->n_head_kv * lh->head_dim_v, NULL, lh->head_dim_v,
+                          lh->n_head_kv, hp->rms_eps);
+    }
     kv_cache_store(s, hp, il, n);
     attention_layer(s, hp, il, n, NULL);
 
@@ -165,9 +278,12 @@ static int gemma4_layer(const model *m, run_state *s, const forward_batch *batch
         vector_add(s->block_out, s->block_out2, rows * n_embd);
     }
 
-    /* h = h1 + norm(f; post_ffw_norm), times the layer's output scale */
+    /* h = h1 + norm(f; post_ffw_norm) */
     rmsnorm_rows(s->block_out, s->block_out, &l->ffn_post_norm, rows, n_embd, hp->rms_eps);
     vector_add(h, s->block_out, rows * n_embd);
+    if (hp->n_per_layer_input > 0)
+        per_layer_residual(m, s, il, first, rows);
+    /* times the layer's output scale */
     if (l->layer_output_scale.data)
         vector_scale(h, h, *(const float *)l->layer_output_scale.data, rows * n_embd);
     return 0;
@@ -183,6 +299,8 @@ int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmo
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
     vector_scale(s->h, s->h, sqrtf((float)n_embd), n * n_embd);
+    if (hp->n_per_layer_input > 0)
+        per_layer_inputs(m, s, batch);
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
     rope_cache_batch(&hp->rope_swa, s->positions, n, s->rope_cache_swa);
     return forward_layers(m, s, batch, gemma4_layer, err);

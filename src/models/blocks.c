@@ -15,13 +15,17 @@
 #include "../quant/quant.h"
 #include "model.h"
 
+void embedding_row(const tensor_view *embd, int64_t row, float *out)
+{
+    const quant_format *format = quant_format_of(embd->type);
+    format->dequantize_row((const uint8_t *)embd->data + (size_t)row * embd->row_bytes, out, embd->ne[0]);
+}
+
 int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err)
 {
-    const tensor_view *embd = &m->weights.token_embd;
     if (token < 0 || token >= m->hparams.n_vocab)
         return error_set(err, "eval: token id %d is outside the vocabulary [0, %d)", token, m->hparams.n_vocab);
-    const quant_format *format = quant_format_of(embd->type);
-    format->dequantize_row((const uint8_t *)embd->data + (size_t)token * embd->row_bytes, out, embd->ne[0]);
+    embedding_row(&m->weights.token_embd, token, out);
     return 0;
 }
 
@@ -134,7 +138,10 @@ void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *l
     rmsnorm_rows(s->x, s->h, &layer->attn_norm, n_tokens, n_embd, hp->rms_eps);
     const tensor_view *qkv[3] = {&layer->attn_q, &layer->attn_k, &layer->attn_v};
     float *qkv_out[3] = {s->q, s->k, s->v};
-    if (layer->attn_v.name) {
+    if (!layer->attn_k.name) {
+        /* a KV-shared layer (gemma4): its keys and values are in another layer's cache */
+        linear(s, s->x, n_embd, n_tokens, 1, qkv, qkv_out, NULL);
+    } else if (layer->attn_v.name) {
         linear(s, s->x, n_embd, n_tokens, 3, qkv, qkv_out, NULL);
     } else {
         /* a layer without attn_v (gemma4's full layers): V is the raw K projection */
@@ -166,6 +173,10 @@ void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_hea
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)
 {
     const layer_hparams *lh = &hp->layer[layer];
+    if (lh->kv_source != layer) { /* the segment still ends here: the trace keeps its blocks */
+        forward_trace_op(s, "ROPE", "qk_norm_rope_kv_store");
+        return;
+    }
     int dk = lh->head_dim_k, dv = lh->head_dim_v;
     int64_t k_head, v_head;
     kv_head_strides(s, lh, &k_head, &v_head);
@@ -199,9 +210,11 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
 void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens, const float *sinks)
 {
     const layer_hparams *lh = &hp->layer[layer];
+    /* bind checked that a source layer has this layer's head sizes and kind */
+    int source = lh->kv_source;
     size_t element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
     int64_t k_head, v_head;
-    kv_head_strides(s, lh, &k_head, &v_head);
+    kv_head_strides(s, &hp->layer[source], &k_head, &v_head);
     attention_params params = {
         .n_tokens = n_tokens,
         .positions = s->positions,
@@ -211,8 +224,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .n_head_kv = lh->n_head_kv,
         .head_dim_k = lh->head_dim_k,
         .head_dim_v = lh->head_dim_v,
-        .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[layer] * element,
-        .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[layer] * element,
+        .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[source] * element,
+        .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[source] * element,
         .k_head_stride = k_head,
         .v_head_stride = v_head,
         .cache_f16 = s->kv_f16,

@@ -346,6 +346,7 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
             .head_dim_k = hp->head_dim_k,
             .head_dim_v = hp->head_dim_v,
             .n_ff = ff[il],
+            .kv_source = il,
         };
 
     m->weights.layers = calloc((size_t)hp->n_layer, sizeof *m->weights.layers);
@@ -495,20 +496,35 @@ int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *e
     int64_t q_dim = (int64_t)lh->n_head * lh->head_dim_k, k_dim = (int64_t)lh->n_head_kv * lh->head_dim_k;
     int64_t v_dim = (int64_t)lh->n_head_kv * lh->head_dim_v, attn_dim = (int64_t)lh->n_head * lh->head_dim_v;
     layer_weights *l = &m->weights.layers[layer];
+    bool own_kv = lh->kv_source == layer;
     if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                    "blk.%d.attn_norm.weight", layer) ||
         model_bind(m, &l->attn_q, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim}, err,
-                   "blk.%d.attn_q.weight", layer) ||
-        model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
-                   "blk.%d.attn_k.weight", layer) ||
-        model_bind(m, &l->attn_v, !value_optional, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
-                   "blk.%d.attn_v.weight", layer) ||
-        model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
+                   "blk.%d.attn_q.weight", layer))
+        return -1;
+    if (own_kv &&
+        (model_bind(m, &l->attn_k, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, k_dim}, err,
+                    "blk.%d.attn_k.weight", layer) ||
+         model_bind(m, &l->attn_v, !value_optional, TENSOR_MATRIX, 2, (int64_t[]){n_embd, v_dim}, err,
+                    "blk.%d.attn_v.weight", layer)))
+        return -1;
+    if (!own_kv) {
+        /* its keys and values are the source layer's: K/V weights here mean
+         * the file and the key that made the layer share disagree */
+        char because[64];
+        snprintf(because, sizeof because, "it attends over layer %d's KV cache", lh->kv_source);
+        const char *own[] = {"attn_k.weight", "attn_v.weight", "attn_k.bias", "attn_v.bias"};
+        for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+            if (model_refuse_tensor(m, layer, own[i], "KV-shared", because, err) != 0)
+                return -1;
+    }
+    if (model_bind(m, &l->attn_q_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){q_dim}, err,
                    "blk.%d.attn_q.bias", layer) ||
-        model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
-                   "blk.%d.attn_k.bias", layer) ||
-        model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
-                   "blk.%d.attn_v.bias", layer) ||
+        (own_kv &&
+         (model_bind(m, &l->attn_k_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){k_dim}, err,
+                     "blk.%d.attn_k.bias", layer) ||
+          model_bind(m, &l->attn_v_bias, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){v_dim}, err,
+                     "blk.%d.attn_v.bias", layer))) ||
         model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
                    "blk.%d.attn_output.weight", layer))
         return -1;
@@ -581,7 +597,8 @@ static void *allocate_counted(size_t count, size_t size, bool *failed, size_t *t
 
 #define allocate(count, size, failed) allocate_counted(count, size, failed, &s->buffer_bytes)
 
-/* Lays out the KV cache (a layer's own size, none without attention) and
+/* Lays out the KV cache (a layer's own size, none without attention or
+ * for a layer attending over another's: its offsets are its source's) and
  * the recurrent state (a short-convolution layer's window of L-1 inputs per
  * channel); returns the elements of K and V and the floats of state. */
 static void layout_caches(run_state *s, const model *m, size_t *k_elements, size_t *v_elements)
@@ -591,11 +608,12 @@ static void layout_caches(run_state *s, const model *m, size_t *k_elements, size
     int64_t mixer = 0;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const layer_hparams *lh = &hp->layer[il];
-        s->kv_k_offset[il] = k;
-        s->kv_v_offset[il] = v;
+        bool own_kv = lh->kv_source == il;
+        s->kv_k_offset[il] = own_kv ? k : s->kv_k_offset[lh->kv_source];
+        s->kv_v_offset[il] = own_kv ? v : s->kv_v_offset[lh->kv_source];
         s->recurrent_offset[il] = state;
         int64_t need = 0;
-        if (lh->mixer == MIXER_ATTENTION) {
+        if (lh->mixer == MIXER_ATTENTION && own_kv) {
             int64_t k_head, v_head;
             kv_head_strides(s, lh, &k_head, &v_head);
             k += (size_t)k_head * (size_t)lh->n_head_kv;
@@ -694,6 +712,12 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->x2 = allocate(nu * n_embd, sizeof(float), &failed);
         s->block_out2 = allocate(nu * n_embd, sizeof(float), &failed);
     }
+    if (hp->n_per_layer_input > 0) {
+        size_t dp = (size_t)hp->n_per_layer_input, all_layers = dp * (size_t)hp->n_layer;
+        s->per_layer_input = allocate(nu * all_layers, sizeof(float), &failed);
+        s->per_layer_token_row = allocate(all_layers, sizeof(float), &failed);
+        s->per_layer_gate = allocate(nu * dp, sizeof(float), &failed);
+    }
     size_t k_elements, v_elements;
     layout_caches(s, m, &k_elements, &v_elements);
     if (s->mixer_floats > 0)
@@ -722,7 +746,8 @@ void run_state_destroy(run_state *s)
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
                        s->distinct_experts, s->expert_handles, s->expert_residency, s->expert_read_bytes,
                        s->slot_residency, s->slot_read_bytes, s->k_cache, s->v_cache, s->recurrent,
-                       s->mixer, s->x2, s->block_out2};
+                       s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
+                       s->per_layer_gate};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
@@ -775,7 +800,9 @@ void model_detach_expert_data(model *m)
 
 void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), void *user)
 {
-    tensor_view *globals[] = {&m->weights.token_embd, &m->weights.output_norm, &m->weights.output};
+    tensor_view *globals[] = {&m->weights.token_embd, &m->weights.output_norm, &m->weights.output,
+                              &m->weights.per_layer_token_embd, &m->weights.per_layer_model_proj,
+                              &m->weights.per_layer_proj_norm};
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (globals[i]->name)
             visit(user, globals[i]);

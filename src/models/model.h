@@ -60,6 +60,10 @@ typedef struct layer_hparams {
     int32_t n_head, n_head_kv;     /* n_head_kv 0: no KV cache of its own */
     int32_t head_dim_k, head_dim_v;
     int32_t n_ff;                  /* dense FFN width (0 if none) */
+    /* the layer whose KV cache this one attends over: itself, or (gemma4's
+     * KV sharing) an earlier layer of the same kind; a layer reading
+     * another's has no K/V projections and no cache of its own */
+    int32_t kv_source;
 } layer_hparams;
 
 typedef struct model_hparams {
@@ -87,6 +91,7 @@ typedef struct model_hparams {
     rope_config rope;         /* full-attention layers */
     rope_config rope_swa;     /* sliding-window layers */
     int32_t n_swa;            /* sliding window size; 0: none */
+    int32_t n_per_layer_input; /* gemma4 per-layer embeddings: Dp per layer; 0: none */
     bool layer_is_swa[MODEL_MAX_LAYERS];
     layer_hparams layer[MODEL_MAX_LAYERS];
 } model_hparams;
@@ -124,6 +129,10 @@ typedef struct layer_weights {
     tensor_view ffn_pre_norm_2;    /* {n_embd} the experts' input norm */
     tensor_view ffn_post_norm_2;   /* {n_embd} on the experts' output */
     tensor_view layer_output_scale; /* {1} */
+    /* gemma4's per-layer embedding input */
+    tensor_view per_layer_inp_gate; /* {n_embd, Dp} inp_gate */
+    tensor_view per_layer_proj;     /* {Dp, n_embd} proj */
+    tensor_view per_layer_post_norm; /* {n_embd} post_norm */
     /* short convolution */
     tensor_view shortconv_in_proj;  /* {n_embd, 3*n_embd}: B, C, X */
     tensor_view shortconv_conv;     /* {L, n_embd} */
@@ -147,6 +156,10 @@ typedef struct model_weights {
     tensor_view token_embd;  /* {n_embd, n_vocab} */
     tensor_view output_norm; /* {n_embd} */
     tensor_view output;      /* {n_embd, n_vocab}; token_embd when tied */
+    /* gemma4's per-layer embeddings (Dp per layer, L = n_layer) */
+    tensor_view per_layer_token_embd; /* {Dp*L, n_vocab} */
+    tensor_view per_layer_model_proj; /* {n_embd, Dp*L} */
+    tensor_view per_layer_proj_norm;  /* {Dp} */
     layer_weights *layers;   /* [n_layer] */
 } model_weights;
 
@@ -239,6 +252,10 @@ typedef struct run_state {
     size_t recurrent_floats;
     float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
     float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
+    /* gemma4's per-layer embeddings, Dp per layer: */
+    float *per_layer_input;    /* [n_ubatch][n_layer][Dp] every layer's input P of the batch's tokens */
+    float *per_layer_token_row;/* [n_layer*Dp] one token's row of per_layer_token_embd */
+    float *per_layer_gate;     /* [n_ubatch][Dp] */
     int64_t mixer_floats;
     size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
@@ -321,7 +338,9 @@ int model_bind_globals(model *m, bool tied_output, const char *output_norm_name,
 
 /* The attention tensors every architecture here has in layer: attn_norm,
  * attn_q/k/v with their optional biases, attn_output, of the layer's own
- * sizes. value_optional: an absent attn_v means V = K (gemma4). */
+ * sizes. value_optional: an absent attn_v means V = K (gemma4). A layer
+ * attending over another's KV cache (kv_source) has no K/V tensors: present,
+ * they are an error. */
 int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *err);
 
 /* The router and the stacked expert matrices of layer (no biases): gate,
@@ -351,6 +370,8 @@ int model_read_f32(const model *m, const char *suffix, bool required, float fall
 
 /* Row `token` of the embedding matrix into out (n_embd floats). */
 int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err);
+/* Row `row` of a TENSOR_EMBEDDING view, dequantized into out (ne[0] floats). */
+void embedding_row(const tensor_view *embd, int64_t row, float *out);
 
 /* Positions of the batch's tokens into s->positions, their embedding rows
  * into s->h. */
@@ -370,7 +391,8 @@ void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride);
 void rope_cache_batch(const rope_config *config, const int32_t *positions, int n_tokens, float *cache);
 
 /* x = rmsnorm(h; attn_norm), then q, k, v = W x + b (each bias when
- * present) for n_tokens rows of s->h. */
+ * present) for n_tokens rows of s->h; q only where the layer has no attn_k
+ * (it attends over another layer's cache). */
 void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *layer, int n_tokens);
 
 /* block_out = attn_output . attn + bias (when present) for rows first..
@@ -382,10 +404,11 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
  * position. */
 void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head);
 
-/* Stores the batch's k and v rows in the cache of layer, at their positions. */
+/* Stores the batch's k and v rows in the cache of layer, at their positions;
+ * nothing for a layer attending over another's cache. */
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens);
 
-/* attention(s->q) over layer's cache into s->attn for the batch. */
+/* attention(s->q) over the cache of layer's kv_source into s->attn for the batch. */
 void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens,
                      const float *sinks);
 

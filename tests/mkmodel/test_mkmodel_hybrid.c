@@ -1,9 +1,10 @@
 /* bmoe-mkmodel's hybrid architectures (lfm2moe, gemma4, qwen35moe): the tiny
- * presets in f32 and q4_k_m, and one with flags changing the layer pattern,
+ * presets in f32 and q4_k_m, and ones with flags changing the layer pattern
+ * (gemma4 also: KV-shared layers and per-layer embeddings),
  * checked through the GGUF reader against the tensor lists of
  * architectures.md sections 6-8 written out here (names, shapes, nothing
  * else), the per-layer keys, the size --plan predicts, bmoe-cli --info's
- * summary, and a short generation in bmoe-cli (the file binds and runs).
+ * summary (tensor and parameter counts), and a short generation in bmoe-cli (the file binds and runs).
  * The full-size presets (--plan only) have the parameter counts of the
  * public models. */
 #include "mkmodel_run.h"
@@ -34,6 +35,7 @@ typedef struct hybrid {
     int layers, embd, heads, kv_heads, head_dim, experts, used, expert_ff, ff, vocab;
     int interval, dense, taps;        /* lfm2moe, qwen35moe */
     int head_dim_swa, kv_full, period; /* gemma4 */
+    int shared_kv, per_layer;          /* gemma4: KV-shared last layers, per-layer embedding width */
     int dk, k_heads, v_heads, shared;  /* qwen35moe */
 } hybrid;
 
@@ -78,17 +80,26 @@ static void expected_gemma4(const hybrid *h, expected *list)
     add(list, -1, "token_embd.weight", e, h->vocab, 1); /* tied head: no output.weight */
     add(list, -1, "output_norm.weight", e, 1, 1);
     add(list, -1, "rope_freqs.weight", h->head_dim / 2, 1, 1);
+    int64_t p = h->per_layer;
+    if (p > 0) { /* 6.6: a row of Dp per layer, per token */
+        add(list, -1, "per_layer_token_embd.weight", p * h->layers, h->vocab, 1);
+        add(list, -1, "per_layer_model_proj.weight", e, p * h->layers, 1);
+        add(list, -1, "per_layer_proj_norm.weight", p, 1, 1);
+    }
     for (int il = 0; il < h->layers; il++) {
         bool swa = (il + 1) % h->period != 0;
+        bool own_kv = il < h->layers - h->shared_kv; /* 6.4: the last ones have no K/V */
         int64_t d = swa ? h->head_dim_swa : h->head_dim, q = (int64_t)h->heads * d;
         int64_t kv = (int64_t)(swa ? h->kv_heads : h->kv_full) * d;
         add(list, il, "attn_norm.weight", e, 1, 1);
         add(list, il, "attn_q.weight", e, q, 1);
-        add(list, il, "attn_k.weight", e, kv, 1);
-        if (swa)
+        if (own_kv)
+            add(list, il, "attn_k.weight", e, kv, 1);
+        if (own_kv && swa)
             add(list, il, "attn_v.weight", e, kv, 1);
         add(list, il, "attn_q_norm.weight", d, 1, 1);
-        add(list, il, "attn_k_norm.weight", d, 1, 1);
+        if (own_kv)
+            add(list, il, "attn_k_norm.weight", d, 1, 1);
         add(list, il, "attn_output.weight", q, e, 1);
         add(list, il, "post_attention_norm.weight", e, 1, 1);
         add(list, il, "ffn_norm.weight", e, 1, 1);
@@ -104,6 +115,11 @@ static void expected_gemma4(const hybrid *h, expected *list)
         add(list, il, "ffn_gate_up_exps.weight", e, 2 * h->expert_ff, h->experts);
         add(list, il, "ffn_down_exps.weight", h->expert_ff, e, h->experts);
         add(list, il, "ffn_down_exps.scale", h->experts, 1, 1);
+        if (p > 0) {
+            add(list, il, "inp_gate.weight", e, p, 1);
+            add(list, il, "proj.weight", p, e, 1);
+            add(list, il, "post_norm.weight", e, 1, 1);
+        }
         add(list, il, "layer_output_scale.weight", 1, 1, 1);
     }
 }
@@ -189,10 +205,15 @@ static void check_metadata(const gguf_model *m, const hybrid *h, const char *lab
         CHECK_MSG(get_int(m, a, "shortconv.l_cache") == h->taps && get_int(m, a, "expert_gating_func") == 2 &&
                       get_int(m, a, "leading_dense_block_count") == h->dense,
                   "%s: lfm2moe keys", label);
-    if (strcmp(a, "gemma4") == 0)
+    if (strcmp(a, "gemma4") == 0) {
         CHECK_MSG(get_int(m, a, "attention.key_length") == h->head_dim &&
                       get_int(m, a, "attention.key_length_swa") == h->head_dim_swa,
                   "%s: gemma4 head sizes", label);
+        /* written when used only (absent: -12345) */
+        CHECK_MSG(get_int(m, a, "attention.shared_kv_layers") == (h->shared_kv ? h->shared_kv : -12345) &&
+                      get_int(m, a, "embedding_length_per_layer_input") == (h->per_layer ? h->per_layer : -12345),
+                  "%s: gemma4 KV sharing and per-layer embedding keys", label);
+    }
     if (strcmp(a, "qwen35moe") == 0) {
         /* sections cover the rotated pairs */
         int64_t pairs = get_int(m, a, "rope.dimension_count") / 2, sum = 0;
@@ -259,6 +280,11 @@ static void check_file(const hybrid *h, const char *type)
     CHECK_MSG(info && strstr(info, line), "%s: --info lacks '%s'", label, line + 1);
     snprintf(line, sizeof line, "\ntensors: %d\n", list.count);
     CHECK_MSG(info && strstr(info, line), "%s: --info lacks '%s'", label, line + 1);
+    long long parameters = 0;
+    for (int i = 0; i < list.count; i++)
+        parameters += list.ne[i][0] * list.ne[i][1] * list.ne[i][2];
+    snprintf(line, sizeof line, "\nparameters: %lld (", parameters);
+    CHECK_MSG(info && strstr(info, line), "%s: --info lacks '%s'", label, line + 1);
     free(info);
     /* the engine binds it and generates */
     status = mk_run_tool("bmoe-cli", "-m '%s' -t 1 -p 'Hello there' -n 4", file);
@@ -298,6 +324,14 @@ int main(void)
         {.arch = "gemma4", .shape = "tiny-gemma4", .flags = "--layers 5 --swa-period 2", .layers = 5, .embd = 256,
          .heads = 4, .kv_heads = 2, .head_dim = 128, .experts = 16, .used = 4, .expert_ff = 256, .ff = 256,
          .vocab = 512, .head_dim_swa = 64, .kv_full = 1, .period = 2},
+        /* KV sharing: layers 3, 4 (sliding-window) read layer 1's cache, 5 (full) layer 2's */
+        {.arch = "gemma4", .shape = "tiny-gemma4", .flags = "--layers 6 --swa-period 3 --shared-kv 3", .layers = 6,
+         .embd = 256, .heads = 4, .kv_heads = 2, .head_dim = 128, .experts = 16, .used = 4, .expert_ff = 256,
+         .ff = 256, .vocab = 512, .head_dim_swa = 64, .kv_full = 1, .period = 3, .shared_kv = 3},
+        {.arch = "gemma4", .shape = "tiny-gemma4",
+         .flags = "--layers 6 --swa-period 3 --shared-kv 3 --per-layer-input 32", .layers = 6, .embd = 256,
+         .heads = 4, .kv_heads = 2, .head_dim = 128, .experts = 16, .used = 4, .expert_ff = 256, .ff = 256,
+         .vocab = 512, .head_dim_swa = 64, .kv_full = 1, .period = 3, .shared_kv = 3, .per_layer = 32},
         {.arch = "qwen35moe", .shape = "tiny-qwen35moe", .flags = "", .layers = 4, .embd = 256, .heads = 4,
          .kv_heads = 2, .head_dim = 64, .experts = 16, .used = 4, .expert_ff = 256, .vocab = 512, .interval = 4,
          .taps = 4, .dk = 64, .k_heads = 2, .v_heads = 4, .shared = 256},

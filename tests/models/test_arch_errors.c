@@ -1,12 +1,14 @@
-/* Bad input for the hybrid architectures: an oracle model copied with one
- * defect (a per-layer key of the wrong length, a missing recurrent tensor, a
- * layer pattern that contradicts the tensors present) fails to load with a
- * one-line message naming the problem. The unmodified copy loads, so each
- * failure is the defect's. */
+/* Bad input for the hybrid architectures: an oracle model (or a generated
+ * one: gemma4's KV sharing and per-layer embeddings) copied with one defect
+ * (a per-layer key of the wrong length, a missing recurrent tensor, a layer
+ * pattern that contradicts the tensors present, a tensor of another shape)
+ * fails to load with a one-line message naming the problem. The unmodified
+ * copy loads, so each failure is the defect's. */
 #include <stdio.h>
 #include <string.h>
 
 #include "bmoe.h"
+#include "gemma4_variants.h"
 #include "gguf/gguf.h"
 #include "test.h"
 
@@ -20,17 +22,23 @@ typedef struct variant {
     const char *uint_key;         /* a u32 key to replace, or NULL */
     uint32_t uint_value;
     const char *drop_tensor;      /* a tensor left out, or NULL */
+    const char *reshape_tensor;   /* a 2-D tensor declared {reshape[0], reshape[1]} (same size), or NULL */
+    int64_t reshape[2];
 } variant;
 
 /* Copies the source's keys (but the vocabulary, which these checks do not
- * need) and tensors, with the variant's changes. */
+ * need) and tensors, with the variant's changes. The source is an oracle
+ * model's name, or a file's absolute path. */
 static bool write_variant(const char *source_name, const char *path, const variant *v)
 {
-    char source[1024];
+    char source[1200];
     bmoe_error err = {0};
     char relative[256];
     snprintf(relative, sizeof relative, "oracle/models/%s.gguf", source_name);
-    test_shared_path(source, sizeof source, relative);
+    if (source_name[0] == '/')
+        snprintf(source, sizeof source, "%s", source_name);
+    else
+        test_shared_path(source, sizeof source, relative);
     gguf_model *in = gguf_open(source, &err);
     CHECK_MSG(in != NULL, "open %s: %s", source, err.message);
     if (!in)
@@ -80,6 +88,11 @@ static bool write_variant(const char *source_name, const char *path, const varia
         const gguf_tensor *t = gguf_tensor_at(in, i);
         if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
             continue;
+        if (v->reshape_tensor && strcmp(t->name, v->reshape_tensor) == 0) {
+            ok = t->n_dims == 2 && v->reshape[0] * v->reshape[1] == t->ne[0] * t->ne[1] &&
+                 gguf_writer_add_tensor_info(w, t->name, t->type, 2, v->reshape) == 0;
+            continue;
+        }
         ok = gguf_writer_add_tensor_info(w, t->name, t->type, t->n_dims, t->ne) == 0;
     }
     ok = ok && gguf_writer_begin_data(w) == 0;
@@ -165,6 +178,53 @@ static void test_gemma4(void)
     expect(src, "gemma4-pattern-length",
            &(variant){.bool_key = "gemma4.attention.sliding_window_pattern", .bools = {1, 1, 1}, .n_bools = 3},
            "sliding_window_pattern", "4 booleans");
+
+    /* KV sharing on the oracle's layers (0-2 sliding-window, 3 full) */
+    const char *shared = "gemma4.attention.shared_kv_layers";
+    expect(src, "gemma4-shared-all", &(variant){.uint_key = shared, .uint_value = 4},
+           "shared_kv_layers = 4 leaves no layer with a KV cache of its own", NULL);
+    expect(src, "gemma4-shared-no-source", &(variant){.uint_key = shared, .uint_value = 3},
+           "sliding-window layer 1 would attend over the KV cache of layer -1", "does not exist");
+    expect(src, "gemma4-shared-other-kind", &(variant){.uint_key = shared, .uint_value = 1},
+           "full-attention layer 3 would attend over the KV cache of layer 2", "a sliding-window layer");
+    /* layer 2 may read layer 0's cache, but it has keys of its own */
+    expect(src, "gemma4-shared-own-keys", &(variant){.uint_key = shared, .uint_value = 2},
+           "layer 2 is KV-shared (it attends over layer 0's KV cache)", "'blk.2.attn_k.weight'");
+    expect(src, "gemma4-per-layer-absent",
+           &(variant){.uint_key = "gemma4.embedding_length_per_layer_input", .uint_value = 8},
+           "missing tensor 'per_layer_token_embd.weight'", NULL);
+}
+
+/* The generated gemma4 models with KV sharing and with per-layer embeddings. */
+static void test_gemma4_variants(void)
+{
+    mk_setup("arch_errors");
+    char shared[1200], per_layer[1200];
+    if (!gemma4_variant_write(&gemma4_variants[0], shared, sizeof shared) ||
+        !gemma4_variant_write(&gemma4_variants[1], per_layer, sizeof per_layer))
+        return;
+    /* layers 3 and 4 read layer 1's cache: of its KV heads */
+    expect(shared, "gemma4-shared-copy", &(variant){0}, NULL, NULL);
+    expect(shared, "gemma4-shared-heads",
+           &(variant){.key = "gemma4.attention.head_count_kv", .values = {2, 2, 1, 1, 2, 1}, .n_values = 6},
+           "layer 3 (1 KV heads of 64) would attend over the KV cache of layer 1 (2 KV heads of 64)", NULL);
+
+    const char *width = "gemma4.embedding_length_per_layer_input";
+    expect(per_layer, "gemma4-per-layer-copy", &(variant){0}, NULL, NULL);
+    expect(per_layer, "gemma4-per-layer-no-gate", &(variant){.drop_tensor = "blk.2.inp_gate.weight"},
+           "missing tensor 'blk.2.inp_gate.weight'", NULL);
+    expect(per_layer, "gemma4-per-layer-no-norm", &(variant){.drop_tensor = "per_layer_proj_norm.weight"},
+           "missing tensor 'per_layer_proj_norm.weight'", NULL);
+    expect(per_layer, "gemma4-per-layer-gate-shape",
+           &(variant){.reshape_tensor = "blk.1.inp_gate.weight", .reshape = {32, 256}},
+           "tensor 'blk.1.inp_gate.weight' has shape {32, 256}", "expected {256, 32}");
+    /* 4 layers of 16, where the tensors hold 4 of 32 */
+    expect(per_layer, "gemma4-per-layer-width", &(variant){.uint_key = width, .uint_value = 16},
+           "tensor 'per_layer_token_embd.weight' has shape {128, 512}", "expected {64, 512}");
+    expect(per_layer, "gemma4-per-layer-off", &(variant){.uint_key = width, .uint_value = 0},
+           "tensor 'per_layer_token_embd.weight' is not used by the gemma4 architecture", "more unused tensors");
+    remove(shared);
+    remove(per_layer);
 }
 
 static void test_qwen35moe(void)
@@ -184,6 +244,7 @@ int main(void)
 {
     test_lfm2moe();
     test_gemma4();
+    test_gemma4_variants();
     test_qwen35moe();
     return test_finish();
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bmoe.h"
+#include "gemma4_variants.h"
 #include "oracle_support.h"
 
 enum { N_TOKENS = 40, TRUNCATE_AT = 25 };
@@ -91,32 +92,26 @@ static float *run(bmoe_model *model, const int32_t *tokens, int mode, int thread
     return logits;
 }
 
-static void check_model(const char *model_name)
+/* Every mode and thread count against one batch on one thread, for the model
+ * at path on the prompt; with an oracle case (else NULL), the f32 logits'
+ * argmax agrees with the oracle's too. */
+static void check_model_file(const char *model_name, const char *path, const int32_t *prompt,
+                             const oracle_case *oracle)
 {
-    oracle_case c;
-    if (oracle_case_load(&c, model_name, "long") != 0) {
-        CHECK(false);
-        return;
-    }
-    char relative[256], path[1024];
     bmoe_error error = {0};
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
     bmoe_model *model = bmoe_model_load(path, NULL, &error);
     CHECK_MSG(model != NULL, "load: %s", error.message);
-    if (!model) {
-        oracle_case_free(&c);
+    if (!model)
         return;
-    }
     size_t bytes = (size_t)N_TOKENS * (size_t)bmoe_model_n_vocab(model) * sizeof(float);
     for (int kv = 0; kv < 2; kv++) {
-        float *reference = run(model, c.prompt_ids, 0, 1, (enum bmoe_kv_type)kv);
+        float *reference = run(model, prompt, 0, 1, (enum bmoe_kv_type)kv);
         size_t row_bytes = (size_t)bmoe_model_n_vocab(model) * sizeof(float);
         for (int mode = 0; mode < 7; mode++) {
             for (int threads = 1; threads <= 2; threads++) {
                 if (mode == 0 && threads == 1)
                     continue;
-                float *logits = run(model, c.prompt_ids, mode, threads, (enum bmoe_kv_type)kv);
+                float *logits = run(model, prompt, mode, threads, (enum bmoe_kv_type)kv);
                 /* modes 3 and 4 give the last row only */
                 size_t skip = mode == 3 || mode == 4 ? bytes - row_bytes : 0;
                 CHECK_MSG(reference && logits && memcmp(reference + skip / sizeof(float), logits + skip / sizeof(float),
@@ -127,17 +122,30 @@ static void check_model(const char *model_name)
             }
         }
         /* and the logits are those of the model, not noise */
-        if (reference && kv == 1) {
+        if (reference && kv == 1 && oracle) {
             int agree = 0;
             for (int t = 0; t < N_TOKENS; t++)
-                agree += oracle_argmax(reference + (size_t)t * c.n_vocab, c.n_vocab) ==
-                         oracle_argmax(c.logits + (size_t)t * c.n_vocab, c.n_vocab);
+                agree += oracle_argmax(reference + (size_t)t * oracle->n_vocab, oracle->n_vocab) ==
+                         oracle_argmax(oracle->logits + (size_t)t * oracle->n_vocab, oracle->n_vocab);
             CHECK_MSG(agree >= N_TOKENS * 9 / 10, "%s: argmax agrees with the oracle on %d/%d rows", model_name,
                       agree, N_TOKENS);
         }
         free(reference);
     }
     bmoe_model_free(model);
+}
+
+static void check_model(const char *model_name)
+{
+    oracle_case c;
+    if (oracle_case_load(&c, model_name, "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    char relative[256], path[1024];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    test_shared_path(path, sizeof path, relative);
+    check_model_file(model_name, path, c.prompt_ids, &c);
     oracle_case_free(&c);
 }
 
@@ -215,12 +223,10 @@ static void check_routes(void)
 /* The context's memory report: a KV cache for the layers that attend, of
  * their own sizes, and the convolution windows of the others (shapes from
  * shared/oracle/README.md). */
-static void check_memory(const char *model_name, uint64_t kv_bytes, uint64_t recurrent_bytes)
+static void check_memory_file(const char *model_name, const char *path, uint64_t kv_bytes,
+                              uint64_t recurrent_bytes)
 {
-    char relative[256], path[1024];
     bmoe_error error = {0};
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
     bmoe_model *model = bmoe_model_load(path, NULL, &error);
     CHECK_MSG(model != NULL, "load: %s", error.message);
     bmoe_context_params params = bmoe_context_default_params();
@@ -242,6 +248,46 @@ static void check_memory(const char *model_name, uint64_t kv_bytes, uint64_t rec
     bmoe_model_free(model);
 }
 
+static void check_memory(const char *model_name, uint64_t kv_bytes, uint64_t recurrent_bytes)
+{
+    char relative[256], path[1024];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    test_shared_path(path, sizeof path, relative);
+    check_memory_file(model_name, path, kv_bytes, recurrent_bytes);
+}
+
+/* The generated gemma4 models with KV sharing and per-layer embeddings, on
+ * the gemma4 oracle's long prompt: invariant like the others (the shared
+ * layers' caches are their sources', truncated with them), and a cache only
+ * for the layers that own one. */
+static void check_gemma4_variants(void)
+{
+    oracle_case c;
+    if (oracle_case_load(&c, "gemma4-tiny-f32", "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    mk_setup("batch_invariance");
+    /* tiny-gemma4: sliding-window layers 2 KV heads of 64, full ones 1 of 128 */
+    const uint64_t swa_layer = 2 * 64, full_layer = 1 * 128;
+    const uint64_t kv_bytes[GEMMA4_VARIANTS] = {
+        /* 6 layers, 3 shared: 0 and 1 (sliding-window) and 2 (full) own a cache */
+        64ull * 2 * (2 * swa_layer + 1 * full_layer) * 4,
+        /* 4 layers, none shared: 0-2 sliding-window, 3 full */
+        64ull * 2 * (3 * swa_layer + 1 * full_layer) * 4,
+        64ull * 2 * (2 * swa_layer + 1 * full_layer) * 4,
+    };
+    for (int i = 0; i < GEMMA4_VARIANTS; i++) {
+        char path[1200];
+        if (!gemma4_variant_write(&gemma4_variants[i], path, sizeof path))
+            continue;
+        check_memory_file(gemma4_variants[i].name, path, kv_bytes[i], 0);
+        check_model_file(gemma4_variants[i].name, path, c.prompt_ids, NULL);
+        remove(path);
+    }
+    oracle_case_free(&c);
+}
+
 int main(void)
 {
     /* 3 layers x 64 positions x (K and V of 2 heads of 32) x f32 */
@@ -261,6 +307,7 @@ int main(void)
     check_model("gemma4-tiny-q4_k_m");
     check_model("qwen35moe-tiny-q4_k_m");
     check_model("qwen35moe-tiny-f32");
+    check_gemma4_variants();
     check_routes();
     return test_finish();
 }

@@ -9,6 +9,7 @@ foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gpt
 endforeach()
 bmoe_add_test(test_batch_invariance SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance.c
   LIBS bmoe_engine PkgConfig::CJSON m)
+add_dependencies(test_batch_invariance bmoe-mkmodel) # the gemma4 variants it generates
 bmoe_add_test(test_llama_stories SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_llama_stories.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_errors.c
@@ -19,5 +20,12 @@ bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
   LIBS bmoe_engine m)
+add_dependencies(test_arch_errors bmoe-mkmodel) # the gemma4 variants it copies
 bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
   LIBS bmoe_engine PkgConfig::CJSON m)
+# gemma4's KV sharing and per-layer embeddings: an independent float64
+# forward pass, checked against the oracle, then the engine against it on
+# models bmoe-mkmodel writes
+bmoe_add_test(test_gemma4_reference SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gemma4_reference.c
+  LIBS bmoe_engine PkgConfig::CJSON m)
+add_dependencies(test_gemma4_reference bmoe-mkmodel)

@@ -196,6 +196,12 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
     return 0;
 }
 
+/* gemma4's layer pattern (architectures.md 6.3). */
+static bool layer_is_swa(const mkmodel_config *c, uint32_t il)
+{
+    return (il + 1) % c->swa_period != 0;
+}
+
 #define LIMIT(field, low, high, flag)                                                     \
     do {                                                                                  \
         if (config->field < (low) || config->field > (high))                              \
@@ -251,6 +257,19 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
         if (config->head_dim_swa % 2 != 0 || config->n_head % config->n_head_kv_full != 0)
             return error_set(err, "--head-dim-swa %u must be even and --heads %u a multiple of --kv-heads-full %u",
                              config->head_dim_swa, config->n_head, config->n_head_kv_full);
+        if (config->shared_kv_layers >= config->n_layer || config->per_layer_input > 1u << 16)
+            return error_set(err, "--shared-kv %u must be below --layers %u and --per-layer-input %u at most %u",
+                             config->shared_kv_layers, config->n_layer, config->per_layer_input, 1u << 16);
+        /* the engine's rule (architectures.md 6.4): each shared layer reads
+         * the last unshared layer of its kind, which must be of that kind */
+        for (uint32_t il = config->n_layer - config->shared_kv_layers; il < config->n_layer; il++) {
+            bool swa = layer_is_swa(config, il);
+            int64_t source = (int64_t)config->n_layer - config->shared_kv_layers - (swa ? 2 : 1);
+            if (source < 0 || layer_is_swa(config, (uint32_t)source) != swa)
+                return error_set(err, "--shared-kv %u: layer %u would attend over layer %lld's KV cache, which is "
+                                 "not a %s layer (see --swa-period)", config->shared_kv_layers, il,
+                                 (long long)source, swa ? "sliding-window" : "full-attention");
+        }
     }
     if (config->arch == MKMODEL_QWEN35MOE) {
         if (config->n_rot > config->head_dim)
@@ -369,11 +388,6 @@ static bool layer_attends(const mkmodel_config *c, uint32_t il)
     return (il + 1) % c->attention_interval == 0;
 }
 
-static bool layer_is_swa(const mkmodel_config *c, uint32_t il)
-{
-    return (il + 1) % c->swa_period != 0;
-}
-
 /* A constant tensor: every value `value` (noise scale 0). */
 #define CONSTANT(value) MKMODEL_NOISE_UNIFORM, (value), 0.0f
 /* DeltaNet's A = -exp(A_log) in [-1.5, -0.5): negative, so the state decays. */
@@ -383,7 +397,7 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
 {
     const mkmodel_config *c = &model->config;
     uint32_t per_layer = 32;
-    uint32_t capacity = 4 + per_layer * c->n_layer;
+    uint32_t capacity = 8 + per_layer * c->n_layer;
     model->tensors = calloc(capacity, sizeof *model->tensors);
     if (!model->tensors)
         return error_set(err, "out of memory for the tensor table");
@@ -400,6 +414,15 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
     ADD(ROLE_EMBED, GLOBAL, "token_embd.weight", 2, E, V, 1, NORMAL(1.0f));
     if (c->arch == MKMODEL_GEMMA4) /* proportional RoPE on the full layers: every pair rotated here */
         ADD(ROLE_VECTOR, GLOBAL, "rope_freqs.weight", 1, c->head_dim / 2, 1, 1, CONSTANT(1.0f));
+    int64_t per_layer_input = c->arch == MKMODEL_GEMMA4 ? c->per_layer_input : 0, P = per_layer_input;
+    if (per_layer_input > 0) {
+        /* the token rows are scaled by sqrt(Dp) in the forward pass: drawn
+         * at 1/sqrt(Dp), they weigh as much as the projection's normalized part */
+        ADD(ROLE_EMBED, GLOBAL, "per_layer_token_embd.weight", 2, P * c->n_layer, V, 1,
+            NORMAL(inverse_sqrt((uint32_t)P)));
+        ADD(ROLE_MATRIX, GLOBAL, "per_layer_model_proj.weight", 2, E, P * c->n_layer, 1, NORMAL(s_embd));
+        ADD(ROLE_VECTOR, GLOBAL, "per_layer_proj_norm.weight", 1, P, 1, 1, NORM_WEIGHT);
+    }
     for (uint32_t il = 0; il < c->n_layer; il++) {
         if (c->arch == MKMODEL_LFM2MOE) {
             ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
@@ -431,15 +454,19 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
         }
         if (c->arch == MKMODEL_GEMMA4) {
             bool swa = layer_is_swa(c, il);
+            /* the last shared_kv_layers attend over earlier layers' caches: no K/V of their own */
+            bool own_kv = il < c->n_layer - c->shared_kv_layers;
             int64_t d = swa ? c->head_dim_swa : c->head_dim;
             int64_t q = (int64_t)c->n_head * d, kv = (int64_t)(swa ? c->n_head_kv : c->n_head_kv_full) * d;
             ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
             ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, q, 1, NORMAL(s_embd));
-            ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, kv, 1, NORMAL(s_embd));
-            if (swa) /* full layers have V = K */
+            if (own_kv)
+                ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, kv, 1, NORMAL(s_embd));
+            if (own_kv && swa) /* full layers have V = K */
                 ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, kv, 1, NORMAL(s_embd));
             ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, d, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, d, 1, 1, NORM_WEIGHT);
+            if (own_kv)
+                ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, d, 1, 1, NORM_WEIGHT);
             ADD(ROLE_MATRIX, il, "attn_output.weight", 2, q, E, 1, NORMAL(inverse_sqrt((uint32_t)q)));
             ADD(ROLE_VECTOR, il, "post_attention_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
             ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
@@ -455,6 +482,11 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             ADD(ROLE_EXPERT, il, "ffn_gate_up_exps.weight", 3, E, 2 * F, X, NORMAL(s_embd));
             ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
             ADD(ROLE_VECTOR, il, "ffn_down_exps.scale", 1, X, 1, 1, NORM_WEIGHT);
+            if (per_layer_input > 0) {
+                ADD(ROLE_MATRIX, il, "inp_gate.weight", 2, E, P, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "proj.weight", 2, P, E, 1, NORMAL(inverse_sqrt((uint32_t)P)));
+                ADD(ROLE_VECTOR, il, "post_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            }
             ADD(ROLE_VECTOR, il, "layer_output_scale.weight", 1, 1, 1, 1, NORM_WEIGHT);
             continue;
         }
@@ -685,6 +717,11 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
             model->layer_swa[il] = layer_is_swa(c, il);
         KV_ARRAY("attention.sliding_window_pattern", GGUF_TYPE_BOOL, c->n_layer, model->layer_swa);
         KV_F32("final_logit_softcapping", 30.0f);
+        /* written only when used, so the plain files stay as they were */
+        if (c->shared_kv_layers > 0)
+            KV_U32("attention.shared_kv_layers", c->shared_kv_layers);
+        if (c->per_layer_input > 0)
+            KV_U32("embedding_length_per_layer_input", c->per_layer_input);
     }
     if (c->arch == MKMODEL_GPT_OSS) {
         KV_U32("attention.sliding_window", c->sliding_window);

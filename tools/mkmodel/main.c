@@ -37,6 +37,9 @@ static void print_usage(FILE *out)
             "  --dense-layers N  --conv-taps N  (lfm2moe; conv-taps also qwen35moe)\n"
             "  --head-dim-swa N  --kv-heads-full N  --swa-period P  --sliding-window N  (gemma4:\n"
             "                         P-1 sliding-window layers, then a full one of --head-dim)\n"
+            "  --shared-kv N  --per-layer-input D  (gemma4: the last N layers without K/V of\n"
+            "                         their own, attending over the last earlier layer's cache of\n"
+            "                         their kind; per-layer embeddings of D per layer)\n"
             "  --rope-dims N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N  --shared-ff N\n"
             "                         (qwen35moe)\n"
             "  --rope-base F  --eps F  --name TEXT\n"
@@ -122,6 +125,8 @@ static const u32_flag u32_flags[] = {
     {"--head-dim-swa", FIELD(head_dim_swa)},
     {"--kv-heads-full", FIELD(n_head_kv_full)},
     {"--swa-period", FIELD(swa_period)},
+    {"--shared-kv", FIELD(shared_kv_layers)},
+    {"--per-layer-input", FIELD(per_layer_input)},
     {"--rope-dims", FIELD(n_rot)},
     {"--ssm-state", FIELD(ssm_dk)},
     {"--ssm-k-heads", FIELD(ssm_k_heads)},

@@ -55,6 +55,8 @@ typedef struct mkmodel_config {
     uint32_t head_dim_swa;       /* gemma4: sliding-window layers' head size (head_dim: full layers') */
     uint32_t n_head_kv_full;     /* gemma4: full layers' KV heads (n_head_kv: sliding-window layers') */
     uint32_t swa_period;         /* gemma4: swa_period - 1 sliding-window layers, then a full one */
+    uint32_t shared_kv_layers;   /* gemma4: the last N layers attend over earlier layers' KV caches */
+    uint32_t per_layer_input;    /* gemma4: per-layer embedding width Dp; 0: none */
     uint32_t n_rot;              /* qwen35moe: rotated dims (partial RoPE); 0: head_dim */
     uint32_t ssm_dk, ssm_k_heads, ssm_v_heads; /* qwen35moe Gated DeltaNet */
     uint32_t n_ff_shared;        /* qwen35moe shared expert */
