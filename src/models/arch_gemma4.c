@@ -82,8 +82,16 @@ int gemma4_bind(model *m, bmoe_error *err)
         return -1;
     model_hparams *hp = &m->hparams;
     int32_t head_k_swa, head_v_swa, n_rot_swa, shared_kv, per_layer_input;
-    if (model_require_positive(m, "expert_count", hp->n_expert, err) ||
-        model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err) ||
+    /* a layer with a router is a MoE layer; the small Gemma 4 models have none */
+    bool any_moe = false;
+    for (int il = 0; il < hp->n_layer; il++) {
+        char router[64];
+        snprintf(router, sizeof router, "blk.%d.ffn_gate_inp.weight", il);
+        hp->layer[il].ffn = gguf_find_tensor(m->file, router) ? FFN_MOE : FFN_DENSE;
+        any_moe |= hp->layer[il].ffn == FFN_MOE;
+    }
+    if ((any_moe && (model_require_positive(m, "expert_count", hp->n_expert, err) ||
+                     model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))) ||
         model_require_positive(m, "attention.sliding_window", hp->n_swa, err) ||
         model_read_u32(m, "attention.key_length_swa", false, (uint32_t)hp->head_dim_k, 1, 1u << 16, &head_k_swa,
                        err) ||
@@ -125,9 +133,6 @@ int gemma4_bind(model *m, bmoe_error *err)
     for (int il = 0; il < hp->n_layer; il++) {
         layer_hparams *lh = &hp->layer[il];
         layer_weights *l = &m->weights.layers[il];
-        char router[64];
-        snprintf(router, sizeof router, "blk.%d.ffn_gate_inp.weight", il);
-        lh->ffn = gguf_find_tensor(m->file, router) ? FFN_MOE : FFN_DENSE;
         if (hp->layer_is_swa[il])
             lh->head_dim_k = lh->head_dim_v = head_k_swa;
         if (il >= hp->n_layer - shared_kv && share_kv_cache(m, il, shared_kv, err) != 0)

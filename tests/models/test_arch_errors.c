@@ -190,6 +190,9 @@ static void test_gemma4(void)
     /* layer 2 may read layer 0's cache, but it has keys of its own */
     expect(src, "gemma4-shared-own-keys", &(variant){.uint_key = shared, .uint_value = 2},
            "layer 2 is KV-shared (it attends over layer 0's KV cache)", "'blk.2.attn_k.weight'");
+    /* layers with a router need the experts' sizes (a model without routers does not) */
+    expect(src, "gemma4-no-expert-ff", &(variant){.uint_key = "gemma4.expert_feed_forward_length", .uint_value = 0},
+           "gemma4.expert_feed_forward_length", NULL);
     expect(src, "gemma4-per-layer-absent",
            &(variant){.uint_key = "gemma4.embedding_length_per_layer_input", .uint_value = 8},
            "missing tensor 'per_layer_token_embd.weight'", NULL);

@@ -276,6 +276,7 @@ static void check_gemma4_variants(void)
         /* 4 layers, none shared: 0-2 sliding-window, 3 full */
         64ull * 2 * (3 * swa_layer + 1 * full_layer) * 4,
         64ull * 2 * (2 * swa_layer + 1 * full_layer) * 4,
+        64ull * 2 * (2 * swa_layer + 1 * full_layer) * 4,
     };
     for (int i = 0; i < GEMMA4_VARIANTS; i++) {
         char path[1200];

@@ -227,6 +227,9 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
                          config->n_head, config->n_head_kv);
     if (config->arch == MKMODEL_LLAMA) {
         LIMIT(n_ff, 1, 1u << 20, "--ff");
+    } else if (config->arch == MKMODEL_GEMMA4 && config->n_expert == 0) {
+        /* the small Gemma 4 models: the dense MLP in every layer, no experts
+         * (--experts-used and --expert-ff then unused) */
     } else {
         LIMIT(n_expert, 1, 512, "--experts");
         LIMIT(n_expert_used, 1, config->n_expert, "--experts-used");
@@ -474,14 +477,16 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
             ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, c->n_ff, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
             ADD(ROLE_VECTOR, il, "post_ffw_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD));
-            ADD(ROLE_VECTOR, il, "ffn_gate_inp.scale", 1, E, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_VECTOR, il, "pre_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_VECTOR, il, "post_ffw_norm_1.weight", 1, E, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_VECTOR, il, "post_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
-            ADD(ROLE_EXPERT, il, "ffn_gate_up_exps.weight", 3, E, 2 * F, X, NORMAL(s_embd));
-            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
-            ADD(ROLE_VECTOR, il, "ffn_down_exps.scale", 1, X, 1, 1, NORM_WEIGHT);
+            if (X > 0) { /* MoE beside the MLP; the small models have none */
+                ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD));
+                ADD(ROLE_VECTOR, il, "ffn_gate_inp.scale", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "pre_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "post_ffw_norm_1.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "post_ffw_norm_2.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_EXPERT, il, "ffn_gate_up_exps.weight", 3, E, 2 * F, X, NORMAL(s_embd));
+                ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+                ADD(ROLE_VECTOR, il, "ffn_down_exps.scale", 1, X, 1, 1, NORM_WEIGHT);
+            }
             if (per_layer_input > 0) {
                 ADD(ROLE_MATRIX, il, "inp_gate.weight", 2, E, P, 1, NORMAL(s_embd));
                 ADD(ROLE_MATRIX, il, "proj.weight", 2, P, E, 1, NORMAL(inverse_sqrt((uint32_t)P)));
@@ -663,7 +668,7 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
     KV_U32("context_length", c->n_ctx);
     KV_U32("embedding_length", c->n_embd);
     KV_U32("feed_forward_length", c->arch == MKMODEL_LLAMA || c->n_ff ? c->n_ff : c->n_ff_expert);
-    if (c->arch != MKMODEL_LLAMA) {
+    if (c->arch != MKMODEL_LLAMA && c->n_expert > 0) {
         KV_U32("expert_feed_forward_length", c->n_ff_expert);
         KV_U32("expert_count", c->n_expert);
         KV_U32("expert_used_count", c->n_expert_used);
@@ -892,7 +897,7 @@ void mkmodel_print_plan(const mkmodel_model *model, const uint64_t *shard_sizes,
     const mkmodel_config *c = &model->config;
     uint64_t data = 0, expert = 0, params = 0, file = 0;
     fprintf(out, "# bmoe-mkmodel plan: %s, %u layers, %u experts (%u used), vocab %u, seed %llu\n",
-            mkmodel_arch_name(c->arch), c->n_layer, c->n_expert, c->n_expert_used, c->n_vocab,
+            mkmodel_arch_name(c->arch), c->n_layer, c->n_expert, c->n_expert ? c->n_expert_used : 0, c->n_vocab,
             (unsigned long long)c->seed);
     fprintf(out, "# tensor name type ne0 ne1 ne2 bytes shard\n");
     for (uint32_t i = 0; i < model->tensor_count; i++) {
@@ -912,7 +917,7 @@ void mkmodel_print_plan(const mkmodel_model *model, const uint64_t *shard_sizes,
     fprintf(out,
             "total tensors=%u layers=%u experts=%u used=%u params=%llu data_bytes=%llu "
             "expert_bytes=%llu file_bytes=%llu (%.2f GiB, %.2f GB)\n",
-            model->tensor_count, c->n_layer, c->n_expert, c->n_expert_used,
+            model->tensor_count, c->n_layer, c->n_expert, c->n_expert ? c->n_expert_used : 0,
             (unsigned long long)params, (unsigned long long)data, (unsigned long long)expert,
             (unsigned long long)file, (double)file / (1024.0 * 1024.0 * 1024.0), (double)file / 1e9);
 }
