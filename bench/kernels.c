@@ -10,6 +10,11 @@
  * distinct copies to exceed twice the last-level cache (and at least
  * 256 MiB), so every product streams its weights from memory, as decode does.
  *
+ * Then the Gated-DeltaNet recurrence of a Qwen3.5-35B-A3B decode step (32
+ * heads of a 128 x 128 float state per layer, the heads on the pool as the
+ * engine runs them), cold the same way, as GB/s of state moved: each step
+ * reads its state twice and writes it once.
+ *
  * Usage: bench-kernels [seconds per measurement, default 0.25]
  * BMOE_ISA=scalar|avx2|avx512|neon picks the kernel set (kernels.h). */
 #include <math.h>
@@ -25,6 +30,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
+#include "ops/ops.h"
 
 #define MIB (1024.0 * 1024.0)
 #define BANDWIDTH_BUFFER_BYTES ((size_t)1 << 30)
@@ -287,6 +293,55 @@ static const char *fits_in(size_t bytes, size_t l2, size_t l3)
     return "no";
 }
 
+/* ---- the Gated-DeltaNet recurrence ---- */
+
+enum { DELTANET_HEADS = 32, DELTANET_DIM = 128 };
+
+typedef struct deltanet_layer {
+    float *states; /* DELTANET_HEADS states of DELTANET_DIM^2 */
+    const float *q, *k, *v;
+    float *out;
+} deltanet_layer;
+
+static void deltanet_task(void *context, int thread_index, int n_threads)
+{
+    const deltanet_layer *layer = context;
+    int64_t state = (int64_t)DELTANET_DIM * DELTANET_DIM;
+    for (int h = DELTANET_HEADS * thread_index / n_threads; h < DELTANET_HEADS * (thread_index + 1) / n_threads; h++)
+        deltanet_step(layer->states + h * state, layer->q + h * DELTANET_DIM, layer->k + h * DELTANET_DIM,
+                      layer->v + h * DELTANET_DIM, 0.5f, 0.97f, DELTANET_DIM, DELTANET_DIM,
+                      layer->out + h * DELTANET_DIM);
+}
+
+/* Best-of-TRIALS GB/s of state moved (3 x the state bytes per step) over
+ * `copies` layers' states cycled in turn. */
+static double time_deltanet(thread_pool *pool, float *states, int copies, const float *qkv, float *out,
+                            double seconds)
+{
+    size_t layer_floats = (size_t)DELTANET_HEADS * DELTANET_DIM * DELTANET_DIM;
+    deltanet_layer layer = {.q = qkv, .k = qkv + DELTANET_HEADS * DELTANET_DIM,
+                            .v = qkv + 2 * DELTANET_HEADS * DELTANET_DIM, .out = out};
+    for (int c = 0; c < copies; c++) { /* warm-up: page tables, TLB */
+        layer.states = states + (size_t)c * layer_floats;
+        thread_pool_run(pool, deltanet_task, &layer);
+    }
+    double best = 0;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        long steps = 0;
+        double start = now_seconds(), elapsed;
+        do {
+            layer.states = states + (size_t)(steps % copies) * layer_floats;
+            thread_pool_run(pool, deltanet_task, &layer);
+            steps++;
+            elapsed = now_seconds() - start;
+        } while (elapsed < seconds / TRIALS || steps < copies);
+        double rate = 3.0 * (double)steps * (double)(layer_floats * sizeof(float)) / elapsed / 1e9;
+        if (rate > best)
+            best = rate;
+    }
+    return best;
+}
+
 /* ---- thread pool handshake cost ---- */
 
 static void empty_task(void *context, int thread_index, int n_threads)
@@ -432,6 +487,36 @@ int main(int argc, char **argv)
             }
         }
     }
+
+    /* The recurrence: a unit-length k keeps the decayed state bounded over
+     * any number of steps. */
+    size_t layer_bytes = sizeof(float) * DELTANET_HEADS * DELTANET_DIM * DELTANET_DIM;
+    int state_copies = (int)((cold_target + layer_bytes - 1) / layer_bytes);
+    if ((size_t)state_copies * layer_bytes > arena_bytes)
+        state_copies = (int)(arena_bytes / layer_bytes);
+    float *states = (float *)arena, *qkv = malloc(sizeof(float) * 3 * DELTANET_HEADS * DELTANET_DIM);
+    float *state_out = malloc(sizeof(float) * DELTANET_HEADS * DELTANET_DIM);
+    if (!qkv || !state_out)
+        return 1;
+    memset(states, 0, (size_t)state_copies * layer_bytes);
+    for (int i = 0; i < 3 * DELTANET_HEADS * DELTANET_DIM; i++)
+        qkv[i] = (float)((double)(random_next() >> 11) / 9007199254740992.0 * 2 - 1);
+    for (int h = 0; h < 2 * DELTANET_HEADS; h++) /* the q and k rows */
+        l2norm(qkv + h * DELTANET_DIM, DELTANET_DIM, 1e-6f);
+    printf("\nGated-DeltaNet step, Qwen3.5-35B-A3B decode: %d heads of a %dx%d float state per layer "
+           "(%.0f MiB); cold: %d layers' states cycled.\n\n",
+           DELTANET_HEADS, DELTANET_DIM, DELTANET_DIM, (double)layer_bytes / MIB, state_copies);
+    printf("| threads | hot GB/s of state | hot %% of BW | cold GB/s of state | cold %% of BW | cold us/layer |\n");
+    printf("|---:|---:|---:|---:|---:|---:|\n");
+    for (int n = 1; n <= 2; n++) {
+        double hot = time_deltanet(pools[n], states, 1, qkv, state_out, seconds);
+        double cold = time_deltanet(pools[n], states, state_copies, qkv, state_out, seconds);
+        printf("| %d | %.1f | %.0f %% | %.1f | %.0f %% | %.1f |\n", n, hot, 100 * hot / bandwidth[n], cold,
+               100 * cold / bandwidth[n], 3.0 * (double)layer_bytes / (cold * 1e9) * 1e6);
+        fflush(stdout);
+    }
+    free(qkv);
+    free(state_out);
 
     /* Bandwidth again: if the machine got quieter or busier meanwhile, the
      * fractions above (against the first figures) are off by that much. */

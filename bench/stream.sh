@@ -17,8 +17,10 @@
 # the streamed rows again. Each row: decode tok/s, prefill tok/s, flash MiB per
 # token, cache hit rate, stall per token, and the I/O bound: the disk's
 # bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
-# depth (bench-iobench, measured in the same run) over the bytes a token
-# read. Medians over the rounds. Then, without a cap, the resident run (the
+# depth over the bytes a token read. The disk's speed drifts within minutes,
+# so bench-iobench measures it right before every streamed run (4 s) and
+# each run is set against its own bound; the table gives medians over the
+# rounds of the rates, the bounds and the runs' shares of their bounds. Then, without a cap, the resident run (the
 # model in the page cache) against streaming with a cache that holds every
 # expert (--load-all), interleaved: streaming should cost under 5 % there.
 # A benchmark, not a test.
@@ -82,10 +84,12 @@ cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
 export LD_LIBRARY_PATH=$work
 cli=$work/bmoe-cli
 
-# One expert projection of this shape is 864 KiB (Q4_K 2048 x 768).
-echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads"
-"$iobench" "$model" --size 864 --threads "$io_threads" --seconds 10 | tee "$work/io.txt"
-disk_mib=$(sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p' "$work/io.txt")
+# disk_rate: MiB/s of random O_DIRECT reads of one expert projection of this
+# shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth, now.
+disk_rate() {
+  "$iobench" "$model" --size 864 --threads "$io_threads" --seconds 4 | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
+}
+echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads: $(disk_rate) MiB/s"
 
 # summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
 summary() {
@@ -98,13 +102,15 @@ for round in $(seq 1 "$rounds"); do
     csv="$work/$config.$round.csv"
     log="$work/$config.$round.log"
     extra=${flags[$config]}
-    case "$extra" in *--moe-stream*) extra="$extra --io-threads $io_threads" ;; esac
+    disk="-"
+    case "$extra" in *--moe-stream*) extra="$extra --io-threads $io_threads"; disk=$(disk_rate) ;; esac
+    echo "$disk" > "$work/$config.$round.disk"
     # shellcheck disable=SC2086
     if "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
-      printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB  %s\n' "$round" "$config" \
-        "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "$(summary cache_hit_pct "$csv")" \
-        "$(summary read_MiB "$csv")" "$(sed -n 's/^moe-prefetch: /speculative: /p' "$log")"
+      printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB  disk %s MiB/s  %s\n' \
+        "$round" "$config" "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "$(summary cache_hit_pct "$csv")" \
+        "$(summary read_MiB "$csv")" "$disk" "$(sed -n 's/^moe-prefetch: /speculative: /p' "$log")"
     else
       echo "round $round $config: FAILED ($(tail -n 2 "$log" | tr '\n' ' '))"
       rm -f "$csv"
@@ -113,9 +119,14 @@ for round in $(seq 1 "$rounds"); do
 done
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# run_bound CSV: that run's I/O bound (tok/s), its disk rate over its MiB per token
+run_bound() {
+  awk -v d="$(cat "${1%.csv}.disk")" -v r="$(summary read_MiB "$1")" -v n="$(summary tokens "$1")" \
+    'BEGIN { if (d != "-" && r > 0 && n > 0) printf "%.3f\n", d / (r / n) }'
+}
 
 echo
-echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; disk $disk_mib MiB/s)"
+echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; each run's bound from the disk just before it)"
 printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s |\n' config "decode" "prefill" "MiB/tok" "hit %" \
   "stall s" "I/O bound" "of bound"
 printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------"
@@ -129,8 +140,12 @@ for config in $configs; do
     'BEGIN { printf "%.1f\n", (n > 0 ? r / n : 0) }'; done | median)
   hit=$(for f in $files; do summary cache_hit_pct "$f"; done | median)
   stall=$(for f in $files; do summary stall_s/tok "$f"; done | median)
-  bound=$(awk -v d="$disk_mib" -v m="$per_token" 'BEGIN { if (m > 0) printf "%.2f", d / m; else print "-" }')
-  share=$(awk -v t="$decode" -v b="$bound" 'BEGIN { if (b != "-" && b > 0) printf "%.0f%%", 100 * t / b; else print "-" }')
+  bound=$(for f in $files; do run_bound "$f"; done | median)
+  share=$(for f in $files; do
+      awk -v t="$(summary tok/s "$f")" -v b="$(run_bound "$f")" 'BEGIN { if (b > 0) printf "%.1f\n", 100 * t / b }'
+    done | median)
+  [ "$bound" = "-" ] || bound=$(printf '%.2f' "$bound")
+  [ "$share" = "-" ] || share=$(printf '%.0f%%' "$share")
   printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s |\n' "$config" "$decode" "$prefill" "$per_token" "$hit" \
     "$stall" "$bound" "$share"
 done

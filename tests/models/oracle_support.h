@@ -1,5 +1,6 @@
 /* Helpers shared by the model tests: reading an oracle case (JSON + logits
- * file) and comparing rows of logits with the oracle's tolerances. */
+ * file) and its model, and comparing rows of logits with the oracle's
+ * tolerances. */
 #ifndef BMOE_TESTS_ORACLE_SUPPORT_H
 #define BMOE_TESTS_ORACLE_SUPPORT_H
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bmoe.h"
 #include "test.h"
 
 typedef struct oracle_case {
@@ -62,6 +64,26 @@ static inline int oracle_case_load(oracle_case *c, const char *model_name, const
         return -1;
     }
     return 0;
+}
+
+/* Loads the oracle's model; NULL, recorded as a failed check with
+ * the library's message, if it does not load. */
+/* The path of oracle/models/<model>.gguf in the shared folder. */
+static inline const char *oracle_model_path(char *path, size_t size, const char *model_name)
+{
+    char relative[256];
+    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
+    return test_shared_path(path, size, relative);
+}
+
+static inline bmoe_model *oracle_model_load(const char *model_name)
+{
+    char path[1024];
+    bmoe_error error = {0};
+    oracle_model_path(path, sizeof path, model_name);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load %s: %s", path, error.message);
+    return model;
 }
 
 static inline void oracle_case_free(oracle_case *c)

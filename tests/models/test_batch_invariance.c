@@ -142,9 +142,8 @@ static void check_model(const char *model_name)
         CHECK(false);
         return;
     }
-    char relative[256], path[1024];
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
+    char path[1024];
+    oracle_model_path(path, sizeof path, model_name);
     check_model_file(model_name, path, c.prompt_ids, &c);
     oracle_case_free(&c);
 }
@@ -184,15 +183,12 @@ static void on_route(void *user, const bmoe_route_event *event)
 static void check_routes(void)
 {
     oracle_case c;
-    char path[1024];
     bmoe_error error = {0};
     if (oracle_case_load(&c, "qwen3moe-tiny-q4_k_m", "long") != 0) {
         CHECK(false);
         return;
     }
-    test_shared_path(path, sizeof path, "oracle/models/qwen3moe-tiny-q4_k_m.gguf");
-    bmoe_model *model = bmoe_model_load(path, NULL, &error);
-    CHECK_MSG(model != NULL, "load: %s", error.message);
+    bmoe_model *model = oracle_model_load("qwen3moe-tiny-q4_k_m");
     static route_log log;
     log.valid = true;
     bmoe_context_params params = bmoe_context_default_params();
@@ -250,9 +246,8 @@ static void check_memory_file(const char *model_name, const char *path, uint64_t
 
 static void check_memory(const char *model_name, uint64_t kv_bytes, uint64_t recurrent_bytes)
 {
-    char relative[256], path[1024];
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
+    char path[1024];
+    oracle_model_path(path, sizeof path, model_name);
     check_memory_file(model_name, path, kv_bytes, recurrent_bytes);
 }
 

@@ -49,12 +49,7 @@ static void check_model(const char *model_name)
         return;
     }
     CHECK(c.n_prompt == 300);
-    char relative[256], path[1024];
-    bmoe_error error = {0};
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
-    bmoe_model *model = bmoe_model_load(path, NULL, &error);
-    CHECK_MSG(model != NULL, "load: %s", error.message);
+    bmoe_model *model = oracle_model_load(model_name);
     if (!model) {
         oracle_case_free(&c);
         return;

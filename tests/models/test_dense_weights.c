@@ -67,9 +67,8 @@ static void note_progress(void *user, const char *step, uint64_t done, uint64_t 
 
 static void check_model(const char *model_name)
 {
-    char relative[256], path[1024];
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
+    char path[1024];
+    oracle_model_path(path, sizeof path, model_name);
     struct stat before, after;
     CHECK(stat(path, &before) == 0);
     uint64_t hash_before = file_hash(path);

@@ -16,12 +16,8 @@ static void run_case(const char *model_name, const char *case_name)
         CHECK_MSG(false, "%s.%s: cannot load the oracle case", model_name, case_name);
         return;
     }
-    char relative[256], path[1024];
     bmoe_error error = {0};
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
-    bmoe_model *model = bmoe_model_load(path, NULL, &error);
-    CHECK_MSG(model != NULL, "load %s: %s", path, error.message);
+    bmoe_model *model = oracle_model_load(model_name);
     if (!model) {
         oracle_case_free(&c);
         return;

@@ -48,11 +48,8 @@ static void check_trace(const char *model_name)
     int n_layer = cJSON_GetArraySize(experts);
     CHECK(n_tokens > 0 && n_tokens <= MAX_TOKENS && n_layer > 0 && n_layer <= MAX_LAYERS);
 
-    snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
-    test_shared_path(path, sizeof path, relative);
     bmoe_error error = {0};
-    bmoe_model *model = bmoe_model_load(path, NULL, &error);
-    CHECK_MSG(model != NULL, "load %s: %s", path, error.message);
+    bmoe_model *model = oracle_model_load(model_name);
     static routes r;
     memset(&r, 0, sizeof r);
     bmoe_context_params params = bmoe_context_default_params();
