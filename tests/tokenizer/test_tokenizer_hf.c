@@ -152,6 +152,15 @@ int main(void)
         CHECK(!tokenizer_is_end_of_generation(tok, 151644)); /* <|im_start|> */
         tokenizer_destroy(tok);
     }
+    /* No Qwen3.5 tokenizer file exists in ../shared; its vocabulary agrees
+     * with Qwen3's on all 50 of llama.cpp's Qwen3.5 vectors, so these test
+     * the qwen35 pre-tokenizer on real expectations. */
+    tok = load("data/tokenizers/qwen3/tokenizer.json.gz", "gpt2", "qwen35", NULL, "<|im_end|>");
+    if (tok) {
+        run_vectors(tok, "data/llama-vocab-tests/ggml-vocab-qwen35.gguf.inp",
+                    "data/llama-vocab-tests/ggml-vocab-qwen35.gguf.out", "qwen35 (qwen3 vocabulary)");
+        tokenizer_destroy(tok);
+    }
     tok = load("data/tokenizers/gpt-oss/tokenizer.json.gz", "gpt2", "gpt-4o", "<|startoftext|>", "<|return|>");
     if (tok) {
         run_vectors(tok, "data/tokenizers/reference-encodings/multi.inp",
