@@ -61,9 +61,7 @@ KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t p
     for (int d = 0; d < dim; d++) {
         const uint8_t *row = tile + (size_t)d * ATTEND_TILE_KEYS * element;
         __m512 k0 = attend512_load_full(row, f16), k1 = attend512_load_full(row + 16 * element, f16);
-        attend_prefetch_ahead(row, ahead);
-        if (!f16)
-            attend_prefetch_ahead(row + 64, ahead);
+        attend_prefetch_span_ahead(row, ATTEND_TILE_KEYS * element, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
             __m512 q = _mm512_set1_ps(queries[(int64_t)g * padded + d]);
             acc[g][0] = _mm512_fmadd_ps(k0, q, acc[g][0]);
@@ -109,9 +107,7 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
         const uint8_t *row = values + (size_t)low * value_stride + (size_t)d * element;
         for (int32_t j = low; j <= high; j++, row += value_stride) {
             __m512 v0 = attend512_load_full(row, f16), v1 = attend512_load(row + 16 * element, mask1, f16);
-            attend_prefetch_ahead(row, ahead);
-            if (!f16)
-                attend_prefetch_ahead(row + 64, ahead);
+            attend_prefetch_span_ahead(row, 32 * element, ahead);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
                 __m512 weight = _mm512_set1_ps(weights[g][j - tile_start]);
                 acc[g][0] = _mm512_fmadd_ps(v0, weight, acc[g][0]);

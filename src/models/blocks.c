@@ -210,11 +210,11 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
 void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tokens, const float *sinks)
 {
     const layer_hparams *lh = &hp->layer[layer];
-    /* bind checked that a source layer has this layer's head sizes and kind */
-    int source = lh->kv_source;
+    /* a layer reading another's cache (kv_source) has that layer's offsets
+     * (layout_caches) and, as bind checked, its head sizes */
     size_t element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
     int64_t k_head, v_head;
-    kv_head_strides(s, &hp->layer[source], &k_head, &v_head);
+    kv_head_strides(s, lh, &k_head, &v_head);
     attention_params params = {
         .n_tokens = n_tokens,
         .positions = s->positions,
@@ -224,8 +224,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .n_head_kv = lh->n_head_kv,
         .head_dim_k = lh->head_dim_k,
         .head_dim_v = lh->head_dim_v,
-        .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[source] * element,
-        .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[source] * element,
+        .k_cache = (const uint8_t *)s->k_cache + s->kv_k_offset[layer] * element,
+        .v_cache = (const uint8_t *)s->v_cache + s->kv_v_offset[layer] * element,
         .k_head_stride = k_head,
         .v_head_stride = v_head,
         .cache_f16 = s->kv_f16,
