@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byte_level.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,30 +35,6 @@ static int32_t add_token(vocab *v, const char *text, int type, float score)
 static void add_merge(vocab *v, const char *text)
 {
     v->merges[v->n_merges++] = (tokenizer_string){text, strlen(text)};
-}
-
-/* GPT-2 byte-to-unicode, written out from spec 5.2 for the test. */
-static void byte_text(int byte, char out[4])
-{
-    int codepoint;
-    if ((byte >= 0x21 && byte <= 0x7E) || (byte >= 0xA1 && byte <= 0xAC) || byte >= 0xAE)
-        codepoint = byte;
-    else if (byte <= 0x20)
-        codepoint = 0x100 + byte;
-    else if (byte == 0x7F)
-        codepoint = 0x121;
-    else if (byte <= 0xA0)
-        codepoint = 0x122 + (byte - 0x80);
-    else
-        codepoint = 0x143; /* 0xAD */
-    if (codepoint < 0x80) {
-        out[0] = (char)codepoint;
-        out[1] = 0;
-    } else {
-        out[0] = (char)(0xC0 | (codepoint >> 6));
-        out[1] = (char)(0x80 | (codepoint & 0x3F));
-        out[2] = 0;
-    }
 }
 
 /* ids 0..255 are the byte tokens (id = byte value). */

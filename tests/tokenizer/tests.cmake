@@ -14,3 +14,8 @@ bmoe_add_test(test_tokenizer_hf
 bmoe_add_test(test_tokenizer_keys
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer_keys.c
   LIBS bmoe_tokenizer)
+# The real LFM2 tokenizer data (partial: no tokenizer.json): added tokens,
+# special ids and flags, clean-up and the chat template's renderings.
+bmoe_add_test(test_tokenizer_lfm2
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer_lfm2.c
+  LIBS bmoe_tokenizer bmoe_chat PkgConfig::CJSON)
