@@ -56,12 +56,12 @@ KERNEL_INLINE void attend256_row(float *dst, const uint8_t *src, int dim, int64_
         dst[i] = 0.0f;
 }
 
-/* q.k for Q queries (rows padded floats apart) and the 8 keys of a block
+/* q.k for Q queries (dimension-major, attend_layout) and the 8 keys of a block
  * (kernels.h: dimension d of the block's keys side by side, ATTEND_TILE_KEYS
  * elements apart): lane j of scores[g * ATTEND_TILE_KEYS ..] for key j, each
  * one sum in dimension order; with ahead (a block that starts a line), each
  * dimension's line asked for ahead bytes on. */
-KERNEL_INLINE void attend256_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block, int dim,
+KERNEL_INLINE void attend256_scores(const int Q, const float *queries, const uint8_t *block, int dim,
                                     const int f16, size_t ahead, float *scores)
 {
     size_t step = (size_t)ATTEND_TILE_KEYS * (f16 ? 2 : 4);
@@ -71,26 +71,27 @@ KERNEL_INLINE void attend256_scores(const int Q, const float *queries, int64_t p
         __m256 k = attend256_load(block + (size_t)d * step, f16);
         attend_prefetch_ahead(block + (size_t)d * step, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
-            acc[g] = _mm256_fmadd_ps(k, _mm256_broadcast_ss(queries + (int64_t)g * padded + d), acc[g]);
+            acc[g] = _mm256_fmadd_ps(k, _mm256_broadcast_ss(queries + (int64_t)d * ATTEND_MAX_QUERIES + g), acc[g]);
     }
     KERNEL_UNROLLED for (int g = 0; g < Q; g++) _mm256_store_ps(scores + g * ATTEND_TILE_KEYS, acc[g]);
 }
 
-KERNEL_INLINE void attend256_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
-                                       int dim, const int f16, size_t ahead, float *scores)
+KERNEL_INLINE void attend256_scores_of(int count, const float *queries, const uint8_t *block, int dim, const int f16,
+                                       size_t ahead, float *scores)
 {
-#define ATTEND256_SCORES(Q) attend256_scores(Q, queries, padded, block, dim, f16, ahead, scores)
+#define ATTEND256_SCORES(Q) attend256_scores(Q, queries, block, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND256_SCORES);
 #undef ATTEND256_SCORES
 }
 
 /* For Q queries: out[d0 .. d0 + width) = out * scale + the sum over positions
  * low..high of weight * value, 8 dimensions at a time and the last width mod
- * 8 one at a time (fmaf: the same single rounding). weights[g] is query g's
- * row of tile weights (index: position - tile_start); the values come
+ * 8 one at a time (fmaf: the same single rounding). weights: the queries'
+ * rows of tile weights, ATTEND_TILE_KEYS apart (index: position -
+ * tile_start); the values come
  * converted from the tile buffer (rows of padded floats, row 0 at
  * tile_start). */
-KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float *const *weights,
+KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
                                     const float *tile, int64_t padded, int64_t d0, int64_t width)
 {
@@ -102,7 +103,7 @@ KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float
         for (int32_t j = low; j <= high; j++) {
             __m256 v = _mm256_load_ps(tile + (int64_t)(j - tile_start) * padded + d);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++)
-                acc[g] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(weights[g] + (j - tile_start)), acc[g]);
+                acc[g] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(weights + g * ATTEND_TILE_KEYS + (j - tile_start)), acc[g]);
         }
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
             _mm256_storeu_ps(outs[g] + d0 + d, acc[g]);
@@ -112,12 +113,12 @@ KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float
             float *out = outs[g] + d0 + d;
             float sum = *out * scales[g];
             for (int32_t j = low; j <= high; j++)
-                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g][j - tile_start], sum);
+                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
             *out = sum;
         }
 }
 
-static void attend256_values_of(int count, float *const *outs, const float *const *weights, const float *scales,
+static void attend256_values_of(int count, float *const *outs, const float *weights, const float *scales,
                                 int32_t low, int32_t high, int32_t tile_start, const float *tile, int64_t padded,
                                 int64_t d0, int64_t width)
 {
@@ -164,10 +165,10 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
     float max[ATTEND_MAX_QUERIES], scale[ATTEND_MAX_QUERIES];
     __m256 sums[ATTEND_MAX_QUERIES];
     float *outs[ATTEND_MAX_QUERIES];
-    const float *weights[ATTEND_MAX_QUERIES];
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
-        attend256_row(layout.queries + g * padded, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
+        attend256_row(layout.keys, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
+        attend_put_query(&layout, g, layout.keys);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = _mm256_setr_ps(job->sinks ? 1.0f : 0.0f, 0, 0, 0, 0, 0, 0, 0);
@@ -189,7 +190,7 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
             int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
             size_t offset = (size_t)b * AVX2_BLOCK_KEYS * element;
             if (block_start <= tile.high && block_start + AVX2_BLOCK_KEYS - 1 >= tile.low)
-                attend256_scores_of(n_queries, layout.queries, padded, tile_keys + offset, job->head_dim_k, f16,
+                attend256_scores_of(n_queries, layout.queries, tile_keys + offset, job->head_dim_k, f16,
                                     offset % 64 == 0 ? ahead.keys : 0, layout.weights + b * AVX2_BLOCK_KEYS);
         }
 
@@ -236,14 +237,14 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
                 attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
             float full_scales[ATTEND_MAX_QUERIES];
-            attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
-            attend256_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, layout.keys,
+            const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
+            attend256_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start, layout.keys,
                                 padded, d0, width);
             for (int i = 0; i < tile.n_partial; i++) {
                 int g = tile.partial[i];
                 float *out = job->queries[g].out;
                 const float *row = layout.weights + g * ATTEND_TILE_KEYS;
-                attend256_values_of(1, &out, &row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start,
+                attend256_values_of(1, &out, row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start,
                                     layout.keys, padded, d0, width);
             }
         }

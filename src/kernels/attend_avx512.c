@@ -48,10 +48,10 @@ KERNEL_INLINE void attend512_query(float *dst, const float *src, int dim, int64_
     }
 }
 
-/* q.k for Q queries (rows padded floats apart) and the 32 keys of a tile:
+/* q.k for Q queries (dimension-major, attend_layout) and the 32 keys of a tile:
  * scores[g * ATTEND_TILE_KEYS + j] for query g and the tile's key j. Each
  * dimension's keys are one line (f16) or two (f32): asked for ahead bytes on. */
-KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t padded, const uint8_t *tile, int dim,
+KERNEL_INLINE void attend512_scores(const int Q, const float *queries, const uint8_t *tile, int dim,
                                     const int f16, size_t ahead, float *scores)
 {
     size_t element = f16 ? 2 : 4;
@@ -63,7 +63,7 @@ KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t p
         __m512 k0 = attend512_load_full(row, f16), k1 = attend512_load_full(row + 16 * element, f16);
         attend_prefetch_span_ahead(row, ATTEND_TILE_KEYS * element, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
-            __m512 q = _mm512_set1_ps(queries[(int64_t)g * padded + d]);
+            __m512 q = _mm512_set1_ps(queries[(int64_t)d * ATTEND_MAX_QUERIES + g]);
             acc[g][0] = _mm512_fmadd_ps(k0, q, acc[g][0]);
             acc[g][1] = _mm512_fmadd_ps(k1, q, acc[g][1]);
         }
@@ -74,10 +74,10 @@ KERNEL_INLINE void attend512_scores(const int Q, const float *queries, int64_t p
     }
 }
 
-KERNEL_INLINE void attend512_scores_of(int count, const float *queries, int64_t padded, const uint8_t *tile, int dim,
-                                const int f16, size_t ahead, float *scores)
+KERNEL_INLINE void attend512_scores_of(int count, const float *queries, const uint8_t *tile, int dim, const int f16,
+                                       size_t ahead, float *scores)
 {
-#define ATTEND512_SCORES(Q) attend512_scores(Q, queries, padded, tile, dim, f16, ahead, scores)
+#define ATTEND512_SCORES(Q) attend512_scores(Q, queries, tile, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND512_SCORES);
 #undef ATTEND512_SCORES
 }
@@ -85,10 +85,10 @@ KERNEL_INLINE void attend512_scores_of(int count, const float *queries, int64_t 
 /* For Q queries: out[0 .. width) = out * scale + the sum over positions
  * low..high of weight * value, 32 dimensions at a time and the last 16 or
  * fewer in one register under a mask (a lane's operations are the same in
- * both). weights[g] is query g's row of tile weights (index: position -
- * tile_start); value rows value_stride bytes apart from position 0, each
+ * both). weights: the queries' rows of tile weights, ATTEND_TILE_KEYS
+ * apart (index: position - tile_start); value rows value_stride bytes apart from position 0, each
  * load that starts a line asking for the line ahead bytes on. */
-KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float *const *weights,
+KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
                                     const uint8_t *values, size_t value_stride, int64_t width, const int f16,
                                     size_t ahead)
@@ -109,7 +109,7 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
             __m512 v0 = attend512_load_full(row, f16), v1 = attend512_load(row + 16 * element, mask1, f16);
             attend_prefetch_span_ahead(row, 32 * element, ahead);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
-                __m512 weight = _mm512_set1_ps(weights[g][j - tile_start]);
+                __m512 weight = _mm512_set1_ps(weights[g * ATTEND_TILE_KEYS + (j - tile_start)]);
                 acc[g][0] = _mm512_fmadd_ps(v0, weight, acc[g][0]);
                 acc[g][1] = _mm512_fmadd_ps(v1, weight, acc[g][1]);
             }
@@ -129,14 +129,14 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
             __m512 v = attend512_load(row, mask, f16);
             attend_prefetch_ahead(row, ahead);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++)
-                acc[g] = _mm512_fmadd_ps(v, _mm512_set1_ps(weights[g][j - tile_start]), acc[g]);
+                acc[g] = _mm512_fmadd_ps(v, _mm512_set1_ps(weights[g * ATTEND_TILE_KEYS + (j - tile_start)]), acc[g]);
         }
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
             _mm512_mask_storeu_ps(outs[g] + d, mask, acc[g]);
     }
 }
 
-KERNEL_INLINE void attend512_values_of(int count, float *const *outs, const float *const *weights, const float *scales,
+KERNEL_INLINE void attend512_values_of(int count, float *const *outs, const float *weights, const float *scales,
                                 int32_t low, int32_t high, int32_t tile_start, const uint8_t *values,
                                 size_t value_stride, int64_t width, const int f16, size_t ahead)
 {
@@ -159,10 +159,10 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
     float max[ATTEND_MAX_QUERIES], scale[ATTEND_MAX_QUERIES];
     __m512 sums[ATTEND_MAX_QUERIES];
     float *outs[ATTEND_MAX_QUERIES];
-    const float *weights[ATTEND_MAX_QUERIES];
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
-        attend512_query(layout.queries + g * padded, query->q, job->head_dim_k, padded, f16);
+        attend512_query(layout.keys, query->q, job->head_dim_k, padded, f16);
+        attend_put_query(&layout, g, layout.keys);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = job->sinks ? _mm512_maskz_mov_ps(1, _mm512_set1_ps(1.0f)) : _mm512_setzero_ps();
@@ -179,8 +179,7 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
          * the job's range may hold anything): those become -inf below */
         const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
         attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
-        attend512_scores_of(n_queries, layout.queries, padded, tile_keys, job->head_dim_k, f16, ahead.keys,
-                            layout.weights);
+        attend512_scores_of(n_queries, layout.queries, tile_keys, job->head_dim_k, f16, ahead.keys, layout.weights);
 
         for (int g = 0; g < n_queries; g++) {
             if (!tile.present[g])
@@ -211,14 +210,14 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
         }
 
         float full_scales[ATTEND_MAX_QUERIES];
-        attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
-        attend512_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start, values,
+        const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
+        attend512_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start, values,
                             job->value_stride, job->head_dim_v, f16, ahead.values);
         for (int i = 0; i < tile.n_partial; i++) {
             int g = tile.partial[i];
             float *out = job->queries[g].out;
             const float *row = layout.weights + g * ATTEND_TILE_KEYS;
-            attend512_values_of(1, &out, &row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start, values,
+            attend512_values_of(1, &out, row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start, values,
                                 job->value_stride, job->head_dim_v, f16, ahead.values);
         }
     }

@@ -16,6 +16,7 @@
 #ifndef BMOE_KERNELS_ATTEND_COMMON_H
 #define BMOE_KERNELS_ATTEND_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,11 +25,17 @@
 /* Key and query rows in scratch are padded to this many floats, 64 bytes. */
 #define ATTEND_ROW_ALIGN 16
 
+/* The queries are kept dimension by dimension (element d of query g at
+ * queries[d * ATTEND_MAX_QUERIES + g]) and the full queries' weights as one
+ * block of rows, so that the scores and values loops reach every query's
+ * operand from one pointer at fixed offsets: with a pointer per query they
+ * ran out of registers and spilled inside the loop. */
 typedef struct attend_layout {
-    int64_t padded_dim; /* head_dim_k rounded up to ATTEND_ROW_ALIGN */
-    float *queries;     /* ATTEND_MAX_QUERIES rows of padded_dim */
-    float *keys;        /* ATTEND_TILE_KEYS rows of padded_dim */
-    float *weights;     /* ATTEND_MAX_QUERIES rows of ATTEND_TILE_KEYS: a tile's e^(s - max) */
+    int64_t padded_dim;  /* head_dim_k rounded up to ATTEND_ROW_ALIGN */
+    float *queries;      /* padded_dim groups of ATTEND_MAX_QUERIES */
+    float *keys;         /* ATTEND_TILE_KEYS rows of padded_dim */
+    float *weights;      /* ATTEND_MAX_QUERIES rows of ATTEND_TILE_KEYS: a tile's e^(s - max) */
+    float *full_weights; /* the same, the tile's full queries' rows in order (attend_full_queries) */
 } attend_layout;
 
 static inline int64_t attend_padded_dim(int head_dim_k)
@@ -40,7 +47,7 @@ static inline int64_t attend_padded_dim(int head_dim_k)
 static inline int64_t attend_tiled_scratch_floats(int head_dim_k)
 {
     return ATTEND_ROW_ALIGN + (ATTEND_MAX_QUERIES + ATTEND_TILE_KEYS) * attend_padded_dim(head_dim_k) +
-           (int64_t)ATTEND_MAX_QUERIES * ATTEND_TILE_KEYS;
+           2 * (int64_t)ATTEND_MAX_QUERIES * ATTEND_TILE_KEYS;
 }
 
 static inline attend_layout attend_layout_of(float *scratch, int head_dim_k)
@@ -52,7 +59,16 @@ static inline attend_layout attend_layout_of(float *scratch, int head_dim_k)
     layout.queries = scratch + (aligned - address) / sizeof(float);
     layout.keys = layout.queries + ATTEND_MAX_QUERIES * layout.padded_dim;
     layout.weights = layout.keys + ATTEND_TILE_KEYS * layout.padded_dim;
+    layout.full_weights = layout.weights + ATTEND_MAX_QUERIES * ATTEND_TILE_KEYS;
     return layout;
+}
+
+/* Query g's row of padded_dim floats (the kernel's own conversion of it)
+ * into the dimension-major queries. */
+static inline void attend_put_query(const attend_layout *layout, int g, const float *row)
+{
+    for (int64_t d = 0; d < layout->padded_dim; d++)
+        layout->queries[d * ATTEND_MAX_QUERIES + g] = row[d];
 }
 
 /* The positions a job reads: from its queries' smallest first to their
@@ -108,17 +124,27 @@ static inline void attend_tile_plan(const attend_job *job, int32_t start, int32_
 }
 
 /* The tile's full queries as the values step takes them, in tile->full
- * order: their output rows, their rows of the tile's weights (weights_base:
- * ATTEND_TILE_KEYS floats per query of the job) and their scales. */
-static inline void attend_full_queries(const attend_job *job, const attend_tile *tile, const float *weights_base,
-                                       const float *scale, float **outs, const float **weights, float *scales)
+ * order: their output rows and scales, and their rows of the tile's
+ * weights, returned as one block of rows ATTEND_TILE_KEYS floats apart
+ * (layout->weights itself when the full queries are the job's first ones,
+ * else a copy in layout->full_weights). */
+static inline const float *attend_full_queries(const attend_job *job, const attend_tile *tile,
+                                               const attend_layout *layout, const float *scale, float **outs,
+                                               float *scales)
 {
+    bool leading = true;
     for (int i = 0; i < tile->n_full; i++) {
         int g = tile->full[i];
         outs[i] = job->queries[g].out;
-        weights[i] = weights_base + g * ATTEND_TILE_KEYS;
         scales[i] = scale[g];
+        leading = leading && g == i;
     }
+    if (leading)
+        return layout->weights;
+    for (int i = 0; i < tile->n_full; i++)
+        memcpy(layout->full_weights + i * ATTEND_TILE_KEYS, layout->weights + tile->full[i] * ATTEND_TILE_KEYS,
+               ATTEND_TILE_KEYS * sizeof(float));
+    return layout->full_weights;
 }
 
 /* Expands to CALL(Q) with Q the constant count (1..ATTEND_MAX_QUERIES), so

@@ -60,12 +60,12 @@ KERNEL_INLINE void attend_neon_row(float *dst, const uint8_t *src, int dim, int6
         dst[i] = 0.0f;
 }
 
-/* q.k for Q queries (rows padded floats apart) and the 8 keys at block
+/* q.k for Q queries (dimension-major, attend_layout) and the 8 keys at block
  * (kernels.h: dimension d of the tile's keys side by side, ATTEND_TILE_KEYS
  * elements apart): scores[g * ATTEND_TILE_KEYS + j] for key j, each one sum
  * in dimension order; with ahead (a block that starts a line), each
  * dimension's line asked for ahead bytes on. */
-KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t padded, const uint8_t *block,
+KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, const uint8_t *block,
                                       int dim, const int f16, size_t ahead, float *scores)
 {
     size_t element = f16 ? 2 : 4, step = (size_t)ATTEND_TILE_KEYS * element;
@@ -76,7 +76,7 @@ KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t
         float32x4_t k0 = attend_neon_load(row, f16), k1 = attend_neon_load(row + 4 * element, f16);
         attend_prefetch_ahead(row, ahead);
         KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
-            float q = queries[(int64_t)g * padded + d];
+            float q = queries[(int64_t)d * ATTEND_MAX_QUERIES + g];
             acc[g][0] = vfmaq_n_f32(acc[g][0], k0, q);
             acc[g][1] = vfmaq_n_f32(acc[g][1], k1, q);
         }
@@ -87,20 +87,21 @@ KERNEL_INLINE void attend_neon_scores(const int Q, const float *queries, int64_t
     }
 }
 
-KERNEL_INLINE void attend_neon_scores_of(int count, const float *queries, int64_t padded, const uint8_t *block,
-                                         int dim, const int f16, size_t ahead, float *scores)
+KERNEL_INLINE void attend_neon_scores_of(int count, const float *queries, const uint8_t *block, int dim,
+                                         const int f16, size_t ahead, float *scores)
 {
-#define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, padded, block, dim, f16, ahead, scores)
+#define ATTEND_NEON_SCORES(Q) attend_neon_scores(Q, queries, block, dim, f16, ahead, scores)
     ATTEND_FOR_QUERIES(count, ATTEND_NEON_SCORES);
 #undef ATTEND_NEON_SCORES
 }
 
 /* For Q queries: out[d0 .. d0 + width) = out * scale + the sum over positions
  * low..high of weight * value, 8 dimensions at a time, then 4, then one at a
- * time (fmaf: the same single rounding). weights[g] is query g's row of tile
- * weights (index: position - tile_start); the values come converted from the
- * tile buffer (rows of padded floats, row 0 at tile_start). */
-KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const float *const *weights,
+ * time (fmaf: the same single rounding). weights: the queries' rows of tile
+ * weights, ATTEND_TILE_KEYS apart (index: position - tile_start); the values
+ * come converted from the tile buffer (rows of padded floats, row 0 at
+ * tile_start). */
+KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const float *weights,
                                       const float *scales, int32_t low, int32_t high, int32_t tile_start,
                                       const float *tile, int64_t padded, int64_t d0, int64_t width)
 {
@@ -116,7 +117,7 @@ KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const flo
             const float *row = tile + (int64_t)(j - tile_start) * padded + d;
             float32x4_t v0 = vld1q_f32(row), v1 = vld1q_f32(row + 4);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++) {
-                float weight = weights[g][j - tile_start];
+                float weight = weights[g * ATTEND_TILE_KEYS + (j - tile_start)];
                 acc[g][0] = vfmaq_n_f32(acc[g][0], v0, weight);
                 acc[g][1] = vfmaq_n_f32(acc[g][1], v1, weight);
             }
@@ -132,7 +133,7 @@ KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const flo
             float32x4_t acc = vmulq_n_f32(vld1q_f32(out), scales[g]);
             for (int32_t j = low; j <= high; j++)
                 acc = vfmaq_n_f32(acc, vld1q_f32(tile + (int64_t)(j - tile_start) * padded + d),
-                                  weights[g][j - tile_start]);
+                                  weights[g * ATTEND_TILE_KEYS + (j - tile_start)]);
             vst1q_f32(out, acc);
         }
     for (; d < width; d++)
@@ -140,12 +141,12 @@ KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const flo
             float *out = outs[g] + d0 + d;
             float sum = *out * scales[g];
             for (int32_t j = low; j <= high; j++)
-                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g][j - tile_start], sum);
+                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
             *out = sum;
         }
 }
 
-static void attend_neon_values_of(int count, float *const *outs, const float *const *weights, const float *scales,
+static void attend_neon_values_of(int count, float *const *outs, const float *weights, const float *scales,
                                   int32_t low, int32_t high, int32_t tile_start, const float *tile, int64_t padded,
                                   int64_t d0, int64_t width)
 {
@@ -176,10 +177,10 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
     float max[ATTEND_MAX_QUERIES], scale[ATTEND_MAX_QUERIES];
     float32x4_t sums[ATTEND_MAX_QUERIES];
     float *outs[ATTEND_MAX_QUERIES];
-    const float *weights[ATTEND_MAX_QUERIES];
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
-        attend_neon_row(layout.queries + g * padded, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
+        attend_neon_row(layout.keys, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
+        attend_put_query(&layout, g, layout.keys);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = vsetq_lane_f32(job->sinks ? 1.0f : 0.0f, vdupq_n_f32(0.0f), 0);
@@ -199,7 +200,7 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
         attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
         for (int b = 0; b < ATTEND_TILE_KEYS / 8; b++) {
             size_t offset = (size_t)b * 8 * element;
-            attend_neon_scores_of(n_queries, layout.queries, padded, tile_keys + offset, job->head_dim_k, f16,
+            attend_neon_scores_of(n_queries, layout.queries, tile_keys + offset, job->head_dim_k, f16,
                                   offset % 64 == 0 ? ahead.keys : 0, layout.weights + b * 8);
         }
 
@@ -250,14 +251,14 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
                 attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
             float full_scales[ATTEND_MAX_QUERIES];
-            attend_full_queries(job, &tile, layout.weights, scale, outs, weights, full_scales);
-            attend_neon_values_of(tile.n_full, outs, weights, full_scales, tile.low, tile.high, tile_start,
+            const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
+            attend_neon_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start,
                                   layout.keys, padded, d0, width);
             for (int i = 0; i < tile.n_partial; i++) {
                 int g = tile.partial[i];
                 float *out = job->queries[g].out;
                 const float *row = layout.weights + g * ATTEND_TILE_KEYS;
-                attend_neon_values_of(1, &out, &row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start,
+                attend_neon_values_of(1, &out, row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start,
                                       layout.keys, padded, d0, width);
             }
         }
