@@ -15,6 +15,7 @@
 #define AVX512_TILE_HALVES (ATTEND_TILE_KEYS / 16)
 
 _Static_assert(ATTEND_TILE_KEYS == 32, "a tile's keys are two registers");
+_Static_assert(ATTEND_MAX_QUERIES <= 16, "the queries' maxima are one register");
 
 KERNEL_INLINE __mmask16 attend512_mask(int64_t count)
 {
@@ -156,9 +157,12 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
     int32_t job_first, job_last;
     attend_job_range(job, &job_first, &job_last);
 
-    float max[ATTEND_MAX_QUERIES], scale[ATTEND_MAX_QUERIES];
+    /* 16 floats each: the softmax step reads and writes them as one vector */
+    float max[16], scale[16];
     __m512 sums[ATTEND_MAX_QUERIES];
     float *outs[ATTEND_MAX_QUERIES];
+    for (int g = 0; g < 16; g++)
+        max[g] = -INFINITY;
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
         attend512_query(layout.keys, query->q, job->head_dim_k, padded, f16);
@@ -181,28 +185,46 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
         attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
         attend512_scores_of(n_queries, layout.queries, tile_keys, job->head_dim_k, f16, ahead.keys, layout.weights);
 
+        /* the softmax step in three passes, so that the rescale factors of
+         * all the queries are one vector exp: each query's scaled, masked
+         * scores and their maximum; e^(old - new maximum) in a lane per
+         * query; each query's weights and sum */
+        float tile_maximum[16];
+        __mmask16 present = 0;
+        for (int g = 0; g < 16; g++)
+            tile_maximum[g] = -INFINITY;
+        for (int g = 0; g < n_queries; g++) {
+            if (!tile.present[g])
+                continue;
+            present |= (__mmask16)(1u << g);
+            float *row = layout.weights + g * ATTEND_TILE_KEYS;
+            bool whole = tile.query_low[g] == tile_start && tile.query_high[g] == tile_start + ATTEND_TILE_KEYS - 1;
+            __m512 tile_max = _mm512_set1_ps(-INFINITY);
+            for (int b = 0; b < AVX512_TILE_HALVES; b++) {
+                int32_t block_start = tile_start + b * 16;
+                __mmask16 visible = whole ? (__mmask16)0xffff
+                                          : (__mmask16)(attend512_mask(tile.query_high[g] - block_start + 1) &
+                                                        ~attend512_mask(tile.query_low[g] - block_start));
+                __m512 scores = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), visible, _mm512_load_ps(row + b * 16),
+                                                   _mm512_set1_ps(job->scale));
+                _mm512_store_ps(row + b * 16, scores);
+                tile_max = _mm512_max_ps(tile_max, scores);
+            }
+            tile_maximum[g] = _mm512_reduce_max_ps(tile_max);
+        }
+        __m512 old_max = _mm512_loadu_ps(max), new_max = _mm512_loadu_ps(tile_maximum);
+        /* tile_maximum > max ? tile_maximum : max, lane by lane */
+        new_max = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(new_max, old_max, _CMP_GT_OQ), old_max, new_max);
+        _mm512_storeu_ps(scale, avx512_exp(_mm512_sub_ps(old_max, new_max)));
+        _mm512_mask_storeu_ps(max, present, new_max);
         for (int g = 0; g < n_queries; g++) {
             if (!tile.present[g])
                 continue;
             float *row = layout.weights + g * ATTEND_TILE_KEYS;
-            __m512 scores[AVX512_TILE_HALVES];
-            __m512 tile_max = _mm512_set1_ps(-INFINITY);
-            for (int b = 0; b < AVX512_TILE_HALVES; b++) {
-                int32_t block_start = tile_start + b * 16;
-                __mmask16 visible = (__mmask16)(attend512_mask(tile.query_high[g] - block_start + 1) &
-                                                ~attend512_mask(tile.query_low[g] - block_start));
-                scores[b] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), visible, _mm512_load_ps(row + b * 16),
-                                               _mm512_set1_ps(job->scale));
-                tile_max = _mm512_max_ps(tile_max, scores[b]);
-            }
-            float tile_maximum = _mm512_reduce_max_ps(tile_max);
-            float new_max = tile_maximum > max[g] ? tile_maximum : max[g];
-            scale[g] = elementwise_exp(max[g] - new_max);
-            max[g] = new_max;
-            __m512 shift = _mm512_set1_ps(new_max);
+            __m512 shift = _mm512_set1_ps(max[g]);
             __m512 sum = _mm512_mul_ps(sums[g], _mm512_set1_ps(scale[g]));
             for (int b = 0; b < AVX512_TILE_HALVES; b++) {
-                __m512 weight = avx512_exp(_mm512_sub_ps(scores[b], shift));
+                __m512 weight = avx512_exp(_mm512_sub_ps(_mm512_load_ps(row + b * 16), shift));
                 _mm512_store_ps(row + b * 16, weight);
                 sum = _mm512_add_ps(sum, weight);
             }
