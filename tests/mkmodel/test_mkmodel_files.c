@@ -5,6 +5,7 @@
  * byte tokens, merges that compose existing tokens, the family's specials
  * and ids, placeholders, the real chat template), the exact size --plan
  * predicts, and weight statistics of both fill modes. */
+#include "../tokenizer/byte_level.h"
 #include "mkmodel_run.h"
 
 typedef struct expected_tensor {
@@ -218,30 +219,6 @@ static uint32_t rule_q4_k_m_gpt_oss_8(const char *name, const gguf_tensor *t)
     return rule_q4_k_m_8(name, t);
 }
 
-/* GPT-2 byte-to-unicode (tokenizers.md 5.2), written out again here. */
-static void byte_token(int byte, char *out)
-{
-    int cp;
-    if ((byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || byte >= 0xae) {
-        cp = byte;
-    } else {
-        /* Non-printing bytes take U+0100.. in increasing byte order. */
-        int rank = 0;
-        for (int b = 0; b < byte; b++)
-            if (!((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae))
-                rank++;
-        cp = 0x100 + rank;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        out[1] = 0;
-    } else {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        out[2] = 0;
-    }
-}
-
 static bool string_is(gguf_string s, const char *text)
 {
     return s.length == strlen(text) && memcmp(s.data, text, s.length) == 0;
@@ -277,7 +254,7 @@ static void check_tokenizer(const gguf_model *m, const char *arch, int vocab)
     int byte_failures = 0;
     for (int b = 0; b < 256; b++) {
         char expected[4];
-        byte_token(b, expected);
+        byte_text(b, expected);
         if (!string_is(tokens[b], expected) || gguf_array_int(types_kv, (uint64_t)b) != 1)
             byte_failures++;
     }
