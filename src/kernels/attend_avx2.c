@@ -88,9 +88,8 @@ KERNEL_INLINE void attend256_scores_of(int count, const float *queries, const ui
  * low..high of weight * value, 8 dimensions at a time and the last width mod
  * 8 one at a time (fmaf: the same single rounding). weights: the queries'
  * rows of tile weights, ATTEND_TILE_KEYS apart (index: position -
- * tile_start); the values come
- * converted from the tile buffer (rows of padded floats, row 0 at
- * tile_start). */
+ * tile_start); the values come converted from the tile buffer (rows of
+ * padded floats, row 0 at tile_start). */
 KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
                                     const float *tile, int64_t padded, int64_t d0, int64_t width)
@@ -102,8 +101,9 @@ KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float
             acc[g] = _mm256_mul_ps(_mm256_loadu_ps(outs[g] + d0 + d), _mm256_set1_ps(scales[g]));
         for (int32_t j = low; j <= high; j++) {
             __m256 v = _mm256_load_ps(tile + (int64_t)(j - tile_start) * padded + d);
+            const float *weight = weights + (j - tile_start);
             KERNEL_UNROLLED for (int g = 0; g < Q; g++)
-                acc[g] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(weights + g * ATTEND_TILE_KEYS + (j - tile_start)), acc[g]);
+                acc[g] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(weight + g * ATTEND_TILE_KEYS), acc[g]);
         }
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
             _mm256_storeu_ps(outs[g] + d0 + d, acc[g]);
@@ -113,7 +113,8 @@ KERNEL_INLINE void attend256_values(const int Q, float *const *outs, const float
             float *out = outs[g] + d0 + d;
             float sum = *out * scales[g];
             for (int32_t j = low; j <= high; j++)
-                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
+                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d],
+                           weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
             *out = sum;
         }
 }
@@ -228,6 +229,8 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         /* the values, a strip of up to padded dimensions at a time, through
          * the tile buffer the keys are done with: rows read once, in order,
          * instead of once per 8 dimensions at the cache's stride */
+        float full_scales[ATTEND_MAX_QUERIES];
+        const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
@@ -236,10 +239,8 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
                               attend_padded_dim((int)width), f16, 0);
                 attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
-            float full_scales[ATTEND_MAX_QUERIES];
-            const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
-            attend256_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start, layout.keys,
-                                padded, d0, width);
+            attend256_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start,
+                                layout.keys, padded, d0, width);
             for (int i = 0; i < tile.n_partial; i++) {
                 int g = tile.partial[i];
                 float *out = job->queries[g].out;

@@ -87,8 +87,9 @@ KERNEL_INLINE void attend512_scores_of(int count, const float *queries, const ui
  * low..high of weight * value, 32 dimensions at a time and the last 16 or
  * fewer in one register under a mask (a lane's operations are the same in
  * both). weights: the queries' rows of tile weights, ATTEND_TILE_KEYS
- * apart (index: position - tile_start); value rows value_stride bytes apart from position 0, each
- * load that starts a line asking for the line ahead bytes on. */
+ * apart (index: position - tile_start); value rows value_stride bytes apart
+ * from position 0, each load that starts a line asking for the line ahead
+ * bytes on. */
 KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
                                     const uint8_t *values, size_t value_stride, int64_t width, const int f16,

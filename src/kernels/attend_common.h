@@ -22,7 +22,8 @@
 
 #include "kernels.h"
 
-/* Key and query rows in scratch are padded to this many floats, 64 bytes. */
+/* Key rows and the queries' dimensions in scratch are padded to this many
+ * floats, 64 bytes. */
 #define ATTEND_ROW_ALIGN 16
 
 /* The queries are kept dimension by dimension (element d of query g at
@@ -33,7 +34,8 @@
 typedef struct attend_layout {
     int64_t padded_dim;  /* head_dim_k rounded up to ATTEND_ROW_ALIGN */
     float *queries;      /* padded_dim groups of ATTEND_MAX_QUERIES */
-    float *keys;         /* ATTEND_TILE_KEYS rows of padded_dim */
+    float *keys;         /* ATTEND_TILE_KEYS rows of padded_dim; before the first tile, the row
+                          * a kernel converts a query into for attend_put_query */
     float *weights;      /* ATTEND_MAX_QUERIES rows of ATTEND_TILE_KEYS: a tile's e^(s - max) */
     float *full_weights; /* the same, the tile's full queries' rows in order (attend_full_queries) */
 } attend_layout;
@@ -63,8 +65,9 @@ static inline attend_layout attend_layout_of(float *scratch, int head_dim_k)
     return layout;
 }
 
-/* Query g's row of padded_dim floats (the kernel's own conversion of it)
- * into the dimension-major queries. */
+/* Query g's row of padded_dim floats (the kernel's own conversion of it,
+ * made in layout->keys, which no tile has used yet) into the
+ * dimension-major queries. */
 static inline void attend_put_query(const attend_layout *layout, int g, const float *row)
 {
     for (int64_t d = 0; d < layout->padded_dim; d++)

@@ -141,7 +141,8 @@ KERNEL_INLINE void attend_neon_values(const int Q, float *const *outs, const flo
             float *out = outs[g] + d0 + d;
             float sum = *out * scales[g];
             for (int32_t j = low; j <= high; j++)
-                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d], weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
+                sum = fmaf(tile[(int64_t)(j - tile_start) * padded + d],
+                           weights[g * ATTEND_TILE_KEYS + (j - tile_start)], sum);
             *out = sum;
         }
 }
@@ -242,6 +243,8 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
         /* the values, a strip of up to padded dimensions at a time, through
          * the tile buffer the keys are done with: rows read once, in order,
          * instead of once per 8 dimensions at the cache's stride */
+        float full_scales[ATTEND_MAX_QUERIES];
+        const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
@@ -250,8 +253,6 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
                                 attend_padded_dim((int)width), f16, 0);
                 attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);
             }
-            float full_scales[ATTEND_MAX_QUERIES];
-            const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
             attend_neon_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start,
                                   layout.keys, padded, d0, width);
             for (int i = 0; i < tile.n_partial; i++) {

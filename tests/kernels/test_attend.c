@@ -353,7 +353,6 @@ static void test_set(const kernel_set *set)
         for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
             int dk = dims[s][0], dv = dims[s][1], n = groups[g];
             float scale = 1.0f / sqrtf((float)dk);
-            /* position 0 alone; a partial first tile; a window off the tiles; within one tile */
             /* position 0 alone; a partial first tile; a window off the tiles; within
              * one tile; then queries of consecutive tokens (causal, windowed, and
              * windows 40 apart that share no key) */
