@@ -1223,10 +1223,12 @@ static void check_run(const run_spec *s)
         check_compute(s->name, s, &o, have_csv ? &c : NULL, f.layers, "layers", layer_sums);
     if (s->compute && s->compute_layers) {
         /* both tile the same forward pass (from the embedding to the head):
-         * per decode the two files' segments add up to the same time */
+         * per decode the two files' segments add up to the same time, up to
+         * the clock reads between segments (0.1 ms + 1 % failed once under
+         * ASan with another test on the second core) */
         bool same = true;
         for (int t = 0; t < o.generated; t++)
-            same &= fabs(node_sums[t] - layer_sums[t]) <= 1e5 + 0.01 * layer_sums[t]; /* 0.1 ms + 1 % */
+            same &= fabs(node_sums[t] - layer_sums[t]) <= 5e5 + 0.02 * layer_sums[t]; /* 0.5 ms + 2 % */
         CHECK_MSG(same, "%s: the block and layer traces do not cover the same time", s->name);
     }
     free(node_sums);
