@@ -169,7 +169,7 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
         attend256_row(layout.keys, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
-        attend_put_query(&layout, g, layout.keys);
+        attend_put_query(&layout, g);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = _mm256_setr_ps(job->sinks ? 1.0f : 0.0f, 0, 0, 0, 0, 0, 0, 0);

@@ -167,7 +167,7 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
         attend512_query(layout.keys, query->q, job->head_dim_k, padded, f16);
-        attend_put_query(&layout, g, layout.keys);
+        attend_put_query(&layout, g);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = job->sinks ? _mm512_maskz_mov_ps(1, _mm512_set1_ps(1.0f)) : _mm512_setzero_ps();

@@ -65,13 +65,13 @@ static inline attend_layout attend_layout_of(float *scratch, int head_dim_k)
     return layout;
 }
 
-/* Query g's row of padded_dim floats (the kernel's own conversion of it,
- * made in layout->keys, which no tile has used yet) into the
- * dimension-major queries. */
-static inline void attend_put_query(const attend_layout *layout, int g, const float *row)
+/* Query g's row of padded_dim floats, which the kernel has just converted
+ * into layout->keys (no tile has used it yet), into the dimension-major
+ * queries. */
+static inline void attend_put_query(const attend_layout *layout, int g)
 {
     for (int64_t d = 0; d < layout->padded_dim; d++)
-        layout->queries[d * ATTEND_MAX_QUERIES + g] = row[d];
+        layout->queries[d * ATTEND_MAX_QUERIES + g] = layout->keys[d];
 }
 
 /* The positions a job reads: from its queries' smallest first to their

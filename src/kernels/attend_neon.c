@@ -181,7 +181,7 @@ KERNEL_INLINE void attend_neon(const attend_job *job, const int f16)
     for (int g = 0; g < n_queries; g++) {
         const attend_query *query = &job->queries[g];
         attend_neon_row(layout.keys, (const uint8_t *)query->q, job->head_dim_k, padded, 0, f16);
-        attend_put_query(&layout, g, layout.keys);
+        attend_put_query(&layout, g);
         /* the sink is the first logit seen: e^(sink - sink) = 1 in lane 0 */
         max[g] = job->sinks ? query->sink : -INFINITY;
         sums[g] = vsetq_lane_f32(job->sinks ? 1.0f : 0.0f, vdupq_n_f32(0.0f), 0);
