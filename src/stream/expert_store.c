@@ -33,6 +33,7 @@ typedef struct cache_slot {
     bool speculative;      /* filled by a prefetch and not used since */
     bool prefetch_read;    /* its current reads are a prefetch's */
     bool listed;           /* in speculative_slots */
+    bool cancelled;        /* its prefetch was dropped: wait for its reads before any use */
     bool reported;         /* its reads went to the read observer */
 } cache_slot;
 
@@ -323,11 +324,14 @@ static bool slot_reading(const expert_store *store, int slot)
     return false;
 }
 
+/* Some read into slot failed or was cancelled: its bytes are not all there. */
 static bool slot_failed(const expert_store *store, int slot)
 {
-    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
-        if (atomic_load(slot_state(store, slot, p)) == IO_FAILED)
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++) {
+        uint32_t state = atomic_load(slot_state(store, slot, p));
+        if (state == IO_FAILED || state == IO_CANCELLED)
             return true;
+    }
     return false;
 }
 
@@ -348,6 +352,7 @@ static void empty_slot(expert_store *store, int slot)
     }
     s->layer = s->expert = -1;
     s->speculative = false;
+    s->cancelled = false;
     for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
         atomic_store(slot_state(store, slot, p), IO_READY); /* an empty slot waits for nothing */
     store->policy->remove(store->policy_state, slot);
@@ -356,19 +361,25 @@ static void empty_slot(expert_store *store, int slot)
 
 static _Atomic uint32_t *slot_state(const expert_store *store, int slot, int projection);
 
+static void cancel_prefetch(expert_store *store, int slot);
+
 /* A slot for a new entry: a free one, else the policy's victim. demand: when
- * every unheld slot is being filled by a prefetch, wait for those reads
- * rather than fail. */
+ * every unheld slot is being filled by a prefetch, drop those guesses and
+ * take one of their slots rather than fail. */
 static int take_slot(expert_store *store, bool demand)
 {
     if (store->n_free == 0) {
         int victim = store->policy->victim(store->policy_state, slot_evictable, store);
-        for (int i = 0; victim < 0 && demand && i < store->n_speculative; i++) {
-            int slot = store->speculative_slots[i];
-            if (!store->slots[slot].prefetch_read) /* refilled on demand: its reads are not queued yet */
-                continue;
-            for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
-                io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+        if (victim < 0 && demand && store->n_speculative > 0) {
+            for (int i = 0; i < store->n_speculative; i++) {
+                int slot = store->speculative_slots[i];
+                /* one refilled on demand has its reads not queued yet */
+                if (store->slots[slot].pinned || !store->slots[slot].prefetch_read)
+                    continue;
+                cancel_prefetch(store, slot);
+                for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+                    io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+            }
             victim = store->policy->victim(store->policy_state, slot_evictable, store);
         }
         if (victim < 0)
@@ -419,6 +430,7 @@ static int fill_slot(expert_store *store, int layer, int expert, bool speculativ
     s->expert = expert;
     s->speculative = speculative;
     s->prefetch_read = speculative;
+    s->cancelled = false;
     s->reported = false;
     store->resident_bytes += entry_bytes(source);
     for (int p = 0; p < source->n_projections; p++) {
@@ -437,6 +449,26 @@ static int fill_slot(expert_store *store, int layer, int expert, bool speculativ
         atomic_store(job->state, IO_PENDING);
     }
     return slot;
+}
+
+/* The read jobs of slot's entry; returns how many. */
+static int slot_jobs(expert_store *store, int slot, io_job **jobs)
+{
+    int n = store->slots[slot].layer >= 0 ? store->layers[store->slots[slot].layer].n_projections : 0;
+    for (int p = 0; p < n; p++)
+        jobs[p] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+    return n;
+}
+
+/* A guess no longer wanted: what of it is not read yet is not read. */
+static void cancel_prefetch(expert_store *store, int slot)
+{
+    cache_slot *s = &store->slots[slot];
+    if (!s->prefetch_read || !slot_reading(store, slot))
+        return;
+    s->cancelled = true;
+    io_job *jobs[EXPERT_MAX_PROJECTIONS];
+    io_lanes_cancel(store->lanes, jobs, slot_jobs(store, slot, jobs));
 }
 
 /* Reads of slot, to the observer, once. */
@@ -547,6 +579,10 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         int32_t expert = experts[i];
         size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
         int slot = store->entry_slot[key];
+        /* a dropped guess may still be finishing a piece */
+        if (slot >= 0 && store->slots[slot].cancelled)
+            for (int p = 0; p < n_projections; p++)
+                io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
         /* a prefetch whose read failed holds nothing: read it on demand */
         if (slot >= 0 && !slot_reading(store, slot) && slot_failed(store, slot)) {
             empty_slot(store, slot);
@@ -561,6 +597,11 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
                 store->slots[slot].speculative = false;
                 store->prefetch_useful++;
                 handle->prefetched = true;
+            }
+            /* a guess still being read is needed now: its reads become demand reads */
+            if (store->slots[slot].prefetch_read && slot_reading(store, slot)) {
+                io_job *jobs[EXPERT_MAX_PROJECTIONS];
+                io_lanes_promote(store->lanes, jobs, slot_jobs(store, slot, jobs));
             }
         } else {
             slot = fill_slot(store, layer, expert, false);
@@ -582,6 +623,12 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
             if (store->config.overlap && atomic_load(slot_state(store, slot, p)) != IO_READY)
                 handle->ready[p] = (void *)slot_state(store, slot, p);
         }
+    }
+    /* guesses for this layer that it did not route to, or for an earlier one */
+    for (int i = 0; i < store->n_speculative; i++) {
+        int slot = store->speculative_slots[i];
+        if (!store->slots[slot].pinned && store->slots[slot].layer <= layer)
+            cancel_prefetch(store, slot);
     }
     submit_misses(store, layer, experts, misses, n_misses);
     if (n <= store->config.n_expert_used) { /* one token's routing: the next one's guess */
@@ -623,9 +670,11 @@ static void scan_prefetches(expert_store *store)
         if (!s->prefetch_read)
             continue; /* emptied and filled again on demand */
         s->prefetch_read = false;
+        report_reads(store, slot);
         if (!slot_failed(store, slot))
             store->prefetched++;
-        report_reads(store, slot);
+        else if (!s->pinned)
+            empty_slot(store, slot);
     }
     store->n_speculative = kept;
 }

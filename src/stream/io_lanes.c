@@ -25,15 +25,20 @@ typedef struct io_lane {
     bool started;
 } io_lane;
 
+/* io_job.where */
+enum { JOB_IDLE = 0, JOB_QUEUED = 1, JOB_RUNNING = 2 };
+enum { QUEUE_DEMAND = 0, QUEUE_SPECULATIVE = 1 };
+
 struct io_lanes {
     int n_lanes;
     io_lane *lane;
     pthread_mutex_t mutex;
-    pthread_cond_t work;       /* lanes: a job was queued, or stop */
+    pthread_cond_t work;       /* lanes: a job may be taken now, or stop */
     pthread_cond_t arrived;    /* io_lanes_wait: a job finished */
     io_job **queue[2];         /* rings of queued jobs: demand, speculative */
     int capacity[2];
     int head[2], count[2];     /* ring position and queued jobs */
+    int running[2];            /* jobs being read, by kind */
     int sleepers;              /* threads asleep in io_lanes_wait */
     bool stopping;
     io_job_observer observer;
@@ -52,46 +57,169 @@ static int64_t now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+static io_job *ring_at(const io_lanes *lanes, int q, int i)
+{
+    return lanes->queue[q][(lanes->head[q] + i) % lanes->capacity[q]];
+}
+
+static io_job *ring_pop(io_lanes *lanes, int q)
+{
+    io_job *job = ring_at(lanes, q, 0);
+    lanes->head[q] = (lanes->head[q] + 1) % lanes->capacity[q];
+    lanes->count[q]--;
+    return job;
+}
+
+/* Room for n more jobs in ring q (the rings only grow, rarely). */
+static bool reserve(io_lanes *lanes, int q, int n)
+{
+    if (lanes->count[q] + n <= lanes->capacity[q])
+        return true;
+    int capacity = lanes->capacity[q];
+    while (capacity < lanes->count[q] + n)
+        capacity *= 2;
+    io_job **ring = malloc((size_t)capacity * sizeof *ring);
+    if (!ring)
+        return false;
+    for (int i = 0; i < lanes->count[q]; i++)
+        ring[i] = ring_at(lanes, q, i);
+    free(lanes->queue[q]);
+    lanes->queue[q] = ring;
+    lanes->capacity[q] = capacity;
+    lanes->head[q] = 0;
+    return true;
+}
+
+/* Takes job out of ring q, keeping the others' order. */
+static void ring_remove(io_lanes *lanes, int q, const io_job *job)
+{
+    int kept = 0;
+    for (int i = 0; i < lanes->count[q]; i++) {
+        io_job *queued = ring_at(lanes, q, i);
+        if (queued != job)
+            lanes->queue[q][(lanes->head[q] + kept++) % lanes->capacity[q]] = queued;
+    }
+    lanes->count[q] = kept;
+}
+
+/* The next job a lane may start, or NULL: demand first; a speculative one
+ * only while the disk serves no demand read and no other guess. */
+static io_job *take_job(io_lanes *lanes)
+{
+    if (lanes->count[QUEUE_DEMAND] > 0)
+        return ring_pop(lanes, QUEUE_DEMAND);
+    if (lanes->count[QUEUE_SPECULATIVE] > 0 &&
+        ((lanes->running[QUEUE_DEMAND] == 0 && lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH) ||
+         lanes->stopping))
+        return ring_pop(lanes, QUEUE_SPECULATIVE);
+    return NULL;
+}
+
+/* Reads job's next part: all that is left of a demand read, one piece of a
+ * speculative one (a piece ends on a block boundary, so each lands where the
+ * whole read would have put it). */
+static int read_part(io_lane *lane, io_job *job, bool whole)
+{
+    uint64_t position = job->offset + job->done, end = job->offset + job->length;
+    uint64_t window = job->offset & ~((uint64_t)SHARD_READ_ALIGNMENT - 1);
+    uint64_t piece_end = end;
+    if (!whole) {
+        uint64_t bound = (position & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) + IO_SPECULATIVE_PIECE;
+        if (bound < piece_end)
+            piece_end = bound;
+    }
+    uint8_t *region = job->region + ((position & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) - window);
+    uint64_t device_bytes = 0;
+    int64_t start = now_ns();
+    int status = shard_reader_read(&lane->reader, job->shard, position, piece_end - position, region, &device_bytes,
+                                   &job->error);
+    int64_t elapsed = now_ns() - start;
+    job->latency_ns += elapsed;
+    job->device_bytes += device_bytes;
+    job->done = piece_end - job->offset;
+    atomic_fetch_add(&lane->lanes->busy_ns, elapsed);
+    return status;
+}
+
+/* Wakes what a finished or yielded job may unblock: lanes that can start a
+ * guess now, and threads waiting for a state. Called with the lock held. */
+static void wake_after(io_lanes *lanes)
+{
+    if (lanes->count[QUEUE_SPECULATIVE] > 0 && lanes->running[QUEUE_DEMAND] == 0 &&
+        lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH)
+        pthread_cond_broadcast(&lanes->work);
+    if (lanes->sleepers > 0)
+        pthread_cond_broadcast(&lanes->arrived);
+}
+
 static void *lane_main(void *argument)
 {
     io_lane *lane = argument;
     io_lanes *lanes = lane->lanes;
+    pthread_mutex_lock(&lanes->mutex);
     for (;;) {
-        pthread_mutex_lock(&lanes->mutex);
-        while (!lanes->stopping && lanes->count[0] == 0 && lanes->count[1] == 0)
+        io_job *job;
+        while (!(job = take_job(lanes)) && !(lanes->stopping && lanes->count[0] == 0 && lanes->count[1] == 0))
             pthread_cond_wait(&lanes->work, &lanes->mutex);
-        int queue = lanes->count[0] > 0 ? 0 : 1;
-        if (lanes->count[queue] == 0) {
-            pthread_mutex_unlock(&lanes->mutex);
-            return NULL;
+        if (!job)
+            break;
+        int kind = job->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND;
+        job->where = JOB_RUNNING;
+        lanes->running[kind]++;
+        if (job->done == 0) {
+            error_clear(&job->error);
+            job->device_bytes = 0;
+            job->latency_ns = 0;
         }
-        io_job *job = lanes->queue[queue][lanes->head[queue]];
-        lanes->head[queue] = (lanes->head[queue] + 1) % lanes->capacity[queue];
-        lanes->count[queue]--;
-        pthread_mutex_unlock(&lanes->mutex);
-
-        error_clear(&job->error);
-        int64_t start = now_ns();
-        int status = shard_reader_read(&lane->reader, job->shard, job->offset, job->length, job->region,
-                                       &job->device_bytes, &job->error);
-        job->latency_ns = now_ns() - start;
+        int status = 0;
+        bool finished = false, yielded = false, cancelled = false;
+        while (!finished) {
+            bool whole = !job->speculative;
+            pthread_mutex_unlock(&lanes->mutex);
+            status = read_part(lane, job, whole);
+            pthread_mutex_lock(&lanes->mutex);
+            finished = status != 0 || job->done >= job->length;
+            if (finished)
+                break;
+            if (job->cancel) {
+                cancelled = true;
+                break;
+            }
+            if (job->speculative && lanes->count[QUEUE_DEMAND] + lanes->running[QUEUE_DEMAND] > 0 &&
+                reserve(lanes, QUEUE_SPECULATIVE, 1)) {
+                /* demand came in: the guess waits at the front of its queue */
+                lanes->head[QUEUE_SPECULATIVE] =
+                    (lanes->head[QUEUE_SPECULATIVE] + lanes->capacity[QUEUE_SPECULATIVE] - 1) %
+                    lanes->capacity[QUEUE_SPECULATIVE];
+                lanes->queue[QUEUE_SPECULATIVE][lanes->head[QUEUE_SPECULATIVE]] = job;
+                lanes->count[QUEUE_SPECULATIVE]++;
+                job->where = JOB_QUEUED;
+                yielded = true;
+                break;
+            }
+        }
+        lanes->running[kind]--;
+        if (yielded) {
+            wake_after(lanes);
+            continue;
+        }
+        job->where = JOB_IDLE;
         job->lane = lane->index;
-        atomic_fetch_add(&lanes->busy_ns, job->latency_ns);
         atomic_fetch_add(&lanes->reads, 1);
         if (status == 0) {
             atomic_fetch_add(&lanes->bytes, job->device_bytes);
             if (job->speculative)
                 atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
         }
-        atomic_store(job->state, status == 0 ? IO_READY : IO_FAILED);
+        pthread_mutex_unlock(&lanes->mutex);
+        atomic_store(job->state, cancelled ? IO_CANCELLED : status == 0 ? IO_READY : IO_FAILED);
         if (lanes->observer)
             lanes->observer(lanes->observer_user, job);
-
         pthread_mutex_lock(&lanes->mutex);
-        if (lanes->sleepers > 0)
-            pthread_cond_broadcast(&lanes->arrived);
-        pthread_mutex_unlock(&lanes->mutex);
+        wake_after(lanes);
     }
+    pthread_mutex_unlock(&lanes->mutex);
+    return NULL;
 }
 
 io_lanes *io_lanes_create(int n_lanes, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
@@ -176,36 +304,20 @@ void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user
     lanes->observer_user = user;
 }
 
-/* Room for n more jobs in ring q (the rings only grow, rarely). */
-static bool reserve(io_lanes *lanes, int q, int n)
-{
-    if (lanes->count[q] + n <= lanes->capacity[q])
-        return true;
-    int capacity = lanes->capacity[q];
-    while (capacity < lanes->count[q] + n)
-        capacity *= 2;
-    io_job **ring = malloc((size_t)capacity * sizeof *ring);
-    if (!ring)
-        return false;
-    for (int i = 0; i < lanes->count[q]; i++)
-        ring[i] = lanes->queue[q][(lanes->head[q] + i) % lanes->capacity[q]];
-    free(lanes->queue[q]);
-    lanes->queue[q] = ring;
-    lanes->capacity[q] = capacity;
-    lanes->head[q] = 0;
-    return true;
-}
-
 void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
 {
     if (n_jobs <= 0)
         return;
     pthread_mutex_lock(&lanes->mutex);
     for (int i = 0; i < n_jobs; i++) {
-        int q = jobs[i]->speculative ? 1 : 0;
+        int q = jobs[i]->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND;
+        jobs[i]->where = JOB_QUEUED;
+        jobs[i]->cancel = false;
+        jobs[i]->done = 0;
         if (!reserve(lanes, q, 1)) {
             /* out of memory growing the ring: the job fails rather than vanish */
             error_set_status(&jobs[i]->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
+            jobs[i]->where = JOB_IDLE;
             atomic_store(jobs[i]->state, IO_FAILED);
             continue;
         }
@@ -213,6 +325,51 @@ void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         lanes->count[q]++;
     }
     pthread_cond_broadcast(&lanes->work);
+    pthread_mutex_unlock(&lanes->mutex);
+}
+
+void io_lanes_promote(io_lanes *lanes, io_job *const *jobs, int n_jobs)
+{
+    pthread_mutex_lock(&lanes->mutex);
+    for (int i = 0; i < n_jobs; i++) {
+        io_job *job = jobs[i];
+        if (!job->speculative || job->where == JOB_IDLE)
+            continue;
+        job->speculative = false;
+        if (job->where != JOB_QUEUED)
+            continue; /* running: the lane reads the rest without yielding */
+        ring_remove(lanes, QUEUE_SPECULATIVE, job);
+        if (!reserve(lanes, QUEUE_DEMAND, 1)) {
+            error_set_status(&job->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
+            job->where = JOB_IDLE;
+            atomic_store(job->state, IO_FAILED);
+            continue;
+        }
+        lanes->queue[QUEUE_DEMAND][(lanes->head[QUEUE_DEMAND] + lanes->count[QUEUE_DEMAND]) %
+                                   lanes->capacity[QUEUE_DEMAND]] = job;
+        lanes->count[QUEUE_DEMAND]++;
+    }
+    pthread_cond_broadcast(&lanes->work);
+    pthread_mutex_unlock(&lanes->mutex);
+}
+
+void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs)
+{
+    pthread_mutex_lock(&lanes->mutex);
+    for (int i = 0; i < n_jobs; i++) {
+        io_job *job = jobs[i];
+        if (!job->speculative || job->where == JOB_IDLE)
+            continue;
+        if (job->where == JOB_RUNNING) {
+            job->cancel = true;
+            continue;
+        }
+        ring_remove(lanes, QUEUE_SPECULATIVE, job);
+        job->where = JOB_IDLE;
+        atomic_store(job->state, IO_CANCELLED);
+    }
+    if (lanes->sleepers > 0)
+        pthread_cond_broadcast(&lanes->arrived);
     pthread_mutex_unlock(&lanes->mutex);
 }
 

@@ -1,9 +1,15 @@
 /* I/O lanes: a few threads, each with its own shard descriptors, that pull
- * read jobs from one queue and publish each slice's arrival in its readiness
- * flag. Compute threads that need a slice wait on that flag alone (a brief
+ * read jobs from two queues (demand, speculative) and publish each slice's
+ * arrival in its readiness flag. Compute threads that need a slice wait on that flag alone (a brief
  * spin, then sleep), so an expert's matmul starts the moment its bytes are in;
  * the time during which at least one thread waits is the stall (a union of
  * intervals, not a sum over threads).
+ * Speculative reads only fill the time the disk would stand idle: at most
+ * IO_SPECULATIVE_DEPTH at a time, only while no demand read is queued or
+ * running, in pieces of IO_SPECULATIVE_PIECE bytes with a check for demand
+ * between pieces. On a disk
+ * that is the bottleneck, a guess read while demand waits costs its whole
+ * length whenever it is wrong.
  * Owns: the lane threads, their readers, the queue and the wait state. The
  * jobs' memory stays the caller's until io_lanes_drain returns. */
 #ifndef BMOE_STREAM_IO_LANES_H
@@ -15,16 +21,28 @@
 
 #include "shard_reader.h"
 
-enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2 };
+/* IO_CANCELLED: a speculative read dropped before it finished (its bytes
+ * must not be used, as for a failed one). */
+enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2, IO_CANCELLED = 3 };
+
+/* A speculative read yields to demand reads between pieces of this size:
+ * the disk's rate here is the same from 256 KiB reads up. */
+#define IO_SPECULATIVE_PIECE (256u * 1024u)
+/* Speculative reads at once: one alone leaves this disk below its rate. */
+#define IO_SPECULATIVE_DEPTH 2
 
 typedef struct io_job {
     uint8_t *region;            /* destination (aligned), shard_region_bytes(length) long */
     uint32_t shard;
     uint64_t offset, length;
-    _Atomic uint32_t *state;    /* IO_READY or IO_FAILED once done */
+    _Atomic uint32_t *state;    /* IO_READY, IO_FAILED or IO_CANCELLED once done */
     int32_t layer, expert;      /* for traces */
     int32_t projection;
-    bool speculative;
+    bool speculative;           /* until io_lanes_promote */
+    /* the lanes' own (under their lock) */
+    int32_t where;              /* queued, running or neither */
+    bool cancel;
+    uint64_t done;              /* bytes of the range read so far */
     /* filled by the lane */
     uint64_t device_bytes;
     int64_t latency_ns;
@@ -51,14 +69,24 @@ void io_lanes_destroy(io_lanes *lanes);
 bool io_lanes_direct(const io_lanes *lanes);
 int io_lanes_count(const io_lanes *lanes);
 
-/* Queues jobs (their states must be IO_PENDING); lanes start on them at once,
- * demand reads before any speculative one. A job must stay valid until its
- * state says it is done. */
+/* Queues jobs (their states must be IO_PENDING): demand reads at once,
+ * speculative ones when the disk has no demand read to serve. A job must stay
+ * valid until its state says it is done. */
 void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs);
+
+/* Speculative jobs that turned out to be needed become demand reads: queued
+ * ones move to the end of the demand queue, a running one stops yielding.
+ * Jobs that are done or already demand are left alone. */
+void io_lanes_promote(io_lanes *lanes, io_job *const *jobs, int n_jobs);
+
+/* Speculative jobs no longer wanted: a queued one ends IO_CANCELLED at once,
+ * a running one after its current piece. Demand jobs are left alone. */
+void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs);
 
 /* Waits until *state is no longer IO_PENDING (any thread). stall: the wait
  * counts in the stall figure (a compute thread waiting for its weights).
- * Returns 0 when the bytes arrived, -1 when their read failed. */
+ * Returns 0 when the bytes arrived, -1 when their read failed or was
+ * cancelled. */
 int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state, bool stall);
 
 void io_lanes_get_counters(io_lanes *lanes, io_lanes_counters *counters);

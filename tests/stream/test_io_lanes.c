@@ -1,0 +1,378 @@
+/* The I/O lanes' scheduling, through a read function that records every
+ * read and can hold one until the test lets it go: a speculative read never
+ * starts while a demand read is queued or running, at most
+ * IO_SPECULATIVE_DEPTH run at once, one yields between pieces to demand that
+ * came in, a promoted one is read at once and whole, a cancelled one is not
+ * read (queued) or stops after its piece (running), and the bytes of a read in
+ * pieces land where a whole read puts them, direct and buffered. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stream/io_lanes.h"
+#include "test.h"
+
+#define FILE_BYTES (8u << 20)
+#define MAX_JOBS 8
+
+/* One job's file range: [offset, offset + length). */
+typedef struct range {
+    uint64_t offset, length;
+} range;
+
+typedef struct recorder {
+    pthread_mutex_t mutex;
+    pthread_cond_t changed;
+    bool armed;                 /* record and hold only the test's reads, not the open's check */
+    range ranges[MAX_JOBS];
+    int n_ranges;
+    bool hold[MAX_JOBS];        /* reads of range i wait while this is set */
+    int reads[MAX_JOBS];        /* reads started, by range */
+    int order[256];             /* ranges in the order their reads started */
+    int n_order;
+    int in_flight, max_in_flight;
+} recorder;
+
+static int range_of(const recorder *r, int64_t offset)
+{
+    for (int i = 0; i < r->n_ranges; i++) {
+        uint64_t start = r->ranges[i].offset & ~(uint64_t)(SHARD_READ_ALIGNMENT - 1);
+        if ((uint64_t)offset >= start && (uint64_t)offset < r->ranges[i].offset + r->ranges[i].length)
+            return i;
+    }
+    return -1;
+}
+
+static int64_t recording_pread(void *user, int fd, void *buffer, size_t length, int64_t offset)
+{
+    recorder *r = user;
+    pthread_mutex_lock(&r->mutex);
+    int which = r->armed ? range_of(r, offset) : -1;
+    if (which >= 0) {
+        r->reads[which]++;
+        if (r->n_order < (int)(sizeof r->order / sizeof r->order[0]))
+            r->order[r->n_order++] = which;
+        if (++r->in_flight > r->max_in_flight)
+            r->max_in_flight = r->in_flight;
+        pthread_cond_broadcast(&r->changed);
+        while (r->hold[which])
+            pthread_cond_wait(&r->changed, &r->mutex);
+    }
+    pthread_mutex_unlock(&r->mutex);
+    int64_t got = pread(fd, buffer, length, (off_t)offset);
+    int saved = errno;
+    pthread_mutex_lock(&r->mutex);
+    if (which >= 0)
+        r->in_flight--;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mutex);
+    errno = saved;
+    return got;
+}
+
+static void set_hold(recorder *r, int which, bool hold)
+{
+    pthread_mutex_lock(&r->mutex);
+    r->hold[which] = hold;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mutex);
+}
+
+/* Waits (up to 5 s) until range which has had at least n reads started. */
+static bool wait_reads(recorder *r, int which, int n)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 5;
+    pthread_mutex_lock(&r->mutex);
+    int status = 0;
+    while (r->reads[which] < n && status == 0)
+        status = pthread_cond_timedwait(&r->changed, &r->mutex, &deadline);
+    bool reached = r->reads[which] >= n;
+    pthread_mutex_unlock(&r->mutex);
+    return reached;
+}
+
+static int reads_of(recorder *r, int which)
+{
+    pthread_mutex_lock(&r->mutex);
+    int n = r->reads[which];
+    pthread_mutex_unlock(&r->mutex);
+    return n;
+}
+
+static void settle(void)
+{
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+}
+
+static uint8_t file_byte(uint64_t position)
+{
+    return (uint8_t)((position * 2654435761u) >> 13);
+}
+
+typedef struct fixture {
+    recorder rec;
+    io_lanes *lanes;
+    io_job jobs[MAX_JOBS];
+    _Atomic uint32_t states[MAX_JOBS];
+    uint8_t *regions[MAX_JOBS];
+} fixture;
+
+static const char *model_path;
+
+/* Lanes over the test file; job i reads ranges[i] (speculative or not). */
+static bool fixture_open(fixture *f, bool direct, const range *ranges, const bool *speculative, int n)
+{
+    memset(f, 0, sizeof *f);
+    pthread_mutex_init(&f->rec.mutex, NULL);
+    pthread_cond_init(&f->rec.changed, NULL);
+    shard_io io = {recording_pread, &f->rec};
+    uint64_t size = FILE_BYTES;
+    bmoe_error err;
+    error_clear(&err);
+    f->lanes = io_lanes_create(4, &model_path, &size, 1, direct, &io, &err);
+    CHECK_MSG(f->lanes != NULL, "io_lanes_create: %s", err.message);
+    if (!f->lanes)
+        return false;
+    for (int i = 0; i < n; i++) {
+        f->rec.ranges[i] = ranges[i];
+        f->regions[i] = aligned_alloc(SHARD_READ_ALIGNMENT, shard_region_bytes(ranges[i].length));
+        io_job *job = &f->jobs[i];
+        job->region = f->regions[i];
+        job->shard = 0;
+        job->offset = ranges[i].offset;
+        job->length = ranges[i].length;
+        job->state = &f->states[i];
+        job->speculative = speculative[i];
+        job->layer = job->expert = job->projection = 0;
+        atomic_init(&f->states[i], IO_PENDING);
+    }
+    f->rec.n_ranges = n;
+    pthread_mutex_lock(&f->rec.mutex);
+    f->rec.armed = true;
+    pthread_mutex_unlock(&f->rec.mutex);
+    return true;
+}
+
+static void submit(fixture *f, int which)
+{
+    io_job *job = &f->jobs[which];
+    io_lanes_submit(f->lanes, &job, 1);
+}
+
+/* The bytes of job which are the file's, where a whole read puts them. */
+static bool bytes_right(const fixture *f, int which)
+{
+    const io_job *job = &f->jobs[which];
+    const uint8_t *interior = job->region + shard_region_offset(job->offset);
+    for (uint64_t i = 0; i < job->length; i++)
+        if (interior[i] != file_byte(job->offset + i))
+            return false;
+    return true;
+}
+
+static void fixture_close(fixture *f)
+{
+    for (int i = 0; i < MAX_JOBS; i++)
+        set_hold(&f->rec, i, false);
+    io_lanes_destroy(f->lanes);
+    for (int i = 0; i < MAX_JOBS; i++)
+        free(f->regions[i]);
+    pthread_cond_destroy(&f->rec.changed);
+    pthread_mutex_destroy(&f->rec.mutex);
+}
+
+/* Unaligned ranges read whole (demand) and in pieces (speculative). */
+static void test_bytes(bool direct)
+{
+    range ranges[4] = {{12345, IO_SPECULATIVE_PIECE * 3 + 777},
+                       {2u << 20, IO_SPECULATIVE_PIECE * 2},
+                       {(3u << 20) + 4095, 100},
+                       {(5u << 20) + 1, IO_SPECULATIVE_PIECE + 5000}};
+    bool speculative[4] = {true, true, true, false};
+    fixture f;
+    if (!fixture_open(&f, direct, ranges, speculative, 4))
+        return;
+    for (int i = 0; i < 4; i++)
+        submit(&f, i);
+    for (int i = 0; i < 4; i++) {
+        CHECK(io_lanes_wait(f.lanes, &f.states[i], false) == 0);
+        CHECK_MSG(bytes_right(&f, i), "%s, job %d: bytes differ from the file's", direct ? "direct" : "buffered", i);
+        uint64_t window = ((ranges[i].offset + ranges[i].length + SHARD_READ_ALIGNMENT - 1) &
+                           ~(uint64_t)(SHARD_READ_ALIGNMENT - 1)) -
+                          (ranges[i].offset & ~(uint64_t)(SHARD_READ_ALIGNMENT - 1));
+        if (io_lanes_direct(f.lanes))
+            CHECK_MSG(f.jobs[i].device_bytes == window, "job %d: %llu device bytes, window %llu", i,
+                      (unsigned long long)f.jobs[i].device_bytes, (unsigned long long)window);
+        else
+            CHECK(f.jobs[i].device_bytes == ranges[i].length);
+    }
+    /* the first job is 4 pieces long; the demand one is read in one go */
+    CHECK_MSG(reads_of(&f.rec, 0) == 4, "speculative job in %d reads, not 4 pieces", reads_of(&f.rec, 0));
+    CHECK(reads_of(&f.rec, 3) == 1);
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(counters.reads == 4);
+    CHECK(counters.speculative_bytes ==
+          f.jobs[0].device_bytes + f.jobs[1].device_bytes + f.jobs[2].device_bytes);
+    fixture_close(&f);
+}
+
+/* A guess waits while a demand read runs, and never more than the depth run. */
+static void test_gating(void)
+{
+    range ranges[6] = {{0, 65536}, {1u << 20, 65536}, {2u << 20, 65536},
+                       {3u << 20, 65536}, {4u << 20, 65536}, {5u << 20, 65536}};
+    bool speculative[6] = {false, true, true, true, true, true};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 6))
+        return;
+    set_hold(&f.rec, 0, true);
+    submit(&f, 0);
+    CHECK(wait_reads(&f.rec, 0, 1));
+    for (int i = 1; i < 6; i++) {
+        set_hold(&f.rec, i, true);
+        submit(&f, i);
+    }
+    settle();
+    int started = 0;
+    for (int i = 1; i < 6; i++)
+        started += reads_of(&f.rec, i);
+    CHECK_MSG(started == 0, "%d speculative reads started while a demand read ran", started);
+    set_hold(&f.rec, 0, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0);
+    /* the first guesses start once the disk has no demand, in queue order */
+    CHECK(wait_reads(&f.rec, IO_SPECULATIVE_DEPTH, 1));
+    settle();
+    pthread_mutex_lock(&f.rec.mutex);
+    int in_flight = f.rec.in_flight;
+    pthread_mutex_unlock(&f.rec.mutex);
+    CHECK_MSG(in_flight == IO_SPECULATIVE_DEPTH, "%d speculative reads at once, depth %d", in_flight,
+              IO_SPECULATIVE_DEPTH);
+    for (int i = 1; i < 6; i++)
+        set_hold(&f.rec, i, false);
+    for (int i = 1; i < 6; i++)
+        CHECK(io_lanes_wait(f.lanes, &f.states[i], false) == 0 && bytes_right(&f, i));
+    CHECK(f.rec.max_in_flight == IO_SPECULATIVE_DEPTH);
+    CHECK(f.rec.order[0] == 0);
+    for (int k = 1; k <= IO_SPECULATIVE_DEPTH; k++)
+        CHECK(f.rec.order[k] >= 1 && f.rec.order[k] <= IO_SPECULATIVE_DEPTH);
+    fixture_close(&f);
+}
+
+/* A guess in the middle of its pieces yields to a demand read that started,
+ * and goes on after it. */
+static void test_yield(void)
+{
+    range ranges[2] = {{1u << 20, IO_SPECULATIVE_PIECE * 4}, {4u << 20, 65536}};
+    bool speculative[2] = {true, false};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 2))
+        return;
+    set_hold(&f.rec, 0, true);
+    submit(&f, 0);
+    CHECK(wait_reads(&f.rec, 0, 1));
+    set_hold(&f.rec, 1, true);
+    submit(&f, 1);
+    CHECK(wait_reads(&f.rec, 1, 1));
+    set_hold(&f.rec, 0, false); /* the first piece ends while the demand read runs */
+    settle();
+    CHECK_MSG(reads_of(&f.rec, 0) == 1, "the guess read %d pieces while a demand read ran", reads_of(&f.rec, 0));
+    CHECK(atomic_load(&f.states[0]) == IO_PENDING);
+    set_hold(&f.rec, 1, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0);
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0);
+    CHECK(reads_of(&f.rec, 0) == 4);
+    CHECK(bytes_right(&f, 0) && bytes_right(&f, 1));
+    fixture_close(&f);
+}
+
+/* A queued guess promoted is read at once, whole, though a demand read runs;
+ * a queued one cancelled is never read; a running one cancelled stops after
+ * its piece; cancelling a demand read does nothing. */
+static void test_promote_cancel(void)
+{
+    range ranges[5] = {{0, 65536},
+                       {1u << 20, IO_SPECULATIVE_PIECE * 3},
+                       {3u << 20, 65536},
+                       {4u << 20, IO_SPECULATIVE_PIECE * 3},
+                       {6u << 20, 65536}};
+    bool speculative[5] = {false, true, true, true, false};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 5))
+        return;
+    set_hold(&f.rec, 0, true);
+    submit(&f, 0);
+    CHECK(wait_reads(&f.rec, 0, 1));
+    submit(&f, 1);
+    submit(&f, 2);
+    settle();
+    CHECK(reads_of(&f.rec, 1) == 0 && reads_of(&f.rec, 2) == 0);
+    io_job *promoted = &f.jobs[1], *cancelled = &f.jobs[2];
+    io_lanes_promote(f.lanes, &promoted, 1);
+    CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0);
+    CHECK(bytes_right(&f, 1));
+    CHECK_MSG(reads_of(&f.rec, 1) == 1, "a promoted read took %d reads, not one", reads_of(&f.rec, 1));
+    CHECK(!f.jobs[1].speculative);
+    io_lanes_cancel(f.lanes, &cancelled, 1);
+    CHECK(atomic_load(&f.states[2]) == IO_CANCELLED);
+    CHECK(io_lanes_wait(f.lanes, &f.states[2], false) == -1);
+    set_hold(&f.rec, 0, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0);
+    settle();
+    CHECK(reads_of(&f.rec, 2) == 0);
+
+    /* running: cancelled while its first piece is held */
+    set_hold(&f.rec, 3, true);
+    submit(&f, 3);
+    CHECK(wait_reads(&f.rec, 3, 1));
+    io_job *running = &f.jobs[3];
+    io_lanes_cancel(f.lanes, &running, 1);
+    set_hold(&f.rec, 3, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[3], false) == -1);
+    CHECK(atomic_load(&f.states[3]) == IO_CANCELLED);
+    CHECK(reads_of(&f.rec, 3) == 1);
+
+    io_job *demand = &f.jobs[4];
+    set_hold(&f.rec, 4, true);
+    submit(&f, 4);
+    io_lanes_cancel(f.lanes, &demand, 1);
+    set_hold(&f.rec, 4, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[4], false) == 0 && bytes_right(&f, 4));
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(counters.speculative_bytes == f.jobs[3].device_bytes); /* the promoted job counts as demand */
+    fixture_close(&f);
+}
+
+int main(void)
+{
+    char path[] = "test_io_lanes.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return test_finish();
+    model_path = path;
+    uint8_t *data = malloc(FILE_BYTES);
+    for (uint64_t i = 0; i < FILE_BYTES; i++)
+        data[i] = file_byte(i);
+    CHECK(write(fd, data, FILE_BYTES) == (ssize_t)FILE_BYTES);
+    free(data);
+    close(fd);
+    test_bytes(true);
+    test_bytes(false);
+    test_gating();
+    test_yield();
+    test_promote_cancel();
+    unlink(path);
+    return test_finish();
+}
