@@ -18,8 +18,8 @@
 # token, cache hit rate, stall per token, and the I/O bound: the disk's
 # bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
 # depth over the bytes a token read. The disk's speed drifts within minutes,
-# so bench-iobench measures it right before every streamed run (4 s) and
-# each run is set against its own bound; the table gives medians over the
+# so bench-iobench measures it right before and right after every streamed
+# run (4 s each) and each run is set against its own bound (the mean); the table gives medians over the
 # rounds of the rates, the bounds and the runs' shares of their bounds. Then, without a cap, the resident run (the
 # model in the page cache) against streaming with a cache that holds every
 # expert (--load-all), interleaved: streaming should cost under 5 % there.
@@ -28,7 +28,9 @@
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 2),
 # BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all, e.g.
-# "overlap replay-overlap"), BMOE_SHARED_DIR (default ../shared).
+# "overlap replay-overlap"; empty: none), BMOE_BENCH_WHOLE_ROUNDS (rounds of
+# the resident / whole-cache pair, default BMOE_BENCH_ROUNDS), BMOE_SHARED_DIR
+# (default ../shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,7 +75,7 @@ declare -A flags=(
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS:-"mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
+configs=${BMOE_BENCH_CONFIGS-"mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 work=$(mktemp -d)
@@ -102,12 +104,15 @@ for round in $(seq 1 "$rounds"); do
     csv="$work/$config.$round.csv"
     log="$work/$config.$round.log"
     extra=${flags[$config]}
-    disk="-"
-    case "$extra" in *--moe-stream*) extra="$extra --io-threads $io_threads"; disk=$(disk_rate) ;; esac
-    echo "$disk" > "$work/$config.$round.disk"
+    before="-"
+    case "$extra" in *--moe-stream*) extra="$extra --io-threads $io_threads"; before=$(disk_rate) ;; esac
     # shellcheck disable=SC2086
     if "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
+      # the disk's rate for this run: the mean of its rates right before and right after it
+      disk="-"
+      [ "$before" = "-" ] || disk=$(awk -v a="$before" -v b="$(disk_rate)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
+      echo "$disk" > "$work/$config.$round.disk"
       printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  hit %6s%%  read %9s MiB  disk %s MiB/s  %s\n' \
         "$round" "$config" "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "$(summary cache_hit_pct "$csv")" \
         "$(summary read_MiB "$csv")" "$disk" "$(sed -n 's/^moe-prefetch: /speculative: /p' "$log")"
@@ -126,7 +131,7 @@ run_bound() {
 }
 
 echo
-echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; each run's bound from the disk just before it)"
+echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; each run's bound from the disk right before and after it)"
 printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s |\n' config "decode" "prefill" "MiB/tok" "hit %" \
   "stall s" "I/O bound" "of bound"
 printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------"
@@ -152,7 +157,7 @@ done
 
 echo
 echo "== without a cap: resident (page cache warm) vs a cache holding every expert (--load-all)"
-for round in $(seq 1 "$rounds"); do
+for round in $(seq 1 "${BMOE_BENCH_WHOLE_ROUNDS:-$rounds}"); do
   cat "$model" > /dev/null
   "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 --csv "$work/resident.$round.csv" \
     > /dev/null 2>&1 || echo "resident round $round: FAILED"

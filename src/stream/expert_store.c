@@ -480,8 +480,12 @@ static void report_reads(expert_store *store, int slot)
     s->reported = true;
     if (!store->read_observer)
         return;
-    for (int p = 0; p < store->layers[s->layer].n_projections; p++)
-        store->read_observer(store->read_observer_user, &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p]);
+    for (int p = 0; p < store->layers[s->layer].n_projections; p++) {
+        const io_job *job = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+        /* a guess cancelled before it started was never a read */
+        if (atomic_load(job->state) != IO_CANCELLED || job->device_bytes > 0)
+            store->read_observer(store->read_observer_user, job);
+    }
 }
 
 /* Speculative reads of up to max_misses experts of layer not in the cache,

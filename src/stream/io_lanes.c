@@ -41,8 +41,6 @@ struct io_lanes {
     int running[2];            /* jobs being read, by kind */
     int sleepers;              /* threads asleep in io_lanes_wait */
     bool stopping;
-    io_job_observer observer;
-    void *observer_user;
     _Atomic uint64_t reads, bytes, speculative_bytes;
     _Atomic int64_t busy_ns;
     pthread_mutex_t stall_mutex;
@@ -88,6 +86,21 @@ static bool reserve(io_lanes *lanes, int q, int n)
     lanes->capacity[q] = capacity;
     lanes->head[q] = 0;
     return true;
+}
+
+/* Appends job to ring q; out of memory growing the ring, the job fails
+ * rather than vanish. */
+static void ring_push(io_lanes *lanes, int q, io_job *job)
+{
+    if (!reserve(lanes, q, 1)) {
+        error_set_status(&job->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
+        job->where = JOB_IDLE;
+        atomic_store(job->state, IO_FAILED);
+        return;
+    }
+    lanes->queue[q][(lanes->head[q] + lanes->count[q]) % lanes->capacity[q]] = job;
+    lanes->count[q]++;
+    job->where = JOB_QUEUED;
 }
 
 /* Takes job out of ring q, keeping the others' order. */
@@ -212,9 +225,8 @@ static void *lane_main(void *argument)
                 atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
         }
         pthread_mutex_unlock(&lanes->mutex);
+        /* the job is the store's again from here on */
         atomic_store(job->state, cancelled ? IO_CANCELLED : status == 0 ? IO_READY : IO_FAILED);
-        if (lanes->observer)
-            lanes->observer(lanes->observer_user, job);
         pthread_mutex_lock(&lanes->mutex);
         wake_after(lanes);
     }
@@ -298,31 +310,15 @@ int io_lanes_count(const io_lanes *lanes)
     return lanes->n_lanes;
 }
 
-void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user)
-{
-    lanes->observer = observer;
-    lanes->observer_user = user;
-}
-
 void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
 {
     if (n_jobs <= 0)
         return;
     pthread_mutex_lock(&lanes->mutex);
     for (int i = 0; i < n_jobs; i++) {
-        int q = jobs[i]->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND;
-        jobs[i]->where = JOB_QUEUED;
         jobs[i]->cancel = false;
         jobs[i]->done = 0;
-        if (!reserve(lanes, q, 1)) {
-            /* out of memory growing the ring: the job fails rather than vanish */
-            error_set_status(&jobs[i]->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
-            jobs[i]->where = JOB_IDLE;
-            atomic_store(jobs[i]->state, IO_FAILED);
-            continue;
-        }
-        lanes->queue[q][(lanes->head[q] + lanes->count[q]) % lanes->capacity[q]] = jobs[i];
-        lanes->count[q]++;
+        ring_push(lanes, jobs[i]->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND, jobs[i]);
     }
     pthread_cond_broadcast(&lanes->work);
     pthread_mutex_unlock(&lanes->mutex);
@@ -339,15 +335,7 @@ void io_lanes_promote(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         if (job->where != JOB_QUEUED)
             continue; /* running: the lane reads the rest without yielding */
         ring_remove(lanes, QUEUE_SPECULATIVE, job);
-        if (!reserve(lanes, QUEUE_DEMAND, 1)) {
-            error_set_status(&job->error, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory queueing reads");
-            job->where = JOB_IDLE;
-            atomic_store(job->state, IO_FAILED);
-            continue;
-        }
-        lanes->queue[QUEUE_DEMAND][(lanes->head[QUEUE_DEMAND] + lanes->count[QUEUE_DEMAND]) %
-                                   lanes->capacity[QUEUE_DEMAND]] = job;
-        lanes->count[QUEUE_DEMAND]++;
+        ring_push(lanes, QUEUE_DEMAND, job);
     }
     pthread_cond_broadcast(&lanes->work);
     pthread_mutex_unlock(&lanes->mutex);

@@ -1,17 +1,16 @@
 /* I/O lanes: a few threads, each with its own shard descriptors, that pull
  * read jobs from two queues (demand, speculative) and publish each slice's
- * arrival in its readiness flag. Compute threads that need a slice wait on that flag alone (a brief
- * spin, then sleep), so an expert's matmul starts the moment its bytes are in;
- * the time during which at least one thread waits is the stall (a union of
- * intervals, not a sum over threads).
+ * arrival in its readiness flag. Compute threads that need a slice wait on
+ * that flag alone (a brief spin, then sleep), so an expert's matmul starts
+ * the moment its bytes are in; the time during which at least one thread
+ * waits is the stall (a union of intervals, not a sum over threads).
  * Speculative reads only fill the time the disk would stand idle: at most
  * IO_SPECULATIVE_DEPTH at a time, only while no demand read is queued or
  * running, in pieces of IO_SPECULATIVE_PIECE bytes with a check for demand
- * between pieces. On a disk
- * that is the bottleneck, a guess read while demand waits costs its whole
- * length whenever it is wrong.
- * Owns: the lane threads, their readers, the queue and the wait state. The
- * jobs' memory stays the caller's until io_lanes_drain returns. */
+ * between pieces. On a disk that is the bottleneck, a guess read while demand
+ * waits costs its whole length whenever it is wrong.
+ * Owns: the lane threads, their readers, the queues and the wait state. A job
+ * is the lanes' from io_lanes_submit until its state says it is done. */
 #ifndef BMOE_STREAM_IO_LANES_H
 #define BMOE_STREAM_IO_LANES_H
 
@@ -56,7 +55,7 @@ typedef struct io_lanes io_lanes;
 typedef struct io_lanes_counters {
     uint64_t reads;             /* jobs done */
     uint64_t bytes;             /* device bytes (aligned windows) */
-    uint64_t speculative_bytes;
+    uint64_t speculative_bytes; /* of reads still speculative when done (a promoted one is demand) */
     int64_t busy_ns;            /* summed over lanes */
     int64_t stall_ns;           /* union of the intervals some thread waited in io_lanes_wait */
 } io_lanes_counters;
@@ -90,9 +89,5 @@ void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs);
 int io_lanes_wait(io_lanes *lanes, _Atomic uint32_t *state, bool stall);
 
 void io_lanes_get_counters(io_lanes *lanes, io_lanes_counters *counters);
-
-/* Called by a lane after each job (traces); may be NULL. Runs on the lane. */
-typedef void (*io_job_observer)(void *user, const io_job *job);
-void io_lanes_set_observer(io_lanes *lanes, io_job_observer observer, void *user);
 
 #endif

@@ -169,6 +169,15 @@ static void submit(fixture *f, int which)
     io_lanes_submit(f->lanes, &job, 1);
 }
 
+/* Submits job which with its reads held, and waits until its first one has
+ * started. */
+static void start_held(fixture *f, int which)
+{
+    set_hold(&f->rec, which, true);
+    submit(f, which);
+    CHECK(wait_reads(&f->rec, which, 1));
+}
+
 /* The bytes of job which are the file's, where a whole read puts them. */
 static bool bytes_right(const fixture *f, int which)
 {
@@ -236,9 +245,7 @@ static void test_gating(void)
     fixture f;
     if (!fixture_open(&f, true, ranges, speculative, 6))
         return;
-    set_hold(&f.rec, 0, true);
-    submit(&f, 0);
-    CHECK(wait_reads(&f.rec, 0, 1));
+    start_held(&f, 0);
     for (int i = 1; i < 6; i++) {
         set_hold(&f.rec, i, true);
         submit(&f, i);
@@ -278,12 +285,8 @@ static void test_yield(void)
     fixture f;
     if (!fixture_open(&f, true, ranges, speculative, 2))
         return;
-    set_hold(&f.rec, 0, true);
-    submit(&f, 0);
-    CHECK(wait_reads(&f.rec, 0, 1));
-    set_hold(&f.rec, 1, true);
-    submit(&f, 1);
-    CHECK(wait_reads(&f.rec, 1, 1));
+    start_held(&f, 0);
+    start_held(&f, 1);
     set_hold(&f.rec, 0, false); /* the first piece ends while the demand read runs */
     settle();
     CHECK_MSG(reads_of(&f.rec, 0) == 1, "the guess read %d pieces while a demand read ran", reads_of(&f.rec, 0));
@@ -310,9 +313,7 @@ static void test_promote_cancel(void)
     fixture f;
     if (!fixture_open(&f, true, ranges, speculative, 5))
         return;
-    set_hold(&f.rec, 0, true);
-    submit(&f, 0);
-    CHECK(wait_reads(&f.rec, 0, 1));
+    start_held(&f, 0);
     submit(&f, 1);
     submit(&f, 2);
     settle();
@@ -332,9 +333,7 @@ static void test_promote_cancel(void)
     CHECK(reads_of(&f.rec, 2) == 0);
 
     /* running: cancelled while its first piece is held */
-    set_hold(&f.rec, 3, true);
-    submit(&f, 3);
-    CHECK(wait_reads(&f.rec, 3, 1));
+    start_held(&f, 3);
     io_job *running = &f.jobs[3];
     io_lanes_cancel(f.lanes, &running, 1);
     set_hold(&f.rec, 3, false);
