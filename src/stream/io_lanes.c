@@ -354,6 +354,11 @@ void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         }
         ring_remove(lanes, QUEUE_SPECULATIVE, job);
         job->where = JOB_IDLE;
+        if (job->done > 0) { /* it had yielded after some pieces: those were read */
+            atomic_fetch_add(&lanes->reads, 1);
+            atomic_fetch_add(&lanes->bytes, job->device_bytes);
+            atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
+        }
         atomic_store(job->state, IO_CANCELLED);
     }
     if (lanes->sleepers > 0)

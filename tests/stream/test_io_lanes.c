@@ -3,8 +3,9 @@
  * starts while a demand read is queued or running, at most
  * IO_SPECULATIVE_DEPTH run at once, one yields between pieces to demand that
  * came in, a promoted one is read at once and whole, a cancelled one is not
- * read (queued) or stops after its piece (running), and the bytes of a read in
- * pieces land where a whole read puts them, direct and buffered. */
+ * read (queued), stops after its piece (running) or keeps its pieces counted
+ * (cancelled after yielding), and the bytes of a read in pieces land where a
+ * whole read puts them, direct and buffered. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -299,6 +300,36 @@ static void test_yield(void)
     fixture_close(&f);
 }
 
+/* A guess cancelled after it yielded: the pieces it read count as read. */
+static void test_cancel_yielded(void)
+{
+    range ranges[2] = {{1u << 20, IO_SPECULATIVE_PIECE * 3}, {5u << 20, 65536}};
+    bool speculative[2] = {true, false};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 2))
+        return;
+    start_held(&f, 0);
+    start_held(&f, 1);
+    set_hold(&f.rec, 0, false);
+    settle();
+    CHECK(reads_of(&f.rec, 0) == 1 && atomic_load(&f.states[0]) == IO_PENDING);
+    io_job *yielded = &f.jobs[0];
+    io_lanes_cancel(f.lanes, &yielded, 1);
+    CHECK(atomic_load(&f.states[0]) == IO_CANCELLED);
+    set_hold(&f.rec, 1, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0);
+    settle();
+    CHECK(reads_of(&f.rec, 0) == 1);
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(f.jobs[0].device_bytes == IO_SPECULATIVE_PIECE);
+    CHECK_MSG(counters.speculative_bytes == IO_SPECULATIVE_PIECE && counters.reads == 2 &&
+                  counters.bytes == IO_SPECULATIVE_PIECE + f.jobs[1].device_bytes,
+              "counters: %llu reads, %llu bytes, %llu speculative", (unsigned long long)counters.reads,
+              (unsigned long long)counters.bytes, (unsigned long long)counters.speculative_bytes);
+    fixture_close(&f);
+}
+
 /* A queued guess promoted is read at once, whole, though a demand read runs;
  * a queued one cancelled is never read; a running one cancelled stops after
  * its piece; cancelling a demand read does nothing. */
@@ -371,6 +402,7 @@ int main(void)
     test_bytes(false);
     test_gating();
     test_yield();
+    test_cancel_yielded();
     test_promote_cancel();
     unlink(path);
     return test_finish();
