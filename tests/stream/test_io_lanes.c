@@ -277,6 +277,19 @@ static void test_gating(void)
     fixture_close(&f);
 }
 
+/* Job 0 (a guess of several pieces) starts, job 1 (demand) starts while
+ * job 0's first piece is held; that piece ends while job 1 is still held: the
+ * guess must then wait, one piece read. */
+static void yield_to_demand(fixture *f)
+{
+    start_held(f, 0);
+    start_held(f, 1);
+    set_hold(&f->rec, 0, false);
+    settle();
+    CHECK_MSG(reads_of(&f->rec, 0) == 1, "the guess read %d pieces while a demand read ran", reads_of(&f->rec, 0));
+    CHECK(atomic_load(&f->states[0]) == IO_PENDING);
+}
+
 /* A guess in the middle of its pieces yields to a demand read that started,
  * and goes on after it. */
 static void test_yield(void)
@@ -286,12 +299,7 @@ static void test_yield(void)
     fixture f;
     if (!fixture_open(&f, true, ranges, speculative, 2))
         return;
-    start_held(&f, 0);
-    start_held(&f, 1);
-    set_hold(&f.rec, 0, false); /* the first piece ends while the demand read runs */
-    settle();
-    CHECK_MSG(reads_of(&f.rec, 0) == 1, "the guess read %d pieces while a demand read ran", reads_of(&f.rec, 0));
-    CHECK(atomic_load(&f.states[0]) == IO_PENDING);
+    yield_to_demand(&f);
     set_hold(&f.rec, 1, false);
     CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0);
     CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0);
@@ -308,11 +316,7 @@ static void test_cancel_yielded(void)
     fixture f;
     if (!fixture_open(&f, true, ranges, speculative, 2))
         return;
-    start_held(&f, 0);
-    start_held(&f, 1);
-    set_hold(&f.rec, 0, false);
-    settle();
-    CHECK(reads_of(&f.rec, 0) == 1 && atomic_load(&f.states[0]) == IO_PENDING);
+    yield_to_demand(&f);
     io_job *yielded = &f.jobs[0];
     io_lanes_cancel(f.lanes, &yielded, 1);
     CHECK(atomic_load(&f.states[0]) == IO_CANCELLED);
