@@ -324,6 +324,13 @@ static bool slot_reading(const expert_store *store, int slot)
     return false;
 }
 
+/* Waits until no read into slot is running or queued (whatever their outcome). */
+static void wait_slot_reads(expert_store *store, int slot)
+{
+    for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+        io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+}
+
 /* Some read into slot failed or was cancelled: its bytes are not all there. */
 static bool slot_failed(const expert_store *store, int slot)
 {
@@ -359,8 +366,6 @@ static void empty_slot(expert_store *store, int slot)
     store->free_slots[store->n_free++] = slot;
 }
 
-static _Atomic uint32_t *slot_state(const expert_store *store, int slot, int projection);
-
 static void cancel_prefetch(expert_store *store, int slot);
 
 /* A slot for a new entry: a free one, else the policy's victim. demand: when
@@ -377,8 +382,7 @@ static int take_slot(expert_store *store, bool demand)
                 if (store->slots[slot].pinned || !store->slots[slot].prefetch_read)
                     continue;
                 cancel_prefetch(store, slot);
-                for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
-                    io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+                wait_slot_reads(store, slot);
             }
             victim = store->policy->victim(store->policy_state, slot_evictable, store);
         }
@@ -585,8 +589,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         int slot = store->entry_slot[key];
         /* a dropped guess may still be finishing a piece */
         if (slot >= 0 && store->slots[slot].cancelled)
-            for (int p = 0; p < n_projections; p++)
-                io_lanes_wait(store->lanes, slot_state(store, slot, p), false);
+            wait_slot_reads(store, slot);
         /* a prefetch whose read failed holds nothing: read it on demand */
         if (slot >= 0 && !slot_reading(store, slot) && slot_failed(store, slot)) {
             empty_slot(store, slot);
@@ -715,8 +718,7 @@ void expert_store_settle(expert_store *store)
         return;
     double start = now_ms();
     for (int i = 0; i < store->n_speculative; i++)
-        for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
-            io_lanes_wait(store->lanes, slot_state(store, store->speculative_slots[i], p), false);
+        wait_slot_reads(store, store->speculative_slots[i]);
     scan_prefetches(store);
     store->mgmt_ms += now_ms() - start;
 }
