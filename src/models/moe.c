@@ -201,23 +201,87 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
     expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
 }
 
+/* The layout of a layer's expert matrices. fused: one gate_up matrix whose
+ * rows are the gate's then the up's, each token's row of both in one row of
+ * expert_gate; the down projection is then the store's second matrix
+ * instead of its third. */
+typedef struct expert_matrices {
+    const tensor_view *gate, *up, *down;
+    bool fused;
+    int64_t n_ff, gate_stride;
+    int down_index;
+} expert_matrices;
+
+/* Gate and up as one parallel step, the activation, down as another, for
+ * the experts group[order[0..n)]; returns the jobs skipped because their
+ * bytes never arrived (then down is not run). */
+static int64_t run_experts(run_state *s, const layer_weights *layer, const moe_config *config,
+                           const expert_matrices *mx, const int32_t *group, const int *order, int n,
+                           const expert_handle *handles, const uint8_t *const *inputs, const size_t *strides,
+                           const matmul_waiter *waiter)
+{
+    int n_jobs = 0;
+    for (int k = 0; k < n; k++) {
+        const expert_handle *h = &handles[order[k]];
+        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
+        s->jobs[n_jobs++] = expert_job(mx->gate, h->data[0], h->ready[0], inputs[0], strides[0], first, count,
+                                       s->expert_gate);
+        if (!mx->fused)
+            s->jobs[n_jobs++] = expert_job(mx->up, h->data[1], h->ready[1], inputs[1], strides[1], first, count,
+                                           s->expert_up);
+    }
+    int64_t skipped = matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
+    if (skipped != 0)
+        return skipped;
+
+    /* biases and the gated activation, then down's input rows */
+    int64_t n_ff = mx->n_ff;
+    size_t down_stride = activation_row_bytes(mx->down->type, n_ff);
+    for (int k = 0; k < n; k++) {
+        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
+        add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, first, count);
+        add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, first, count);
+        if (mx->fused) {
+            for (int r = first; r < first + count; r++) {
+                float *g = s->expert_gate + (int64_t)r * mx->gate_stride;
+                glu(config->activation, g, g + n_ff, n_ff);
+            }
+        } else {
+            glu(config->activation, s->expert_gate + (int64_t)first * n_ff, s->expert_up + (int64_t)first * n_ff,
+                (int64_t)count * n_ff);
+        }
+        for (int r = first; r < first + count; r++)
+            activation_convert(s->kernels, mx->down->type, s->expert_gate + (int64_t)r * mx->gate_stride, n_ff,
+                               s->expert_down_inputs + (size_t)r * down_stride);
+    }
+    n_jobs = 0;
+    for (int k = 0; k < n; k++) {
+        const expert_handle *h = &handles[order[k]];
+        int e = group[order[k]];
+        s->jobs[n_jobs++] = expert_job(mx->down, h->data[mx->down_index], h->ready[mx->down_index],
+                                       s->expert_down_inputs, down_stride, s->expert_first[e], s->expert_count[e],
+                                       s->expert_down);
+    }
+    return matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
+}
+
 /* One group of the layer's selected experts (as many as the expert store
- * holds at once): gate and up as one parallel step, the activation, down as
- * another. Experts already resident come first in each step, so under overlap
- * the threads compute them while the others are read. Each expert's rows
- * depend on that expert alone, so the grouping never changes a bit. */
+ * holds at once). The experts in memory come first: under overlap, while
+ * the others are read, the threads compute all three of their projections,
+ * and what is left once the last read is in is the read experts' own work.
+ * Each expert's rows depend on that expert alone, so neither the order nor
+ * the split into two runs changes a bit. */
 static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
                      const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
                      const size_t *strides, const float *predict_input, bmoe_error *err)
 {
     expert_store *store = m->experts;
-    /* fused: one gate_up matrix whose rows are the gate's then the up's, each
-     * token's row of both in one row of expert_gate; the down projection is
-     * then the store's second matrix instead of its third */
-    bool fused = layer->ffn_gate_up_exps.name != NULL;
-    int64_t n_ff = fused ? layer->ffn_gate_up_exps.ne[1] / 2 : layer->ffn_gate_exps.ne[1];
-    int64_t gate_stride = fused ? 2 * n_ff : n_ff;
-    int down_index = fused ? 1 : 2;
+    expert_matrices mx = {.fused = layer->ffn_gate_up_exps.name != NULL, .up = &layer->ffn_up_exps,
+                          .down = &layer->ffn_down_exps};
+    mx.gate = mx.fused ? &layer->ffn_gate_up_exps : &layer->ffn_gate_exps;
+    mx.n_ff = mx.fused ? layer->ffn_gate_up_exps.ne[1] / 2 : layer->ffn_gate_exps.ne[1];
+    mx.gate_stride = mx.fused ? 2 * mx.n_ff : mx.n_ff;
+    mx.down_index = mx.fused ? 1 : 2;
     expert_handle *handles = s->expert_handles;
     if (expert_store_acquire(store, layer_index, group, n_group, handles, err) != 0) {
         expert_store_release(store, NULL);
@@ -226,59 +290,29 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
     if (predict_input)
         predict_next_layer(s, m, config, layer_index, predict_input);
     const matmul_waiter *waiter = expert_store_waiter(store);
+    bool pending[MODEL_MAX_EXPERTS];
+    int n_ready = 0;
     for (int i = 0; i < n_group; i++) {
         s->expert_residency[group[i]] = handles[i].prefetched ? 2 : handles[i].hit ? 1 : 0;
         s->expert_read_bytes[group[i]] = handles[i].read_bytes;
+        pending[i] = false;
+        for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
+            pending[i] |= handles[i].ready[p] != NULL;
+        n_ready += !pending[i];
     }
-    /* hits first, then the experts being read, in the order they were asked for */
+    /* the experts in memory first, then those being read, in the order they were asked for */
     int order[MODEL_MAX_EXPERTS];
     int n_order = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n_group; i++)
-            if (handles[i].hit == (pass == 0))
+            if (pending[i] == (pass == 1))
                 order[n_order++] = i;
-
-    const tensor_view *gate = fused ? &layer->ffn_gate_up_exps : &layer->ffn_gate_exps;
-    const tensor_view *up = &layer->ffn_up_exps, *down = &layer->ffn_down_exps;
-    int n_jobs = 0;
-    for (int k = 0; k < n_order; k++) {
-        const expert_handle *h = &handles[order[k]];
-        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
-        s->jobs[n_jobs++] = expert_job(gate, h->data[0], h->ready[0], inputs[0], strides[0], first, count,
-                                       s->expert_gate);
-        if (!fused)
-            s->jobs[n_jobs++] = expert_job(up, h->data[1], h->ready[1], inputs[1], strides[1], first, count,
-                                           s->expert_up);
-    }
-    int64_t skipped = matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
-
-    /* biases and the gated activation, then down's input rows */
-    size_t down_stride = activation_row_bytes(down->type, n_ff);
-    for (int k = 0; k < n_order && skipped == 0; k++) {
-        int e = group[order[k]], first = s->expert_first[e], count = s->expert_count[e];
-        add_expert_bias(&layer->ffn_gate_exps_bias, e, s->expert_gate, first, count);
-        add_expert_bias(&layer->ffn_up_exps_bias, e, s->expert_up, first, count);
-        if (fused) {
-            for (int r = first; r < first + count; r++) {
-                float *g = s->expert_gate + (int64_t)r * gate_stride;
-                glu(config->activation, g, g + n_ff, n_ff);
-            }
-        } else {
-            glu(config->activation, s->expert_gate + (int64_t)first * n_ff, s->expert_up + (int64_t)first * n_ff,
-                (int64_t)count * n_ff);
-        }
-        for (int r = first; r < first + count; r++)
-            activation_convert(s->kernels, down->type, s->expert_gate + (int64_t)r * gate_stride, n_ff,
-                               s->expert_down_inputs + (size_t)r * down_stride);
-    }
-    n_jobs = 0;
-    for (int k = 0; k < n_order && skipped == 0; k++) {
-        const expert_handle *h = &handles[order[k]];
-        int e = group[order[k]];
-        s->jobs[n_jobs++] = expert_job(down, h->data[down_index], h->ready[down_index], s->expert_down_inputs,
-                                       down_stride, s->expert_first[e], s->expert_count[e], s->expert_down);
-    }
-    skipped += matmul_run_waiting(s->pool, s->kernels, s->jobs, n_jobs, waiter);
+    /* all in memory, or all being read: one run */
+    int n_first = n_ready > 0 && n_ready < n_order ? n_ready : n_order;
+    int64_t skipped = run_experts(s, layer, config, &mx, group, order, n_first, handles, inputs, strides, waiter);
+    if (skipped == 0 && n_first < n_order)
+        skipped = run_experts(s, layer, config, &mx, group, order + n_first, n_order - n_first, handles, inputs,
+                              strides, waiter);
     if (expert_store_release(store, err) != 0)
         return -1; /* it names the read that failed */
     if (skipped != 0)
@@ -287,7 +321,7 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
     for (int k = 0; k < n_order; k++) {
         int e = group[order[k]];
         /* a per-expert scale applies to the product, before a bias (1.9 step 10) */
-        scale_expert_rows(&layer->ffn_down_exps_scale, e, s->expert_down, down->ne[1], s->expert_first[e],
+        scale_expert_rows(&layer->ffn_down_exps_scale, e, s->expert_down, mx.down->ne[1], s->expert_first[e],
                           s->expert_count[e]);
         add_expert_bias(&layer->ffn_down_exps_bias, e, s->expert_down, s->expert_first[e], s->expert_count[e]);
     }
