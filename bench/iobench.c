@@ -1,10 +1,21 @@
 /* bench-iobench FILE [--size KiB] [--threads N] [--seconds S]: the disk's
  * bandwidth for random O_DIRECT reads of one size at a queue depth of N (one
- * read in flight per thread), the figure expert streaming is bound by. A
- * benchmark, not a test. Prints one line: MiB/s, reads, mean latency. */
+ * read in flight per thread), the figure expert streaming is bound by.
+ *
+ * bench-iobench FILE --replay IO_TRACE.csv [--threads N]: the disk's bandwidth
+ * for the very reads a streamed run made while decoding (the --io-trace rows
+ * of phase 1, each its aligned window), issued back to back in their order,
+ * N in flight: what the disk gives that run's bytes without the gaps compute
+ * leaves. Random reads over the whole file can understate that: a run's
+ * reads gather on the experts routing favours, which a host's cache under a
+ * virtual disk may hold.
+ *
+ * A benchmark, not a test. Prints one line: MiB/s, reads, mean latency. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +26,25 @@
 
 #define ALIGNMENT 4096
 
+/* One read of a replayed trace: an aligned window. */
+typedef struct window {
+    uint64_t offset, bytes;
+} window;
+
+/* The reads to replay, shared by the readers, handed out in order. */
+typedef struct replay {
+    window *windows;
+    size_t count;
+    uint64_t largest;
+    _Atomic size_t next;
+} replay;
+
 typedef struct reader {
     const char *path;
     uint64_t file_size, read_size;
     double seconds;
     unsigned seed;
+    replay *replay; /* NULL: random reads of read_size for `seconds` */
     uint64_t reads, bytes;
     double busy;
 } reader;
@@ -31,7 +56,26 @@ static double now_seconds(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void *read_randomly(void *argument)
+/* The reader's next read: false when it is done. */
+static bool next_read(reader *r, double end, uint64_t *offset, uint64_t *bytes)
+{
+    if (r->replay) {
+        size_t i = atomic_fetch_add(&r->replay->next, 1);
+        if (i >= r->replay->count)
+            return false;
+        *offset = r->replay->windows[i].offset;
+        *bytes = r->replay->windows[i].bytes;
+        return true;
+    }
+    if (now_seconds() >= end)
+        return false;
+    uint64_t slots = (r->file_size - r->read_size) / ALIGNMENT;
+    *offset = ((uint64_t)rand_r(&r->seed) * 65536u + (uint64_t)rand_r(&r->seed)) % slots * ALIGNMENT;
+    *bytes = r->read_size;
+    return true;
+}
+
+static void *read_windows(void *argument)
 {
     reader *r = argument;
     int fd = open(r->path, O_RDONLY | O_DIRECT);
@@ -40,12 +84,11 @@ static void *read_randomly(void *argument)
         fprintf(stderr, "bench-iobench: cannot open %s with O_DIRECT\n", r->path);
         exit(1);
     }
-    uint64_t slots = (r->file_size - r->read_size) / ALIGNMENT;
     double end = now_seconds() + r->seconds;
-    while (now_seconds() < end) {
-        uint64_t offset = ((uint64_t)rand_r(&r->seed) * 65536u + (uint64_t)rand_r(&r->seed)) % slots * ALIGNMENT;
+    uint64_t offset, bytes;
+    while (next_read(r, end, &offset, &bytes)) {
         double start = now_seconds();
-        ssize_t got = pread(fd, buffer, (size_t)r->read_size, (off_t)offset);
+        ssize_t got = pread(fd, buffer, (size_t)bytes, (off_t)offset);
         r->busy += now_seconds() - start;
         if (got <= 0) {
             fprintf(stderr, "bench-iobench: read failed at %llu\n", (unsigned long long)offset);
@@ -59,12 +102,56 @@ static void *read_randomly(void *argument)
     return NULL;
 }
 
+/* Loads the decode reads of an --io-trace file (turn,phase,step,layer,
+ * expert,proj,lane,spec,offset,req_bytes,read_bytes,latency_ns), each as
+ * the aligned window the lane read. */
+static bool replay_load(replay *out, const char *path, uint64_t file_size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "bench-iobench: cannot open %s\n", path);
+        return false;
+    }
+    size_t capacity = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        int phase;
+        unsigned long long offset, requested, read_bytes;
+        if (line[0] == '#' || sscanf(line, "%*d,%d,%*d,%*d,%*d,%*d,%*d,%*d,%llu,%llu,%llu", &phase, &offset,
+                                     &requested, &read_bytes) != 4)
+            continue;
+        if (phase != 1 || read_bytes == 0)
+            continue;
+        uint64_t start = offset & ~(uint64_t)(ALIGNMENT - 1);
+        uint64_t bytes = (read_bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+        if (start + bytes > file_size)
+            bytes = file_size - start;
+        if (out->count == capacity) {
+            capacity = capacity ? 2 * capacity : 4096;
+            window *grown = realloc(out->windows, capacity * sizeof *grown);
+            if (!grown) {
+                fclose(f);
+                return false;
+            }
+            out->windows = grown;
+        }
+        out->windows[out->count++] = (window){start, bytes};
+        if (bytes > out->largest)
+            out->largest = bytes;
+    }
+    fclose(f);
+    if (out->count == 0)
+        fprintf(stderr, "bench-iobench: %s holds no decode reads\n", path);
+    return out->count > 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench-iobench FILE [--size KiB] [--threads N] [--seconds S]\n");
+        fprintf(stderr, "usage: bench-iobench FILE [--size KiB] [--threads N] [--seconds S] [--replay IO_TRACE.csv]\n");
         return 2;
     }
+    const char *replay_path = NULL;
     uint64_t size_kib = 900;
     int threads = 4;
     double seconds = 10.0;
@@ -75,6 +162,8 @@ int main(int argc, char **argv)
             threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--seconds") == 0)
             seconds = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--replay") == 0)
+            replay_path = argv[i + 1];
     }
     struct stat st;
     if (stat(argv[1], &st) != 0 || threads < 1 || threads > 64 || size_kib == 0) {
@@ -82,12 +171,19 @@ int main(int argc, char **argv)
         return 2;
     }
     uint64_t read_size = (size_kib * 1024 + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+    replay trace = {0};
+    if (replay_path) {
+        if (!replay_load(&trace, replay_path, (uint64_t)st.st_size))
+            return 1;
+        read_size = trace.largest;
+    }
     reader readers[64];
     pthread_t ids[64];
     double start = now_seconds();
     for (int t = 0; t < threads; t++) {
-        readers[t] = (reader){argv[1], (uint64_t)st.st_size, read_size, seconds, 12345u + (unsigned)t * 7919u, 0, 0, 0};
-        pthread_create(&ids[t], NULL, read_randomly, &readers[t]);
+        readers[t] = (reader){argv[1], (uint64_t)st.st_size, read_size, seconds, 12345u + (unsigned)t * 7919u,
+                              replay_path ? &trace : NULL, 0, 0, 0};
+        pthread_create(&ids[t], NULL, read_windows, &readers[t]);
     }
     uint64_t reads = 0, bytes = 0;
     double busy = 0;
@@ -98,8 +194,14 @@ int main(int argc, char **argv)
         busy += readers[t].busy;
     }
     double elapsed = now_seconds() - start;
-    printf("iobench: %.1f MiB/s, %llu reads of %llu KiB at queue depth %d in %.1f s, mean latency %.2f ms\n",
-           (double)bytes / (1024.0 * 1024.0) / elapsed, (unsigned long long)reads,
-           (unsigned long long)(read_size / 1024), threads, elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
+    if (replay_path)
+        printf("iobench: %.1f MiB/s, %llu reads replayed (%.1f MiB) at queue depth %d in %.2f s, mean latency %.2f ms\n",
+               (double)bytes / (1024.0 * 1024.0) / elapsed, (unsigned long long)reads,
+               (double)bytes / (1024.0 * 1024.0), threads, elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
+    else
+        printf("iobench: %.1f MiB/s, %llu reads of %llu KiB at queue depth %d in %.1f s, mean latency %.2f ms\n",
+               (double)bytes / (1024.0 * 1024.0) / elapsed, (unsigned long long)reads,
+               (unsigned long long)(read_size / 1024), threads, elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
+    free(trace.windows);
     return 0;
 }
