@@ -11,7 +11,7 @@
 #   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
 #   predict     --moe-stream --cache-mb auto --overlap --predict-prefetch (the
 #               next layer's router ranks this layer's input; 2 guesses a layer;
-#               predict-1, predict-4: 1 and 4, not in the default list)
+#               predict-1, predict-4, predict-8: 1, 4 and 8, not in the default list)
 # and, with the real Qwen3-30B-A3B routing replayed at top-6
 # (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
 # the streamed rows again. Each row: decode tok/s, prefill tok/s, flash MiB per
@@ -75,6 +75,7 @@ declare -A flags=(
   [predict]="--moe-stream --cache-mb auto --overlap --predict-prefetch"
   [predict-1]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 1"
   [predict-4]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 4"
+  [predict-8]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8"
   [replay-stream-0]="--moe-stream --cache-mb 0 --n-expert-used 6 --route-replay $trace"
   [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
