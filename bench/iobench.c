@@ -6,10 +6,8 @@
  * bench-iobench FILE --replay IO_TRACE.csv [--threads N]: the disk's bandwidth
  * for the very reads a streamed run made while decoding (the --io-trace rows
  * of phase 1, each its aligned window), issued back to back in their order,
- * N in flight: what the disk gives that run's bytes without the gaps compute
- * leaves. Random reads over the whole file can understate that: a run's
- * reads gather on the experts routing favours, which a host's cache under a
- * virtual disk may hold.
+ * N in flight: what the disk gives that run's bytes, with their sizes and
+ * places, without the gaps compute leaves.
  *
  * A benchmark, not a test. Prints one line: MiB/s, reads, mean latency. */
 #define _GNU_SOURCE
@@ -146,9 +144,9 @@ static bool replay_load(replay *out, const char *path, uint64_t file_size)
     char line[512];
     while (fgets(line, sizeof line, f)) {
         int phase;
-        unsigned long long offset, requested, read_bytes;
-        if (line[0] == '#' || sscanf(line, "%*d,%d,%*d,%*d,%*d,%*d,%*d,%*d,%llu,%llu,%llu", &phase, &offset,
-                                     &requested, &read_bytes) != 4)
+        unsigned long long offset, read_bytes;
+        if (line[0] == '#' || sscanf(line, "%*d,%d,%*d,%*d,%*d,%*d,%*d,%*d,%llu,%*u,%llu", &phase, &offset,
+                                     &read_bytes) != 3)
             continue;
         if (phase != 1 || read_bytes == 0)
             continue;
@@ -224,14 +222,15 @@ int main(int argc, char **argv)
         busy += readers[t].busy;
     }
     double elapsed = now_seconds() - start;
+    double mib = (double)bytes / (1024.0 * 1024.0);
+    char what[96];
     if (replay_path)
-        printf("iobench: %.1f MiB/s, %llu reads replayed (%.1f MiB) at queue depth %d in %.2f s, mean latency %.2f ms\n",
-               (double)bytes / (1024.0 * 1024.0) / elapsed, (unsigned long long)reads,
-               (double)bytes / (1024.0 * 1024.0), threads, elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
+        snprintf(what, sizeof what, "%llu reads replayed (%.1f MiB)", (unsigned long long)reads, mib);
     else
-        printf("iobench: %.1f MiB/s, %llu reads of %llu KiB at queue depth %d in %.1f s, mean latency %.2f ms\n",
-               (double)bytes / (1024.0 * 1024.0) / elapsed, (unsigned long long)reads,
-               (unsigned long long)(read_size / 1024), threads, elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
+        snprintf(what, sizeof what, "%llu reads of %llu KiB", (unsigned long long)reads,
+                 (unsigned long long)(read_size / 1024));
+    printf("iobench: %.1f MiB/s, %s at queue depth %d in %.2f s, mean latency %.2f ms\n", mib / elapsed, what, threads,
+           elapsed, reads ? busy / (double)reads * 1e3 : 0.0);
     free(trace.windows);
     return 0;
 }

@@ -20,12 +20,12 @@
 # depth over the bytes a token read. The disk's speed drifts within minutes,
 # so bench-iobench measures it right before and right after every streamed
 # run (4 s each) and each run is set against its own bound (the mean); the table gives medians over the
-# rounds of the rates, the bounds and the runs' shares of their bounds. A second,
-# stricter bound ("re-read") issues the run's own decode reads (its --io-trace)
-# again, back to back at the same queue depth, right after it: random reads over
-# the whole file can understate what the disk gives reads that gather on the
-# experts routing favours, so a run can pass 100 % of the first bound; the
-# re-read is what its bytes cost with no compute between them. Then, without a cap, the resident run (the
+# rounds of the rates, the bounds and the runs' shares of their bounds. A second
+# bound ("re-read") issues the run's own decode reads (its --io-trace) again,
+# back to back at the same queue depth, right after it: what those very bytes,
+# with their sizes and places, cost the disk with no compute between them. Both
+# read into huge-page memory like the cache's slots (on this machine's virtual
+# disk, reads into 4 KiB pages run at under half the rate). Then, without a cap, the resident run (the
 # model in the page cache) against streaming with a cache that holds every
 # expert (--load-all), interleaved: streaming should cost under 5 % there.
 # A benchmark, not a test.
