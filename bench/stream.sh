@@ -4,6 +4,9 @@
 # qwen3-30b-a3b, 17.3 GiB of tensors) runs under ../shared/tools/memcap
 # --drop-caches 8G, -t 2, 32 decode tokens after a 64-token prompt, in these
 # configurations, interleaved in every round so the machine's drift cancels:
+#   resident    no cap, the whole file in the page cache: no read while decoding,
+#               so its decode rate is what the compute alone allows
+#   replay-resident  the same with the replayed routing below
 #   mmap        the baseline: no --moe-stream, experts faulted in through the mapping
 #   stream-0    --moe-stream --cache-mb 0
 #   auto        --moe-stream --cache-mb auto
@@ -23,7 +26,9 @@
 # rounds of the rates, the bounds and the runs' shares of their bounds. A second
 # bound ("re-read") issues the run's own decode reads (its --io-trace) again,
 # back to back at the same queue depth, right after it: what those very bytes,
-# with their sizes and places, cost the disk with no compute between them. Both
+# with their sizes and places, cost the disk with no compute between them. A
+# run can pass neither its I/O bound nor the rate of the same round's resident
+# run (same routing): "of best" sets it against the lower of the two. Both I/O bounds
 # read into huge-page memory like the cache's slots (on this machine's virtual
 # disk, reads into 4 KiB pages run at under half the rate). Then, without a cap, the resident run (the
 # model in the page cache) against streaming with a cache that holds every
@@ -67,6 +72,8 @@ if [ ! -f "$model" ]; then
 fi
 
 declare -A flags=(
+  [resident]=""
+  [replay-resident]="--n-expert-used 6 --route-replay $trace"
   [mmap]=""
   [stream-0]="--moe-stream --cache-mb 0"
   [auto]="--moe-stream --cache-mb auto"
@@ -81,7 +88,7 @@ declare -A flags=(
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 work=$(mktemp -d)
@@ -118,8 +125,13 @@ for round in $(seq 1 "$rounds"); do
     case "$extra" in
       *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate) ;;
     esac
+    # the resident rows: no cap, the whole file in the page cache (the model fits in this machine's RAM)
+    capped=("$memcap" --drop-caches "$cap")
+    case "$config" in
+      *resident) capped=(); cat "$model" > /dev/null ;;
+    esac
     # shellcheck disable=SC2086
-    if "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
+    if "${capped[@]}" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
       # the disk's rate for this run: the mean of its rates right before and right after it
       disk="-" reread="-"
@@ -151,12 +163,33 @@ run_bound() {
 run_share() {
   awk -v t="$(summary tok/s "$1")" -v b="$(run_bound "$1" "${2:-disk}")" 'BEGIN { if (b > 0) printf "%.1f\n", 100 * t / b }'
 }
+# resident_of CSV: the resident run of the same round and routing (the replayed
+# rows route 6 experts of the trace, the others 8 of their own)
+resident_of() {
+  local name round
+  name=$(basename "$1" .csv)
+  round=${name##*.}
+  case "$name" in
+    replay-*) echo "$work/replay-resident.$round.csv" ;;
+    *) echo "$work/resident.$round.csv" ;;
+  esac
+}
+# run_best_share CSV: that run's decode rate as a percentage of the lower of its
+# I/O bound and the decode rate of the same round's resident run (no reads:
+# what the compute alone allows), a bound no engine can pass on this machine
+run_best_share() {
+  local resident
+  resident=$(resident_of "$1")
+  [ -f "$resident" ] || return 0
+  awk -v t="$(summary tok/s "$1")" -v b="$(run_bound "$1")" -v c="$(summary tok/s "$resident")" \
+    'BEGIN { if (b > 0 && c > 0) printf "%.1f\n", 100 * t / (b < c ? b : c) }'
+}
 
 echo
 echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; each run's bound from the disk right before and after it)"
-printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s |\n' config "decode" "prefill" "MiB/tok" "hit %" \
-  "stall s" "I/O bound" "of bound" "re-read" "of re-read"
-printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------|----------|-----------"
+printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' config "decode" "prefill" "MiB/tok" \
+  "hit %" "stall s" "I/O bound" "of bound" "re-read" "of re-read" "of best"
+printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------|----------|-----------|---------"
 for config in $configs; do
   files=$(ls "$work/$config".*.csv 2>/dev/null || true)
   [ -n "$files" ] || { printf '| %-16s | failed |\n' "$config"; continue; }
@@ -171,12 +204,14 @@ for config in $configs; do
   share=$(for f in $files; do run_share "$f"; done | median)
   reread_bound=$(for f in $files; do run_bound "$f" reread; done | median)
   reread_share=$(for f in $files; do run_share "$f" reread; done | median)
+  best_share=$(for f in $files; do run_best_share "$f"; done | median)
   [ "$bound" = "-" ] || bound=$(printf '%.2f' "$bound")
   [ "$share" = "-" ] || share=$(printf '%.0f%%' "$share")
   [ "$reread_bound" = "-" ] || reread_bound=$(printf '%.2f' "$reread_bound")
   [ "$reread_share" = "-" ] || reread_share=$(printf '%.0f%%' "$reread_share")
-  printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s |\n' "$config" "$decode" "$prefill" "$per_token" \
-    "$hit" "$stall" "$bound" "$share" "$reread_bound" "$reread_share"
+  [ "$best_share" = "-" ] || best_share=$(printf '%.0f%%' "$best_share")
+  printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' "$config" "$decode" "$prefill" \
+    "$per_token" "$hit" "$stall" "$bound" "$share" "$reread_bound" "$reread_share" "$best_share"
 done
 
 whole_rounds=${BMOE_BENCH_WHOLE_ROUNDS:-$rounds}
