@@ -182,15 +182,19 @@ static void *lane_main(void *argument)
         if (job->done == 0) {
             error_clear(&job->error);
             job->device_bytes = 0;
+            job->speculative_device_bytes = 0;
             job->latency_ns = 0;
         }
         int status = 0;
         bool finished = false, yielded = false, cancelled = false;
         while (!finished) {
-            bool whole = !job->speculative;
+            bool guess = job->speculative;
+            uint64_t before = job->device_bytes;
             pthread_mutex_unlock(&lanes->mutex);
-            status = read_part(lane, job, whole);
+            status = read_part(lane, job, !guess);
             pthread_mutex_lock(&lanes->mutex);
+            if (guess)
+                job->speculative_device_bytes += job->device_bytes - before;
             finished = status != 0 || job->done >= job->length;
             if (finished)
                 break;
@@ -221,8 +225,7 @@ static void *lane_main(void *argument)
         atomic_fetch_add(&lanes->reads, 1);
         if (status == 0) {
             atomic_fetch_add(&lanes->bytes, job->device_bytes);
-            if (job->speculative)
-                atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
+            atomic_fetch_add(&lanes->speculative_bytes, job->speculative_device_bytes);
         }
         pthread_mutex_unlock(&lanes->mutex);
         /* the job is the store's again from here on */
@@ -357,7 +360,7 @@ void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         if (job->done > 0) { /* it had yielded after some pieces: those were read */
             atomic_fetch_add(&lanes->reads, 1);
             atomic_fetch_add(&lanes->bytes, job->device_bytes);
-            atomic_fetch_add(&lanes->speculative_bytes, job->device_bytes);
+            atomic_fetch_add(&lanes->speculative_bytes, job->speculative_device_bytes);
         }
         atomic_store(job->state, IO_CANCELLED);
     }

@@ -44,6 +44,7 @@ typedef struct io_job {
     uint64_t done;              /* bytes of the range read so far */
     /* filled by the lane */
     uint64_t device_bytes;
+    uint64_t speculative_device_bytes; /* of those, read while the job was speculative */
     int64_t latency_ns;
     int32_t lane;
     bmoe_error error;           /* when the state is IO_FAILED */
@@ -55,7 +56,8 @@ typedef struct io_lanes io_lanes;
 typedef struct io_lanes_counters {
     uint64_t reads;             /* jobs done */
     uint64_t bytes;             /* device bytes (aligned windows) */
-    uint64_t speculative_bytes; /* of reads still speculative when done (a promoted one is demand) */
+    uint64_t speculative_bytes; /* device bytes read while their job was speculative (a promoted
+                                 * job's pieces before its promotion) */
     int64_t busy_ns;            /* summed over lanes */
     int64_t stall_ns;           /* union of the intervals some thread waited in io_lanes_wait */
 } io_lanes_counters;
