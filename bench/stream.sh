@@ -110,6 +110,12 @@ reread_rate() {
   "$iobench" "$model" --replay "$1" --threads "$io_threads" | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
 }
 
+# fits_in_memory: whether the model file and 2 GiB more fit in MemAvailable
+# (which counts the page cache the kernel can reclaim)
+fits_in_memory() {
+  awk -v bytes="$(stat -c %s "$model")" '/^MemAvailable:/ { exit !(bytes + 2 * 2^30 <= $2 * 1024) }' /proc/meminfo
+}
+
 # summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
 summary() {
   awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
@@ -125,10 +131,17 @@ for round in $(seq 1 "$rounds"); do
     case "$extra" in
       *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate) ;;
     esac
-    # the resident rows: no cap, the whole file in the page cache (the model fits in this machine's RAM)
+    # the resident rows: no cap, the whole file in the page cache, where it fits
     capped=("$memcap" --drop-caches "$cap")
     case "$config" in
-      *resident) capped=(); cat "$model" > /dev/null ;;
+      *resident)
+        if ! fits_in_memory; then
+          echo "round $round $config: skipped (the model does not fit in this machine's memory)"
+          continue
+        fi
+        capped=()
+        cat "$model" > /dev/null
+        ;;
     esac
     # shellcheck disable=SC2086
     if "${capped[@]}" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
