@@ -308,15 +308,24 @@ static void test_yield(void)
     fixture_close(&f);
 }
 
-/* A guess cancelled after it yielded: the pieces it read count as read. */
-static void test_cancel_yielded(void)
+/* Job 0, a guess of three pieces, has read one and waits behind job 1, a
+ * demand read still held (yield_to_demand). */
+static bool open_yielded(fixture *f)
 {
     range ranges[2] = {{1u << 20, IO_SPECULATIVE_PIECE * 3}, {5u << 20, 65536}};
     bool speculative[2] = {true, false};
+    if (!fixture_open(f, true, ranges, speculative, 2))
+        return false;
+    yield_to_demand(f);
+    return true;
+}
+
+/* A guess cancelled after it yielded: the pieces it read count as read. */
+static void test_cancel_yielded(void)
+{
     fixture f;
-    if (!fixture_open(&f, true, ranges, speculative, 2))
+    if (!open_yielded(&f))
         return;
-    yield_to_demand(&f);
     io_job *yielded = &f.jobs[0];
     io_lanes_cancel(f.lanes, &yielded, 1);
     CHECK(atomic_load(&f.states[0]) == IO_CANCELLED);
@@ -416,12 +425,9 @@ static void test_promote_running(void)
 /* A guess promoted while it waits after yielding: the same split. */
 static void test_promote_yielded(void)
 {
-    range ranges[2] = {{1u << 20, IO_SPECULATIVE_PIECE * 3}, {5u << 20, 65536}};
-    bool speculative[2] = {true, false};
     fixture f;
-    if (!fixture_open(&f, true, ranges, speculative, 2))
+    if (!open_yielded(&f))
         return;
-    yield_to_demand(&f);
     io_job *yielded = &f.jobs[0];
     io_lanes_promote(f.lanes, &yielded, 1);
     set_hold(&f.rec, 1, false);
