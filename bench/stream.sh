@@ -15,9 +15,15 @@
 #   predict     --moe-stream --cache-mb auto --overlap --predict-prefetch (the
 #               next layer's router ranks this layer's input; 2 guesses a layer;
 #               predict-1, predict-4, predict-8: 1, 4 and 8, not in the default list)
+#   oracle      overlap with a predictor that is never wrong: the run's own
+#               routing, recorded once by an overlap run before the rounds, is
+#               replayed, and --predict-prefetch --predict-spec-max 8 then reads
+#               each layer's misses while the layer before it computes (under a
+#               replay the guess is the next layer's replayed routing itself).
+#               What any predictor one layer ahead could give at best.
 # and, with the real Qwen3-30B-A3B routing replayed at top-6
 # (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
-# the streamed rows again. Each row: decode tok/s, prefill tok/s, flash MiB per
+# the streamed rows again (replay-oracle: that routing read one layer ahead). Each row: decode tok/s, prefill tok/s, flash MiB per
 # token, cache hit rate, stall per token, and the I/O bound: the disk's
 # bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
 # depth over the bytes a token read. The disk's speed drifts within minutes,
@@ -71,6 +77,10 @@ if [ ! -f "$model" ]; then
   mv "$model.partial" "$model"
 fi
 
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+own_trace=$work/own.route.csv
+
 declare -A flags=(
   [resident]=""
   [replay-resident]="--n-expert-used 6 --route-replay $trace"
@@ -83,16 +93,16 @@ declare -A flags=(
   [predict-1]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 1"
   [predict-4]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 4"
   [predict-8]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8"
+  [oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --route-replay $own_trace"
   [replay-stream-0]="--moe-stream --cache-mb 0 --n-expert-used 6 --route-replay $trace"
   [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
+  [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 auto overlap prefetch predict replay-stream-0 replay-auto replay-overlap replay-prefetch"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 auto overlap prefetch predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-oracle"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # the binaries measured are copies: a rebuild during the run changes nothing
 cp "$cli" "$work/bmoe-cli"
 cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
@@ -121,6 +131,16 @@ summary() {
   awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
     END { print v }' "$2"
 }
+
+case " $configs " in
+  *" oracle "*)
+    echo "== recording the run's own routing for the oracle row"
+    # shellcheck disable=SC2086
+    "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 \
+      ${flags[overlap]} --io-threads "$io_threads" --route-trace "$own_trace" > "$work/own.route.log" 2>&1 ||
+      fail "recording the own routing failed: $(tail -n 1 "$work/own.route.log")"
+    ;;
+esac
 
 for round in $(seq 1 "$rounds"); do
   for config in $configs; do

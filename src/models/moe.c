@@ -177,11 +177,13 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
 /* Predictive prefetch (expert_store_prefetch) for a decode step: the next
  * MoE layer's router applied to this layer's router input ranks the experts
  * that layer is likely to route to, and the store reads the best of those it
- * lacks while this layer computes. Called once this layer's own reads are
- * queued, so they go first. Changes no bit of the output: only what is read
- * ahead. */
+ * lacks while this layer computes. Under a replayed routing the next layer's
+ * choice is known already: the guess is that choice itself, a predictor that
+ * is never wrong, so a benchmark can measure what prediction one layer ahead
+ * could give at best. Called once this layer's own reads are queued, so they
+ * go first. Changes no bit of the output: only what is read ahead. */
 static void predict_next_layer(run_state *s, const model *m, const moe_config *config, int layer_index,
-                               const float *router_input)
+                               const float *router_input, int32_t position)
 {
     const model_hparams *hp = &m->hparams;
     int next = layer_index + 1;
@@ -189,15 +191,20 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
         next++;
     if (next >= hp->n_layer)
         return;
-    const layer_weights *next_layer = &m->weights.layers[next];
-    const tensor_view *router = &next_layer->ffn_gate_inp;
-    float logits[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
     int32_t experts[MODEL_MAX_EXPERTS];
-    float *out = logits;
-    linear(s, router_input, hp->n_embd, 1, 1, &router, &out, NULL);
-    add_bias(logits, &next_layer->ffn_gate_inp_bias, 1, hp->n_expert);
-    route_token(config, logits, next_layer->exp_probs_b.data, hp->n_expert, hp->n_expert_used, experts, weights,
-                false);
+    bool known = s->route_override &&
+                 s->route_override(s->route_override_user, next, position, hp->n_expert_used, experts) &&
+                 valid_override(experts, hp->n_expert_used, hp->n_expert);
+    if (!known) {
+        const layer_weights *next_layer = &m->weights.layers[next];
+        const tensor_view *router = &next_layer->ffn_gate_inp;
+        float logits[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
+        float *out = logits;
+        linear(s, router_input, hp->n_embd, 1, 1, &router, &out, NULL);
+        add_bias(logits, &next_layer->ffn_gate_inp_bias, 1, hp->n_expert);
+        route_token(config, logits, next_layer->exp_probs_b.data, hp->n_expert, hp->n_expert_used, experts,
+                    weights, false);
+    }
     expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
 }
 
@@ -273,7 +280,7 @@ static int64_t run_experts(run_state *s, const layer_weights *layer, const moe_c
  * the split into two runs changes a bit. */
 static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
                      const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
-                     const size_t *strides, const float *predict_input, bmoe_error *err)
+                     const size_t *strides, const float *predict_input, int32_t position, bmoe_error *err)
 {
     expert_store *store = m->experts;
     expert_matrices mx = {.fused = layer->ffn_gate_up_exps.name != NULL, .up = &layer->ffn_up_exps,
@@ -288,7 +295,7 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         return -1;
     }
     if (predict_input)
-        predict_next_layer(s, m, config, layer_index, predict_input);
+        predict_next_layer(s, m, config, layer_index, predict_input, position);
     const matmul_waiter *waiter = expert_store_waiter(store);
     bool pending[MODEL_MAX_EXPERTS];
     int n_ready = 0;
@@ -381,14 +388,13 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         if (s->expert_count[e] > 0)
             selected[n_selected++] = e;
     int capacity = expert_store_capacity(m->experts);
-    /* a decode step's routing is the router's own (not replayed): predict the next layer's */
+    /* a decode step: predict the next layer's routing */
     const float *predict_input =
-        n_tokens == 1 && !s->route_override && expert_store_predict_max(m->experts) > 0 ? (router_x ? router_x : x)
-                                                                                          : NULL;
+        n_tokens == 1 && expert_store_predict_max(m->experts) > 0 ? (router_x ? router_x : x) : NULL;
     for (int g = 0; g < n_selected; g += capacity) {
         int n_group = n_selected - g < capacity ? n_selected - g : capacity;
         if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides,
-                      g == 0 ? predict_input : NULL, err) != 0)
+                      g == 0 ? predict_input : NULL, positions[0], err) != 0)
             return -1;
     }
 

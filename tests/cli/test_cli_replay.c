@@ -1,7 +1,8 @@
 /* --route-replay: a run replaying the route trace another run recorded (on
  * the same model) routes exactly as recorded, so its text is the recorder's
  * byte for byte; a trace routed differently changes the routing to what it
- * says; a trace of another shape is refused with one line. */
+ * says; with --predict-prefetch the replayed routing of the next layer is what
+ * is read ahead; a trace of another shape is refused with one line. */
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -43,6 +44,30 @@ static char *decode_routing(const char *path)
     }
     free(text);
     return out;
+}
+
+/* Decode rows of a route trace at layers after the first whose residency
+ * (0 miss, 1 hit, 2 hit on what a prefetch read) is residency. */
+static int decode_rows_with_residency(const char *path, long residency)
+{
+    size_t length;
+    char *text = cli_read_all(path, &length);
+    if (!text)
+        return -1;
+    int n = 0;
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        long f[6], found;
+        float weight;
+        if (line[0] >= '0' && line[0] <= '9' &&
+            sscanf(line, "%ld,%ld,%ld,%ld,%ld,%ld,%f,%ld", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &weight,
+                   &found) == 8 &&
+            f[1] == 1 && f[3] > 0 && found == residency)
+            n++;
+        line = next ? next + 1 : NULL;
+    }
+    free(text);
+    return n;
 }
 
 int main(void)
@@ -100,6 +125,26 @@ int main(void)
     free(want);
     free(got);
     free(a);
+
+    /* under a replay the next layer's routing is known: --predict-prefetch reads exactly that ahead, so
+     * the misses after each token's first layer become prefetched hits (a cache of a few layers, where
+     * nearly every decode expert misses without it), and the text stays the plain replay's */
+    const char *plain[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "-p", "Hello there", "-n",
+                           "10", "--route-replay", altered, "--route-trace", replayed, NULL};
+    char *plain_text = run_ok(plain);
+    int plain_misses = decode_rows_with_residency(replayed, 0);
+    const char *foresight[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
+                               "--predict-spec-max", "8", "-p", "Hello there", "-n", "10", "--route-replay", altered,
+                               "--route-trace", replayed, NULL};
+    char *foresight_text = run_ok(foresight);
+    int misses = decode_rows_with_residency(replayed, 0), prefetched = decode_rows_with_residency(replayed, 2);
+    CHECK_MSG(plain_text && foresight_text && strcmp(plain_text, foresight_text) == 0,
+              "reading the replayed routing ahead changed the text");
+    CHECK_MSG(plain_misses >= 40 && prefetched > 0 && misses * 4 <= plain_misses,
+              "replayed routing read ahead: %d misses after the first layer (%d without), %d prefetched hits", misses,
+              plain_misses, prefetched);
+    free(plain_text);
+    free(foresight_text);
 
     /* a trace of another width: one line, exit 1 */
     const char *wrong[] = {"-m", model, "--moe-stream", "--n-expert-used", "2", "-p", "Hello", "-n", "2",
