@@ -9,6 +9,9 @@
 #   replay-resident  the same with the replayed routing below
 #   mmap        the baseline: no --moe-stream, experts faulted in through the mapping
 #   stream-0    --moe-stream --cache-mb 0
+#   stream-0-overlap  the same with --overlap: every expert is read every token,
+#               so the disk is the bottleneck and "of bound" measures how much
+#               of the layers' compute the reads hide
 #   auto        --moe-stream --cache-mb auto
 #   overlap     --moe-stream --cache-mb auto --overlap
 #   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
@@ -86,6 +89,7 @@ declare -A flags=(
   [replay-resident]="--n-expert-used 6 --route-replay $trace"
   [mmap]=""
   [stream-0]="--moe-stream --cache-mb 0"
+  [stream-0-overlap]="--moe-stream --cache-mb 0 --overlap"
   [auto]="--moe-stream --cache-mb auto"
   [overlap]="--moe-stream --cache-mb auto --overlap"
   [prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1"
@@ -100,7 +104,7 @@ declare -A flags=(
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
   [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 auto overlap prefetch predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-oracle"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 stream-0-overlap auto overlap prefetch predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-oracle"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 # the binaries measured are copies: a rebuild during the run changes nothing
