@@ -241,12 +241,6 @@ SMALL_KERNELS(mxfp4, SMALL_MXFP4)
 
 /* ---- K-quants against Q8_K activations --------------------------------- */
 
-/* Shuffle control that broadcasts 16-bit word j of each 128-bit lane. */
-KERNEL_INLINE __m256i avx2_word_broadcast(int j)
-{
-    return _mm256_set1_epi16((short)(0x0100 + 0x0202 * j));
-}
-
 /* Pairwise sums of the activation's 16-element partial sums: one per
  * 32-element sub-block, as eight 16-bit values. */
 KERNEL_INLINE __m128i avx2_bsum_pairs(const block_q8_k *y)
@@ -255,11 +249,13 @@ KERNEL_INLINE __m128i avx2_bsum_pairs(const block_q8_k *y)
     return _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
 }
 
-/* One row's Q4_K or Q5_K block unpacked: weights of sub-block s in w[s],
- * its scale in every word of scale[s]. */
+/* One row's Q4_K or Q5_K block unpacked: weights of sub-block s in w[s];
+ * scale[h] holds the scales of sub-blocks 4h..4h+3, each in two adjacent
+ * words, repeated in both 128-bit lanes (the layout of k4_accumulate's
+ * folded sums). */
 typedef struct k4_weights {
     __m256i w[8];
-    __m256i scale[8];
+    __m256i scale[2];
     __m128i mins;
     float d, dmin;
 } k4_weights;
@@ -293,26 +289,51 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
         }
         out->w[2 * c] = low;
         out->w[2 * c + 1] = high;
-        out->scale[2 * c] = _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c));
-        out->scale[2 * c + 1] = _mm256_shuffle_epi8(scales_both, avx2_word_broadcast(2 * c + 1));
     }
+    const __m256i pick_low = _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
+                                              0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7);
+    out->scale[0] = _mm256_shuffle_epi8(scales_both, pick_low);
+    out->scale[1] = _mm256_shuffle_epi8(scales_both, _mm256_add_epi8(pick_low, _mm256_set1_epi8(8)));
     out->d = avx2_f16(d_bits);
     out->dmin = avx2_f16(dmin_bits);
 }
 
-/* Per row and block: the scaled integer sum and the min term. */
+/* The 16-bit lanes of a and b added so that the 64-bit halves of each
+ * 128-bit lane fold together: per lane, [a0..3 + a4..7, b0..3 + b4..7]. */
+KERNEL_INLINE __m256i avx2_fold64_epi16(__m256i a, __m256i b)
+{
+    return _mm256_add_epi16(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+/* Per lane, the even and the odd 32-bit words of a, then of b, added as
+ * pairs of 16-bit sums: [a0 + a1, a2 + a3, b0 + b1, b2 + b3]. */
+KERNEL_INLINE __m256i avx2_fold32_epi16(__m256i a, __m256i b)
+{
+    __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+    __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));
+    __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_add_epi16(even, odd);
+}
+
+/* Per row and block: the scaled integer sum and the min term.
+ *
+ * The vector multiplier is what limits this loop (AMD Zen issues a 256-bit
+ * integer multiply every other cycle), so maddubs' 16-bit products are summed
+ * in 16 bits before the scales are applied: each sub-block's products fold
+ * four to a word (|sum| <= 4 x 2 x 31 x 128 = 31744 with Q5_K's largest
+ * weight), and two multiplies apply the eight scales where there were eight. */
 KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m128i bsum_pairs,
                                  __m256 *acc, __m128 *acc_min)
 {
     __m128i min_sum = _mm_madd_epi16(x->mins, bsum_pairs);
-    __m256i sum = _mm256_setzero_si256();
+    __m256i folded[4];
     KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
         __m256i p_low = _mm256_maddubs_epi16(x->w[2 * c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
         __m256i p_high = _mm256_maddubs_epi16(x->w[2 * c + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
-        p_low = _mm256_madd_epi16(p_low, x->scale[2 * c]);
-        p_high = _mm256_madd_epi16(p_high, x->scale[2 * c + 1]);
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_low, p_high));
+        folded[c] = avx2_fold64_epi16(p_low, p_high);
     }
+    __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(avx2_fold32_epi16(folded[0], folded[1]), x->scale[0]),
+                                   _mm256_madd_epi16(avx2_fold32_epi16(folded[2], folded[3]), x->scale[1]));
     float d = x->d * y->d;
     float dmin = x->dmin * y->d;
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), *acc);
@@ -424,10 +445,13 @@ K4_KERNELS(q4_k, block_q4_k, NULL)
 K4_KERNELS(q5_k, block_q5_k, x->qh)
 
 /* One row's Q6_K block unpacked: weights taken unsigned (0..63) so maddubs
- * applies, 32 per ymm in sub-block pairs; each pair's scales as words. */
+ * applies, 32 per ymm in sub-block pairs (sub-block 2p in the low lane of
+ * q[p], 2p + 1 in the high one); scale[k], in the layout of q6_accumulate's
+ * folded sums, holds the scales of sub-blocks 4k, 4k + 2 (low lane) and
+ * 4k + 1, 4k + 3 (high lane), each in four words. */
 typedef struct q6_weights {
     __m256i q[8];
-    __m256i scale[8];
+    __m256i scale[4];
     __m256i scales16;
     float d;
 } q6_weights;
@@ -449,23 +473,24 @@ KERNEL_INLINE void q6_unpack(const block_q6_k *x, q6_weights *out)
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
     }
-    KERNEL_UNROLLED for (int pair = 0; pair < 8; pair++) { /* sub-blocks 2*pair and 2*pair + 1 */
-        __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * pair + 1)),
-                                      (long long)(0x0101010101010101ull * (uint64_t)(2 * pair)));
-        out->scale[pair] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, pick));
-    }
+    const __m128i pick = _mm_setr_epi8(0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3);
+    KERNEL_UNROLLED for (int k = 0; k < 4; k++)
+        out->scale[k] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, _mm_add_epi8(pick, _mm_set1_epi8((char)(4 * k)))));
     out->d = avx2_f16(x->d);
 }
 
 /* The -32 offset is folded back with the activation's 16-element sums:
- * sum sc*32*bsum. */
+ * sum sc*32*bsum. As in k4_accumulate, products are summed in 16 bits
+ * before the scales apply, two to a word (|sum| <= 2 x 2 x 63 x 128 =
+ * 32256): four multiplies for the scales instead of eight. */
 KERNEL_INLINE void q6_accumulate(const q6_weights *x, const block_q8_k *y, __m256i bsums, __m256 *acc)
 {
     __m256i offset = _mm256_madd_epi16(x->scales16, bsums);
     __m256i sum = _mm256_setzero_si256();
-    KERNEL_UNROLLED for (int pair = 0; pair < 8; pair++) {
-        __m256i p = _mm256_maddubs_epi16(x->q[pair], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * pair)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, x->scale[pair]));
+    KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
+        __m256i p_even = _mm256_maddubs_epi16(x->q[2 * k], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * k)));
+        __m256i p_odd = _mm256_maddubs_epi16(x->q[2 * k + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * k + 32)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(avx2_fold64_epi16(p_even, p_odd), x->scale[k]));
     }
     sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
     float d = x->d * y->d;
