@@ -2,8 +2,8 @@
  * blocks against Q8_0), Q4_K, Q5_K, Q6_K (against Q8_K), F16, BF16 and F32;
  * their tile (rows x tokens) forms, and axpy for F32 and F16.
  * Integer sums inside a block are exact (maddubs on unsigned 4-6 bit weights,
- * or sign-extended 16-bit madd where both sides are signed); across blocks
- * each row accumulates in f32 lanes in increasing block order. */
+ * or on |w| and the activation with w's sign where both sides are signed);
+ * across blocks each row accumulates in f32 lanes in increasing block order. */
 #include <immintrin.h>
 
 #include "dot_common.h"
@@ -34,20 +34,31 @@ KERNEL_INLINE void avx2_prefetch(const uint8_t *row, int64_t block, size_t block
     __builtin_prefetch(row + (size_t)(block + KERNEL_PREFETCH_BLOCKS) * block_bytes);
 }
 
+/* The 16-bit lanes of a and b added so that the 64-bit halves of each
+ * 128-bit lane fold together: per lane, [a0..3 + a4..7, b0..3 + b4..7]. */
+KERNEL_INLINE __m256i avx2_fold64_epi16(__m256i a, __m256i b)
+{
+    return _mm256_add_epi16(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+/* Per lane, the even and the odd 32-bit words of a, then of b, added as
+ * pairs of 16-bit sums: [a0 + a1, a2 + a3, b0 + b1, b2 + b3]. */
+KERNEL_INLINE __m256i avx2_fold32_epi16(__m256i a, __m256i b)
+{
+    __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+    __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));
+    __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_add_epi16(even, odd);
+}
+
 /* ---- 32-element blocks against Q8_0 activations ------------------------ */
 
-/* One row's 32-element block as two halves of sign-extended 16-bit weights,
+/* One row's 32-element block as 32 signed 8-bit weights in element order,
  * and its scale. */
 typedef struct small_weights {
-    __m256i low, high;
+    __m256i w;
     float d;
 } small_weights;
-
-/* One activation block widened to 16 bits, and its scale. */
-typedef struct small_activation {
-    __m256i low, high;
-    float d;
-} small_activation;
 
 /* Which 32-element format a block is in. */
 enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
@@ -59,30 +70,36 @@ KERNEL_INLINE size_t small_block_bytes(enum small_kind kind)
     return kind == SMALL_Q8_0 ? sizeof(block_q8_0) : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
 }
 
-KERNEL_INLINE __m128i small_table(enum small_kind kind)
+/* Blocks taken together: the formats whose values are at most 12 in
+ * magnitude have pair products small enough to add four blocks' in 16 bits
+ * (|sum| <= 4 x 2 x 12 x 127 = 12192), so one multiply forms the four
+ * blocks' sums where there were four, and one conversion and one
+ * multiply-add scale them. */
+KERNEL_INLINE int small_blocks_per_step(enum small_kind kind)
+{
+    return kind == SMALL_MXFP4 || kind == SMALL_Q4_0 ? 4 : 1;
+}
+
+KERNEL_INLINE __m256i small_table(enum small_kind kind)
 {
     const int8_t *values = kind == SMALL_MXFP4 ? quant_mxfp4_values
                            : kind == SMALL_IQ4_NL ? quant_iq4nl_values : q4_0_values;
-    return _mm_loadu_si128((const __m128i *)values);
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values));
 }
 
 /* Nibble formats: byte j holds element j (low) and j + 16 (high); a 16-entry
  * table maps each nibble to its signed 8-bit value. */
-KERNEL_INLINE void small_unpack(const uint8_t *block, __m128i table, const enum small_kind kind,
+KERNEL_INLINE void small_unpack(const uint8_t *block, __m256i table, const enum small_kind kind,
                                 small_weights *out)
 {
-    __m128i w_low, w_high;
     if (kind == SMALL_Q8_0) {
-        w_low = _mm_loadu_si128((const __m128i *)(block + 2));
-        w_high = _mm_loadu_si128((const __m128i *)(block + 18));
+        out->w = _mm256_loadu_si256((const __m256i *)(block + 2));
     } else {
         const __m128i low4 = _mm_set1_epi8(0x0f);
         __m128i q = _mm_loadu_si128((const __m128i *)(block + (kind == SMALL_MXFP4 ? 1 : 2)));
-        w_low = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
-        w_high = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+        __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+        out->w = _mm256_shuffle_epi8(table, nibbles);
     }
-    out->low = _mm256_cvtepi8_epi16(w_low);
-    out->high = _mm256_cvtepi8_epi16(w_high);
     if (kind == SMALL_MXFP4) {
         out->d = kernel_e8m0_half(block[0]);
     } else {
@@ -92,32 +109,79 @@ KERNEL_INLINE void small_unpack(const uint8_t *block, __m128i table, const enum 
     }
 }
 
-KERNEL_INLINE void small_activation_load(const block_q8_0 *a, small_activation *out)
+/* The sixteen pair sums of a block's weights times an activation block's
+ * quants, exact in 16 bits. maddubs takes |w| unsigned (128 for -128) and the
+ * quants with w's sign; activation quants are max-abs scaled to 127, so
+ * never -128, which sign() could not negate. */
+KERNEL_INLINE __m256i small_products(__m256i w, const block_q8_0 *y)
 {
-    out->low = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->qs));
-    out->high = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a->qs + 16)));
-    out->d = avx2_f16(a->d);
+    __m256i q = _mm256_loadu_si256((const __m256i *)y->qs);
+    return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
 }
 
-/* Exact signed dot of the 32 weights with the 32 activations, then one
- * multiply-add per lane with the two scales. */
-KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y,
+KERNEL_INLINE float small_scale(const small_weights *x, float y_d, const enum small_kind kind)
+{
+    return kind == SMALL_MXFP4 ? y_d * x->d : x->d * y_d;
+}
+
+/* One block: its exact integer sum in eight lanes, one multiply-add with the
+ * two scales. */
+KERNEL_INLINE void small_accumulate(const small_weights *x, const block_q8_0 *y, float y_d,
                                     const enum small_kind kind, __m256 *acc)
 {
-    __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(x->low, y->low), _mm256_madd_epi16(x->high, y->high));
-    __m256 d = _mm256_set1_ps(kind == SMALL_MXFP4 ? y->d * x->d : x->d * y->d);
-    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, *acc);
+    __m256i sum = _mm256_madd_epi16(small_products(x->w, y), _mm256_set1_epi16(1));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(small_scale(x, y_d, kind)), *acc);
 }
 
-/* One row's block b against the activation block y: the per-row work of
- * small_group, shared with the decode kernel so that both round alike. */
-KERNEL_INLINE void small_row_block(const uint8_t *row, int64_t b, size_t block_bytes, __m128i table,
-                                   const enum small_kind kind, const small_activation *y, __m256 *acc)
+/* Four consecutive blocks (small_blocks_per_step): lanes [b0 b1 b2 b3] in
+ * both halves, each lane scaled by its block's scales. */
+KERNEL_INLINE void small_accumulate4(const small_weights x[4], const block_q8_0 *y, const float y_d[4],
+                                     const enum small_kind kind, __m256 *acc)
 {
-    avx2_prefetch(row, b, block_bytes);
-    small_weights x;
-    small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
-    small_accumulate(&x, y, kind, acc);
+    __m256i folded = avx2_fold32_epi16(avx2_fold64_epi16(small_products(x[0].w, y), small_products(x[1].w, y + 1)),
+                                       avx2_fold64_epi16(small_products(x[2].w, y + 2), small_products(x[3].w, y + 3)));
+    __m256i sum = _mm256_madd_epi16(folded, _mm256_set1_epi16(1));
+    __m128 d = _mm_setr_ps(small_scale(&x[0], y_d[0], kind), small_scale(&x[1], y_d[1], kind),
+                           small_scale(&x[2], y_d[2], kind), small_scale(&x[3], y_d[3], kind));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set_m128(d, d), *acc);
+}
+
+/* One row against one activation row, blocks [0, nb): in steps of
+ * small_blocks_per_step, then one at a time. y_d: the activation blocks'
+ * scales as floats. Every form (rows, decode, tile) computes an element
+ * with these operations in this order, so they give the same bits. */
+KERNEL_INLINE void small_row(const uint8_t *row, const block_q8_0 *a, const float *y_d, int64_t nb,
+                             __m256i table, const enum small_kind kind, __m256 *acc)
+{
+    const size_t block_bytes = small_block_bytes(kind);
+    const int step = small_blocks_per_step(kind);
+    int64_t b = 0;
+    if (step == 4) {
+        for (; b + 4 <= nb; b += 4) {
+            small_weights x[4];
+            KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
+                avx2_prefetch(row, b + k, block_bytes);
+                small_unpack(row + (size_t)(b + k) * block_bytes, table, kind, &x[k]);
+            }
+            small_accumulate4(x, a + b, y_d + b, kind, acc);
+        }
+    }
+    for (; b < nb; b++) {
+        avx2_prefetch(row, b, block_bytes);
+        small_weights x;
+        small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
+        small_accumulate(&x, a + b, y_d[b], kind, acc);
+    }
+}
+
+/* Activation scales of up to SMALL_SCALE_BLOCKS blocks as floats, formed
+ * once per call; longer rows take them in slices of that many blocks. */
+#define SMALL_SCALE_BLOCKS 256
+
+KERNEL_INLINE void small_activation_scales(const block_q8_0 *a, int64_t nb, float *y_d)
+{
+    for (int64_t b = 0; b < nb; b++)
+        y_d[b] = avx2_f16(a[b].d);
 }
 
 KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
@@ -126,47 +190,39 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
     const block_q8_0 *a = activation;
     const int64_t nb = n / 32;
     const size_t block_bytes = small_block_bytes(kind);
-    const __m128i table = small_table(kind);
+    const __m256i table = small_table(kind);
     __m256 acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        small_activation y;
-        small_activation_load(a + b, &y);
+    float y_d[SMALL_SCALE_BLOCKS];
+    for (int64_t first = 0; first < nb; first += SMALL_SCALE_BLOCKS) {
+        int64_t count = nb - first < SMALL_SCALE_BLOCKS ? nb - first : SMALL_SCALE_BLOCKS;
+        small_activation_scales(a + first, count, y_d);
         KERNEL_UNROLLED for (int r = 0; r < R; r++)
-            small_row_block(rows + (size_t)r * row_bytes, b, block_bytes, table, kind, &y, &acc[r]);
+            small_row(rows + (size_t)r * row_bytes + (size_t)first * block_bytes, a + first, y_d, count, table,
+                      kind, &acc[r]);
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = avx2_hsum(acc[r]);
 }
 
-/* Decode: every row of a call takes the same activation blocks, so they are
- * widened once per call (rows of up to SMALL_DECODE_BLOCKS blocks: 16 KiB of
- * values; longer ones widen them per row as dot_rows does). */
-#define SMALL_DECODE_BLOCKS 256
-
+/* Decode: every row of a call takes the same activation blocks, so their
+ * scales are converted once per call (rows of up to SMALL_SCALE_BLOCKS
+ * blocks; longer ones as small_group does). */
 typedef struct small_decode_state {
     int prepared; /* 0: rows too long */
-    __m256i values[SMALL_DECODE_BLOCKS][2];
-    float d[SMALL_DECODE_BLOCKS];
+    float d[SMALL_SCALE_BLOCKS];
 } small_decode_state;
 
 KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const void *activation)
 {
     const int64_t nb = n / 32;
-    state->prepared = nb <= SMALL_DECODE_BLOCKS;
-    if (!state->prepared)
-        return;
-    for (int64_t b = 0; b < nb; b++) {
-        small_activation y;
-        small_activation_load((const block_q8_0 *)activation + b, &y);
-        state->values[b][0] = y.low;
-        state->values[b][1] = y.high;
-        state->d[b] = y.d;
-    }
+    state->prepared = nb <= SMALL_SCALE_BLOCKS;
+    if (state->prepared)
+        small_activation_scales(activation, nb, state->d);
 }
 
-/* The operations of small_group for one row, on the widened blocks. */
+/* The operations of small_group for one row, on the converted scales. */
 KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const uint8_t *row,
                                     const void *activation, float *out, const enum small_kind kind)
 {
@@ -174,37 +230,50 @@ KERNEL_INLINE void small_decode_row(small_decode_state *state, int64_t n, const 
         small_group(1, n, row, 0, activation, out, kind);
         return;
     }
-    const int64_t nb = n / 32;
-    const size_t block_bytes = small_block_bytes(kind);
-    const __m128i table = small_table(kind);
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        small_activation y = {state->values[b][0], state->values[b][1], state->d[b]};
-        small_row_block(row, b, block_bytes, table, kind, &y, &acc);
-    }
+    small_row(row, activation, state->d, n / 32, small_table(kind), kind, &acc);
     *out = avx2_hsum(acc);
 }
 
+/* Rows x tokens: each step's weights unpacked once for every token, the
+ * per-element operations those of small_row. */
 KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
                               const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride,
                               const enum small_kind kind)
 {
     const int64_t nb = n / 32;
     const size_t block_bytes = small_block_bytes(kind);
-    const __m128i table = small_table(kind);
+    const __m256i table = small_table(kind);
+    const int step = small_blocks_per_step(kind);
     __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         KERNEL_UNROLLED for (int t = 0; t < T; t++)
             acc[r][t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+    int64_t b = 0;
+    if (step == 4) {
+        for (; b + 4 <= nb; b += 4) {
+            small_weights x[KERNEL_TILE_MAX_ROWS][4];
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                KERNEL_UNROLLED for (int k = 0; k < 4; k++)
+                    small_unpack(rows + (size_t)r * row_bytes + (size_t)(b + k) * block_bytes, table, kind, &x[r][k]);
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+                const block_q8_0 *y = (const block_q8_0 *)(acts + (size_t)t * act_stride) + b;
+                float y_d[4];
+                small_activation_scales(y, 4, y_d);
+                KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                    small_accumulate4(x[r], y, y_d, kind, &acc[r][t]);
+            }
+        }
+    }
+    for (; b < nb; b++) {
         small_weights x[KERNEL_TILE_MAX_ROWS];
         KERNEL_UNROLLED for (int r = 0; r < R; r++)
             small_unpack(rows + (size_t)r * row_bytes + (size_t)b * block_bytes, table, kind, &x[r]);
         KERNEL_UNROLLED for (int t = 0; t < T; t++) {
-            small_activation y;
-            small_activation_load((const block_q8_0 *)(acts + (size_t)t * act_stride) + b, &y);
+            const block_q8_0 *y = (const block_q8_0 *)(acts + (size_t)t * act_stride) + b;
+            float y_d = avx2_f16(y->d);
             KERNEL_UNROLLED for (int r = 0; r < R; r++)
-                small_accumulate(&x[r], &y, kind, &acc[r][t]);
+                small_accumulate(&x[r], y, y_d, kind, &acc[r][t]);
         }
     }
     KERNEL_UNROLLED for (int t = 0; t < T; t++)
@@ -296,23 +365,6 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
     out->scale[1] = _mm256_shuffle_epi8(scales_both, _mm256_add_epi8(pick_low, _mm256_set1_epi8(8)));
     out->d = avx2_f16(d_bits);
     out->dmin = avx2_f16(dmin_bits);
-}
-
-/* The 16-bit lanes of a and b added so that the 64-bit halves of each
- * 128-bit lane fold together: per lane, [a0..3 + a4..7, b0..3 + b4..7]. */
-KERNEL_INLINE __m256i avx2_fold64_epi16(__m256i a, __m256i b)
-{
-    return _mm256_add_epi16(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
-}
-
-/* Per lane, the even and the odd 32-bit words of a, then of b, added as
- * pairs of 16-bit sums: [a0 + a1, a2 + a3, b0 + b1, b2 + b3]. */
-KERNEL_INLINE __m256i avx2_fold32_epi16(__m256i a, __m256i b)
-{
-    __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
-    __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));
-    __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm256_add_epi16(even, odd);
 }
 
 /* Per row and block: the scaled integer sum and the min term.
