@@ -1,6 +1,7 @@
 /* Dot-product kernel sets: every compiled set the CPU runs, every type it
  * provides, against the scalar reference (quant_format.vec_dot) and against a
- * float64 dot of the dequantized rows, for several row lengths and 1..9 rows;
+ * float64 dot of the dequantized rows, for several row lengths and 1..9 rows,
+ * and for rows whose in-block integer sums are as large as each format allows;
  * bit-identical results whatever the grouping of rows (batch invariance); and
  * the dispatch (kernels_select, BMOE_ISA through kernels_best, fallbacks).
  * Tile kernels: every element bit-identical to dot_rows for its row and
@@ -98,6 +99,57 @@ static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     }
 }
 
+/* Every weight of the row at its format's largest magnitude, all of one
+ * sign, and every scale at its largest field value: the integer sums inside
+ * a block as large as they get, where kernels that add products in 16 bits
+ * (dot_avx2.c) would overflow first. Only block formats are made extreme;
+ * others get random bytes. */
+static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
+{
+    const quant_format *format = quant_format_of(type);
+    uint8_t fill;
+    switch (type) {
+    case TYPE_Q4_K:
+    case TYPE_Q5_K:
+    case TYPE_Q6_K:
+        fill = 0xff; /* 4-6 bit quants all ones, 6-bit scales and mins 63 */
+        break;
+    case TYPE_MXFP4:
+        fill = 0x77; /* +6 (as 12 in half units) */
+        break;
+    case TYPE_Q4_0:
+    case TYPE_IQ4_NL:
+        fill = 0x00; /* -8, -127 */
+        break;
+    case TYPE_Q8_0:
+        fill = 0x80; /* -128 */
+        break;
+    default:
+        random_block_bytes(type, row, n);
+        return;
+    }
+    memset(row, fill, quant_row_bytes(type, n));
+    for (int64_t b = 0; b < n / format->block_elems; b++) {
+        uint8_t *block = row + b * format->block_bytes;
+        switch (type) {
+        case TYPE_Q4_K:
+        case TYPE_Q5_K:
+            put_f16(block, 0.004f);
+            put_f16(block + 2, 0.002f);
+            break;
+        case TYPE_Q6_K:
+            put_f16(block + 208, 0.004f);
+            break;
+        case TYPE_MXFP4:
+            block[0] = 120;
+            break;
+        default:
+            put_f16(block, 0.004f);
+            break;
+        }
+    }
+}
+
 typedef struct case_data {
     uint32_t type;
     int64_t n;
@@ -110,11 +162,19 @@ typedef struct case_data {
     double magnitude[MAX_ROWS]; /* sum |w_j * a_j|: the scale of rounding errors */
 } case_data;
 
-/* Builds rows (even rows from random bytes, odd rows quantized from random
- * floats where the format has a quantizer) and an activation quantized with
- * the activation format's own quantizer. Returns 0 when a needed function
- * is missing (reported as a failure by the caller). */
-static int case_create(case_data *data, uint32_t type, int64_t n)
+/* How case_create fills a case. */
+enum case_kind {
+    CASE_RANDOM,        /* rows of random bytes and quantized random floats */
+    CASE_EXTREME_PLUS,  /* extreme_block_bytes rows, every activation +1 */
+    CASE_EXTREME_MINUS, /* extreme_block_bytes rows, every activation -1 */
+};
+
+/* Builds rows (random: even rows from random bytes, odd rows quantized from
+ * random floats where the format has a quantizer; extreme: see
+ * extreme_block_bytes) and an activation quantized with the activation
+ * format's own quantizer. Returns 0 when a needed function is missing
+ * (reported as a failure by the caller). */
+static int case_create(case_data *data, uint32_t type, int64_t n, enum case_kind kind)
 {
     memset(data, 0, sizeof *data);
     const quant_format *format = quant_format_of(type);
@@ -132,7 +192,9 @@ static int case_create(case_data *data, uint32_t type, int64_t n)
     float *act_values = malloc(sizeof(float) * (size_t)n);
     for (int r = 0; r < MAX_ROWS; r++) {
         uint8_t *row = data->weights + r * data->row_bytes;
-        if (r % 2 == 1 && format->quantize_row) {
+        if (kind != CASE_RANDOM) {
+            extreme_block_bytes(type, row, n);
+        } else if (r % 2 == 1 && format->quantize_row) {
             random_floats(values, n);
             format->quantize_row(values, row, n);
         } else {
@@ -140,7 +202,12 @@ static int case_create(case_data *data, uint32_t type, int64_t n)
         }
         memcpy(data->reversed + (MAX_ROWS - 1 - r) * data->row_bytes, row, data->row_bytes);
     }
-    random_floats(values, n);
+    if (kind == CASE_RANDOM) {
+        random_floats(values, n);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            values[i] = kind == CASE_EXTREME_PLUS ? 1.0f : -1.0f;
+    }
     act_format->quantize_row(values, data->activation, n);
     act_format->dequantize_row(data->activation, act_values, n);
     for (int r = 0; r < MAX_ROWS; r++) {
@@ -570,12 +637,16 @@ static void test_set(const kernel_set *set)
             count = 7;
         }
         for (int s = 0; s < count; s++) {
-            case_data data;
-            int ok = case_create(&data, type, sizes[s]);
-            CHECK_MSG(ok, "%s: quant table lacks a function the test needs", format->name);
-            if (ok)
-                check_case(set, dot, &data);
-            case_destroy(&data);
+            for (int kind = CASE_RANDOM; kind <= CASE_EXTREME_MINUS; kind++) {
+                if (kind != CASE_RANDOM && sizes[s] != 2048)
+                    continue;
+                case_data data;
+                int ok = case_create(&data, type, sizes[s], (enum case_kind)kind);
+                CHECK_MSG(ok, "%s: quant table lacks a function the test needs", format->name);
+                if (ok)
+                    check_case(set, dot, &data);
+                case_destroy(&data);
+            }
         }
         types_run++;
     }
@@ -591,7 +662,7 @@ static void test_scalar_set(void)
         uint32_t type = required_types[i];
         CHECK(scalar->dot_rows[type] != NULL);
         case_data data;
-        int ok = case_create(&data, type, 512);
+        int ok = case_create(&data, type, 512, CASE_RANDOM);
         CHECK(ok);
         if (ok) {
             float out[MAX_ROWS];
