@@ -512,15 +512,26 @@ KERNEL_INLINE void q6_unpack(const block_q6_k *x, q6_weights *out)
 {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i bits45 = _mm256_set1_epi8(0x30);
+    /* Bits 0-1 and 2-3 of a high-bit byte moved to bits 4-5 by table lookup:
+     * vector shifts issue at half the rate of shuffles on AMD Zen. */
+    const __m256i bits01_up = _mm256_setr_epi8(0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
+                                               0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
+                                               0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
+                                               0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30);
+    const __m256i bits23_up = _mm256_setr_epi8(0x00, 0x00, 0x00, 0x00, 0x10, 0x10, 0x10, 0x10,
+                                               0x20, 0x20, 0x20, 0x20, 0x30, 0x30, 0x30, 0x30,
+                                               0x00, 0x00, 0x00, 0x00, 0x10, 0x10, 0x10, 0x10,
+                                               0x20, 0x20, 0x20, 0x20, 0x30, 0x30, 0x30, 0x30);
     __m128i scales8 = _mm_loadu_si128((const __m128i *)x->scales);
     out->scales16 = _mm256_cvtepi8_epi16(scales8);
     KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
         __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
         __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        __m256i hb_low = _mm256_and_si256(hb, low4);
         __m256i *q = out->q + 4 * h;
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_shuffle_epi8(bits01_up, hb_low));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_shuffle_epi8(bits23_up, hb_low));
         q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
