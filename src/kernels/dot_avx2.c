@@ -329,6 +329,15 @@ typedef struct k4_weights {
     float d, dmin;
 } k4_weights;
 
+/* Shuffle table mapping a nibble x to 16 when its bit `bit` is set, else 0. */
+KERNEL_INLINE __m256i avx2_nibble_bit_table(int bit)
+{
+    int8_t table[16];
+    for (int x = 0; x < 16; x++)
+        table[x] = (int8_t)(((x >> bit) & 1) << 4);
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table));
+}
+
 /* high_bits is NULL for Q4_K, the qh array for Q5_K. */
 KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits, k4_weights *out)
 {
@@ -342,19 +351,22 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
     out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
 
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i sixteen = _mm256_set1_epi8(0x10);
-    __m256i qh = _mm256_setzero_si256();
-    if (high_bits)
-        qh = _mm256_loadu_si256((const __m256i *)high_bits);
+    /* Q5_K: bit 2c (2c + 1) of a high-bit byte is bit 4 of the low (high)
+     * weight of pair c; taken by table lookup on the byte's nibble, one
+     * shuffle each, where a test and mask took four operations. */
+    __m256i qh_nibble[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    if (high_bits) {
+        __m256i qh = _mm256_loadu_si256((const __m256i *)high_bits);
+        qh_nibble[0] = _mm256_and_si256(qh, low4);
+        qh_nibble[1] = _mm256_and_si256(_mm256_srli_epi16(qh, 4), low4);
+    }
     KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i low = _mm256_and_si256(q, low4);
         __m256i high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
         if (high_bits) {
-            __m256i bit_low = _mm256_set1_epi8((char)(1 << (2 * c)));
-            __m256i bit_high = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
-            low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_low), bit_low), sixteen));
-            high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_high), bit_high), sixteen));
+            low = _mm256_or_si256(low, _mm256_shuffle_epi8(avx2_nibble_bit_table(2 * (c % 2)), qh_nibble[c / 2]));
+            high = _mm256_or_si256(high, _mm256_shuffle_epi8(avx2_nibble_bit_table(2 * (c % 2) + 1), qh_nibble[c / 2]));
         }
         out->w[2 * c] = low;
         out->w[2 * c + 1] = high;
