@@ -381,11 +381,12 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
 
 /* Per row and block: the scaled integer sum and the min term.
  *
- * The vector multiplier is what limits this loop (AMD Zen issues a 256-bit
- * integer multiply every other cycle), so maddubs' 16-bit products are summed
- * in 16 bits before the scales are applied: each sub-block's products fold
- * four to a word (|sum| <= 4 x 2 x 31 x 128 = 31744 with Q5_K's largest
- * weight), and two multiplies apply the eight scales where there were eight. */
+ * The vector multiplier is what limits this loop (the AMD machines it was
+ * measured on issue a 256-bit integer multiply every other cycle), so
+ * maddubs' 16-bit products are summed in 16 bits before the scales are
+ * applied: each sub-block's products fold four to a word (|sum| <= 4 x 2 x
+ * 31 x 128 = 31744 with Q5_K's largest weight), and two multiplies apply the
+ * eight scales, where eight did. */
 KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m128i bsum_pairs,
                                  __m256 *acc, __m128 *acc_min)
 {
@@ -525,7 +526,8 @@ KERNEL_INLINE void q6_unpack(const block_q6_k *x, q6_weights *out)
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     const __m256i bits45 = _mm256_set1_epi8(0x30);
     /* Bits 0-1 and 2-3 of a high-bit byte moved to bits 4-5 by table lookup:
-     * vector shifts issue at half the rate of shuffles on AMD Zen. */
+     * vector shifts issue at half the rate of shuffles on the AMD machines
+     * this was measured on. */
     const __m256i bits01_up = _mm256_setr_epi8(0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
                                                0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
                                                0x00, 0x10, 0x20, 0x30, 0x00, 0x10, 0x20, 0x30,
