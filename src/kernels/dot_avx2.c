@@ -70,14 +70,14 @@ KERNEL_INLINE size_t small_block_bytes(enum small_kind kind)
     return kind == SMALL_Q8_0 ? sizeof(block_q8_0) : kind == SMALL_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
 }
 
-/* Blocks taken together: the formats whose values are at most 12 in
- * magnitude have pair products small enough to add four blocks' in 16 bits
- * (|sum| <= 4 x 2 x 12 x 127 = 12192), so one multiply forms the four
- * blocks' sums where there were four, and one conversion and one
+/* Whether blocks are taken four at a time: the formats whose values are at
+ * most 12 in magnitude have pair products small enough to add four blocks'
+ * in 16 bits (|sum| <= 4 x 2 x 12 x 127 = 12192), so one multiply forms the
+ * four blocks' sums where there were four, and one conversion and one
  * multiply-add scale them. */
-KERNEL_INLINE int small_blocks_per_step(enum small_kind kind)
+KERNEL_INLINE bool small_takes_four(enum small_kind kind)
 {
-    return kind == SMALL_MXFP4 || kind == SMALL_Q4_0 ? 4 : 1;
+    return kind == SMALL_MXFP4 || kind == SMALL_Q4_0;
 }
 
 KERNEL_INLINE __m256i small_table(enum small_kind kind)
@@ -119,58 +119,55 @@ KERNEL_INLINE __m256i small_products(__m256i w, const block_q8_0 *y)
     return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
 }
 
-KERNEL_INLINE float small_scale(const small_weights *x, float y_d, const enum small_kind kind)
+KERNEL_INLINE float small_scale(const small_weights *x, float y_d)
 {
-    return kind == SMALL_MXFP4 ? y_d * x->d : x->d * y_d;
+    return x->d * y_d;
 }
 
 /* One block: its exact integer sum in eight lanes, one multiply-add with the
  * two scales. */
-KERNEL_INLINE void small_accumulate(const small_weights *x, const block_q8_0 *y, float y_d,
-                                    const enum small_kind kind, __m256 *acc)
+KERNEL_INLINE void small_accumulate(const small_weights *x, const block_q8_0 *y, float y_d, __m256 *acc)
 {
     __m256i sum = _mm256_madd_epi16(small_products(x->w, y), _mm256_set1_epi16(1));
-    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(small_scale(x, y_d, kind)), *acc);
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(small_scale(x, y_d)), *acc);
 }
 
-/* Four consecutive blocks (small_blocks_per_step): lanes [b0 b1 b2 b3] in
+/* Four consecutive blocks (small_takes_four): lanes [b0 b1 b2 b3] in
  * both halves, each lane scaled by its block's scales. */
-KERNEL_INLINE void small_accumulate4(const small_weights x[4], const block_q8_0 *y, const float y_d[4],
-                                     const enum small_kind kind, __m256 *acc)
+KERNEL_INLINE void small_accumulate4(const small_weights x[4], const block_q8_0 *y, const float y_d[4], __m256 *acc)
 {
     __m256i folded = avx2_fold32_epi16(avx2_fold64_epi16(small_products(x[0].w, y), small_products(x[1].w, y + 1)),
                                        avx2_fold64_epi16(small_products(x[2].w, y + 2), small_products(x[3].w, y + 3)));
     __m256i sum = _mm256_madd_epi16(folded, _mm256_set1_epi16(1));
-    __m128 d = _mm_setr_ps(small_scale(&x[0], y_d[0], kind), small_scale(&x[1], y_d[1], kind),
-                           small_scale(&x[2], y_d[2], kind), small_scale(&x[3], y_d[3], kind));
+    __m128 d = _mm_setr_ps(small_scale(&x[0], y_d[0]), small_scale(&x[1], y_d[1]), small_scale(&x[2], y_d[2]),
+                           small_scale(&x[3], y_d[3]));
     *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set_m128(d, d), *acc);
 }
 
 /* One row against one activation row, blocks [0, nb): in steps of
- * small_blocks_per_step, then one at a time. y_d: the activation blocks'
- * scales as floats. Every form (rows, decode, tile) computes an element
+ * four where small_takes_four, then one at a time. y_d: the activation
+ * blocks' scales as floats. Every form (rows, decode, tile) computes an element
  * with these operations in this order, so they give the same bits. */
 KERNEL_INLINE void small_row(const uint8_t *row, const block_q8_0 *a, const float *y_d, int64_t nb,
                              __m256i table, const enum small_kind kind, __m256 *acc)
 {
     const size_t block_bytes = small_block_bytes(kind);
-    const int step = small_blocks_per_step(kind);
     int64_t b = 0;
-    if (step == 4) {
+    if (small_takes_four(kind)) {
         for (; b + 4 <= nb; b += 4) {
             small_weights x[4];
             KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
                 avx2_prefetch(row, b + k, block_bytes);
                 small_unpack(row + (size_t)(b + k) * block_bytes, table, kind, &x[k]);
             }
-            small_accumulate4(x, a + b, y_d + b, kind, acc);
+            small_accumulate4(x, a + b, y_d + b, acc);
         }
     }
     for (; b < nb; b++) {
         avx2_prefetch(row, b, block_bytes);
         small_weights x;
         small_unpack(row + (size_t)b * block_bytes, table, kind, &x);
-        small_accumulate(&x, a + b, y_d[b], kind, acc);
+        small_accumulate(&x, a + b, y_d[b], acc);
     }
 }
 
@@ -244,13 +241,12 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
     const int64_t nb = n / 32;
     const size_t block_bytes = small_block_bytes(kind);
     const __m256i table = small_table(kind);
-    const int step = small_blocks_per_step(kind);
     __m256 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         KERNEL_UNROLLED for (int t = 0; t < T; t++)
             acc[r][t] = _mm256_setzero_ps();
     int64_t b = 0;
-    if (step == 4) {
+    if (small_takes_four(kind)) {
         for (; b + 4 <= nb; b += 4) {
             small_weights x[KERNEL_TILE_MAX_ROWS][4];
             KERNEL_UNROLLED for (int r = 0; r < R; r++)
@@ -261,7 +257,7 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
                 float y_d[4];
                 small_activation_scales(y, 4, y_d);
                 KERNEL_UNROLLED for (int r = 0; r < R; r++)
-                    small_accumulate4(x[r], y, y_d, kind, &acc[r][t]);
+                    small_accumulate4(x[r], y, y_d, &acc[r][t]);
             }
         }
     }
@@ -273,7 +269,7 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
             const block_q8_0 *y = (const block_q8_0 *)(acts + (size_t)t * act_stride) + b;
             float y_d = avx2_f16(y->d);
             KERNEL_UNROLLED for (int r = 0; r < R; r++)
-                small_accumulate(&x[r], y, y_d, kind, &acc[r][t]);
+                small_accumulate(&x[r], y, y_d, &acc[r][t]);
         }
     }
     KERNEL_UNROLLED for (int t = 0; t < T; t++)
