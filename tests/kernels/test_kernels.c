@@ -99,9 +99,10 @@ static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     }
 }
 
-/* Every weight of the row at its format's largest magnitude, all of one
- * sign, and every scale at its largest field value: the integer sums inside
- * a block as large as they get, where kernels that add products in 16 bits
+/* Every quant of the row at its format's largest magnitude, all of one
+ * sign (Q4_K/Q5_K: sub-block scales and mins at 63 too; the block scales d
+ * stay small so the sums stay finite): the integer sums inside a block as
+ * large as they get, where kernels that add products in 16 bits
  * (dot_avx2.c) would overflow first. Only block formats are made extreme;
  * others get random bytes. */
 static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
@@ -112,7 +113,7 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     case TYPE_Q4_K:
     case TYPE_Q5_K:
     case TYPE_Q6_K:
-        fill = 0xff; /* 4-6 bit quants all ones, 6-bit scales and mins 63 */
+        fill = 0xff; /* 4-6 bit quants all ones (Q6_K's int8 sub-block scales -1) */
         break;
     case TYPE_MXFP4:
         fill = 0x77; /* +6 (as 12 in half units) */
