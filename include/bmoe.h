@@ -76,11 +76,20 @@ enum bmoe_dense_weights {
     BMOE_DENSE_WEIGHTS_WARM = 2, /* the file mapping, read once sequentially at load */
 };
 
+/* Which experts a full expert cache keeps. */
+enum bmoe_cache_policy {
+    BMOE_CACHE_POLICY_LRU = 0,       /* evicts the least recently used */
+    /* evicts the least often used, a use counting half after 16 tokens;
+     * remembers the uses of experts it evicted */
+    BMOE_CACHE_POLICY_FREQUENCY = 1,
+};
+
 /* Expert streaming: the routed experts are read from the file into a bounded
  * cache when a token routes to them, instead of through the mapping. */
 typedef struct bmoe_stream_params {
     bool enabled;
     int64_t cache_mb;         /* the cache budget; 0: no cache (re-read every token); -1: auto */
+    enum bmoe_cache_policy cache_policy;
     int64_t cache_floor_mb;   /* auto: memory left free (default 1536) */
     int64_t cache_ceil_mb;    /* auto: at most this (0: no cap) */
     int32_t io_threads;       /* read lanes, 1..16 (default 4) */

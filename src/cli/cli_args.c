@@ -40,7 +40,7 @@ typedef enum flag_id {
     F_MODEL, F_PROMPT, F_FILE, F_N_PREDICT, F_THREADS, F_CTX, F_UBATCH, F_KV_TYPE, F_DENSE, F_TEMP, F_TOP_K,
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
-    F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_PREDICT_PREFETCH, F_PREDICT_SPEC_MAX, F_LOAD_ALL, F_N_EXPERT_USED,
+    F_CACHE_POLICY, F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH, F_PREDICT_PREFETCH, F_PREDICT_SPEC_MAX, F_LOAD_ALL, F_N_EXPERT_USED,
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_COUNT
@@ -85,6 +85,7 @@ static const cli_flag cli_flags[] = {
     {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false},
     {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
     {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_MODEL, true},
+    {F_CACHE_POLICY, NULL, "--cache-policy", FLAG_CHOICE, 0, 0, "lru|freq", FOR_MODEL, true},
     {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_MODEL, true},
     {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_MODEL, true},
     {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_MODEL, true},
@@ -160,6 +161,9 @@ void cli_print_usage(FILE *out)
             "      --moe-stream       read each routed expert from the file into a bounded cache\n"
             "      --cache-mb N|auto  the cache budget (default auto: available memory minus the floor;\n"
             "                         0: no cache, every routed expert re-read every token)\n"
+            "      --cache-policy lru|freq\n"
+            "                         which experts a full cache keeps: the most recently used (lru,\n"
+            "                         default) or the most often used, recent uses counting more (freq)\n"
             "      --cache-floor-mb N auto: memory left to everything else (default 1536)\n"
             "      --cache-ceil-mb N  auto: at most N MiB\n"
             "      --io-threads N     read lanes, 1..16 (default 4)\n"
@@ -442,6 +446,11 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_INFO: options->info_path = value; break;
     case F_MOE_STREAM: stream->enabled = true; break;
     case F_CACHE_MB: stream->cache_mb = number; break;
+    case F_CACHE_POLICY:
+        if ((choice = cli_parse_choice(flag, name, value)) < 0)
+            return -1;
+        stream->cache_policy = choice == 0 ? BMOE_CACHE_POLICY_LRU : BMOE_CACHE_POLICY_FREQUENCY;
+        break;
     case F_CACHE_FLOOR: stream->cache_floor_mb = number; break;
     case F_CACHE_CEIL: stream->cache_ceil_mb = number; break;
     case F_IO_THREADS: stream->io_threads = number; break;

@@ -64,6 +64,7 @@ bmoe_model_params bmoe_model_default_params(void)
             {
                 .enabled = false,
                 .cache_mb = -1,
+                .cache_policy = BMOE_CACHE_POLICY_LRU,
                 .cache_floor_mb = 1536,
                 .cache_ceil_mb = 0,
                 .io_threads = 4,
@@ -118,6 +119,9 @@ static int check_stream_params(const bmoe_model_params *p, bmoe_error *err)
                                 "%lld, prefetch %d)",
                                 (long long)s->cache_mb, (long long)s->cache_floor_mb, (long long)s->cache_ceil_mb,
                                 s->prefetch);
+    if (s->cache_policy != BMOE_CACHE_POLICY_LRU && s->cache_policy != BMOE_CACHE_POLICY_FREQUENCY)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: unknown cache policy %d",
+                                (int)s->cache_policy);
     if (s->predict_prefetch && (s->predict_spec_max < 0 || s->predict_spec_max > 8))
         return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "stream: predict_spec_max %d is outside 0..8",
                                 s->predict_spec_max);
@@ -169,6 +173,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
     expert_store_config config = {
         .streaming = p->enabled,
         .cache_bytes = 0,
+        .policy = p->cache_policy == BMOE_CACHE_POLICY_FREQUENCY ? &cache_policy_frequency : &cache_policy_lru,
         .io_threads = p->io_threads,
         .direct = p->direct,
         .overlap = p->overlap,

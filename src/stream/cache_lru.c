@@ -10,12 +10,12 @@ typedef struct lru_state {
     int head, tail;
 } lru_state;
 
-static void *lru_create(int n_slots)
+static void *lru_create(const cache_policy_params *params)
 {
     lru_state *lru = calloc(1, sizeof *lru);
     if (!lru)
         return NULL;
-    size_t count = n_slots > 0 ? (size_t)n_slots : 1;
+    size_t count = params->n_slots > 0 ? (size_t)params->n_slots : 1;
     lru->prev = malloc(count * sizeof *lru->prev);
     lru->next = malloc(count * sizeof *lru->next);
     lru->listed = calloc(count, sizeof *lru->listed);
@@ -57,8 +57,10 @@ static void lru_unlink(lru_state *lru, int slot)
     lru->listed[slot] = false;
 }
 
-static void lru_touch(void *state, int slot)
+static void lru_touch(void *state, int slot, int key, uint64_t now)
 {
+    (void)key;
+    (void)now;
     lru_state *lru = state;
     lru_unlink(lru, slot);
     lru->prev[slot] = -1;

@@ -1,23 +1,31 @@
-/* Replacement policy of the expert cache, behind a small interface so that a
- * better policy can be compared against LRU on the same slots. The cache
- * calls it with slot indices; the policy orders them and names a victim
- * among the slots the cache says may go (not pinned by the current layer).
- * Owns: its own ordering state (created for a fixed number of slots). */
+/* Replacement policy of the expert cache, behind a small interface so that
+ * policies can be compared on the same slots (and, in bmoe-analyze, on
+ * recorded routing). The cache calls it with slot indices and the entry a
+ * slot holds; the policy orders the slots and names a victim among those the
+ * cache says may go (not pinned by the current layer, not being read).
+ * Owns: its own ordering state (created for a fixed number of slots and
+ * entries). Libc and libm only, so the analyzer can drive the same code. */
 #ifndef BMOE_STREAM_CACHE_POLICY_H
 #define BMOE_STREAM_CACHE_POLICY_H
 
 #include <stdbool.h>
-
-typedef struct cache_policy cache_policy;
+#include <stdint.h>
 
 typedef bool (*cache_slot_predicate)(void *user, int slot);
 
+typedef struct cache_policy_params {
+    int n_slots;
+    int n_keys;              /* entries that may ever be held: keys 0 .. n_keys - 1 */
+    double half_life;        /* frequency: ticks after which a use counts half */
+} cache_policy_params;
+
 typedef struct cache_policy_ops {
     const char *name;
-    void *(*create)(int n_slots);
+    void *(*create)(const cache_policy_params *params);
     void (*destroy)(void *state);
-    /* slot was used now (a hit, or just filled on demand) */
-    void (*touch)(void *state, int slot);
+    /* slot, holding entry key, was used at tick now (a hit, or just filled
+     * on demand); ticks never go back */
+    void (*touch)(void *state, int slot, int key, uint64_t now);
     /* slot was filled speculatively: the first to go unless it is used */
     void (*insert_cold)(void *state, int slot);
     /* slot holds nothing any more */
@@ -26,6 +34,21 @@ typedef struct cache_policy_ops {
     int (*victim)(void *state, cache_slot_predicate may_evict, void *user);
 } cache_policy_ops;
 
+/* The frequency policy's half-life, in tokens (passes over the MoE layers;
+ * the expert store ticks once per layer it is asked for): on the three phone
+ * routing traces (shared/data/route-traces, bmoe-analyze route) 8 to 32
+ * tokens hit within a point of each other at every budget, 4 up to 3 points
+ * less. */
+#define CACHE_FREQUENCY_HALF_LIFE_TOKENS 16
+
+/* Least recently used. */
 extern const cache_policy_ops cache_policy_lru;
+/* Least often used, each use's weight halving every half_life ticks, with a
+ * history of entries no longer held (an entry read again starts from its
+ * past uses, not from zero). */
+extern const cache_policy_ops cache_policy_frequency;
+
+/* The policy of that name ("lru", "freq"), NULL if none. */
+const cache_policy_ops *cache_policy_named(const char *name);
 
 #endif

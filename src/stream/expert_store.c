@@ -64,6 +64,7 @@ struct expert_store {
     int n_free;
     const cache_policy_ops *policy;
     void *policy_state;
+    uint64_t acquires;         /* the policy's clock: one tick per streamed acquire */
     int *pinned;               /* slots of the current acquire */
     int n_pinned;
     int *miss_index;           /* [n_expert] indices of an acquire's entries to read */
@@ -166,8 +167,16 @@ static int create_slots(expert_store *store, bmoe_error *err)
     size_t entries = (size_t)store->n_layer * (size_t)store->n_expert;
     store->entry_slot = malloc(entries * sizeof *store->entry_slot);
     store->ever_held = calloc(entries, 1);
-    store->policy = &cache_policy_lru;
-    store->policy_state = store->policy->create(store->n_slots);
+    int n_moe_layers = 0;
+    for (int il = 0; il < store->n_layer; il++)
+        n_moe_layers += store->layers[il].n_projections > 0;
+    cache_policy_params policy = {
+        .n_slots = store->n_slots,
+        .n_keys = (int)entries,
+        .half_life = (double)CACHE_FREQUENCY_HALF_LIFE_TOKENS * (n_moe_layers > 0 ? n_moe_layers : 1),
+    };
+    store->policy = store->config.policy ? store->config.policy : &cache_policy_lru;
+    store->policy_state = store->policy->create(&policy);
     if (!store->slots || !store->state || !store->free_slots || !store->pinned || !store->miss_index || !store->jobs ||
         !store->submit || !store->last_routed || !store->n_last_routed || !store->speculative_slots ||
         !store->entry_slot || !store->ever_held || !store->policy_state)
@@ -579,6 +588,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         return acquire_resident(store, layer, experts, n, handles);
 
     double start = now_ms();
+    store->acquires++;
     const expert_layer_source *source = &store->layers[layer];
     int n_projections = source->n_projections;
     int *misses = store->miss_index;
@@ -623,7 +633,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         }
         store->slots[slot].pinned = true;
         store->pinned[store->n_pinned++] = slot;
-        store->policy->touch(store->policy_state, slot);
+        store->policy->touch(store->policy_state, slot, (int)key, store->acquires);
         for (int p = 0; p < n_projections; p++) {
             handle->data[p] = slot_data(store, slot, layer, expert, p);
             /* a miss, or a prefetch still reading: the matmul waits for it */

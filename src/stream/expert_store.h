@@ -18,6 +18,7 @@
 
 #include "../base/error.h"
 #include "../kernels/matmul.h"
+#include "cache_policy.h"
 #include "io_lanes.h"
 
 /* Gate, up and down, or a fused gate_up and down. */
@@ -40,6 +41,7 @@ typedef struct expert_layer_source {
 typedef struct expert_store_config {
     bool streaming;            /* false: resident (pointers into the mapping) */
     int64_t cache_bytes;       /* streaming: the cache budget; 0: no cache (re-read every token) */
+    const cache_policy_ops *policy; /* which entries the cache keeps (NULL: LRU) */
     int io_threads;            /* read lanes, 1..16 */
     bool direct;               /* O_DIRECT where the file system serves it right */
     bool overlap;              /* compute resident experts while the missing ones are read */

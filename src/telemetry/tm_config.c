@@ -36,6 +36,7 @@ void tm_config_from_model(tm_config *config, const bmoe_model *model, const char
     config->predict_prefetch = state.streaming && params.stream.predict_prefetch;
     config->predict_spec_max = config->predict_prefetch ? params.stream.predict_spec_max : 0;
     config->dense_anon = params.dense_weights == BMOE_DENSE_WEIGHTS_ANON;
+    config->cache_frequency = state.streaming && params.stream.cache_policy == BMOE_CACHE_POLICY_FREQUENCY;
     config->engine = bmoe_version();
 }
 

@@ -36,6 +36,7 @@ typedef struct tm_config {
     bool predict_prefetch;      /* the stale-gate predictor reads ahead */
     int32_t predict_spec_max;   /* its predicted misses per layer */
     bool dense_anon;            /* dense weights in engine memory (anon) or the mapping (mmap) */
+    bool cache_frequency;       /* the cache keeps the most often used (freq), else the most recent (lru) */
     /* sampling */
     float temp, top_p;
     int32_t top_k;

@@ -16,7 +16,17 @@ static uint64_t lru(const uint32_t *keys, size_t n, const uint64_t *sizes, uint3
 {
     cache_trace trace = {.keys = keys, .n = n, .key_bytes = sizes, .n_keys = n_keys};
     uint64_t hits = UINT64_MAX;
-    CHECK(cache_lru_hits(&trace, capacity, &hits) == 0);
+    CHECK(cache_policy_hits(&trace, &cache_policy_lru, 0.0, capacity, &hits) == 0);
+    return hits;
+}
+
+/* The frequency policy with a half-life of 1000 requests (ticks i + 1). */
+static uint64_t frequency(const uint32_t *keys, size_t n, const uint64_t *sizes, uint32_t n_keys,
+                          uint64_t capacity)
+{
+    cache_trace trace = {.keys = keys, .n = n, .key_bytes = sizes, .n_keys = n_keys};
+    uint64_t hits = UINT64_MAX;
+    CHECK(cache_policy_hits(&trace, &cache_policy_frequency, 1000.0, capacity, &hits) == 0);
     return hits;
 }
 
@@ -72,12 +82,25 @@ static void test_hand_worked(void)
     CHECK(lru(sized, 4, mixed, 3, 3) == 0);
     CHECK(belady(sized, 4, mixed, 3, 3) == 1);
 
+    /* A A A B C A, room for 2: a burst of new entries.
+     * LRU: C evicts A (the least recent), A misses: 2 hits. Frequency: C
+     * evicts B (1 use against A's 3), A hits: 3, as MIN. */
+    static const uint32_t burst[] = {A, A, A, B, C, A};
+    CHECK(lru(burst, 6, unit, 3, 2) == 2);
+    CHECK(frequency(burst, 6, unit, 3, 2) == 3);
+    CHECK(belady(burst, 6, unit, 3, 2) == 3);
+    /* The cyclic trace: frequency counts tie, the oldest goes, as in LRU. */
+    CHECK(frequency(cyclic, 6, unit, 3, 2) == 0);
+    CHECK(frequency(cyclic, 6, unit, 3, 3) == 3);
+    CHECK(frequency(cyclic, 6, unit, 3, 0) == 0);
+
     /* An entry larger than the budget is never cached and evicts nothing:
      * X = 5 bytes, A = 1, room for 3. X A X A: X misses twice, A misses
      * then hits: 1 hit for both. */
     static const uint64_t big[] = {1, 0, 0, 5};
     static const uint32_t oversized[] = {X, A, X, A};
     CHECK(lru(oversized, 4, big, 4, 3) == 1);
+    CHECK(frequency(oversized, 4, big, 4, 3) == 1);
     CHECK(belady(oversized, 4, big, 4, 3) == 1);
 
     /* Reuse distances of A B A C A B: the first uses have none; A at 3 saw
@@ -128,7 +151,7 @@ static void test_belady_is_optimal_for_uniform_sizes(void)
 {
     static const uint64_t unit[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     uint64_t state = 12345;
-    int mismatches = 0, lru_above = 0;
+    int mismatches = 0, lru_above = 0, frequency_above = 0;
     for (int round = 0; round < 300; round++) {
         uint32_t keys[13];
         uint32_t n_keys = 3 + (uint32_t)(stats_random(&state) % 4);
@@ -140,9 +163,13 @@ static void test_belady_is_optimal_for_uniform_sizes(void)
             mismatches++;
         if (lru(keys, 13, unit, n_keys, (uint64_t)room) > (uint64_t)best)
             lru_above++;
+        if (frequency(keys, 13, unit, n_keys, (uint64_t)room) > (uint64_t)best)
+            frequency_above++;
     }
     CHECK_MSG(mismatches == 0, "%d traces where MIN missed the optimum", mismatches);
     CHECK_MSG(lru_above == 0, "%d traces where LRU beat the optimum", lru_above);
+    CHECK_MSG(frequency_above == 0, "%d traces where the frequency policy beat the optimum",
+              frequency_above);
 }
 
 /* LRU with byte sizes keeps the most recent entries that fit, so it hits a

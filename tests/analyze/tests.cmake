@@ -5,8 +5,10 @@ bmoe_add_test(test_analyze_cache
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_analyze_cache.c
           ${CMAKE_SOURCE_DIR}/tools/analyze/cache.c
           ${CMAKE_SOURCE_DIR}/tools/analyze/stats.c
+          ${BMOE_CACHE_POLICY_SOURCES}
   LIBS m)
-target_include_directories(test_analyze_cache PRIVATE ${CMAKE_SOURCE_DIR}/tools/analyze)
+target_include_directories(test_analyze_cache PRIVATE ${CMAKE_SOURCE_DIR}/tools/analyze
+  ${CMAKE_SOURCE_DIR}/src/stream)
 
 foreach(analyze_test route csv traces errors)
   bmoe_add_test(test_analyze_${analyze_test}

@@ -52,6 +52,10 @@ static void test_usage_errors(void)
     expect_error(seed, "--seed");
     const char *kv[] = {"-m", stories_path, "--kv-type", "q8", NULL};
     expect_error(kv, "f16 or f32");
+    const char *policy[] = {"-m", stories_path, "--moe-stream", "--cache-policy", "lfu", NULL};
+    expect_error(policy, "'lfu' is not lru or freq");
+    const char *policy_resident[] = {"-m", stories_path, "--cache-policy", "freq", NULL};
+    expect_error(policy_resident, "--cache-policy needs --moe-stream");
     const char *no_model[] = {"-p", "hello", NULL};
     expect_error(no_model, "no model");
     const char *both[] = {"-m", stories_path, "-p", "x", "-f", corpus_path, NULL};

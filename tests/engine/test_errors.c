@@ -72,6 +72,12 @@ int main(void)
     check_status("a text file as model", &error, BMOE_ERR_BAD_MODEL);
     CHECK(bmoe_model_load(NULL, NULL, &error) == NULL);
     check_status("no path", &error, BMOE_ERR_INVALID_ARGUMENT);
+    bmoe_model_params bad_policy = bmoe_model_default_params();
+    bad_policy.stream.enabled = true;
+    bad_policy.stream.cache_policy = (enum bmoe_cache_policy)7;
+    CHECK(bmoe_model_load(stories_path, &bad_policy, &error) == NULL);
+    check_status("unknown cache policy", &error, BMOE_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(error.message, "cache policy 7") != NULL);
     CHECK(bmoe_describe_file(corpus, stdout, &error) == BMOE_ERR_BAD_MODEL);
 
     log_capture log = {0, ""};

@@ -30,6 +30,7 @@ typedef struct stream_config {
     int threads;
     int generations;
     int predict_spec_max; /* 0: no predictive prefetch */
+    enum bmoe_cache_policy policy;
 } stream_config;
 
 /* Prefetched experts over every model's prefetch runs, and over its
@@ -51,6 +52,7 @@ static bmoe_model_params params_of(const stream_config *c)
     p.stream.load_all = c->load_all;
     p.stream.predict_prefetch = c->predict_spec_max > 0;
     p.stream.predict_spec_max = c->predict_spec_max;
+    p.stream.cache_policy = c->policy;
     return p;
 }
 
@@ -91,31 +93,50 @@ static void check_model(const model_case *m, const char *dir)
     int64_t half_mb = (int64_t)(info.expert_bytes >> 20) / 2 + 2;
 
     const stream_config configs[] = {
-        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0},
-        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, prefetch 1", small_mb, false, 2, true, 1, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0},
-        {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1, 0},
-        {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1, 0},
-        {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1, 0},
-        {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0},
-        {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0},
-        {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0},
+        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, prefetch 1", small_mb, false, 2, true, 1, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
+         BMOE_CACHE_POLICY_LRU},
+        {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0,
+         BMOE_CACHE_POLICY_LRU},
         {"half cache, overlap, predictive prefetch 2", half_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1,
-         2},
-        {"half cache, predictive prefetch 8", half_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 8},
+         2, BMOE_CACHE_POLICY_LRU},
+        {"half cache, predictive prefetch 8", half_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 8,
+         BMOE_CACHE_POLICY_LRU},
         {"small cache, overlap, predictive prefetch 8", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2,
-         1, 8},
+         1, 8, BMOE_CACHE_POLICY_LRU},
+        {"small cache, freq", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
+         BMOE_CACHE_POLICY_FREQUENCY},
+        {"half cache, overlap, predictive prefetch 8, freq", half_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false,
+         2, 1, 8, BMOE_CACHE_POLICY_FREQUENCY},
     };
-    stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0};
+    stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+     BMOE_CACHE_POLICY_LRU};
     bmoe_model_params reference_params = params_of(&reference_config);
     workload_result reference;
     workload_run(first, &reference_params, 2, 1, &reference);

@@ -124,6 +124,13 @@ static void test_preamble(void)
     check_key(text, "route_trace", "0");
     check_key(text, "io_trace", "0");
     check_key(text, "compute_trace", "0");
+    check_key(text, "cache_policy", "lru");
+    tm_buffer_free(&out);
+    /* the frequency policy, as --cache-policy freq names it */
+    c.cache_frequency = true;
+    tm_buffer_init(&out);
+    tm_csv_format_preamble(&out, &c);
+    check_key(tm_buffer_text(&out), "cache_policy", "freq");
     tm_buffer_free(&out);
 }
 

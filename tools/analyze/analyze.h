@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cache_policy.h"
+
 /* ---- errors (main.c) ---------------------------------------------------- */
 
 /* Prints "bmoe-analyze: MESSAGE" on stderr; views return -1 after it. */
@@ -92,9 +94,12 @@ int stats_bootstrap_rate(const double *values, size_t n, double scale, int resam
 
 /* ---- cache.c: cache simulators over a request stream --------------------- */
 
-/* Requests keys[0 .. n) in order; key k costs key_bytes[k] of the budget. */
+/* Requests keys[0 .. n) in order; key k costs key_bytes[k] of the budget.
+ * ticks[i]: the clock of request i for the frequency policy (one tick per
+ * layer of a step, as the expert store counts; NULL: i + 1). */
 typedef struct {
     const uint32_t *keys;
+    const uint64_t *ticks;
     size_t n;
     const uint64_t *key_bytes;
     uint32_t n_keys;
@@ -102,12 +107,15 @@ typedef struct {
 
 #define CACHE_NEVER SIZE_MAX /* "no next use" / "no previous use" */
 
-/* Hit counts of an LRU cache and of Belady's MIN (evict the entry whose next
- * use is farthest) holding at most CAPACITY bytes. Both admit every miss that
- * fits (demand caching) and never cache an entry larger than the capacity.
- * With variable sizes MIN is the farthest-next-use heuristic, not the exact
- * optimum. NEXT_USE comes from cache_next_uses. -1 on allocation failure. */
-int cache_lru_hits(const cache_trace *trace, uint64_t capacity, uint64_t *hits);
+/* Hit counts of a cache run by one of the expert cache's policies (ops:
+ * cache_policy_lru, or cache_policy_frequency with that half-life in
+ * ticks), and of Belady's MIN (evict the entry whose next use is farthest),
+ * holding at most CAPACITY bytes. All admit every miss that fits (demand
+ * caching) and never cache an entry larger than the capacity. With variable
+ * sizes MIN is the farthest-next-use heuristic, not the exact optimum.
+ * NEXT_USE comes from cache_next_uses. -1 on allocation failure. */
+int cache_policy_hits(const cache_trace *trace, const cache_policy_ops *ops, double half_life,
+                      uint64_t capacity, uint64_t *hits);
 int cache_belady_hits(const cache_trace *trace, const size_t *next_use, uint64_t capacity,
                       uint64_t *hits);
 /* next_use[i]: index of the next request of keys[i], or CACHE_NEVER. */

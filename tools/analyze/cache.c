@@ -1,5 +1,6 @@
 /* Cache simulators over a stream of requests for keys of known byte sizes:
- * LRU (a doubly linked recency list), Belady's MIN (a max-heap on next use
+ * the expert cache's own replacement policies (src/stream/cache_policy.h:
+ * LRU, aged frequency), Belady's MIN (a max-heap on next use
  * with stale entries skipped), and reuse distances (Fenwick trees over
  * request positions marking each key's latest request, so the distinct keys
  * between two uses, and their bytes, are a range sum). Every simulator is
@@ -9,48 +10,51 @@
 
 #include "analyze.h"
 
-int cache_lru_hits(const cache_trace *trace, uint64_t capacity, uint64_t *hits_out)
+/* The policy of the expert store over the trace: each key has a slot of its
+ * own (the policy orders keys), the budget is counted in bytes here. */
+static bool any_slot(void *user, int slot)
 {
-    /* Node n_keys is the sentinel: next = most recent, previous = least. */
-    uint32_t n = trace->n_keys;
-    uint32_t *next = malloc(((size_t)n + 1) * sizeof *next);
-    uint32_t *previous = malloc(((size_t)n + 1) * sizeof *previous);
-    bool *resident = calloc((size_t)n + 1, sizeof *resident);
-    if (!next || !previous || !resident) {
-        free(next);
-        free(previous);
+    (void)user;
+    (void)slot;
+    return true;
+}
+
+int cache_policy_hits(const cache_trace *trace, const cache_policy_ops *ops, double half_life,
+                      uint64_t capacity, uint64_t *hits_out)
+{
+    cache_policy_params params = {.n_slots = (int)trace->n_keys, .n_keys = (int)trace->n_keys,
+                                  .half_life = half_life};
+    void *state = ops->create(&params);
+    bool *resident = calloc((size_t)trace->n_keys + 1, sizeof *resident);
+    if (!state || !resident) {
+        if (state)
+            ops->destroy(state);
         free(resident);
         return -1;
     }
-    next[n] = previous[n] = n;
     uint64_t used = 0, hits = 0;
     for (size_t i = 0; i < trace->n; i++) {
         uint32_t key = trace->keys[i];
         uint64_t bytes = trace->key_bytes[key];
         if (resident[key]) {
             hits++;
-            next[previous[key]] = next[key];
-            previous[next[key]] = previous[key];
         } else {
             if (bytes > capacity)
                 continue;
             while (used + bytes > capacity) {
-                uint32_t victim = previous[n];
-                next[previous[victim]] = n;
-                previous[n] = previous[victim];
+                int victim = ops->victim(state, any_slot, NULL);
+                if (victim < 0)
+                    break; /* cannot happen: something is resident while used > 0 */
+                ops->remove(state, victim);
                 resident[victim] = false;
                 used -= trace->key_bytes[victim];
             }
             resident[key] = true;
             used += bytes;
         }
-        next[key] = next[n];
-        previous[key] = n;
-        previous[next[n]] = key;
-        next[n] = key;
+        ops->touch(state, (int)key, (int)key, trace->ticks ? trace->ticks[i] : (uint64_t)i + 1);
     }
-    free(next);
-    free(previous);
+    ops->destroy(state);
     free(resident);
     *hits_out = hits;
     return 0;

@@ -3,7 +3,8 @@
  * (turn, step, layer, slot), costing its layer's expert_bytes (the
  * "# layer=" preamble lines, else the largest expert_bytes a row of that
  * layer carries). Reports per-layer popularity, reuse distance, and the hit
- * rates of LRU and Belady's MIN (cache.c) over a sweep of byte budgets. */
+ * rates of the expert cache's policies (LRU and aged frequency, the engine's
+ * own code) and of Belady's MIN (cache.c) over a sweep of byte budgets. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,7 @@ typedef struct {
     layer_size *layers;
     size_t n_layers;
     uint32_t *keys;
+    uint64_t *ticks; /* one per layer of a step: the expert store's clock */
     int64_t *key_layer, *key_expert;
     uint64_t *key_bytes, *key_count;
     uint32_t n_keys;
@@ -146,7 +148,8 @@ typedef struct {
     uint64_t *reuse_bytes;
     int n_budgets;
     double budgets[ANALYZE_MAX_BUDGETS];
-    uint64_t lru_hits[ANALYZE_MAX_BUDGETS], belady_hits[ANALYZE_MAX_BUDGETS];
+    uint64_t lru_hits[ANALYZE_MAX_BUDGETS], freq_hits[ANALYZE_MAX_BUDGETS];
+    uint64_t belady_hits[ANALYZE_MAX_BUDGETS];
     uint64_t histogram[HISTOGRAM_BUCKETS];
     int64_t n_layer_meta, n_expert_meta, n_expert_used_meta;
     char arch[64];
@@ -164,6 +167,7 @@ static void route_free(route_state *r)
     free(r->requests);
     free(r->layers);
     free(r->keys);
+    free(r->ticks);
     free(r->key_layer);
     free(r->key_expert);
     free(r->key_bytes);
@@ -343,11 +347,19 @@ static int build_keys(route_state *r)
 {
     size_t n = r->n_requests;
     r->keys = malloc((n + 1) * sizeof *r->keys);
-    if (!r->keys)
+    r->ticks = malloc((n + 1) * sizeof *r->ticks);
+    if (!r->keys || !r->ticks)
         goto out_of_memory;
-    for (size_t i = 0; i < n; i++)
+    uint64_t tick = 0;
+    for (size_t i = 0; i < n; i++) {
         if (key_map_get(&r->map, r->requests[i].layer, r->requests[i].expert, &r->keys[i]) != 0)
             goto out_of_memory;
+        const request *q = &r->requests[i], *previous = i > 0 ? &r->requests[i - 1] : NULL;
+        if (!previous || q->turn != previous->turn || q->step != previous->step ||
+            q->layer != previous->layer)
+            tick++;
+        r->ticks[i] = tick;
+    }
     r->n_keys = r->map.count;
     size_t k = (size_t)r->n_keys + 1;
     r->key_layer = malloc(k * sizeof *r->key_layer);
@@ -392,15 +404,20 @@ static int simulate(route_state *r, const analyze_options *options)
     r->next_use = malloc(n * sizeof *r->next_use);
     r->reuse_entries = malloc(n * sizeof *r->reuse_entries);
     r->reuse_bytes = malloc(n * sizeof *r->reuse_bytes);
-    cache_trace trace = {.keys = r->keys, .n = r->n_requests, .key_bytes = r->key_bytes,
-                         .n_keys = r->n_keys};
+    cache_trace trace = {.keys = r->keys, .ticks = r->ticks, .n = r->n_requests,
+                         .key_bytes = r->key_bytes, .n_keys = r->n_keys};
+    /* the store's half-life: the tokens times the layers a token passes */
+    double half_life =
+        (double)CACHE_FREQUENCY_HALF_LIFE_TOKENS * (double)(r->n_layers > 0 ? r->n_layers : 1);
     if (!r->next_use || !r->reuse_entries || !r->reuse_bytes ||
         cache_next_uses(&trace, r->next_use) != 0 ||
         cache_reuse_distances(&trace, r->reuse_entries, r->reuse_bytes) != 0)
         goto out_of_memory;
     for (int b = 0; b < r->n_budgets; b++) {
         uint64_t capacity = (uint64_t)floor(r->budgets[b] * MIB);
-        if (cache_lru_hits(&trace, capacity, &r->lru_hits[b]) != 0 ||
+        if (cache_policy_hits(&trace, &cache_policy_lru, 0.0, capacity, &r->lru_hits[b]) != 0 ||
+            cache_policy_hits(&trace, &cache_policy_frequency, half_life, capacity,
+                              &r->freq_hits[b]) != 0 ||
             cache_belady_hits(&trace, r->next_use, capacity, &r->belady_hits[b]) != 0)
             goto out_of_memory;
     }
@@ -668,15 +685,16 @@ static void print_cache(route_state *r)
     printf("\ncache simulation (hit = the routed entry is resident when requested; each entry "
            "costs its layer's expert_bytes; every miss that fits is admitted; the caches start "
            "empty at the first request shown, so --phase all warms them with the prefill; 1 MiB "
-           "= 2^20 bytes)\n");
-    printf("  %10s %9s %12s %10s %12s %9s\n", "budget_MiB", "LRU_hit%", "Belady_hit%", "LRU_hits",
-           "Belady_hits", "requests");
+           "= 2^20 bytes; LRU and freq are the expert cache's --cache-policy lru|freq)\n");
+    printf("  %10s %9s %10s %12s %10s %10s %12s %9s\n", "budget_MiB", "LRU_hit%", "freq_hit%",
+           "Belady_hit%", "LRU_hits", "freq_hits", "Belady_hits", "requests");
     for (int b = 0; b < r->n_budgets; b++)
-        printf("  %10g %9.2f %12.2f %10llu %12llu %9zu\n", r->budgets[b],
+        printf("  %10g %9.2f %10.2f %12.2f %10llu %10llu %12llu %9zu\n", r->budgets[b],
                percent((double)r->lru_hits[b], (double)r->n_requests),
+               percent((double)r->freq_hits[b], (double)r->n_requests),
                percent((double)r->belady_hits[b], (double)r->n_requests),
-               (unsigned long long)r->lru_hits[b], (unsigned long long)r->belady_hits[b],
-               r->n_requests);
+               (unsigned long long)r->lru_hits[b], (unsigned long long)r->freq_hits[b],
+               (unsigned long long)r->belady_hits[b], r->n_requests);
 }
 
 /* ---- SVG ------------------------------------------------------------------- */
@@ -734,10 +752,12 @@ static int write_hit_svg(route_state *r, const char *dir)
             order[j] = order[j - 1];
             order[j - 1] = swap;
         }
-    double x[ANALYZE_MAX_BUDGETS], lru[ANALYZE_MAX_BUDGETS], belady[ANALYZE_MAX_BUDGETS];
+    double x[ANALYZE_MAX_BUDGETS], lru[ANALYZE_MAX_BUDGETS], freq[ANALYZE_MAX_BUDGETS],
+        belady[ANALYZE_MAX_BUDGETS];
     for (int i = 0; i < r->n_budgets; i++) {
         x[i] = r->budgets[order[i]];
         lru[i] = percent((double)r->lru_hits[order[i]], (double)r->n_requests);
+        freq[i] = percent((double)r->freq_hits[order[i]], (double)r->n_requests);
         belady[i] = percent((double)r->belady_hits[order[i]], (double)r->n_requests);
     }
     svg s;
@@ -752,10 +772,11 @@ static int write_hit_svg(route_state *r, const char *dir)
     svg_text(&s, plot.left + 6, svg_y(&plot, bound) - 5, "start", 10,
              "compulsory-miss bound %.1f %%", bound);
     svg_polyline(&s, &plot, x, lru, (size_t)r->n_budgets, "#c0504d", true);
+    svg_polyline(&s, &plot, x, freq, (size_t)r->n_budgets, "#9bbb59", true);
     svg_polyline(&s, &plot, x, belady, (size_t)r->n_budgets, "#4a7ab5", true);
-    const char *labels[] = {"LRU", "Belady (MIN)"};
-    const char *colors[] = {"#c0504d", "#4a7ab5"};
-    svg_legend(&s, plot.left + plot.width - 130, plot.top + plot.height - 50, labels, colors, 2);
+    const char *labels[] = {"LRU", "freq", "Belady (MIN)"};
+    const char *colors[] = {"#c0504d", "#9bbb59", "#4a7ab5"};
+    svg_legend(&s, plot.left + plot.width - 130, plot.top + plot.height - 65, labels, colors, 3);
     return svg_end(&s);
 }
 
