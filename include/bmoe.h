@@ -80,7 +80,7 @@ enum bmoe_dense_weights {
 enum bmoe_cache_policy {
     BMOE_CACHE_POLICY_LRU = 0,       /* evicts the least recently used */
     /* evicts the least often used, a use counting half after 16 tokens;
-     * remembers the uses of experts it evicted */
+     * remembers the uses of experts it evicted (the default) */
     BMOE_CACHE_POLICY_FREQUENCY = 1,
 };
 

@@ -64,7 +64,7 @@ bmoe_model_params bmoe_model_default_params(void)
             {
                 .enabled = false,
                 .cache_mb = -1,
-                .cache_policy = BMOE_CACHE_POLICY_LRU,
+                .cache_policy = BMOE_CACHE_POLICY_FREQUENCY,
                 .cache_floor_mb = 1536,
                 .cache_ceil_mb = 0,
                 .io_threads = 4,

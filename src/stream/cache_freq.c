@@ -1,7 +1,8 @@
 /* Least often used with exponential aging. Each entry (key) has a use count
  * in which a use made d ticks ago weighs 2^(-d / half_life); the victim is
  * the evictable slot whose entry has the lowest count now, ties to the one
- * used least recently. Counts are kept for entries no longer held, so an
+ * used least recently; slots filled speculatively and not used yet go
+ * before all others. Counts are kept for entries no longer held, so an
  * entry evicted and needed again is judged by its whole history: without
  * that history a re-read entry would count as new and go first again
  * (bmoe-analyze on the phone routing traces: the policy then hits less
@@ -70,11 +71,15 @@ static void *freq_create(const cache_policy_params *params)
     return f;
 }
 
-/* Slot a goes before slot b. */
+/* Slot a goes before slot b. Of two speculative fills the later goes first,
+ * as in LRU: prefetches are issued nearest layer first, so the later one is
+ * needed later. */
 static bool goes_first(const freq_state *f, int a, int b)
 {
     if (f->value[a] != f->value[b])
         return f->value[a] < f->value[b];
+    if (isinf(f->value[a]))
+        return f->sequence[a] > f->sequence[b];
     return f->sequence[a] < f->sequence[b];
 }
 

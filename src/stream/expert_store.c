@@ -358,10 +358,20 @@ static bool slot_evictable(void *user, int slot)
     return !store->slots[slot].pinned && !slot_reading(store, slot);
 }
 
+static void report_reads(expert_store *store, int slot);
+
 /* Empties slot (its entry is no longer cached). */
 static void empty_slot(expert_store *store, int slot)
 {
     cache_slot *s = &store->slots[slot];
+    /* a guess that finished since the last release and goes unused: its
+     * reads happened, and are counted here rather than never */
+    if (s->prefetch_read) {
+        s->prefetch_read = false;
+        report_reads(store, slot);
+        if (!slot_failed(store, slot))
+            store->prefetched++;
+    }
     if (s->layer >= 0) {
         store->entry_slot[(size_t)s->layer * (size_t)store->n_expert + (size_t)s->expert] = -1;
         store->resident_bytes -= entry_bytes(&store->layers[s->layer]);

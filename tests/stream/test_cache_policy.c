@@ -109,8 +109,15 @@ static void test_frequency(void)
     ops->touch(f, 2, E, 103);
     CHECK(victim(ops, f, held) == 1);
 
-    /* A speculative fill goes first until it is used. */
+    /* A speculative fill goes first until it is used; of two, the later
+     * (prefetches are issued nearest layer first). */
+    ops->insert_cold(f, 0);
     ops->insert_cold(f, 3);
+    CHECK(victim(ops, f, held) == 3);
+    held[3] = true;
+    CHECK(victim(ops, f, held) == 0);
+    held[3] = false;
+    ops->remove(f, 0);
     CHECK(victim(ops, f, held) == 3);
     held[3] = true;
     CHECK(victim(ops, f, held) == 1);
@@ -216,8 +223,8 @@ static void test_frequency_against_brute_force(void)
         } else if (action == 8) {
             held[slot] = !held[slot];
         } else {
-            /* the victim must be a held-back-free slot with the least count
-             * now (cold ones first), ties to the earliest touched */
+            /* the victim must be a slot not held with the least count now,
+             * ties to the earliest touched; cold ones first, the latest first */
             int got = victim(ops, f, held);
             int want = -1;
             double want_count = 0.0;
@@ -225,7 +232,8 @@ static void test_frequency_against_brute_force(void)
                 if (b.slot_key[s] == -1 || held[s])
                     continue;
                 double c = b.slot_key[s] == -2 ? -1.0 : count_now(&b, b.slot_key[s], now, half_life);
-                if (want < 0 || c < want_count || (c == want_count && b.order[s] < b.order[want])) {
+                bool earlier = c < 0 ? b.order[s] > b.order[want] : b.order[s] < b.order[want];
+                if (want < 0 || c < want_count || (c == want_count && earlier)) {
                     want = s;
                     want_count = c;
                 }
