@@ -270,11 +270,17 @@ typedef bool (*bmoe_route_override)(void *user, int32_t layer, int32_t position,
 typedef struct bmoe_io_event {
     int32_t layer, expert, projection;
     int32_t lane;
-    bool speculative;          /* a prefetch */
+    bool speculative;          /* a prefetch, read wholly before any layer needed it */
     uint64_t offset;           /* in its shard */
     uint64_t requested_bytes;  /* the slice */
     uint64_t device_bytes;     /* what was read (the aligned window under O_DIRECT) */
     int64_t latency_ns;
+    /* A prefetch needed while it was still being read: the first
+     * speculative_requested_bytes of the slice (speculative_device_bytes of
+     * device_bytes, in speculative_latency_ns) were read as a guess, the rest
+     * on demand. All 0 when speculative, or when no byte was read as a guess. */
+    uint64_t speculative_requested_bytes, speculative_device_bytes;
+    int64_t speculative_latency_ns;
 } bmoe_io_event;
 /* Called on the evaluating thread after the reads of a layer completed. */
 typedef void (*bmoe_io_callback)(void *user, const bmoe_io_event *event);

@@ -72,6 +72,11 @@ static void context_observe_read(void *user, const io_job *job)
         .device_bytes = job->device_bytes,
         .latency_ns = job->latency_ns,
     };
+    if (!job->speculative && job->speculative_device_bytes > 0) {
+        event.speculative_requested_bytes = job->speculative_done;
+        event.speculative_device_bytes = job->speculative_device_bytes;
+        event.speculative_latency_ns = job->speculative_latency_ns;
+    }
     context->io_callback(context->io_user, &event);
 }
 

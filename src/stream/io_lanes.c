@@ -182,7 +182,9 @@ static void *lane_main(void *argument)
         if (job->done == 0) {
             error_clear(&job->error);
             job->device_bytes = 0;
+            job->speculative_done = 0;
             job->speculative_device_bytes = 0;
+            job->speculative_latency_ns = 0;
             job->latency_ns = 0;
         }
         int status = 0;
@@ -190,11 +192,15 @@ static void *lane_main(void *argument)
         while (!finished) {
             bool guess = job->speculative;
             uint64_t before = job->device_bytes;
+            int64_t latency_before = job->latency_ns;
             pthread_mutex_unlock(&lanes->mutex);
             status = read_part(lane, job, !guess);
             pthread_mutex_lock(&lanes->mutex);
-            if (guess)
+            if (guess) {
+                job->speculative_done = job->done;
                 job->speculative_device_bytes += job->device_bytes - before;
+                job->speculative_latency_ns += job->latency_ns - latency_before;
+            }
             finished = status != 0 || job->done >= job->length;
             if (finished)
                 break;

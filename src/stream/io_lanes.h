@@ -44,7 +44,10 @@ typedef struct io_job {
     uint64_t done;              /* bytes of the range read so far */
     /* filled by the lane */
     uint64_t device_bytes;
-    uint64_t speculative_device_bytes; /* of those, read while the job was speculative */
+    /* the part read while the job was speculative: always a prefix (a job
+     * promoted stays demand), its bytes of the range, device bytes, time */
+    uint64_t speculative_done, speculative_device_bytes;
+    int64_t speculative_latency_ns;
     int64_t latency_ns;
     int32_t lane;
     bmoe_error error;           /* when the state is IO_FAILED */

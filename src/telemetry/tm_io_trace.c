@@ -18,13 +18,30 @@ void tm_io_trace_format_preamble(tm_buffer *out, const tm_config *config)
     tm_buffer_append_string(out, "\n");
 }
 
-void tm_io_trace_format_event(tm_buffer *out, const tm_stamp *stamp, const bmoe_io_event *e)
+static void format_row(tm_buffer *out, const tm_stamp *stamp, const bmoe_io_event *e, bool speculative,
+                       uint64_t offset, uint64_t requested, uint64_t device, int64_t latency)
 {
     tm_buffer_printf(out,
                      "%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32 ",%" PRId32
                      ",%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRId64 "\n",
                      stamp->turn, stamp->phase, stamp->step, e->layer, e->expert, e->projection, e->lane,
-                     e->speculative ? 1 : 0, e->offset, e->requested_bytes, e->device_bytes, e->latency_ns);
+                     speculative ? 1 : 0, offset, requested, device, latency);
+}
+
+/* A prefetch needed while still being read was read in pieces, first as a
+ * guess, then on demand: two rows, so that the spec rows add up to the
+ * flash read done speculatively (moe-prefetch, prefetch_MiB). */
+void tm_io_trace_format_event(tm_buffer *out, const tm_stamp *stamp, const bmoe_io_event *e)
+{
+    uint64_t guessed = e->speculative_requested_bytes;
+    if (e->speculative || e->speculative_device_bytes == 0 || guessed >= e->requested_bytes) {
+        format_row(out, stamp, e, e->speculative || e->speculative_device_bytes > 0, e->offset, e->requested_bytes,
+                   e->device_bytes, e->latency_ns);
+        return;
+    }
+    format_row(out, stamp, e, true, e->offset, guessed, e->speculative_device_bytes, e->speculative_latency_ns);
+    format_row(out, stamp, e, false, e->offset + guessed, e->requested_bytes - guessed,
+               e->device_bytes - e->speculative_device_bytes, e->latency_ns - e->speculative_latency_ns);
 }
 
 int tm_io_trace_open(tm_io_trace *trace, const char *path, bmoe_error *error)

@@ -414,6 +414,9 @@ static void test_promote_running(void)
     CHECK_MSG(reads_of(&f.rec, 0) == 2, "a guess promoted while running took %d reads, not two",
               reads_of(&f.rec, 0));
     CHECK(f.jobs[0].speculative_device_bytes == IO_SPECULATIVE_PIECE);
+    /* the range starts on a block boundary: the piece is the range's first bytes */
+    CHECK(f.jobs[0].speculative_done == IO_SPECULATIVE_PIECE);
+    CHECK(f.jobs[0].speculative_latency_ns > 0 && f.jobs[0].speculative_latency_ns < f.jobs[0].latency_ns);
     io_lanes_counters counters;
     io_lanes_get_counters(f.lanes, &counters);
     CHECK_MSG(counters.speculative_bytes == IO_SPECULATIVE_PIECE && counters.bytes == f.jobs[0].device_bytes,
@@ -434,6 +437,7 @@ static void test_promote_yielded(void)
     CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0 && bytes_right(&f, 1));
     CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0 && bytes_right(&f, 0));
     CHECK(f.jobs[0].speculative_device_bytes == IO_SPECULATIVE_PIECE);
+    CHECK(f.jobs[0].speculative_done == IO_SPECULATIVE_PIECE);
     io_lanes_counters counters;
     io_lanes_get_counters(f.lanes, &counters);
     CHECK_MSG(counters.speculative_bytes == IO_SPECULATIVE_PIECE, "%llu speculative bytes, not one piece",

@@ -186,6 +186,24 @@ static void test_traces(void)
     tm_stamp decode = {0, TM_PHASE_DECODE, 29};
     tm_io_trace_format_event(&out, &decode, &io);
     check_text("io row", &out, "0,1,29,0,87,1,2,1,1526304,65536,69632,416800\n");
+    /* a guess needed after its first 256 KiB piece: that piece a spec row,
+     * the rest a demand row; bytes and time add up to the read's */
+    tm_buffer_clear(&out);
+    bmoe_io_event promoted = {.layer = 2, .expert = 5, .projection = 0, .lane = 1, .speculative = false,
+                              .offset = 1000000, .requested_bytes = 900000, .device_bytes = 905216,
+                              .latency_ns = 400000, .speculative_requested_bytes = 262144 - 1000000 % 4096,
+                              .speculative_device_bytes = 262144, .speculative_latency_ns = 100000};
+    tm_io_trace_format_event(&out, &decode, &promoted);
+    check_text("io rows of a promoted guess", &out,
+               "0,1,29,2,5,0,1,1,1000000,261568,262144,100000\n"
+               "0,1,29,2,5,0,1,0,1261568,638432,643072,300000\n");
+    /* promoted before any piece: a demand row */
+    tm_buffer_clear(&out);
+    promoted.speculative_requested_bytes = promoted.speculative_device_bytes = 0;
+    promoted.speculative_latency_ns = 0;
+    tm_io_trace_format_event(&out, &decode, &promoted);
+    check_text("io row of a guess promoted before its first piece", &out,
+               "0,1,29,2,5,0,1,0,1000000,900000,905216,400000\n");
     tm_buffer_clear(&out);
     tm_io_trace_format_preamble(&out, &c);
     CHECK(starts_with(tm_buffer_text(&out), "# io_trace v1\n# model=m.gguf "));
