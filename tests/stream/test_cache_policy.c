@@ -232,7 +232,7 @@ static void test_frequency_against_brute_force(void)
                 if (b.slot_key[s] == -1 || held[s])
                     continue;
                 double c = b.slot_key[s] == -2 ? -1.0 : count_now(&b, b.slot_key[s], now, half_life);
-                bool earlier = c < 0 ? b.order[s] > b.order[want] : b.order[s] < b.order[want];
+                bool earlier = want >= 0 && (c < 0 ? b.order[s] > b.order[want] : b.order[s] < b.order[want]);
                 if (want < 0 || c < want_count || (c == want_count && earlier)) {
                     want = s;
                     want_count = c;
