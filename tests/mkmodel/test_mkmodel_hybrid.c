@@ -234,7 +234,11 @@ static void check_file(const hybrid *h, const char *type)
     char file[1200], label[160];
     snprintf(label, sizeof label, "%s %s %s", h->shape, type, h->flags);
     mk_path(file, sizeof file, "hybrid.gguf");
-    int status = mk_run("--shape %s %s --type %s --quiet -o '%s'", h->shape, h->flags, type, file);
+    /* the flag variants' blocks are written directly: quantizing them too
+     * would add nothing the plain presets do not check, at ~9 s a file
+     * under AddressSanitizer */
+    const char *fill = h->flags[0] && strcmp(type, "f32") != 0 ? "--fill blocks" : "";
+    int status = mk_run("--shape %s %s --type %s %s --quiet -o '%s'", h->shape, h->flags, type, fill, file);
     char *errors = test_read_file(mk_stderr, NULL);
     CHECK_MSG(status == 0, "%s: bmoe-mkmodel exited %d: %s", label, status, errors ? errors : "");
     free(errors);

@@ -161,7 +161,7 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/stream-faults", test_tmp_dir());
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/model.gguf", dir);
-    if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --seed 8"))
+    if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 8"))
         return test_finish();
     /* the resident answer */
     bmoe_error error = {0};

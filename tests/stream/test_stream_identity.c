@@ -200,9 +200,9 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/stream-identity", test_tmp_dir());
     mkdir(dir, 0755);
     const model_case models[] = {
-        {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --seed 3", NULL},
+        {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 3", NULL},
         {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL},
-        {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --seed 5", NULL},
+        {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --fill blocks --seed 5", NULL},
         {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
         {"lfm2moe-tiny-q4_k_m", NULL, NULL},
         {"gemma4-tiny-q4_k_m", NULL, NULL},

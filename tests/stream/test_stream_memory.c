@@ -53,7 +53,7 @@ static void test_cold_file(const char *dir)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/cold.gguf", dir);
-    if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --seed 9"))
+    if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 9"))
         return;
     CHECK(drop_page_cache(path));
     bmoe_model_params params = bmoe_model_default_params();
