@@ -360,18 +360,25 @@ static bool slot_evictable(void *user, int slot)
 
 static void report_reads(expert_store *store, int slot);
 
+/* A prefetch whose reads are over: they go to the observer, and it counts
+ * as prefetched if they all arrived. Returns whether they did. */
+static bool count_prefetch(expert_store *store, int slot)
+{
+    store->slots[slot].prefetch_read = false;
+    report_reads(store, slot);
+    bool arrived = !slot_failed(store, slot);
+    store->prefetched += arrived;
+    return arrived;
+}
+
 /* Empties slot (its entry is no longer cached). */
 static void empty_slot(expert_store *store, int slot)
 {
     cache_slot *s = &store->slots[slot];
-    /* a guess that finished since the last release and goes unused: its
-     * reads happened, and are counted here rather than never */
-    if (s->prefetch_read) {
-        s->prefetch_read = false;
-        report_reads(store, slot);
-        if (!slot_failed(store, slot))
-            store->prefetched++;
-    }
+    /* a guess that finished since the last release and goes unused: counted
+     * here, or never (scan_prefetches only sees slots still holding it) */
+    if (s->prefetch_read)
+        count_prefetch(store, slot);
     if (s->layer >= 0) {
         store->entry_slot[(size_t)s->layer * (size_t)store->n_expert + (size_t)s->expert] = -1;
         store->resident_bytes -= entry_bytes(&store->layers[s->layer]);
@@ -696,11 +703,7 @@ static void scan_prefetches(expert_store *store)
         s->listed = false;
         if (!s->prefetch_read)
             continue; /* emptied and filled again on demand */
-        s->prefetch_read = false;
-        report_reads(store, slot);
-        if (!slot_failed(store, slot))
-            store->prefetched++;
-        else if (!s->pinned)
+        if (!count_prefetch(store, slot) && !s->pinned)
             empty_slot(store, slot);
     }
     store->n_speculative = kept;
