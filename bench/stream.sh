@@ -8,6 +8,11 @@
 #               so its decode rate is what the compute alone allows
 #   replay-resident  the same with the replayed routing below
 #   mmap        the baseline: no --moe-stream, experts faulted in through the mapping
+#   llama       the peer under the same cap: ../shared/tools/llama-bench -lm
+#               mmap with every tensor in its plain CPU buffer (-ot '.*=CPU',
+#               no repacked copy), decode only (-p 0), 8 tokens; "OOM" when
+#               the cap's OOM killer ends it (on 2026-12-03 it did in every
+#               load mode tried: mmap, that, --no-host 1)
 #   stream-0    --moe-stream --cache-mb 0
 #   stream-0-overlap  the same with --overlap: every expert is read every token,
 #               so the disk is the bottleneck and "of bound" measures how much
@@ -66,6 +71,7 @@ cli=$build/bin/bmoe-cli
 mkmodel=$build/bin/bmoe-mkmodel
 iobench=$build/bin/bench-iobench
 memcap=$shared/tools/memcap
+llama=$shared/tools/llama-bench
 trace=$shared/data/route-traces/qwen.route.csv
 threads=2
 io_threads=4
@@ -112,7 +118,7 @@ declare -A flags=(
   [replay-freq-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy freq --n-expert-used 6 --route-replay $trace"
   [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap stream-0 stream-0-overlap auto overlap prefetch freq predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-freq replay-2g replay-freq-2g replay-oracle"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch freq predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-freq replay-2g replay-freq-2g replay-oracle"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 # the binaries measured are copies: a rebuild during the run changes nothing
@@ -154,10 +160,31 @@ case " $configs " in
     ;;
 esac
 
+# llama_decode: llama-bench's decode tok/s under the cap, "OOM" when the
+# cap's OOM killer ended it, "-" when it failed otherwise or is missing.
+llama_decode() {
+  [ -x "$llama" ] || { echo "-"; return; }
+  local out="$work/llama.out" status=0
+  "$memcap" --drop-caches "$cap" "$llama" -m "$model" -lm mmap -ot '.*=CPU' -t "$threads" -p 0 -n 8 -r 1 -o csv \
+    > "$out" 2>&1 || status=$?
+  if [ "$status" -eq 137 ] || grep -q 'exit 137' "$out"; then
+    echo OOM
+    return
+  fi
+  awk -F, '/"avg_ts"/ { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i } next }
+    col["avg_ts"] { gsub(/"/, ""); print $col["avg_ts"]; found = 1 } END { if (!found) print "-" }' "$out"
+}
+
 for round in $(seq 1 "$rounds"); do
   for config in $configs; do
     csv="$work/$config.$round.csv"
     log="$work/$config.$round.log"
+    if [ "$config" = llama ]; then
+      rate=$(llama_decode)
+      echo "$rate" > "$work/llama.$round.tps"
+      echo "round $round llama            decode $rate tok/s (llama-bench -lm mmap -ot '.*=CPU' -p 0 -n 8)"
+      continue
+    fi
     extra=${flags[$config]}
     before="-"
     case "$extra" in
@@ -236,6 +263,13 @@ printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n'
   "hit %" "stall s" "I/O bound" "of bound" "re-read" "of re-read" "of best"
 printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------|----------|-----------|---------"
 for config in $configs; do
+  if [ "$config" = llama ]; then
+    # a rate in every round: their median; else what the rounds said
+    decode=$(cat "$work"/llama.*.tps 2>/dev/null | sort -u | tr '\n' ' ' | sed 's/ $//')
+    grep -qv '^[0-9.]*$' "$work"/llama.*.tps 2>/dev/null || decode=$(cat "$work"/llama.*.tps | median)
+    printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' llama "$decode" - - - - - - - - -
+    continue
+  fi
   files=$(ls "$work/$config".*.csv 2>/dev/null || true)
   [ -n "$files" ] || { printf '| %-16s | failed |\n' "$config"; continue; }
   decode=$(for f in $files; do summary tok/s "$f"; done | median)
