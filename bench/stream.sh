@@ -20,8 +20,9 @@
 #   auto        --moe-stream --cache-mb auto
 #   overlap     --moe-stream --cache-mb auto --overlap
 #   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
-#   freq        overlap with --cache-policy freq (the cache keeps the most
-#               often used experts instead of the most recent)
+#   lru         overlap with --cache-policy lru (the cache keeps the most
+#               recently used experts; every other streamed row runs the
+#               default, freq: the most often used, recent uses counting more)
 #   predict     --moe-stream --cache-mb auto --overlap --predict-prefetch (the
 #               next layer's router ranks this layer's input; 2 guesses a layer;
 #               predict-1, predict-4, predict-8: 1, 4 and 8, not in the default list)
@@ -34,8 +35,8 @@
 # and, with the real Qwen3-30B-A3B routing replayed at top-6
 # (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
 # the streamed rows again (replay-oracle: that routing read one layer ahead;
-# replay-freq: the frequency policy; replay-2g and replay-freq-2g: a 2000 MiB
-# cache, a phone's, with each policy). Each row: decode tok/s, prefill tok/s, flash MiB per
+# replay-lru: the LRU policy; replay-2g and replay-lru-2g: a 2000 MiB cache,
+# a phone's, with each policy). Each row: decode tok/s, prefill tok/s, flash MiB per
 # token, cache hit rate, stall per token, and the I/O bound: the disk's
 # bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
 # depth over the bytes a token read. The disk's speed drifts within minutes,
@@ -103,7 +104,7 @@ declare -A flags=(
   [auto]="--moe-stream --cache-mb auto"
   [overlap]="--moe-stream --cache-mb auto --overlap"
   [prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1"
-  [freq]="--moe-stream --cache-mb auto --overlap --cache-policy freq"
+  [lru]="--moe-stream --cache-mb auto --overlap --cache-policy lru"
   [predict]="--moe-stream --cache-mb auto --overlap --predict-prefetch"
   [predict-1]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 1"
   [predict-4]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 4"
@@ -113,12 +114,12 @@ declare -A flags=(
   [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
   [replay-prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1 --n-expert-used 6 --route-replay $trace"
-  [replay-freq]="--moe-stream --cache-mb auto --overlap --cache-policy freq --n-expert-used 6 --route-replay $trace"
+  [replay-lru]="--moe-stream --cache-mb auto --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
   [replay-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 6 --route-replay $trace"
-  [replay-freq-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy freq --n-expert-used 6 --route-replay $trace"
+  [replay-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
   [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch freq predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-freq replay-2g replay-freq-2g replay-oracle"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 # the binaries measured are copies: a rebuild during the run changes nothing
