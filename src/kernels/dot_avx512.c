@@ -52,13 +52,18 @@ KERNEL_INLINE __m512i avx512_join(__m256i low, __m256i high)
 /* How each format's 32 weights of a block become unsigned bytes (weight +
  * offset) for vpdpbusd.
  *
- * Blocks go four per step, two per zmm (the first block of a pair in lanes
- * 0-7, the second in lanes 8-15), so that one row alone (decode) keeps the
- * 512-bit units busy instead of waiting on one accumulator: a step's two
- * pairs are scaled, summed (first pair fused onto the second's product) and
- * added once to the row's accumulator. A short last step takes zero blocks
- * for the missing ones, which add exactly zero. Rows and tiles run the same
- * step code, so their bits agree. */
+ * Blocks go four per step, so that one row alone (decode) keeps the 512-bit
+ * units busy instead of waiting on one accumulator. Q8_0 takes two blocks
+ * per zmm (the first of a pair in lanes 0-7, the second in lanes 8-15). The
+ * 4-bit formats keep each byte's two weights (j and j + 16) apart instead of
+ * interleaving them back into order: one zmm holds the four blocks' low
+ * nibbles (block k in lanes 4k-4k+3), another their high nibbles, against
+ * activations laid out the same way (values 0-15 of each block, then 16-31),
+ * so both products add into one block sum per lane group before one
+ * conversion and one scaling. A step's sums are scaled and added once to the
+ * row's accumulator. A short last step takes zero blocks for the missing
+ * ones, which add exactly zero. Rows and tiles run the same step code, so
+ * their bits agree. */
 enum small_kind { SMALL_Q8_0, SMALL_Q4_0, SMALL_IQ4_NL, SMALL_MXFP4 };
 
 #define SMALL_STEP_BLOCKS 4
@@ -102,15 +107,17 @@ KERNEL_INLINE const uint8_t *small_block(const uint8_t *row, int64_t b, int k, i
     return k < valid ? row + (size_t)(b + k) * block_bytes : small_zero_block;
 }
 
-/* One row's step of four blocks as unsigned bytes (weight + offset), two
- * blocks per zmm, and the blocks' scales. */
+/* One row's step of four blocks as unsigned bytes (weight + offset): Q8_0
+ * two blocks per zmm, the 4-bit formats their low then high nibbles; and the
+ * blocks' scales. */
 typedef struct small_weights {
     __m512i w[2];
     __m128 d; /* MXFP4: the scale's power of two; others: the scale */
 } small_weights;
 
-/* One activation step: values two blocks per zmm, offset * (sum of each 4
- * values) to take back out of every row's sum, and the blocks' scales. */
+/* One activation step in the weights' layout, offset * (sum of each 4
+ * values) to take back out of every row's sum (4-bit formats: of both
+ * halves, in base[0]), and the blocks' scales. */
 typedef struct small_activation {
     __m512i y[2], base[2];
     __m128 d;
@@ -143,21 +150,12 @@ KERNEL_INLINE __m128 small_scales(const uint8_t *const blocks[SMALL_STEP_BLOCKS]
     return _mm_cvtepi32_ps(_mm_sub_epi32(e, _mm_set1_epi32(128)));
 }
 
-KERNEL_INLINE __m512i small_unpack_pair(const uint8_t *first, const uint8_t *second, __m512i table,
-                                        const enum small_kind kind)
+/* Two Q8_0 blocks' values as unsigned bytes. */
+KERNEL_INLINE __m512i small_q8_0_pair(const uint8_t *first, const uint8_t *second)
 {
-    if (kind == SMALL_Q8_0) {
-        __m512i both = avx512_join(_mm256_loadu_si256((const __m256i *)(first + 2)),
-                                   _mm256_loadu_si256((const __m256i *)(second + 2)));
-        return _mm512_xor_si512(both, _mm512_set1_epi8((char)0x80));
-    }
-    const size_t skip = kind == SMALL_MXFP4 ? 1 : 2;
-    __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(first + skip))),
-                                        _mm_loadu_si128((const __m128i *)(second + skip)), 1);
-    /* Low nibbles then high nibbles of the first block, then of the second. */
-    __m512i nibbles = _mm512_permutex2var_epi64(_mm512_castsi256_si512(q), _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11),
-                                                _mm512_castsi256_si512(_mm256_srli_epi16(q, 4)));
-    return _mm512_shuffle_epi8(table, _mm512_and_si512(nibbles, _mm512_set1_epi8(0x0f)));
+    __m512i both = avx512_join(_mm256_loadu_si256((const __m256i *)(first + 2)),
+                               _mm256_loadu_si256((const __m256i *)(second + 2)));
+    return _mm512_xor_si512(both, _mm512_set1_epi8((char)0x80));
 }
 
 KERNEL_INLINE void small_unpack(const uint8_t *row, int64_t b, int valid, size_t block_bytes, __m512i table,
@@ -167,8 +165,21 @@ KERNEL_INLINE void small_unpack(const uint8_t *row, int64_t b, int valid, size_t
     KERNEL_UNROLLED for (int k = 0; k < SMALL_STEP_BLOCKS; k++)
         blocks[k] = small_block(row, b, k, valid, block_bytes);
     out->d = small_scales(blocks, kind);
-    out->w[0] = small_unpack_pair(blocks[0], blocks[1], table, kind);
-    out->w[1] = small_unpack_pair(blocks[2], blocks[3], table, kind);
+    if (kind == SMALL_Q8_0) {
+        out->w[0] = small_q8_0_pair(blocks[0], blocks[1]);
+        out->w[1] = small_q8_0_pair(blocks[2], blocks[3]);
+        return;
+    }
+    /* the four blocks' 16 bytes of nibbles, block k in 128-bit lane k */
+    const size_t skip = kind == SMALL_MXFP4 ? 1 : 2;
+    __m256i low = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blocks[0] + skip))),
+                                          _mm_loadu_si128((const __m128i *)(blocks[1] + skip)), 1);
+    __m256i high = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blocks[2] + skip))),
+                                           _mm_loadu_si128((const __m128i *)(blocks[3] + skip)), 1);
+    __m512i q = avx512_join(low, high);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    out->w[0] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, low4));
+    out->w[1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), low4));
 }
 
 KERNEL_INLINE void small_activation_load(const uint8_t *act, int64_t b, int valid, const enum small_kind kind,
@@ -182,18 +193,37 @@ KERNEL_INLINE void small_activation_load(const uint8_t *act, int64_t b, int vali
     }
     out->d = small_f16_scales(bytes);
     const __m512i offset = _mm512_set1_epi8((char)small_offset(kind));
-    KERNEL_UNROLLED for (int p = 0; p < 2; p++) {
-        out->y[p] = avx512_join(_mm256_loadu_si256((const __m256i *)blocks[2 * p]->qs),
-                                _mm256_loadu_si256((const __m256i *)blocks[2 * p + 1]->qs));
-        out->base[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, out->y[p]);
+    __m512i pairs[2];
+    KERNEL_UNROLLED for (int p = 0; p < 2; p++)
+        pairs[p] = avx512_join(_mm256_loadu_si256((const __m256i *)blocks[2 * p]->qs),
+                               _mm256_loadu_si256((const __m256i *)blocks[2 * p + 1]->qs));
+    if (kind == SMALL_Q8_0) {
+        KERNEL_UNROLLED for (int p = 0; p < 2; p++) {
+            out->y[p] = pairs[p];
+            out->base[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, out->y[p]);
+        }
+        return;
     }
+    /* values 0-15 of the four blocks, then 16-31: the nibbles' layout */
+    out->y[0] = _mm512_shuffle_i64x2(pairs[0], pairs[1], _MM_SHUFFLE(2, 0, 2, 0));
+    out->y[1] = _mm512_shuffle_i64x2(pairs[0], pairs[1], _MM_SHUFFLE(3, 1, 3, 1));
+    out->base[0] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, out->y[0]), offset,
+                                       out->y[1]);
+    out->base[1] = _mm512_setzero_si512();
 }
 
 KERNEL_INLINE void small_accumulate(const small_weights *x, const small_activation *y, const enum small_kind kind,
                                     __m512 *acc)
 {
-    /* The four blocks' scale products, then each spread over its 8 lanes. */
+    /* The four blocks' scale products, then each spread over its lanes. */
     __m512 scales = _mm512_castps128_ps512(kind == SMALL_MXFP4 ? _mm_scalef_ps(y->d, x->d) : _mm_mul_ps(y->d, x->d));
+    if (kind != SMALL_Q8_0) {
+        __m512i exact = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x->w[0], y->y[0]), x->w[1],
+                                            y->y[1]);
+        __m512 d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), scales);
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(exact, y->base[0])), d, *acc);
+        return;
+    }
     __m512 sum[2], d[2];
     KERNEL_UNROLLED for (int p = 0; p < 2; p++) {
         __m512i exact = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), x->w[p], y->y[p]), y->base[p]);
