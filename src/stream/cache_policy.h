@@ -48,7 +48,4 @@ extern const cache_policy_ops cache_policy_lru;
  * past uses, not from zero). */
 extern const cache_policy_ops cache_policy_frequency;
 
-/* The policy of that name ("lru", "freq"), NULL if none. */
-const cache_policy_ops *cache_policy_named(const char *name);
-
 #endif

@@ -29,16 +29,6 @@ static void *create(const cache_policy_ops *ops, int n_slots, int n_keys, double
     return state;
 }
 
-static void test_named(void)
-{
-    CHECK(cache_policy_named("lru") == &cache_policy_lru);
-    CHECK(cache_policy_named("freq") == &cache_policy_frequency);
-    CHECK(cache_policy_named("LRU") == NULL);
-    CHECK(cache_policy_named("fre") == NULL);
-    CHECK(cache_policy_named("") == NULL);
-    CHECK(cache_policy_named(NULL) == NULL);
-}
-
 static void test_lru(void)
 {
     const cache_policy_ops *ops = &cache_policy_lru;
@@ -260,7 +250,6 @@ static void test_frequency_against_brute_force(void)
 
 int main(void)
 {
-    test_named();
     test_lru();
     test_frequency();
     test_frequency_against_brute_force();
