@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../stream/mapping_pages.h"
 #include "../stream/memory_budget.h"
 #include "engine.h"
 
@@ -226,38 +227,51 @@ static uint64_t model_file_bytes(const gguf_model *file)
 }
 
 /* Maps the pages the resident model reads through the mapping now (the
- * experts; the dense weights too when they are not copied), so the first
- * tokens pay no page faults. A model larger than RAM is left to demand
- * paging: pre-faulting it would read it all and evict the part just mapped.
- * A failure is a warning, the model works. */
-static void model_prefault(bmoe_model *m, const expert_layer_source *layers)
+ * experts, in 2 MiB pages where the file system gives them; the dense weights
+ * too when they are not copied), so the first tokens pay no page faults. A
+ * model larger than RAM is left to demand paging: pre-faulting it would read
+ * it all and evict the part just mapped. Failing to map pages now is a
+ * warning (they fault in later); failing to map the file afresh is an error
+ * (-1, err filled). */
+static int model_prefault(bmoe_model *m, const expert_layer_source *layers, bmoe_error *error)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
     uint64_t bytes = model_file_bytes(m->file);
     if (pages > 0 && page_size > 0 && bytes > (uint64_t)pages * (uint64_t)page_size)
-        return;
+        return 0;
     /* under a memory cap (a container, a cgroup) the cap is the RAM */
     if (bytes > memory_cgroup_remaining_bytes())
-        return;
+        return 0;
     bmoe_error err;
     error_clear(&err);
-    int status = 0;
     const model_hparams *hp = &m->model.hparams;
-    for (int il = 0; il < hp->n_layer && status == 0; il++) {
-        for (int p = 0; p < layers[il].n_projections && status == 0; p++) {
+    uint32_t n_files = gguf_shard_count(m->file);
+    mapped_file files[GGUF_MAX_SHARDS_FOR_STREAM];
+    mapped_range ranges[MODEL_MAX_LAYERS * EXPERT_MAX_PROJECTIONS];
+    int n_ranges = 0;
+    for (uint32_t shard = 0; shard < n_files && shard < GGUF_MAX_SHARDS_FOR_STREAM; shard++)
+        files[shard] = (mapped_file){gguf_shard_data(m->file, shard), gguf_shard_size(m->file, shard),
+                                     gguf_shard_fd(m->file, shard), gguf_shard_path(m->file, shard)};
+    for (int il = 0; il < hp->n_layer; il++)
+        for (int p = 0; p < layers[il].n_projections; p++) {
             const expert_projection_source *source = &layers[il].projections[p];
-            status = gguf_prefault_range(m->file, source->shard, source->file_offset,
-                                         source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert, &err);
+            ranges[n_ranges++] = (mapped_range){source->shard, source->file_offset,
+                                                source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert};
         }
-        if (m->params.load_progress)
-            m->params.load_progress(m->params.load_progress_user, "mapping the experts", (uint64_t)il + 1,
-                                    (uint64_t)hp->n_layer);
+    int status = n_files > GGUF_MAX_SHARDS_FOR_STREAM
+                     ? 0
+                     : mapping_pages_promote(files, n_files, ranges, n_ranges, m->params.load_progress,
+                                             m->params.load_progress_user, &err);
+    if (status < 0) {
+        *error = err;
+        return -1;
     }
     if (m->params.dense_weights != BMOE_DENSE_WEIGHTS_ANON)
-        for (uint32_t shard = 0; shard < gguf_shard_count(m->file) && status == 0; shard++)
+        for (uint32_t shard = 0; shard < n_files && status == 0; shard++)
             status = gguf_prefault_range(m->file, shard, 0, gguf_shard_size(m->file, shard), &err);
     if (status != 0)
         engine_log(m, BMOE_LOG_WARNING, "%s", err.message);
+    return 0;
 }
 
 /* Resident experts are read through the mapping: give their ranges the
@@ -403,8 +417,8 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
         goto fail;
     /* streaming: the experts must stay out of memory, and the dense
      * weights are in engine memory or left to the policy */
-    if (p.prefault && !p.stream.enabled)
-        model_prefault(result, layers);
+    if (p.prefault && !p.stream.enabled && model_prefault(result, layers, &err) != 0)
+        goto fail;
     return result;
 fail:
     engine_report(&err, BMOE_ERR_BAD_MODEL, error);

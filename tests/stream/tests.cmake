@@ -11,3 +11,7 @@ set_tests_properties(test_stream_memory PROPERTIES SKIP_RETURN_CODE 77)
 add_dependencies(test_stream_memory bmoe-mkmodel bmoe-cli)
 bmoe_add_test(test_io_lanes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_io_lanes.c LIBS bmoe_stream bmoe_base TIMEOUT 120)
 bmoe_add_test(test_cache_policy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cache_policy.c LIBS bmoe_stream m TIMEOUT 120)
+bmoe_add_test(test_mapping_pages SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mapping_pages.c LIBS bmoe_stream bmoe_base
+  TIMEOUT 120)
+add_test(NAME test_mapping_pages_huge COMMAND test_mapping_pages huge)
+set_tests_properties(test_mapping_pages_huge PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)
