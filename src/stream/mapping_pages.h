@@ -6,10 +6,12 @@
  * earlier), and which depends on how the bytes were first read: sequentially,
  * or through a mapping that asks for huge pages, they get large folios; read
  * page by page (a MADV_RANDOM mapping, small reads), they keep 4 KiB folios
- * for as long as they stay cached. mapping_pages_promote re-reads such a
- * range once so that it gets large folios, after checking on one 2 MiB
- * window that the file system gives them. Linux only; elsewhere every query
- * answers "unknown" and nothing is re-read. Owns nothing. */
+ * for as long as they stay cached. mapping_pages_promote re-reads the 2 MiB
+ * windows of such a range that are not mapped with 2 MiB entries, once,
+ * after checking on the first one that the file system gives large folios.
+ * Which windows those are, the kernel tells through PAGEMAP_SCAN (Linux 6.7);
+ * where it cannot, every query answers "unknown" and nothing is re-read.
+ * Owns nothing. */
 #ifndef BMOE_STREAM_MAPPING_PAGES_H
 #define BMOE_STREAM_MAPPING_PAGES_H
 
@@ -32,11 +34,12 @@ typedef struct mapped_range {
     uint64_t begin, end;
 } mapped_range;
 
-/* Asks for huge pages over the ranges (MADV_HUGEPAGE), maps them now
- * (MADV_POPULATE_READ), and when less than half of them is mapped with 2 MiB
- * entries and a probe shows the file system gives large folios, maps them
- * afresh at the same addresses, drops their page cache (only pages no process
- * maps; the file is never written) and maps them again. Load time only: no
+/* Asks for huge pages over the ranges (MADV_HUGEPAGE) and maps them now
+ * (MADV_POPULATE_READ). Then each 2 MiB window of them that is not mapped
+ * with a 2 MiB entry is mapped afresh at the same address, its page cache
+ * dropped (only pages no process maps; the file is never written) and mapped
+ * again; the first such window is the probe: if it does not come back mapped
+ * huge, nothing more is re-read. Load time only: no
  * thread may read the ranges meanwhile. Returns 0; 1 with err when the
  * kernel refused to map pages now (a warning: they fault in later); -1 with
  * err when a range could not be mapped afresh (it may be unmapped: the model
@@ -44,9 +47,8 @@ typedef struct mapped_range {
 int mapping_pages_promote(const mapped_file *files, uint32_t n_files, const mapped_range *ranges, int n_ranges,
                           bmoe_load_progress progress, void *progress_user, bmoe_error *err);
 
-/* Bytes of the mappings' ranges mapped with 2 MiB entries (FilePmdMapped of
- * /proc/self/smaps over the mappings the ranges lie in, counted per mapping
- * region in proportion to its overlap); -1 when unknown. */
-int64_t mapping_pages_huge_bytes(const mapped_file *files, const mapped_range *ranges, int n_ranges);
+/* Bytes of the ranges mapped with 2 MiB entries; -1 when unknown. */
+int64_t mapping_pages_huge_bytes(const mapped_file *files, uint32_t n_files, const mapped_range *ranges,
+                                 int n_ranges);
 
 #endif
