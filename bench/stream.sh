@@ -279,6 +279,8 @@ for config in $configs; do
   per_token=$(for f in $files; do awk -v r="$(summary read_MiB "$f")" -v n="$(summary tokens "$f")" \
     'BEGIN { printf "%.1f\n", (n > 0 ? r / n : 0) }'; done | median)
   hit=$(for f in $files; do summary cache_hit_pct "$f"; done | median)
+  # the summary's -1: no expert cache in that run
+  case $hit in -*) hit="-" ;; esac
   stall=$(for f in $files; do summary stall_s/tok "$f"; done | median)
   bound=$(for f in $files; do run_bound "$f"; done | median)
   share=$(for f in $files; do run_share "$f"; done | median)
