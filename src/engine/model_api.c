@@ -246,10 +246,14 @@ static int model_prefault(bmoe_model *m, const expert_layer_source *layers, bmoe
     error_clear(&err);
     const model_hparams *hp = &m->model.hparams;
     uint32_t n_files = gguf_shard_count(m->file);
-    mapped_file files[GGUF_MAX_SHARDS_FOR_STREAM];
+    mapped_file *files = calloc(n_files, sizeof *files);
+    if (!files) {
+        engine_log(m, BMOE_LOG_WARNING, "cannot pre-fault the mapping: out of memory");
+        return 0;
+    }
     mapped_range ranges[MODEL_MAX_LAYERS * EXPERT_MAX_PROJECTIONS];
     int n_ranges = 0;
-    for (uint32_t shard = 0; shard < n_files && shard < GGUF_MAX_SHARDS_FOR_STREAM; shard++)
+    for (uint32_t shard = 0; shard < n_files; shard++)
         files[shard] = (mapped_file){gguf_shard_data(m->file, shard), gguf_shard_size(m->file, shard),
                                      gguf_shard_fd(m->file, shard), gguf_shard_path(m->file, shard)};
     for (int il = 0; il < hp->n_layer; il++)
@@ -258,17 +262,17 @@ static int model_prefault(bmoe_model *m, const expert_layer_source *layers, bmoe
             ranges[n_ranges++] = (mapped_range){source->shard, source->file_offset,
                                                 source->file_offset + source->expert_bytes * (uint64_t)hp->n_expert};
         }
-    int status = n_files > GGUF_MAX_SHARDS_FOR_STREAM
-                     ? 0
-                     : mapping_pages_promote(files, n_files, ranges, n_ranges, m->params.load_progress,
-                                             m->params.load_progress_user, &err);
+    int status = mapping_pages_promote(files, n_files, ranges, n_ranges, m->params.load_progress,
+                                       m->params.load_progress_user, &err);
     if (status < 0) {
+        free(files);
         *error = err;
         return -1;
     }
     if (m->params.dense_weights != BMOE_DENSE_WEIGHTS_ANON)
         for (uint32_t shard = 0; shard < n_files && status == 0; shard++)
-            status = gguf_prefault_range(m->file, shard, 0, gguf_shard_size(m->file, shard), &err);
+            status = mapping_pages_populate(files, n_files, &(mapped_range){shard, 0, files[shard].size}, &err);
+    free(files);
     if (status != 0)
         engine_log(m, BMOE_LOG_WARNING, "%s", err.message);
     return 0;

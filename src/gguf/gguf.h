@@ -101,13 +101,6 @@ void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, 
 /* The mapping of a shard (NULL for none). */
 const uint8_t *gguf_shard_data(const gguf_model *model, uint32_t shard);
 
-/* Asks the kernel to map bytes [begin, end) of a shard's mapping now
- * (MADV_POPULATE_READ, page-rounded), so that the first tokens do not pay page
- * faults; reads them from disk where they are not in the page cache. Returns
- * 0, or -1 with err when the kernel refused (callers may treat that as a
- * warning). A no-op for memory images. */
-int gguf_prefault_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bmoe_error *err);
-
 /* Metadata. */
 uint64_t gguf_kv_count(const gguf_model *model);
 const gguf_kv *gguf_kv_at(const gguf_model *model, uint64_t index);

@@ -499,30 +499,9 @@ const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name)
     return NULL;
 }
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
-
 const uint8_t *gguf_shard_data(const gguf_model *model, uint32_t shard)
 {
     return shard < model->shard_count && model->shards[shard].mapped ? model->shards[shard].base : NULL;
-}
-
-int gguf_prefault_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bmoe_error *err)
-{
-    if (shard >= model->shard_count || !model->shards[shard].mapped)
-        return 0;
-    const gguf_shard *s = &model->shards[shard];
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t page_size = page > 0 ? (uint64_t)page : 4096;
-    if (end > s->size)
-        end = s->size;
-    if (begin >= end)
-        return 0;
-    uint64_t first = begin / page_size * page_size;
-    if (madvise((void *)(s->base + first), (size_t)(end - first), MADV_POPULATE_READ) != 0)
-        return error_set(err, "%s: cannot pre-fault the mapping: %s", s->path, strerror(errno));
-    return 0;
 }
 
 void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bool read_ahead)

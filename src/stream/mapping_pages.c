@@ -166,6 +166,16 @@ static int populate(const mapped_file *file, uintptr_t begin, uintptr_t end, bmo
     return 0;
 }
 
+int mapping_pages_populate(const mapped_file *files, uint32_t n_files, const mapped_range *range, bmoe_error *err)
+{
+    if (!range_valid(files, n_files, range))
+        return 0;
+    uintptr_t begin, end;
+    range_span(&files[range->file], range, &begin, &end);
+    page_span(&begin, &end);
+    return populate(&files[range->file], begin, end, err);
+}
+
 /* Maps [begin, end) afresh, over the old mapping at the same address (the
  * pointers into it stay valid), drops the file's page cache there (pages
  * another process maps, or that are dirty, stay) and maps it again, so that
@@ -252,10 +262,7 @@ int mapping_pages_promote(const mapped_file *files, uint32_t n_files, const mapp
     for (int i = 0; i < n_ranges; i++) {
         if (!range_valid(files, n_files, &ranges[i]))
             continue;
-        uintptr_t begin, end;
-        range_span(&files[ranges[i].file], &ranges[i], &begin, &end);
-        page_span(&begin, &end);
-        if (populate(&files[ranges[i].file], begin, end, err) != 0)
+        if (mapping_pages_populate(files, n_files, &ranges[i], err) != 0)
             return 1;
         if (progress)
             progress(progress_user, "mapping the experts", (uint64_t)i + 1, (uint64_t)n_ranges);

@@ -34,6 +34,12 @@ typedef struct mapped_range {
     uint64_t begin, end;
 } mapped_range;
 
+/* Maps the range's pages now (MADV_POPULATE_READ, page-rounded), reading
+ * from disk what is not in the page cache, so that the first tokens pay no
+ * page faults. Returns 0 (also for a range of no mapping), or -1 with err
+ * when the kernel refused. */
+int mapping_pages_populate(const mapped_file *files, uint32_t n_files, const mapped_range *range, bmoe_error *err);
+
 /* Asks for huge pages over the ranges (MADV_HUGEPAGE) and maps them now
  * (MADV_POPULATE_READ). Then each 2 MiB window of them that is not mapped
  * with a 2 MiB entry is mapped afresh at the same address, its page cache
