@@ -49,11 +49,14 @@
 
 /* Decode (one token over many rows) is memory-bound: the rows are read as
  * KERNEL_DECODE_STREAMS sequential streams in turn (row i of each, then row
- * i + 1 of each), which keeps more requests in flight than one stream, and
- * each row's lines are requested KERNEL_DECODE_PREFETCH_BYTES ahead (both
- * chosen by measurement; the figures are in the commit history). */
-#define KERNEL_DECODE_STREAMS 4
-#define KERNEL_DECODE_PREFETCH_BYTES 1024
+ * i + 1 of each), and each row's lines are requested
+ * KERNEL_DECODE_PREFETCH_BYTES ahead. Two streams keep more requests in
+ * flight than one for the 4-bit formats; more streams than two break the
+ * runs the hardware prefetchers follow into pieces too short to train them,
+ * which costs more than the extra requests gain (both chosen by
+ * measurement; the figures are in the commit history). */
+#define KERNEL_DECODE_STREAMS 2
+#define KERNEL_DECODE_PREFETCH_BYTES 2048
 #define KERNEL_CACHE_LINE 64
 
 /* Defines dot_rows_fn `name` for decode: `state_init(&state, n, activation)`
