@@ -24,8 +24,11 @@
  * must not be used, as for a failed one). */
 enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2, IO_CANCELLED = 3 };
 
-/* A speculative read yields to demand reads between pieces of this size:
- * the disk's rate here is the same from 256 KiB reads up. */
+/* A speculative read yields to demand reads between pieces of this size: it
+ * bounds how long a demand read waits behind a guess and what a guess
+ * dropped midway still costs. Some disks read small pieces more slowly, but
+ * larger pieces made a real predictor's wrong guesses dearer without making
+ * it faster. */
 #define IO_SPECULATIVE_PIECE (256u * 1024u)
 /* Speculative reads at once: one alone leaves this disk below its rate. */
 #define IO_SPECULATIVE_DEPTH 2
