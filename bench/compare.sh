@@ -70,8 +70,8 @@ for name in $models; do
     # weights pushes the file out of the page cache bmoe maps it from
     cat "$model" > /dev/null
     # and an untimed run first, as llama-bench warms up before it measures:
-    # the first run after the file is read afresh prefilled at a quarter of
-    # the rate of the next ones on this machine's VM
+    # on a virtual machine the first run after the file is read afresh is
+    # slower than the next ones
     bmoe_rate "$model" 64 1 prefill > /dev/null
     {
       echo "bmoe pp64 $(bmoe_rate "$model" 64 1 prefill)"
