@@ -38,7 +38,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (
 # bmoe_rate MODEL PROMPT_TOKENS GENERATED WHICH: prefill or decode tok/s of one run.
 bmoe_rate() {
   local log="$work/bmoe.log"
-  "$cli" -m "$1" --prompt-ids "$(ids "$2")" -n "$3" --ignore-eos -t "$threads" -c $(($2 + $3 + 8)) > /dev/null 2> "$log" ||
+  "$cli" -m "$1" --prompt-ids "$(ids "$2")" -n "$3" --ignore-eos -t "$threads" -c $(($2 + $3 + 8)) --no-moe-stream \
+    > /dev/null 2> "$log" ||
     { echo "-"; return; }
   if [ "$4" = prefill ]; then
     sed -n 's/^bmoe-cli: prefill: .*, \([0-9.]*\) tok\/s$/\1/p' "$log"

@@ -66,7 +66,7 @@ trap 'rm -f "$log"' EXIT
 prefill_rates=()
 decode_rates=()
 for run in $(seq 1 "$runs"); do
-  if ! "$cli" -m "$model" --prompt-ids "$ids" -n "$n_generate" --ignore-eos -t "$threads" -c "$context" \
+  if ! "$cli" -m "$model" --prompt-ids "$ids" -n "$n_generate" --ignore-eos -t "$threads" -c "$context" --no-moe-stream \
        > /dev/null 2> "$log"; then
     cat "$log" >&2
     fail "run $run failed"

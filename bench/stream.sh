@@ -5,9 +5,11 @@
 # --drop-caches 8G, -t 2, 32 decode tokens after a 64-token prompt, in these
 # configurations, interleaved in every round so the machine's drift cancels:
 #   resident    no cap, the whole file in the page cache: no read while decoding,
-#               so its decode rate is what the compute alone allows
+#               so its decode rate is what the compute alone allows (this row and
+#               mmap pass --no-moe-stream: a model larger than the memory the
+#               process may take is otherwise streamed without being asked)
 #   replay-resident  the same with the replayed routing below
-#   mmap        the baseline: no --moe-stream, experts faulted in through the mapping
+#   mmap        the baseline: --no-moe-stream, experts faulted in through the mapping
 #   llama       the peer under the same cap: ../shared/tools/llama-bench -lm
 #               mmap with every tensor in its plain CPU buffer (-ot '.*=CPU',
 #               no repacked copy), decode only (-p 0), 8 tokens; "OOM" when
@@ -96,9 +98,9 @@ trap 'rm -rf "$work"' EXIT
 own_trace=$work/own.route.csv
 
 declare -A flags=(
-  [resident]=""
-  [replay-resident]="--n-expert-used 6 --route-replay $trace"
-  [mmap]=""
+  [resident]="--no-moe-stream"
+  [replay-resident]="--no-moe-stream --n-expert-used 6 --route-replay $trace"
+  [mmap]="--no-moe-stream"
   [stream-0]="--moe-stream --cache-mb 0"
   [stream-0-overlap]="--moe-stream --cache-mb 0 --overlap"
   [auto]="--moe-stream --cache-mb auto"
@@ -302,7 +304,8 @@ echo
 echo "== without a cap: resident (page cache warm) vs a cache holding every expert (--load-all)"
 for round in $(seq 1 "$whole_rounds"); do
   cat "$model" > /dev/null
-  "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 --csv "$work/resident.$round.csv" \
+  "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 --no-moe-stream \
+    --csv "$work/resident.$round.csv" \
     > /dev/null 2>&1 || echo "resident round $round: FAILED"
   sync
   echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true

@@ -88,6 +88,13 @@ enum bmoe_cache_policy {
  * cache when a token routes to them, instead of through the mapping. */
 typedef struct bmoe_stream_params {
     bool enabled;
+    /* With enabled false: stream anyway, with overlap, when the model's files
+     * are larger than the memory this process may still take (its cgroup's
+     * limit included) minus cache_floor_mb. Mapped, such a model is read
+     * again through page faults at every token. Default true; false keeps the
+     * mapping whatever the model's size. bmoe_model_get_params and
+     * bmoe_model_get_stream_state say what was chosen. */
+    bool auto_enable;
     int64_t cache_mb;         /* the cache budget; 0: no cache (re-read every token); -1: auto */
     enum bmoe_cache_policy cache_policy;
     int64_t cache_floor_mb;   /* auto: memory left free (default 1536) */

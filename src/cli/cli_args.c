@@ -39,7 +39,7 @@ typedef enum flag_kind {
 typedef enum flag_id {
     F_MODEL, F_PROMPT, F_FILE, F_N_PREDICT, F_THREADS, F_CTX, F_UBATCH, F_KV_TYPE, F_DENSE, F_TEMP, F_TOP_K,
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
-    F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_CACHE_MB,
+    F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_NO_MOE_STREAM, F_CACHE_MB,
     F_CACHE_POLICY, F_CACHE_FLOOR, F_CACHE_CEIL, F_IO_THREADS, F_NO_ODIRECT, F_OVERLAP, F_PREFETCH,
     F_PREDICT_PREFETCH, F_PREDICT_SPEC_MAX, F_LOAD_ALL, F_N_EXPERT_USED,
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
@@ -85,6 +85,7 @@ static const cli_flag cli_flags[] = {
     {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false},
     {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false},
     {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
+    {F_NO_MOE_STREAM, NULL, "--no-moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
     {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_MODEL, true},
     {F_CACHE_POLICY, NULL, "--cache-policy", FLAG_CHOICE, 0, 0, "lru|freq", FOR_MODEL, true},
     {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_MODEL, true},
@@ -160,6 +161,9 @@ void cli_print_usage(FILE *out)
             "\n"
             "expert streaming (models larger than RAM):\n"
             "      --moe-stream       read each routed expert from the file into a bounded cache\n"
+            "                         (without it: chosen, with --overlap, for a model larger than\n"
+            "                         the memory available minus the cache floor)\n"
+            "      --no-moe-stream    use the experts from the file mapping whatever the model's size\n"
             "      --cache-mb N|auto  the cache budget (default auto: available memory minus the floor;\n"
             "                         0: no cache, every routed expert re-read every token)\n"
             "      --cache-policy lru|freq\n"
@@ -446,6 +450,7 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_CHUNKS: options->ppl_chunks = number; break;
     case F_INFO: options->info_path = value; break;
     case F_MOE_STREAM: stream->enabled = true; break;
+    case F_NO_MOE_STREAM: stream->auto_enable = false; break;
     case F_CACHE_MB: stream->cache_mb = number; break;
     case F_CACHE_POLICY:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
@@ -592,6 +597,8 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     } else if (options->prompt && options->prompt_file) {
         problem = "-p and -f cannot be used together";
     }
+    if (!problem && given[F_MOE_STREAM] && given[F_NO_MOE_STREAM])
+        problem = "--moe-stream and --no-moe-stream exclude each other";
     if (problem) {
         cli_fail("%s", problem);
         cli_options_free(options);

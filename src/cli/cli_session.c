@@ -35,7 +35,7 @@ int cli_run_session(const cli_options *options)
     config.csv_path = options->csv_path;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;
-    config.cache_auto = options->model_params.stream.enabled && options->model_params.stream.cache_mb < 0;
+    config.cache_auto = options->model_params.stream.cache_mb < 0;
     signal(SIGPIPE, SIG_IGN);
     return session_run(&config, STDIN_FILENO, stdout);
 }

@@ -64,6 +64,7 @@ bmoe_model_params bmoe_model_default_params(void)
         .stream =
             {
                 .enabled = false,
+                .auto_enable = true,
                 .cache_mb = -1,
                 .cache_policy = BMOE_CACHE_POLICY_FREQUENCY,
                 .cache_floor_mb = 1536,
@@ -224,6 +225,34 @@ static uint64_t model_file_bytes(const gguf_model *file)
     for (uint32_t shard = 0; shard < gguf_shard_count(file); shard++)
         bytes += gguf_shard_size(file, shard);
     return bytes;
+}
+
+/* params.stream.auto_enable: a model with routed experts that does not fit in
+ * the memory the process may take is streamed, with overlap, rather than
+ * paged through the mapping. 0, or -1 when the stream parameters it would
+ * use are invalid. */
+static int choose_streaming(bmoe_model *m, const expert_layer_source *layers, bmoe_error *err)
+{
+    bmoe_stream_params *s = &m->params.stream;
+    if (s->enabled || !s->auto_enable)
+        return 0;
+    bool has_experts = false;
+    for (int il = 0; il < m->model.hparams.n_layer; il++)
+        has_experts |= layers[il].n_projections > 0;
+    uint64_t bytes = model_file_bytes(m->file), available = memory_available_bytes();
+    uint64_t floor = (uint64_t)s->cache_floor_mb * (uint64_t)MIB;
+    if (!has_experts || memory_model_fits(bytes, available, floor))
+        return 0;
+    s->enabled = true;
+    s->overlap = true;
+    if (check_stream_params(&m->params, err) != 0)
+        return -1;
+    engine_log(m, BMOE_LOG_INFO,
+               "stream: the model's %.1f GiB do not fit in the %.1f GiB this process may take with %.1f GiB "
+               "left free: its experts are streamed from the file, with overlap",
+               (double)bytes / (double)(1u << 30), (double)available / (double)(1u << 30),
+               (double)floor / (double)(1u << 30));
+    return 0;
 }
 
 /* Maps the pages the resident model reads through the mapping now (the
@@ -408,6 +437,9 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     result->params.n_expert_used = result->model.hparams.n_expert_used;
     expert_layer_source layers[MODEL_MAX_LAYERS];
     model_expert_sources(&result->model, layers);
+    if (choose_streaming(result, layers, &err) != 0)
+        goto fail;
+    p.stream = result->params.stream;
     if (place_dense_weights(result, layers, &err) != 0 || create_expert_store(result, layers, &err) != 0)
         goto fail;
     if (!p.stream.enabled)

@@ -48,7 +48,7 @@ static void fill_telemetry(session *s)
     t->n_ctx = bmoe_context_n_ctx(s->context);
     t->n_ubatch = bmoe_context_n_ubatch(s->context);
     t->chatml = c->chat;
-    t->cache_auto = c->cache_auto;
+    t->cache_auto = c->cache_auto && t->moe_stream;
     t->temp = c->sampler.temperature;
     t->top_k = c->sampler.top_k;
     t->top_p = c->sampler.top_p;

@@ -34,7 +34,7 @@ typedef struct session_config {
     /* telemetry */
     const char *csv_path;               /* NULL: none */
     int32_t threads;                    /* resolved, for the CSV preamble */
-    bool cache_auto;                    /* the cache budget was asked as auto */
+    bool cache_auto;                    /* the cache budget was asked as auto (counts when it streams) */
 } session_config;
 
 /* Runs a session on input (a descriptor) and output until close, EOF, or a

@@ -107,3 +107,10 @@ uint64_t memory_available_bytes(void)
         return cgroup == UINT64_MAX ? 0 : cgroup;
     return cgroup < available ? cgroup : available;
 }
+
+bool memory_model_fits(uint64_t model_bytes, uint64_t available, uint64_t floor_bytes)
+{
+    if (available == 0)
+        return true;
+    return available > floor_bytes && model_bytes <= available - floor_bytes;
+}

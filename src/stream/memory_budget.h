@@ -6,10 +6,16 @@
 #ifndef BMOE_STREAM_MEMORY_BUDGET_H
 #define BMOE_STREAM_MEMORY_BUDGET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Bytes available now; 0 when nothing can be read. */
 uint64_t memory_available_bytes(void);
+
+/* Whether a model of model_bytes fits in available bytes (as
+ * memory_available_bytes gives them) with floor_bytes left to everything
+ * else; available 0 (unknown) counts as fitting. */
+bool memory_model_fits(uint64_t model_bytes, uint64_t available, uint64_t floor_bytes);
 
 /* The cgroup's remaining allowance (limit - usage) over the cgroup and its
  * ancestors, UINT64_MAX when there is no limit or no cgroup. */

@@ -5,15 +5,18 @@
  * - peak RSS (VmHWM) of `bmoe-cli --moe-stream --cache-mb B` on a model of
  *   more than 1 GiB stays within dense bytes + B + KV cache + 64 MiB + 5 %;
  * - under a cgroup memory cap smaller than the model (../shared/tools/memcap)
- *   a streamed run with --cache-mb auto finishes (is not OOM-killed). That
+ *   a streamed run with --cache-mb auto finishes (is not OOM-killed), and a
+ *   run without --moe-stream streams too, unasked, unless --no-moe-stream. That
  *   part skips, loudly (ctest reports it skipped, not passed), only where no
  *   cgroup memory controller exists. */
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../cli/cli_run.h"
 #include "gguf/gguf.h"
+#include "stream/memory_budget.h"
 #include "stream_support.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -143,6 +146,69 @@ static void test_peak_rss(const char *dir, const char *path)
     (void)dir;
 }
 
+/* The text a run writes on stdout, or NULL (the caller frees it). */
+static char *run_text(const char *script, const char *what)
+{
+    cli_result r;
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0, "%s: exit %d signal %d: %s", what, r.exit_code, r.signal, r.err);
+    char *text = r.exit_code == 0 && r.out ? strdup(r.out) : NULL;
+    cli_result_free(&r);
+    return text;
+}
+
+/* Without --moe-stream, a model larger than what the cap leaves is
+ * streamed all the same (the library chooses it and says so), within the
+ * cap, and writes the resident run's text; --no-moe-stream keeps the
+ * mapping. */
+static void test_memory_cap_auto(const char *memcap, const char *path)
+{
+    char script[4096];
+    const char *run = "-p 'Once upon' -n 8 -c 256 -t 2";
+    snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' --no-moe-stream %s", path, run);
+    char *resident = run_text(script, "resident, no cap");
+
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s", memcap, path, run);
+    cli_result r;
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0, "under a 640 MiB cap, no flag: exit %d signal %d: %s", r.exit_code,
+              r.signal, r.err);
+    CHECK_MSG(strstr(r.err, "its experts are streamed from the file, with overlap") &&
+                  strstr(r.err, "mode: expert streaming, cache auto") && strstr(r.err, ", overlap"),
+              "under a 640 MiB cap, no flag: not streamed: %s", r.err);
+    double peak = peak_rss_mib(r.err);
+    CHECK_MSG(peak > 0 && peak < 640.0, "under a 640 MiB cap, no flag: peak RSS %.1f MiB", peak);
+    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "streamed text '%s' is not the resident '%s'",
+              r.out ? r.out : "", resident ? resident : "");
+    cli_result_free(&r);
+
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' --no-moe-stream %s", memcap, path, run);
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0, "under a 640 MiB cap, --no-moe-stream: exit %d signal %d: %s",
+              r.exit_code, r.signal, r.err);
+    CHECK_MSG(!strstr(r.err, "streamed from the file") && strstr(r.err, "mode: resident baseline"),
+              "--no-moe-stream under a cap: %s", r.err);
+    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "mapped text '%s' under a cap is not '%s'",
+              r.out ? r.out : "", resident ? resident : "");
+    cli_result_free(&r);
+
+    /* with room to spare (the floor and 1 GiB more) nothing is streamed unasked */
+    struct stat info;
+    CHECK(stat(path, &info) == 0);
+    if (memory_model_fits((uint64_t)info.st_size + ((uint64_t)1 << 30), memory_available_bytes(),
+                          (uint64_t)1536 << 20)) {
+        snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' %s", path, run);
+        CHECK(cli_run_shell(script, &r) == 0);
+        CHECK_MSG(r.exit_code == 0 && !strstr(r.err, "streamed from the file") &&
+                      strstr(r.err, "mode: resident baseline"),
+                  "no cap, no flag: %s", r.err);
+        cli_result_free(&r);
+    } else {
+        printf("note: too little memory here to check that a fitting model is not streamed\n");
+    }
+    free(resident);
+}
+
 /* Returns false when memcap found no cgroup memory controller. */
 static bool test_memory_cap(const char *path)
 {
@@ -166,6 +232,7 @@ static bool test_memory_cap(const char *path)
     CHECK_MSG(peak > 0 && peak < 640.0, "peak RSS %.1f MiB under a 640 MiB cap", peak);
     fprintf(stderr, "under a 640 MiB cap: %s", strstr(r.err, "memcap:") ? strstr(r.err, "memcap:") : "");
     cli_result_free(&r);
+    test_memory_cap_auto(memcap, path);
     return true;
 }
 

@@ -1,0 +1,49 @@
+/* memory_budget: whether a model fits in what the process may take, and
+ * what that is. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "stream/memory_budget.h"
+#include "test.h"
+
+#define GIB ((uint64_t)1 << 30)
+
+static void test_fits(void)
+{
+    /* 10 GiB available, 2 left free: 8 fit, one byte more does not */
+    CHECK(memory_model_fits(8 * GIB, 10 * GIB, 2 * GIB));
+    CHECK(!memory_model_fits(8 * GIB + 1, 10 * GIB, 2 * GIB));
+    CHECK(memory_model_fits(1, 10 * GIB, 0));
+    /* a floor at or above what is available leaves room for nothing */
+    CHECK(!memory_model_fits(1, 2 * GIB, 2 * GIB));
+    CHECK(!memory_model_fits(1, 1 * GIB, 2 * GIB));
+    /* unknown: taken as fitting (nothing is streamed on a guess) */
+    CHECK(memory_model_fits(UINT64_MAX, 0, 2 * GIB));
+}
+
+/* Never more than /proc/meminfo's MemAvailable, read here on its own (with
+ * 64 MiB of slack: the two readings are not at the same instant). */
+static void test_available(void)
+{
+    FILE *file = fopen("/proc/meminfo", "r");
+    CHECK(file != NULL);
+    if (!file)
+        return;
+    char line[256];
+    uint64_t kib = 0;
+    while (fgets(line, sizeof line, file))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1)
+            break;
+    fclose(file);
+    CHECK(kib > 0);
+    uint64_t available = memory_available_bytes();
+    CHECK_MSG(available > 0 && available <= kib * 1024 + 64 * ((uint64_t)1 << 20),
+              "memory_available_bytes %" PRIu64 ", MemAvailable %" PRIu64 " kB", available, kib);
+}
+
+int main(void)
+{
+    test_fits();
+    test_available();
+    return test_finish();
+}
