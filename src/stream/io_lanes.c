@@ -38,7 +38,7 @@ struct io_lanes {
     io_job **queue[2];         /* rings of queued jobs: demand, speculative */
     int capacity[2];
     int head[2], count[2];     /* ring position and queued jobs */
-    int running[2];            /* jobs being read, by kind */
+    int running[2];            /* reads being made, by kind (demand: pieces) */
     int sleepers;              /* threads asleep in io_lanes_wait */
     bool stopping;
     _Atomic uint64_t reads, bytes, speculative_bytes;
@@ -115,12 +115,56 @@ static void ring_remove(io_lanes *lanes, int q, const io_job *job)
     lanes->count[q] = kept;
 }
 
-/* The next job a lane may start, or NULL: demand first; a speculative one
- * only while the disk serves no demand read and no other guess. */
-static io_job *take_job(io_lanes *lanes)
+/* Where a piece of at most `piece` bytes that starts at position ends: on
+ * the block grid, so that each lands where the whole read would have put
+ * it, and never past end. */
+static uint64_t piece_end(uint64_t position, uint64_t end, uint64_t piece)
+{
+    uint64_t bound = (position & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) + piece;
+    return bound < end ? bound : end;
+}
+
+/* A job about to be read for the first time since it was submitted. */
+static void reset_job(io_job *job)
+{
+    error_clear(&job->error);
+    job->device_bytes = 0;
+    job->speculative_done = 0;
+    job->speculative_device_bytes = 0;
+    job->speculative_latency_ns = 0;
+    job->latency_ns = 0;
+    job->pieces_running = 0;
+    job->piece_failed = false;
+    job->demand_start_ns = 0;
+}
+
+/* The next piece of the demand job at the head of the queue: all that is
+ * left, or IO_DEMAND_PIECE of it while two or more are left. The job leaves
+ * the queue with its last piece. */
+static io_job *take_demand(io_lanes *lanes, uint64_t *begin, uint64_t *end)
+{
+    io_job *job = ring_at(lanes, QUEUE_DEMAND, 0);
+    if (job->handed == 0 && job->done == 0 && job->pieces_running == 0)
+        reset_job(job);
+    uint64_t position = job->offset + job->handed, stop = job->offset + job->length;
+    *begin = position;
+    *end = stop - position >= 2 * (uint64_t)IO_DEMAND_PIECE ? piece_end(position, stop, IO_DEMAND_PIECE) : stop;
+    job->handed = *end - job->offset;
+    job->pieces_running++;
+    if (job->handed >= job->length) {
+        ring_pop(lanes, QUEUE_DEMAND);
+        job->where = JOB_RUNNING;
+    }
+    return job;
+}
+
+/* The next job a lane may start, or NULL: a piece of a demand read first
+ * (begin and end bound it); a speculative job only while the disk serves no
+ * demand read and no other guess. */
+static io_job *take_job(io_lanes *lanes, uint64_t *begin, uint64_t *end)
 {
     if (lanes->count[QUEUE_DEMAND] > 0)
-        return ring_pop(lanes, QUEUE_DEMAND);
+        return take_demand(lanes, begin, end);
     if (lanes->count[QUEUE_SPECULATIVE] > 0 &&
         ((lanes->running[QUEUE_DEMAND] == 0 && lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH) ||
          lanes->stopping))
@@ -131,25 +175,28 @@ static io_job *take_job(io_lanes *lanes)
 /* Reads job's next part: all that is left of a demand read, one piece of a
  * speculative one (a piece ends on a block boundary, so each lands where the
  * whole read would have put it). */
+/* Reads [begin, end) of job's range into its place in the region. */
+static int read_range(io_lane *lane, const io_job *job, uint64_t begin, uint64_t end, uint64_t *device_bytes,
+                      bmoe_error *err)
+{
+    uint64_t window = job->offset & ~((uint64_t)SHARD_READ_ALIGNMENT - 1);
+    uint8_t *region = job->region + ((begin & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) - window);
+    return shard_reader_read(&lane->reader, job->shard, begin, end - begin, region, device_bytes, err);
+}
+
+/* A speculative job's next part: one piece, or all that is left once it is
+ * promoted (only this lane touches the job while it runs). */
 static int read_part(io_lane *lane, io_job *job, bool whole)
 {
     uint64_t position = job->offset + job->done, end = job->offset + job->length;
-    uint64_t window = job->offset & ~((uint64_t)SHARD_READ_ALIGNMENT - 1);
-    uint64_t piece_end = end;
-    if (!whole) {
-        uint64_t bound = (position & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) + IO_SPECULATIVE_PIECE;
-        if (bound < piece_end)
-            piece_end = bound;
-    }
-    uint8_t *region = job->region + ((position & ~((uint64_t)SHARD_READ_ALIGNMENT - 1)) - window);
+    uint64_t stop = whole ? end : piece_end(position, end, IO_SPECULATIVE_PIECE);
     uint64_t device_bytes = 0;
     int64_t start = now_ns();
-    int status = shard_reader_read(&lane->reader, job->shard, position, piece_end - position, region, &device_bytes,
-                                   &job->error);
+    int status = read_range(lane, job, position, stop, &device_bytes, &job->error);
     int64_t elapsed = now_ns() - start;
     job->latency_ns += elapsed;
     job->device_bytes += device_bytes;
-    job->done = piece_end - job->offset;
+    job->done = stop - job->offset;
     atomic_fetch_add(&lane->lanes->busy_ns, elapsed);
     return status;
 }
@@ -165,6 +212,63 @@ static void wake_after(io_lanes *lanes)
         pthread_cond_broadcast(&lanes->arrived);
 }
 
+/* Ends a job whose reads are over (called with the lock held; returns with
+ * it held): counts it and publishes its state. */
+static void finish_job(io_lanes *lanes, io_lane *lane, io_job *job, bool failed, bool cancelled)
+{
+    job->where = JOB_IDLE;
+    job->lane = lane->index;
+    atomic_fetch_add(&lanes->reads, 1);
+    if (!failed) {
+        atomic_fetch_add(&lanes->bytes, job->device_bytes);
+        atomic_fetch_add(&lanes->speculative_bytes, job->speculative_device_bytes);
+    }
+    pthread_mutex_unlock(&lanes->mutex);
+    /* the job is the store's again from here on */
+    atomic_store(job->state, cancelled ? IO_CANCELLED : failed ? IO_FAILED : IO_READY);
+    pthread_mutex_lock(&lanes->mutex);
+    wake_after(lanes);
+}
+
+/* Reads one piece of a demand job, [begin, end); the lane that ends its last
+ * piece ends the job. Its latency is the span from its first demand piece's
+ * start to its last one's end (after what it read while speculative). A
+ * failed piece stops the handing out of the others; the job fails once none
+ * is being read, as nothing may use the region before. Called with the lock
+ * held; returns with it held. */
+static void read_demand_piece(io_lanes *lanes, io_lane *lane, io_job *job, uint64_t begin, uint64_t end)
+{
+    lanes->running[QUEUE_DEMAND]++;
+    int64_t start = now_ns();
+    if (job->demand_start_ns == 0)
+        job->demand_start_ns = start;
+    pthread_mutex_unlock(&lanes->mutex);
+    bmoe_error error;
+    error_clear(&error);
+    uint64_t device_bytes = 0;
+    int status = read_range(lane, job, begin, end, &device_bytes, &error);
+    int64_t finish = now_ns();
+    atomic_fetch_add(&lanes->busy_ns, finish - start);
+    pthread_mutex_lock(&lanes->mutex);
+    lanes->running[QUEUE_DEMAND]--;
+    job->pieces_running--;
+    job->device_bytes += device_bytes;
+    if (status != 0 && !job->piece_failed) {
+        job->piece_failed = true;
+        job->error = error;
+        if (job->where == JOB_QUEUED)
+            ring_remove(lanes, QUEUE_DEMAND, job);
+        job->handed = job->length;
+    }
+    if (job->pieces_running > 0 || job->handed < job->length) {
+        wake_after(lanes);
+        return;
+    }
+    job->done = job->length;
+    job->latency_ns += finish - job->demand_start_ns;
+    finish_job(lanes, lane, job, job->piece_failed, false);
+}
+
 static void *lane_main(void *argument)
 {
     io_lane *lane = argument;
@@ -172,21 +276,20 @@ static void *lane_main(void *argument)
     pthread_mutex_lock(&lanes->mutex);
     for (;;) {
         io_job *job;
-        while (!(job = take_job(lanes)) && !(lanes->stopping && lanes->count[0] == 0 && lanes->count[1] == 0))
+        uint64_t begin = 0, end = 0;
+        while (!(job = take_job(lanes, &begin, &end)) &&
+               !(lanes->stopping && lanes->count[0] == 0 && lanes->count[1] == 0))
             pthread_cond_wait(&lanes->work, &lanes->mutex);
         if (!job)
             break;
-        int kind = job->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND;
-        job->where = JOB_RUNNING;
-        lanes->running[kind]++;
-        if (job->done == 0) {
-            error_clear(&job->error);
-            job->device_bytes = 0;
-            job->speculative_done = 0;
-            job->speculative_device_bytes = 0;
-            job->speculative_latency_ns = 0;
-            job->latency_ns = 0;
+        if (!job->speculative) {
+            read_demand_piece(lanes, lane, job, begin, end);
+            continue;
         }
+        job->where = JOB_RUNNING;
+        lanes->running[QUEUE_SPECULATIVE]++;
+        if (job->done == 0)
+            reset_job(job);
         int status = 0;
         bool finished = false, yielded = false, cancelled = false;
         while (!finished) {
@@ -221,23 +324,12 @@ static void *lane_main(void *argument)
                 break;
             }
         }
-        lanes->running[kind]--;
+        lanes->running[QUEUE_SPECULATIVE]--;
         if (yielded) {
             wake_after(lanes);
             continue;
         }
-        job->where = JOB_IDLE;
-        job->lane = lane->index;
-        atomic_fetch_add(&lanes->reads, 1);
-        if (status == 0) {
-            atomic_fetch_add(&lanes->bytes, job->device_bytes);
-            atomic_fetch_add(&lanes->speculative_bytes, job->speculative_device_bytes);
-        }
-        pthread_mutex_unlock(&lanes->mutex);
-        /* the job is the store's again from here on */
-        atomic_store(job->state, cancelled ? IO_CANCELLED : status == 0 ? IO_READY : IO_FAILED);
-        pthread_mutex_lock(&lanes->mutex);
-        wake_after(lanes);
+        finish_job(lanes, lane, job, status != 0, cancelled);
     }
     pthread_mutex_unlock(&lanes->mutex);
     return NULL;
@@ -327,6 +419,8 @@ void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
     for (int i = 0; i < n_jobs; i++) {
         jobs[i]->cancel = false;
         jobs[i]->done = 0;
+        jobs[i]->handed = 0;
+        jobs[i]->pieces_running = 0;
         ring_push(lanes, jobs[i]->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND, jobs[i]);
     }
     pthread_cond_broadcast(&lanes->work);
@@ -344,6 +438,7 @@ void io_lanes_promote(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         if (job->where != JOB_QUEUED)
             continue; /* running: the lane reads the rest without yielding */
         ring_remove(lanes, QUEUE_SPECULATIVE, job);
+        job->handed = job->done; /* the pieces it read as a guess stay read */
         ring_push(lanes, QUEUE_DEMAND, job);
     }
     pthread_cond_broadcast(&lanes->work);

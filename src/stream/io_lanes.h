@@ -4,6 +4,8 @@
  * that flag alone (a brief spin, then sleep), so an expert's matmul starts
  * the moment its bytes are in; the time during which at least one thread
  * waits is the stall (a union of intervals, not a sum over threads).
+ * A long demand read is cut into pieces of IO_DEMAND_PIECE that idle lanes
+ * read at once, so one projection of a large expert keeps the queue deep.
  * Speculative reads only fill the time the disk would stand idle: at most
  * IO_SPECULATIVE_DEPTH at a time, only while no demand read is queued or
  * running, in pieces of IO_SPECULATIVE_PIECE bytes with a check for demand
@@ -32,6 +34,11 @@ enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2, IO_CANCELLED = 3 };
 #define IO_SPECULATIVE_PIECE (256u * 1024u)
 /* Speculative reads at once: one alone leaves this disk below its rate. */
 #define IO_SPECULATIVE_DEPTH 2
+/* A demand read of at least two of these is read in pieces of this size,
+ * several lanes at once: a disk serves one large read more slowly than the
+ * same bytes in reads of about 1 MiB at the lanes' queue depth, and a layer's
+ * few large reads would otherwise leave lanes idle while the last ones run. */
+#define IO_DEMAND_PIECE (1024u * 1024u)
 
 typedef struct io_job {
     uint8_t *region;            /* destination (aligned), shard_region_bytes(length) long */
@@ -44,7 +51,11 @@ typedef struct io_job {
     /* the lanes' own (under their lock) */
     int32_t where;              /* queued, running or neither */
     bool cancel;
-    uint64_t done;              /* bytes of the range read so far */
+    uint64_t done;              /* bytes of the range read so far (in pieces: once all are in) */
+    uint64_t handed;            /* demand: bytes of the range given to lanes */
+    int32_t pieces_running;     /* demand: pieces being read now */
+    bool piece_failed;
+    int64_t demand_start_ns;    /* when its first demand piece started */
     /* filled by the lane */
     uint64_t device_bytes;
     /* the part read while the job was speculative: always a prefix (a job

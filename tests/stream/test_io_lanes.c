@@ -5,7 +5,9 @@
  * came in, a promoted one is read at once and whole, a cancelled one is not
  * read (queued), stops after its piece (running) or keeps its pieces counted
  * (cancelled after yielding), and the bytes of a read in pieces land where a
- * whole read puts them, direct and buffered. */
+ * whole read puts them, direct and buffered; a long demand read is read in
+ * pieces by several lanes at once, and when one piece fails the job fails
+ * only once no piece of it is being read. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +41,7 @@ typedef struct recorder {
     int order[256];             /* ranges in the order their reads started */
     int n_order;
     int in_flight, max_in_flight;
+    int64_t fail_offset;        /* a read starting here fails (EIO) at once; -1: none */
 } recorder;
 
 static int range_of(const recorder *r, int64_t offset)
@@ -56,6 +59,13 @@ static int64_t recording_pread(void *user, int fd, void *buffer, size_t length, 
     recorder *r = user;
     pthread_mutex_lock(&r->mutex);
     int which = r->armed ? range_of(r, offset) : -1;
+    if (which >= 0 && offset == r->fail_offset) {
+        r->reads[which]++;
+        pthread_cond_broadcast(&r->changed);
+        pthread_mutex_unlock(&r->mutex);
+        errno = EIO;
+        return -1;
+    }
     if (which >= 0) {
         r->reads[which]++;
         if (r->n_order < (int)(sizeof r->order / sizeof r->order[0]))
@@ -134,6 +144,7 @@ static const char *model_path;
 static bool fixture_open(fixture *f, bool direct, const range *ranges, const bool *speculative, int n)
 {
     memset(f, 0, sizeof *f);
+    f->rec.fail_offset = -1;
     pthread_mutex_init(&f->rec.mutex, NULL);
     pthread_cond_init(&f->rec.changed, NULL);
     shard_io io = {recording_pread, &f->rec};
@@ -234,6 +245,70 @@ static void test_bytes(bool direct)
     CHECK(counters.reads == 4);
     CHECK(counters.speculative_bytes ==
           f.jobs[0].device_bytes + f.jobs[1].device_bytes + f.jobs[2].device_bytes);
+    fixture_close(&f);
+}
+
+/* A demand read of four pieces: all four are read at once (each held until
+ * all have started: read one after another, the second would never start),
+ * and the bytes land as one read puts them. */
+static void test_demand_pieces(bool direct)
+{
+    range ranges[1] = {{12345, 4 * (uint64_t)IO_DEMAND_PIECE + 777}};
+    bool speculative[1] = {false};
+    fixture f;
+    if (!fixture_open(&f, direct, ranges, speculative, 1))
+        return;
+    start_held(&f, 0);
+    CHECK_MSG(wait_reads(&f.rec, 0, 4), "%d pieces of a demand read started at once, not 4", reads_of(&f.rec, 0));
+    CHECK(atomic_load(&f.states[0]) == IO_PENDING);
+    set_hold(&f.rec, 0, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0);
+    CHECK_MSG(bytes_right(&f, 0), "%s: the pieces' bytes differ from the file's", direct ? "direct" : "buffered");
+    CHECK(reads_of(&f.rec, 0) == 4);
+    uint64_t first = ranges[0].offset & ~(uint64_t)(SHARD_READ_ALIGNMENT - 1);
+    uint64_t last = (ranges[0].offset + ranges[0].length + SHARD_READ_ALIGNMENT - 1) &
+                    ~(uint64_t)(SHARD_READ_ALIGNMENT - 1);
+    if (io_lanes_direct(f.lanes))
+        CHECK_MSG(f.jobs[0].device_bytes == last - first, "%llu device bytes, window %llu",
+                  (unsigned long long)f.jobs[0].device_bytes, (unsigned long long)(last - first));
+    else
+        CHECK(f.jobs[0].device_bytes == ranges[0].length);
+    CHECK(f.jobs[0].latency_ns > 0);
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(counters.reads == 1 && counters.bytes == f.jobs[0].device_bytes && counters.speculative_bytes == 0);
+    fixture_close(&f);
+}
+
+/* The second piece of a demand read fails while the first is held: the job
+ * stays pending until the first is over, then fails naming the offset. */
+static void test_demand_piece_fails(void)
+{
+    range ranges[1] = {{12345, 4 * (uint64_t)IO_DEMAND_PIECE + 777}};
+    bool speculative[1] = {false};
+    fixture f;
+    if (!fixture_open(&f, false, ranges, speculative, 1))
+        return;
+    uint64_t second = (ranges[0].offset & ~(uint64_t)(SHARD_READ_ALIGNMENT - 1)) + IO_DEMAND_PIECE;
+    f.rec.fail_offset = (int64_t)second;
+    start_held(&f, 0);
+    CHECK(wait_reads(&f.rec, 0, 2));
+    settle();
+    CHECK_MSG(atomic_load(&f.states[0]) == IO_PENDING, "the job ended while a piece of it was still being read");
+    set_hold(&f.rec, 0, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == -1);
+    CHECK(atomic_load(&f.states[0]) == IO_FAILED);
+    pthread_mutex_lock(&f.rec.mutex);
+    int in_flight = f.rec.in_flight;
+    pthread_mutex_unlock(&f.rec.mutex);
+    CHECK_MSG(in_flight == 0, "%d pieces still being read when the job failed", in_flight);
+    char offset[32];
+    snprintf(offset, sizeof offset, "%llu", (unsigned long long)second);
+    CHECK_MSG(strstr(f.jobs[0].error.message, offset) != NULL, "error '%s' does not name offset %s",
+              f.jobs[0].error.message, offset);
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(counters.reads == 1 && counters.bytes == 0);
     fixture_close(&f);
 }
 
@@ -461,6 +536,9 @@ int main(void)
     close(fd);
     test_bytes(true);
     test_bytes(false);
+    test_demand_pieces(true);
+    test_demand_pieces(false);
+    test_demand_piece_fails();
     test_gating();
     test_yield();
     test_cancel_yielded();
