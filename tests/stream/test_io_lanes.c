@@ -520,6 +520,37 @@ static void test_promote_yielded(void)
     fixture_close(&f);
 }
 
+/* A long guess promoted after one piece: the rest is read as a demand read,
+ * in pieces that the idle lanes (three: one is held on the demand job) read
+ * at once, after the piece it read as a guess. */
+static void test_promote_yielded_long(void)
+{
+    range ranges[2] = {{1u << 20, 4 * (uint64_t)IO_DEMAND_PIECE + IO_SPECULATIVE_PIECE}, {6u << 20, 65536}};
+    bool speculative[2] = {true, false};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 2))
+        return;
+    yield_to_demand(&f);
+    set_hold(&f.rec, 0, true);
+    io_job *yielded = &f.jobs[0];
+    io_lanes_promote(f.lanes, &yielded, 1);
+    CHECK_MSG(wait_reads(&f.rec, 0, 1 + 3), "%d reads of the promoted job, not its guessed piece and 3 at once",
+              reads_of(&f.rec, 0));
+    set_hold(&f.rec, 0, false);
+    set_hold(&f.rec, 1, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0 && bytes_right(&f, 1));
+    CHECK(io_lanes_wait(f.lanes, &f.states[0], false) == 0 && bytes_right(&f, 0));
+    CHECK_MSG(reads_of(&f.rec, 0) == 5, "%d reads, not 1 guessed piece and 4 demand pieces", reads_of(&f.rec, 0));
+    CHECK(f.jobs[0].speculative_done == IO_SPECULATIVE_PIECE);
+    CHECK(f.jobs[0].speculative_device_bytes == IO_SPECULATIVE_PIECE);
+    if (io_lanes_direct(f.lanes))
+        CHECK(f.jobs[0].device_bytes == ranges[0].length); /* aligned at both ends */
+    io_lanes_counters counters;
+    io_lanes_get_counters(f.lanes, &counters);
+    CHECK(counters.reads == 2 && counters.speculative_bytes == IO_SPECULATIVE_PIECE);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     char path[] = "test_io_lanes.XXXXXX";
@@ -545,6 +576,7 @@ int main(void)
     test_promote_cancel();
     test_promote_running();
     test_promote_yielded();
+    test_promote_yielded_long();
     unlink(path);
     return test_finish();
 }
