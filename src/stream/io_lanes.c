@@ -172,9 +172,6 @@ static io_job *take_job(io_lanes *lanes, uint64_t *begin, uint64_t *end)
     return NULL;
 }
 
-/* Reads job's next part: all that is left of a demand read, one piece of a
- * speculative one (a piece ends on a block boundary, so each lands where the
- * whole read would have put it). */
 /* Reads [begin, end) of job's range into its place in the region. */
 static int read_range(io_lane *lane, const io_job *job, uint64_t begin, uint64_t end, uint64_t *device_bytes,
                       bmoe_error *err)
@@ -260,10 +257,9 @@ static void read_demand_piece(io_lanes *lanes, io_lane *lane, io_job *job, uint6
             ring_remove(lanes, QUEUE_DEMAND, job);
         job->handed = job->length;
     }
-    if (job->pieces_running > 0 || job->handed < job->length) {
-        wake_after(lanes);
+    /* not the last piece: nothing a waiter or a guess waits for has changed */
+    if (job->pieces_running > 0 || job->handed < job->length)
         return;
-    }
     job->done = job->length;
     job->latency_ns += finish - job->demand_start_ns;
     finish_job(lanes, lane, job, job->piece_failed, false);
