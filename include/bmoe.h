@@ -95,9 +95,14 @@ typedef struct bmoe_stream_params {
      * mapping whatever the model's size. bmoe_model_get_params and
      * bmoe_model_get_stream_state say what was chosen. */
     bool auto_enable;
-    int64_t cache_mb;         /* the cache budget; 0: no cache (re-read every token); -1: auto */
+    /* the cache budget; 0: no cache (re-read every token); -1: auto, the
+     * memory free at load less cache_floor_mb, less later each context's KV
+     * cache and buffers beyond what the floor leaves (bmoe_context_create
+     * shrinks it; it refuses a context that does not fit beside the
+     * smallest cache) */
+    int64_t cache_mb;
     enum bmoe_cache_policy cache_policy;
-    int64_t cache_floor_mb;   /* auto: memory left free (default 1536) */
+    int64_t cache_floor_mb;   /* auto: memory left free beside the cache and the contexts (default 1024) */
     int64_t cache_ceil_mb;    /* auto: at most this (0: no cap) */
     int32_t io_threads;       /* read lanes, 1..16 (default 4) */
     bool direct;              /* O_DIRECT reads where the file system serves them right (default true) */

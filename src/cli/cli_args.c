@@ -169,7 +169,7 @@ void cli_print_usage(FILE *out)
             "      --cache-policy lru|freq\n"
             "                         which experts a full cache keeps: the most often used, recent\n"
             "                         uses counting more (freq, default), or the most recent (lru)\n"
-            "      --cache-floor-mb N auto: memory left to everything else (default 1536)\n"
+            "      --cache-floor-mb N auto: memory left free beside the cache and the contexts (default 1024)\n"
             "      --cache-ceil-mb N  auto: at most N MiB\n"
             "      --io-threads N     read lanes, 1..16 (default 4)\n"
             "      --no-odirect       buffered reads instead of O_DIRECT\n"

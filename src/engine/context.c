@@ -140,10 +140,12 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->abort_callback = p.abort_callback;
     context->abort_user = p.abort_user;
     context->pool = thread_pool_create(n_threads, &err);
-    if (!context->pool ||
-        run_state_create(&context->state, &m->model, n_ctx, n_ubatch, p.kv_type == BMOE_KV_F16, context->pool,
-                         &err) != 0) {
+    bool created = context->pool && run_state_create(&context->state, &m->model, n_ctx, n_ubatch,
+                                                     p.kv_type == BMOE_KV_F16, context->pool, &err) == 0;
+    if (!created || engine_reserve_context(m, &context->state, &err) != 0) {
         engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        if (created)
+            run_state_destroy(&context->state);
         if (context->pool)
             thread_pool_destroy(context->pool);
         free(context->tokens);
@@ -301,6 +303,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     memset(&cost, 0, sizeof cost);
     expert_store_counters store_before, store_after;
     expert_store *store = context->model->experts;
+    expert_store_begin(store);
     expert_store_get_counters(store, &store_before);
     if (context->io_callback)
         expert_store_set_read_observer(store, context_observe_read, context);
@@ -346,6 +349,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     context->last_eval_end = stats_window_close(&window, &cost);
     expert_store_set_read_observer(store, NULL, NULL);
     expert_store_get_counters(store, &store_after);
+    expert_store_end(store);
     add_store_delta(&cost, &store_before, &store_after);
     if (stats)
         *stats = cost;

@@ -25,6 +25,7 @@ struct bmoe_model {
     expert_store *experts; /* the routed experts' bytes: the mapping, or streamed */
     dense_weights *dense;  /* the dense weights' residency */
     bmoe_model_params params; /* as resolved at load (cache_mb as sized) */
+    bool cache_auto;       /* the expert cache was sized from the free memory */
     tokenizer *tokenizer;  /* NULL when the file has no vocabulary */
     char *chat_template;   /* NUL-terminated copy; NULL when absent */
     bmoe_log_callback log_callback;
@@ -49,6 +50,15 @@ struct bmoe_context {
      * tokens[0..replay_to) before the next evaluation (context.c) */
     int32_t replay_to;
 };
+
+/* Makes room for a new context of a streamed model whose run state is
+ * allocated but not in use yet: the expert cache, sized at load from the
+ * memory then free, gives up what the context needs beyond the cache floor
+ * when it was sized automatically. Then the context's pages are taken now,
+ * so that the next context or cache sizing sees them, unless they do not
+ * fit: an error (-1) when they exceed what is free, a warning when they
+ * leave less than the floor. Resident models: nothing to do. */
+int engine_reserve_context(bmoe_model *model, run_state *state, bmoe_error *err);
 
 /* Sends one formatted line to the model's log callback, if any. */
 void engine_log(const bmoe_model *model, enum bmoe_log_level level, const char *fmt, ...)

@@ -67,7 +67,7 @@ bmoe_model_params bmoe_model_default_params(void)
                 .auto_enable = true,
                 .cache_mb = -1,
                 .cache_policy = BMOE_CACHE_POLICY_FREQUENCY,
-                .cache_floor_mb = 1536,
+                .cache_floor_mb = 1024,
                 .cache_ceil_mb = 0,
                 .io_threads = 4,
                 .direct = true,
@@ -185,6 +185,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
         .io = {p->pread, p->pread_user},
     };
     if (p->enabled) {
+        m->cache_auto = p->cache_mb < 0;
         config.cache_bytes = p->cache_mb < 0 ? auto_cache_bytes(p, whole_set) : p->cache_mb * MIB;
         if ((uint64_t)config.cache_bytes > whole_set)
             config.cache_bytes = (int64_t)whole_set;
@@ -252,6 +253,52 @@ static int choose_streaming(bmoe_model *m, const expert_layer_source *layers, bm
                "left free: its experts are streamed from the file, with overlap",
                (double)bytes / (double)(1u << 30), (double)available / (double)(1u << 30),
                (double)floor / (double)(1u << 30));
+    return 0;
+}
+
+int engine_reserve_context(bmoe_model *m, run_state *state, bmoe_error *err)
+{
+    if (!expert_store_streaming(m->experts))
+        return 0;
+    uint64_t context_bytes = state->kv_bytes + state->recurrent_floats * sizeof(float) + state->buffer_bytes;
+    uint64_t floor = (uint64_t)m->params.stream.cache_floor_mb * (uint64_t)MIB;
+    expert_store_begin(m->experts);
+    uint64_t available = memory_available_bytes();
+    int64_t budget = expert_store_cache_budget(m->experts);
+    int64_t smallest = m->cache_auto ? expert_store_smallest_budget(m->experts) : budget;
+    if (available > 0 && context_bytes > available + (uint64_t)(budget - smallest)) {
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
+                         "context: %d positions need %llu MiB (KV cache and buffers); %llu MiB are free beside "
+                         "the expert cache at %lld MiB: use a smaller context%s",
+                         state->n_ctx, (unsigned long long)(context_bytes / (uint64_t)MIB),
+                         (unsigned long long)((available + (uint64_t)(budget - smallest)) / (uint64_t)MIB),
+                         (long long)(smallest / MIB), m->cache_auto ? "" : " or cache");
+        expert_store_end(m->experts);
+        return -1;
+    }
+    if (m->cache_auto && budget > 0) {
+        uint64_t keep = memory_cache_beside_context((uint64_t)budget, context_bytes, available, floor);
+        if (keep < (uint64_t)budget) {
+            int64_t now = expert_store_shrink(m->experts, (int64_t)keep);
+            m->params.stream.cache_mb = now / MIB;
+            engine_log(m, BMOE_LOG_INFO,
+                       "stream: the expert cache gives up %lld MiB to a context of %d positions (%llu MiB): "
+                       "%lld MiB now",
+                       (long long)((budget - now) / MIB), state->n_ctx,
+                       (unsigned long long)(context_bytes / (uint64_t)MIB), (long long)(now / MIB));
+            if (available > 0)
+                available += (uint64_t)(budget - now);
+        }
+    }
+    if (available > 0 && context_bytes + floor > available)
+        engine_log(m, BMOE_LOG_WARNING,
+                   "context: its %llu MiB leave %llu MiB free, less than the cache floor (%llu MiB): the process "
+                   "may run out of memory",
+                   (unsigned long long)(context_bytes / (uint64_t)MIB),
+                   (unsigned long long)((available - context_bytes) / (uint64_t)MIB),
+                   (unsigned long long)(floor / (uint64_t)MIB));
+    run_state_commit(state);
+    expert_store_end(m->experts);
     return 0;
 }
 
@@ -691,6 +738,7 @@ void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
     state->cycle_bytes = expert_store_cycle_bytes(m->experts, m->model.hparams.n_expert_used);
     if (!state->streaming)
         return;
+    expert_store_begin(m->experts);
     state->direct = expert_store_direct(m->experts);
     state->cache_budget_bytes = expert_store_cache_budget(m->experts);
     state->cache_resident_bytes = expert_store_resident_bytes(m->experts);
@@ -701,6 +749,7 @@ void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
     state->misses = counters.misses;
     state->evictions = counters.evictions;
     state->rereads = counters.rereads;
+    expert_store_end(m->experts);
 }
 
 double bmoe_model_dense_resident_fraction(const bmoe_model *m)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../base/text.h"
 #include "../quant/quant.h"
@@ -727,6 +728,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->k_cache = allocate_counted(k_elements, element, &failed, &cache_bytes);
     s->v_cache = allocate_counted(v_elements, element, &failed, &cache_bytes);
     s->kv_bytes = (k_elements + v_elements) * element;
+    s->kv_k_bytes = k_elements * element;
     s->recurrent = allocate_counted(s->recurrent_floats, sizeof(float), &failed, &cache_bytes);
     if (failed) {
         run_state_destroy(s);
@@ -751,6 +753,23 @@ void run_state_destroy(run_state *s)
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
+}
+
+void run_state_commit(run_state *s)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t step = page > 0 ? (size_t)page : 4096;
+    struct {
+        void *memory;
+        size_t bytes;
+    } caches[] = {
+        {s->k_cache, s->kv_k_bytes},
+        {s->v_cache, s->kv_bytes - s->kv_k_bytes},
+        {s->recurrent, s->recurrent_floats * sizeof(float)},
+    };
+    for (size_t c = 0; c < sizeof caches / sizeof caches[0]; c++)
+        for (size_t offset = 0; offset < caches[c].bytes; offset += step)
+            ((volatile uint8_t *)caches[c].memory)[offset] = 0;
 }
 
 void run_state_clear_recurrent(run_state *s)

@@ -242,6 +242,7 @@ typedef struct run_state {
     void *k_cache, *v_cache;
     size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
     size_t kv_bytes;           /* K and V */
+    size_t kv_k_bytes;         /* K */
 
     /* Recurrent state of the layers that carry one (short-convolution
      * windows): layer il's at recurrent + recurrent_offset[il]. It describes
@@ -298,6 +299,10 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
                      thread_pool *pool, bmoe_error *err);
 void run_state_destroy(run_state *s);
 /* Zeroes the recurrent state (an empty sequence). */
+/* Takes the pages of the KV cache and the recurrent state now (they are
+ * allocated untouched), so that the memory a context will fill is held from
+ * its creation. */
+void run_state_commit(run_state *s);
 void run_state_clear_recurrent(run_state *s);
 
 /* ---- Helpers for architecture files (model.c) -------------------------- */

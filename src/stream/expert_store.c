@@ -12,6 +12,7 @@
 #include "expert_store.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,6 +43,8 @@ struct expert_store {
     int n_layer, n_expert;
     expert_layer_source *layers;
     matmul_waiter waiter;
+    pthread_mutex_t turn;      /* held from expert_store_begin to expert_store_end */
+    bool turn_ready;
 
     /* streaming */
     io_lanes *lanes;
@@ -111,6 +114,8 @@ void expert_store_destroy(expert_store *store)
         return;
     if (store->lanes)
         io_lanes_destroy(store->lanes);
+    if (store->turn_ready)
+        pthread_mutex_destroy(&store->turn);
     if (store->memory)
         munmap(store->memory, store->memory_bytes);
     if (store->policy && store->policy_state)
@@ -193,6 +198,15 @@ static int create_slots(expert_store *store, bmoe_error *err)
     return 0;
 }
 
+/* The slots of the staging area of no cache, and the fewest a cache keeps. */
+static int staging_slots(const expert_store *store)
+{
+    int staging = store->config.n_expert_used * STORE_STAGING_PER_USED;
+    if (staging < STORE_STAGING_MIN)
+        staging = STORE_STAGING_MIN;
+    return staging < store->n_expert ? staging : store->n_expert;
+}
+
 static int record_files(expert_store *store, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
                         bmoe_error *err)
 {
@@ -238,6 +252,19 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
     memcpy(store->layers, layers, (size_t)n_layer * sizeof *layers);
     if (!config->streaming)
         return store;
+    /* recursive: a report asked for from an evaluation's callback, on its
+     * thread, reads the counters inside that evaluation's turn */
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    int failed = pthread_mutex_init(&store->turn, &recursive);
+    pthread_mutexattr_destroy(&recursive);
+    if (failed) {
+        expert_store_destroy(store);
+        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: cannot create the cache's lock");
+        return NULL;
+    }
+    store->turn_ready = true;
 
     if (config->io_threads < 1 || config->io_threads > 16 || config->cache_bytes < 0 || n_expert <= 0) {
         expert_store_destroy(store);
@@ -279,10 +306,7 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
             slots = whole_entries;
         store->n_slots = (int)(slots < 1 ? 1 : slots);
     } else {
-        int staging = config->n_expert_used * STORE_STAGING_PER_USED;
-        if (staging < STORE_STAGING_MIN)
-            staging = STORE_STAGING_MIN;
-        store->n_slots = staging < n_expert ? staging : n_expert;
+        store->n_slots = staging_slots(store);
     }
     if (record_files(store, paths, sizes, n_files, err) != 0 || create_slots(store, err) != 0) {
         expert_store_destroy(store);
@@ -294,6 +318,18 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
         return NULL;
     }
     return store;
+}
+
+void expert_store_begin(expert_store *store)
+{
+    if (store->turn_ready)
+        pthread_mutex_lock(&store->turn);
+}
+
+void expert_store_end(expert_store *store)
+{
+    if (store->turn_ready)
+        pthread_mutex_unlock(&store->turn);
 }
 
 void expert_store_set_read_observer(expert_store *store, expert_read_observer observer, void *user)
@@ -744,6 +780,43 @@ void expert_store_settle(expert_store *store)
         wait_slot_reads(store, store->speculative_slots[i]);
     scan_prefetches(store);
     store->mgmt_ms += now_ms() - start;
+}
+
+int64_t expert_store_smallest_budget(const expert_store *store)
+{
+    if (!store->config.streaming || !store->retain)
+        return 0;
+    int n = staging_slots(store) < store->n_slots ? staging_slots(store) : store->n_slots;
+    return (int64_t)n * (int64_t)store->slot_bytes;
+}
+
+int64_t expert_store_shrink(expert_store *store, int64_t budget_bytes)
+{
+    if (!store->config.streaming || !store->retain)
+        return expert_store_cache_budget(store);
+    int64_t n = budget_bytes / (int64_t)store->slot_bytes;
+    if (n < staging_slots(store))
+        n = staging_slots(store);
+    if (n >= store->n_slots)
+        return expert_store_cache_budget(store);
+    expert_store_settle(store);
+    for (int slot = (int)n; slot < store->n_slots; slot++) {
+        wait_slot_reads(store, slot);
+        if (store->slots[slot].layer >= 0)
+            empty_slot(store, slot);
+    }
+    int kept = 0;
+    for (int i = 0; i < store->n_free; i++)
+        if (store->free_slots[i] < n)
+            store->free_slots[kept++] = store->free_slots[i];
+    store->n_free = kept;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t unit = page > 0 ? (size_t)page : 4096;
+    size_t keep = ((size_t)n * store->slot_bytes + unit - 1) / unit * unit;
+    if (keep < store->memory_bytes && munmap(store->memory + keep, store->memory_bytes - keep) == 0)
+        store->memory_bytes = keep;
+    store->n_slots = (int)n;
+    return expert_store_cache_budget(store);
 }
 
 void expert_store_get_counters(expert_store *store, expert_store_counters *counters)

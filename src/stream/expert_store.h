@@ -80,6 +80,16 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
                                   bmoe_error *err);
 void expert_store_destroy(expert_store *store);
 
+/* One evaluation at a time uses a streamed store (its slots, pins, lanes and
+ * counters are one state): a model's contexts take turns, a whole evaluation
+ * each, so that the counters an evaluation reads before and after are its
+ * own. begin waits for the turn, end passes it on; everything below, the
+ * read observer and the reports included, is called between the two (the
+ * turn may be taken again on the thread that holds it). Resident, both do
+ * nothing: acquires only compute pointers into the mapping. */
+void expert_store_begin(expert_store *store);
+void expert_store_end(expert_store *store);
+
 bool expert_store_streaming(const expert_store *store);
 /* The most experts one acquire may hold. */
 int expert_store_capacity(const expert_store *store);
@@ -106,6 +116,15 @@ int expert_store_predict_max(const expert_store *store);
 /* Waits for the prefetches still reading (the wrong guesses of a token's
  * last layers) and counts them, so each evaluation's counters are complete. */
 void expert_store_settle(expert_store *store);
+
+/* Lowers the cache's budget to budget_bytes, never below the staging area
+ * of no cache (2 x n_expert_used slots, at least 16): the entries of the
+ * slots given up are dropped and their memory returned to the system. Within
+ * a turn, between evaluations. Returns the budget now (unchanged when it was
+ * already no larger, or without a cache). */
+int64_t expert_store_shrink(expert_store *store, int64_t budget_bytes);
+/* The budget the cache can shrink to (0 without a cache). */
+int64_t expert_store_smallest_budget(const expert_store *store);
 
 /* What the matmul calls to wait on a handle. */
 const matmul_waiter *expert_store_waiter(const expert_store *store);

@@ -114,3 +114,12 @@ bool memory_model_fits(uint64_t model_bytes, uint64_t available, uint64_t floor_
         return true;
     return available > floor_bytes && model_bytes <= available - floor_bytes;
 }
+
+uint64_t memory_cache_beside_context(uint64_t cache_bytes, uint64_t context_bytes, uint64_t available,
+                                     uint64_t floor_bytes)
+{
+    if (available == 0 || context_bytes + floor_bytes <= available)
+        return cache_bytes;
+    uint64_t missing = context_bytes + floor_bytes - available;
+    return missing < cache_bytes ? cache_bytes - missing : 0;
+}

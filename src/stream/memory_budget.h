@@ -17,6 +17,13 @@ uint64_t memory_available_bytes(void);
  * else; available 0 (unknown) counts as fitting. */
 bool memory_model_fits(uint64_t model_bytes, uint64_t available, uint64_t floor_bytes);
 
+/* The expert cache of cache_bytes, sized at load, beside a context created
+ * since whose context_bytes are not in use yet: the cache it may keep so
+ * that the context fits in available bytes (as memory_available_bytes gives
+ * them) with floor_bytes left, at least 0; available 0 (unknown) keeps it. */
+uint64_t memory_cache_beside_context(uint64_t cache_bytes, uint64_t context_bytes, uint64_t available,
+                                     uint64_t floor_bytes);
+
 /* The cgroup's remaining allowance (limit - usage) over the cgroup and its
  * ancestors, UINT64_MAX when there is no limit or no cgroup. */
 uint64_t memory_cgroup_remaining_bytes(void);

@@ -50,29 +50,18 @@ static inline void workload_prompt(int32_t *ids, int n_vocab)
         ids[i] = (int32_t)((i * 37 + 11) % n_vocab);
 }
 
-/* Runs the workload generations times on one model (the later ones reuse
- * the warm cache and start from an empty KV cache); the result is the last. */
-static inline void workload_run(const char *path, const bmoe_model_params *params, int n_threads, int generations,
-                                workload_result *r)
+/* Runs the workload generations times on context (the later ones reuse the
+ * warm cache and start from an empty KV cache); the result is the last. */
+static inline void workload_run_on(bmoe_context *context, int generations, workload_result *r)
 {
     memset(r, 0, sizeof *r);
     bmoe_error error = {0};
-    bmoe_model *model = bmoe_model_load(path, params, &error);
-    if (!model) {
-        snprintf(r->error, sizeof r->error, "load: %s", error.message);
-        return;
-    }
-    bmoe_context_params context_params = bmoe_context_default_params();
-    context_params.n_ctx = 128;
-    context_params.n_ubatch = 16;
-    context_params.n_threads = n_threads;
-    bmoe_context *context = bmoe_context_create(model, &context_params, &error);
-    r->n_vocab = bmoe_model_n_vocab(model);
+    r->n_vocab = bmoe_model_n_vocab(bmoe_context_model(context));
     r->n_rows = WORKLOAD_PROMPT + WORKLOAD_STEPS;
     r->logits = calloc((size_t)r->n_rows * (size_t)r->n_vocab, sizeof(float));
     int32_t prompt[WORKLOAD_PROMPT];
     workload_prompt(prompt, r->n_vocab);
-    bool ok = context && r->logits;
+    bool ok = r->logits != NULL;
     for (int g = 0; ok && g < generations; g++) {
         bmoe_context_truncate(context, 0);
         memset(&r->prefill, 0, sizeof r->prefill);
@@ -96,6 +85,35 @@ static inline void workload_run(const char *path, const bmoe_model_params *param
     if (!ok)
         snprintf(r->error, sizeof r->error, "%s", error.message);
     r->ok = ok;
+}
+
+/* A context of the workload's size on model (NULL with error filled). */
+static inline bmoe_context *workload_context(bmoe_model *model, int n_threads, bmoe_error *error)
+{
+    bmoe_context_params context_params = bmoe_context_default_params();
+    context_params.n_ctx = 128;
+    context_params.n_ubatch = 16;
+    context_params.n_threads = n_threads;
+    return bmoe_context_create(model, &context_params, error);
+}
+
+/* Loads the model at path with params and runs the workload generations
+ * times on one context of it. */
+static inline void workload_run(const char *path, const bmoe_model_params *params, int n_threads, int generations,
+                                workload_result *r)
+{
+    memset(r, 0, sizeof *r);
+    bmoe_error error = {0};
+    bmoe_model *model = bmoe_model_load(path, params, &error);
+    if (!model) {
+        snprintf(r->error, sizeof r->error, "load: %s", error.message);
+        return;
+    }
+    bmoe_context *context = workload_context(model, n_threads, &error);
+    if (context)
+        workload_run_on(context, generations, r);
+    else
+        snprintf(r->error, sizeof r->error, "context: %s", error.message);
     bmoe_context_free(context);
     bmoe_model_free(model);
 }

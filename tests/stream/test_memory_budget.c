@@ -23,6 +23,21 @@ static void test_fits(void)
     CHECK(memory_model_fits(UINT64_MAX, 0, 2 * GIB));
 }
 
+static void test_cache_beside_context(void)
+{
+    /* 4 GiB available, 1 left free: a 2 GiB context fits beside a 5 GiB cache
+     * already held, a 3 GiB one fits exactly, 3.5 takes half a GiB of it */
+    CHECK(memory_cache_beside_context(5 * GIB, 2 * GIB, 4 * GIB, 1 * GIB) == 5 * GIB);
+    CHECK(memory_cache_beside_context(5 * GIB, 3 * GIB, 4 * GIB, 1 * GIB) == 5 * GIB);
+    CHECK(memory_cache_beside_context(5 * GIB, 3 * GIB + GIB / 2, 4 * GIB, 1 * GIB) == 4 * GIB + GIB / 2);
+    /* a context larger than the cache and all that is free: no cache left */
+    CHECK(memory_cache_beside_context(5 * GIB, 9 * GIB, 4 * GIB, 1 * GIB) == 0);
+    CHECK(memory_cache_beside_context(5 * GIB, 8 * GIB, 4 * GIB, 1 * GIB) == 0);
+    CHECK(memory_cache_beside_context(5 * GIB, 8 * GIB - 1, 4 * GIB, 1 * GIB) == 1);
+    /* unknown: the cache stays as it is */
+    CHECK(memory_cache_beside_context(5 * GIB, 100 * GIB, 0, 1 * GIB) == 5 * GIB);
+}
+
 /* Never more than /proc/meminfo's MemAvailable, read here on its own (with
  * 64 MiB of slack: the two readings are not at the same instant). */
 static void test_available(void)
@@ -46,6 +61,7 @@ static void test_available(void)
 int main(void)
 {
     test_fits();
+    test_cache_beside_context();
     test_available();
     return test_finish();
 }

@@ -157,6 +157,42 @@ static char *run_text(const char *script, const char *what)
     return text;
 }
 
+/* The auto cache is sized at load from what the cap leaves; a context made
+ * afterwards takes its KV cache out of it, rather than filling the cap (and
+ * getting the process killed) as its positions fill: with 40 000 positions
+ * (234 MiB of KV cache) the cache shrinks so that both fit in the cap, and
+ * the text is the resident run's; with 120 000 (703 MiB, more than the cap)
+ * the context is refused with one line and a non-zero exit. */
+static void test_memory_cap_context(const char *memcap, const char *path, const char *resident)
+{
+    char script[4096];
+    const char *stream = "--moe-stream --cache-mb auto --cache-floor-mb 128 -p 'Once upon' -n 8 -t 2";
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s -c 40000", memcap, path, stream);
+    cli_result r;
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0, "40000 positions under a 640 MiB cap: exit %d signal %d: %s",
+              r.exit_code, r.signal, r.err);
+    /* 6 layers x 2 KV heads x 128 dims x f16, K and V, per position */
+    double kv_mib = 40000.0 * 6 * 2 * 128 * 2 * 2 / MIB;
+    const char *budget = strstr(r.err, "moe-cache: ") ? strstr(strstr(r.err, "moe-cache: "), "budget ") : NULL;
+    double budget_mib = budget ? atof(budget + strlen("budget ")) : -1.0;
+    CHECK_MSG(strstr(r.err, "stream: the expert cache gives up"), "no shrink said: %s", r.err);
+    CHECK_MSG(budget_mib > 0 && budget_mib + kv_mib < 640.0,
+              "cache %.0f MiB beside %.0f MiB of KV cache under a 640 MiB cap", budget_mib, kv_mib);
+    double peak = peak_rss_mib(r.err);
+    CHECK_MSG(peak > kv_mib && peak < 640.0, "40000 positions under a 640 MiB cap: peak RSS %.1f MiB", peak);
+    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "text '%s' beside a shrunk cache is not '%s'",
+              r.out ? r.out : "", resident ? resident : "");
+    cli_result_free(&r);
+
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s -c 120000", memcap, path, stream);
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 1 && strstr(r.err, "context: 120000 positions need") &&
+                  (!r.out || !*r.out),
+              "120000 positions under a 640 MiB cap: exit %d signal %d: %s", r.exit_code, r.signal, r.err);
+    cli_result_free(&r);
+}
+
 /* Without --moe-stream, a model larger than what the cap leaves is
  * streamed all the same (the library chooses it and says so), within the
  * cap, and writes the resident run's text; --no-moe-stream keeps the
@@ -195,8 +231,8 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     /* with room to spare (the floor and 1 GiB more) nothing is streamed unasked */
     struct stat info;
     CHECK(stat(path, &info) == 0);
-    if (memory_model_fits((uint64_t)info.st_size + ((uint64_t)1 << 30), memory_available_bytes(),
-                          (uint64_t)1536 << 20)) {
+    uint64_t floor = (uint64_t)bmoe_model_default_params().stream.cache_floor_mb << 20;
+    if (memory_model_fits((uint64_t)info.st_size + ((uint64_t)1 << 30), memory_available_bytes(), floor)) {
         snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' %s", path, run);
         CHECK(cli_run_shell(script, &r) == 0);
         CHECK_MSG(r.exit_code == 0 && !strstr(r.err, "streamed from the file") &&
@@ -206,6 +242,7 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     } else {
         printf("note: too little memory here to check that a fitting model is not streamed\n");
     }
+    test_memory_cap_context(memcap, path, resident);
     free(resident);
 }
 

@@ -17,3 +17,6 @@ bmoe_add_test(test_mapping_pages SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mapping_
   TIMEOUT 120)
 add_test(NAME test_mapping_pages_huge COMMAND test_mapping_pages huge)
 set_tests_properties(test_mapping_pages_huge PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)
+bmoe_add_test(test_stream_contexts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_contexts.c LIBS bmoe_engine m
+  Threads::Threads TIMEOUT 600)
+add_dependencies(test_stream_contexts bmoe-mkmodel)
