@@ -2,7 +2,8 @@
  * streamed model they share one expert cache, and every context's logits
  * and tokens stay byte-identical to the resident run's while the others
  * evaluate at the same time (with a cache too small for one token, every
- * layer evicts what another context may be about to use). */
+ * layer evicts what another context may be about to use); on the resident
+ * model too. */
 #include <pthread.h>
 
 #include "stream_support.h"
@@ -22,10 +23,12 @@ static void *run_context(void *user)
     return NULL;
 }
 
+/* cache_mb -2: the resident model */
 static void check_concurrent(const char *path, const workload_result *reference, int64_t cache_mb, bool overlap)
 {
     bmoe_model_params params = bmoe_model_default_params();
-    params.stream.enabled = true;
+    params.stream.auto_enable = false;
+    params.stream.enabled = cache_mb != -2;
     params.stream.cache_mb = cache_mb;
     params.stream.overlap = overlap;
     params.stream.io_threads = 4;
@@ -76,6 +79,7 @@ int main(void)
     workload_run(path, &resident, 1, 1, &reference);
     CHECK_MSG(reference.ok, "resident: %s", reference.error);
     if (reference.ok) {
+        check_concurrent(path, &reference, -2, false);
         check_concurrent(path, &reference, 1, false);
         check_concurrent(path, &reference, 1, true);
         check_concurrent(path, &reference, 0, true);
