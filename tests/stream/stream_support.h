@@ -33,6 +33,13 @@ static inline void workload_free(workload_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The test's scratch directory, name under the tests' temporary one. */
+static inline void stream_test_dir(char *dir, size_t size, const char *name)
+{
+    snprintf(dir, size, "%s/%s", test_tmp_dir(), name);
+    mkdir(dir, 0755);
+}
+
 /* Writes a model with bmoe-mkmodel ARGS into path (once per test run). */
 static inline bool stream_make_model(const char *path, const char *args)
 {

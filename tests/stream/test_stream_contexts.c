@@ -67,8 +67,7 @@ static void check_concurrent(const char *path, const workload_result *reference,
 int main(void)
 {
     char dir[1100], path[1200];
-    snprintf(dir, sizeof dir, "%s/stream-contexts", test_tmp_dir());
-    mkdir(dir, 0755);
+    stream_test_dir(dir, sizeof dir, "stream-contexts");
     snprintf(path, sizeof path, "%s/qwen3moe.gguf", dir);
     if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks "
                                  "--seed 3"))

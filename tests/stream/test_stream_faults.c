@@ -158,8 +158,7 @@ static void check_changed_file(const char *path, const char *dir, const int32_t 
 int main(void)
 {
     char dir[1100], path[1200];
-    snprintf(dir, sizeof dir, "%s/stream-faults", test_tmp_dir());
-    mkdir(dir, 0755);
+    stream_test_dir(dir, sizeof dir, "stream-faults");
     snprintf(path, sizeof path, "%s/model.gguf", dir);
     if (!stream_make_model(path, "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 8"))
         return test_finish();

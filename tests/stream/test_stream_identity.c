@@ -197,8 +197,7 @@ static void check_model(const model_case *m, const char *dir)
 int main(void)
 {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/stream-identity", test_tmp_dir());
-    mkdir(dir, 0755);
+    stream_test_dir(dir, sizeof dir, "stream-identity");
     const model_case models[] = {
         {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 3", NULL},
         {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL},

@@ -276,8 +276,7 @@ static bool test_memory_cap(const char *path)
 int main(void)
 {
     char dir[1100], big[1200];
-    snprintf(dir, sizeof dir, "%s/stream-memory", test_tmp_dir());
-    mkdir(dir, 0755);
+    stream_test_dir(dir, sizeof dir, "stream-memory");
     test_cold_file(dir);
     snprintf(big, sizeof big, "%s/big.gguf", dir);
     if (stream_make_model(big, "--arch qwen3moe --layers 6 --embd 1024 --heads 8 --kv-heads 2 --head-dim 128 "
