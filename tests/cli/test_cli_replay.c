@@ -153,6 +153,29 @@ int main(void)
     CHECK(cli_run(wrong, &r) == 0);
     CHECK_MSG(r.exit_code == 1 && cli_one_line_error(&r) && strstr(r.err, "--route-replay"), "wrong trace: %s", r.err);
     cli_result_free(&r);
+
+    /* steps out of order with a negative one, a step past 2^32, one near
+     * INT32_MAX (indices below the table, truncated and overflowing sizes
+     * before): one line, exit 1, whatever the steps */
+    const char *bad_steps[] = {"0,1,1,0,0,1\n0,1,-1,2,3,2\n0,1,0,0,0,3\n", "0,1,0,0,0,1\n0,1,4294967296,0,0,1\n",
+                               "0,1,0,0,0,1\n0,1,2147483647,0,0,1\n"};
+    for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; i++) {
+        char bad[1200];
+        snprintf(bad, sizeof bad, "%s/bad-steps.csv", dir);
+        FILE *file = fopen(bad, "w");
+        CHECK(file != NULL);
+        if (!file)
+            continue;
+        fprintf(file, "# route_trace v1\n# model=m arch=qwen3moe n_layer=3 n_expert=32 n_expert_used=4\n"
+                      "turn,phase,step,layer,slot,expert\n%s",
+                bad_steps[i]);
+        fclose(file);
+        const char *args[] = {"-m", model, "--moe-stream", "-p", "Hello", "-n", "2", "--route-replay", bad, NULL};
+        CHECK(cli_run(args, &r) == 0);
+        CHECK_MSG(r.signal == 0 && r.exit_code == 1 && cli_one_line_error(&r) && strstr(r.err, "is outside"),
+                  "bad steps %zu: exit %d signal %d: %s", i, r.exit_code, r.signal, r.err);
+        cli_result_free(&r);
+    }
     free(recorded_text);
     free(replayed_text);
     return test_finish();
