@@ -2,8 +2,11 @@
  * one job: --info, generation, teacher-forced logits or perplexity
  * (the public library). Every failure is one line on stderr and a non-zero
  * exit. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -15,8 +18,23 @@ static int run_info(const char *path)
     return 0;
 }
 
+/* A standard stream the caller closed (`<&-`, `>&-`) must not become the
+ * next file opened: the model read as session requests, the text written
+ * into the CSV's temporary. Each is held on /dev/null, read-only, so that a
+ * read ends at once and a write still fails and is reported. */
+static void hold_standard_streams(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            int held = open("/dev/null", O_RDONLY);
+            if (held > 2)
+                close(held);
+        }
+}
+
 int main(int argc, char **argv)
 {
+    hold_standard_streams();
     cli_options options;
     if (cli_parse_args(argc, argv, &options) != 0)
         return 2;

@@ -138,6 +138,31 @@ static void test_full_disk(void)
 }
 
 
+/* A closed standard stream is not the next file opened: a session on a
+ * closed stdin ends at once (not reading the model as requests), text for a
+ * closed stdout is an error and its --csv is not written (not the text
+ * written into the CSV). */
+static void test_closed_streams(void)
+{
+    char script[4096], csv[1200];
+    cli_result r;
+    snprintf(script, sizeof script, "exec timeout 60 \"$BMOE_CLI\" -m '%s' --session <&-", stories);
+    run_shell("session on a closed stdin", script, &r);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0 && !strstr(r.out ? r.out : "", "BMOE_ERROR"),
+              "session on a closed stdin: exit %d signal %d, out %.300s", r.exit_code, r.signal, r.out);
+    cli_result_free(&r);
+
+    snprintf(csv, sizeof csv, "%s/closed.csv", dir);
+    unlink(csv);
+    snprintf(script, sizeof script, "exec \"$BMOE_CLI\" -m '%s' -p 'Once upon' -n 4 --csv '%s' >&-", stories, csv);
+    run_shell("text into a closed stdout", script, &r);
+    expect_failure("text into a closed stdout", &r, "standard output");
+    cli_result_free(&r);
+    struct stat st;
+    CHECK_MSG(stat(csv, &st) != 0, "--csv written though the run failed");
+    CHECK(no_temporary_left("closed.csv"));
+}
+
 static void test_nan_model(void)
 {
     char path[1200];
@@ -228,6 +253,7 @@ int main(void)
     test_outputs();
     test_fifos();
     test_full_disk();
+    test_closed_streams();
     test_nan_model();
     test_flags();
     test_context_warning();
