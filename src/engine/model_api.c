@@ -86,6 +86,22 @@ bmoe_model_params bmoe_model_default_params(void)
 }
 
 #define MIB ((int64_t)1 << 20)
+
+/* A size in MiB from the parameters, in bytes: 0 for none, saturating
+ * rather than wrapping for sizes past 2^44 MiB. */
+static uint64_t mib_bytes(int64_t mib)
+{
+    if (mib <= 0)
+        return 0;
+    return (uint64_t)mib > (UINT64_MAX >> 20) ? UINT64_MAX : (uint64_t)mib << 20;
+}
+
+/* A budget in bytes as cache_mb reports it: rounded up, so that a cache
+ * smaller than 1 MiB does not read as 0, "no cache". */
+static int64_t budget_mib(int64_t bytes)
+{
+    return (bytes + MIB - 1) / MIB;
+}
 /* Shards a streamed model may have (the reference layouts use a handful). */
 #define GGUF_MAX_SHARDS_FOR_STREAM 256
 
@@ -95,11 +111,11 @@ static int64_t auto_cache_bytes(const bmoe_stream_params *p, uint64_t whole_set)
 {
     uint64_t available = memory_available_bytes();
     uint64_t hard = whole_set;
-    if (p->cache_ceil_mb > 0 && (uint64_t)(p->cache_ceil_mb * MIB) < hard)
-        hard = (uint64_t)(p->cache_ceil_mb * MIB);
+    if (p->cache_ceil_mb > 0 && mib_bytes(p->cache_ceil_mb) < hard)
+        hard = mib_bytes(p->cache_ceil_mb);
     if (available == 0) /* unknown: a modest cache */
         return (int64_t)(hard < (uint64_t)(1500 * MIB) ? hard : (uint64_t)(1500 * MIB));
-    uint64_t floor = (uint64_t)(p->cache_floor_mb > 0 ? p->cache_floor_mb : 0) * (uint64_t)MIB;
+    uint64_t floor = mib_bytes(p->cache_floor_mb);
     uint64_t budget = available > floor ? available - floor : 0;
     return (int64_t)(budget < hard ? budget : hard);
 }
@@ -186,9 +202,8 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
     };
     if (p->enabled) {
         m->cache_auto = p->cache_mb < 0;
-        config.cache_bytes = p->cache_mb < 0 ? auto_cache_bytes(p, whole_set) : p->cache_mb * MIB;
-        if ((uint64_t)config.cache_bytes > whole_set)
-            config.cache_bytes = (int64_t)whole_set;
+        uint64_t bytes = p->cache_mb < 0 ? (uint64_t)auto_cache_bytes(p, whole_set) : mib_bytes(p->cache_mb);
+        config.cache_bytes = (int64_t)(bytes < whole_set ? bytes : whole_set);
     }
     const char *paths[GGUF_MAX_SHARDS_FOR_STREAM];
     uint64_t sizes[GGUF_MAX_SHARDS_FOR_STREAM];
@@ -207,7 +222,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
     if (!p->enabled)
         return 0;
     model_detach_expert_data(mo);
-    p->cache_mb = expert_store_cache_budget(m->experts) / MIB;
+    p->cache_mb = budget_mib(expert_store_cache_budget(m->experts));
     uint64_t cycle = expert_store_cycle_bytes(m->experts, hp->n_expert_used);
     int64_t budget = expert_store_cache_budget(m->experts);
     if (budget > 0 && (uint64_t)budget < cycle)
@@ -241,7 +256,7 @@ static int choose_streaming(bmoe_model *m, const expert_layer_source *layers, bm
     for (int il = 0; il < m->model.hparams.n_layer; il++)
         has_experts |= layers[il].n_projections > 0;
     uint64_t bytes = model_file_bytes(m->file), available = memory_available_bytes();
-    uint64_t floor = (uint64_t)s->cache_floor_mb * (uint64_t)MIB;
+    uint64_t floor = mib_bytes(s->cache_floor_mb);
     if (!has_experts || memory_model_fits(bytes, available, floor))
         return 0;
     s->enabled = true;
@@ -261,7 +276,7 @@ int engine_reserve_context(bmoe_model *m, run_state *state, bmoe_error *err)
     if (!expert_store_streaming(m->experts))
         return 0;
     uint64_t context_bytes = state->kv_bytes + state->recurrent_floats * sizeof(float) + state->buffer_bytes;
-    uint64_t floor = (uint64_t)m->params.stream.cache_floor_mb * (uint64_t)MIB;
+    uint64_t floor = mib_bytes(m->params.stream.cache_floor_mb);
     expert_store_begin(m->experts);
     uint64_t available = memory_available_bytes();
     int64_t budget = expert_store_cache_budget(m->experts);
@@ -280,7 +295,7 @@ int engine_reserve_context(bmoe_model *m, run_state *state, bmoe_error *err)
         uint64_t keep = memory_cache_beside_context((uint64_t)budget, context_bytes, available, floor);
         if (keep < (uint64_t)budget) {
             int64_t now = expert_store_shrink(m->experts, (int64_t)keep);
-            m->params.stream.cache_mb = now / MIB;
+            m->params.stream.cache_mb = budget_mib(now);
             engine_log(m, BMOE_LOG_INFO,
                        "stream: the expert cache gives up %lld MiB to a context of %d positions (%llu MiB): "
                        "%lld MiB now",

@@ -101,6 +101,53 @@ static void test_cold_file(const char *dir)
     bmoe_model_free(model);
 }
 
+/* The cache a load resolves for cache_mb (ceiling ceil_mb): its budget in
+ * bytes (-1 when the load failed); *reported: cache_mb as get_params says. */
+static int64_t resolved_budget(const char *path, int64_t cache_mb, int64_t ceil_mb, int64_t *reported)
+{
+    bmoe_model_params params = bmoe_model_default_params();
+    params.stream.enabled = true;
+    params.stream.cache_mb = cache_mb;
+    params.stream.cache_ceil_mb = ceil_mb;
+    bmoe_error err = {0};
+    bmoe_model *model = bmoe_model_load(path, &params, &err);
+    CHECK_MSG(model != NULL, "cache_mb %lld, ceiling %lld: %s", (long long)cache_mb, (long long)ceil_mb,
+              err.message);
+    if (!model)
+        return -1;
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(model, &state);
+    bmoe_model_get_params(model, &params);
+    *reported = params.stream.cache_mb;
+    bmoe_model_free(model);
+    return state.cache_budget_bytes;
+}
+
+/* Sizes past what fits in bytes hold the whole expert set (they wrapped to
+ * no cache, or to a few slots, before); a cache under 1 MiB reads as 1 MiB,
+ * not as 0 ("no cache"). */
+static void test_cache_sizes(const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/cold.gguf", dir);
+    int64_t reported, whole_reported;
+    int64_t whole = resolved_budget(path, 1 << 20, 0, &whole_reported);
+    const int64_t huge[] = {(int64_t)1 << 44, ((int64_t)1 << 44) + 1, INT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        int64_t budget = resolved_budget(path, huge[i], 0, &reported);
+        CHECK_MSG(whole > 0 && budget == whole && reported == whole_reported,
+                  "cache_mb %lld: budget %lld, not the whole set's %lld", (long long)huge[i], (long long)budget,
+                  (long long)whole);
+    }
+    int64_t auto_budget = resolved_budget(path, -1, 0, &reported);
+    int64_t ceiled = resolved_budget(path, -1, (int64_t)1 << 44, &reported);
+    CHECK_MSG(ceiled == auto_budget && ceiled > 0, "auto with a ceiling of 2^44 MiB: %lld, without: %lld",
+              (long long)ceiled, (long long)auto_budget);
+    int64_t small = resolved_budget(path, 1, 0, &reported);
+    CHECK_MSG(small > 0 && small <= ((int64_t)1 << 20) && reported == 1, "cache_mb 1: budget %lld, reported %lld",
+              (long long)small, (long long)reported);
+}
+
 /* Peak RSS in MiB from the CLI's summary ("peak RSS: N MiB"), -1 if absent. */
 static double peak_rss_mib(const char *err)
 {
@@ -278,6 +325,7 @@ int main(void)
     char dir[1100], big[1200];
     stream_test_dir(dir, sizeof dir, "stream-memory");
     test_cold_file(dir);
+    test_cache_sizes(dir);
     snprintf(big, sizeof big, "%s/big.gguf", dir);
     if (stream_make_model(big, "--arch qwen3moe --layers 6 --embd 1024 --heads 8 --kv-heads 2 --head-dim 128 "
                                "--experts 64 --experts-used 8 --expert-ff 1536 --vocab 512 --type q4_k_m "
