@@ -37,5 +37,9 @@ int cli_run_session(const cli_options *options)
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;
     config.cache_auto = options->model_params.stream.cache_mb < 0;
     signal(SIGPIPE, SIG_IGN);
-    return session_run(&config, STDIN_FILENO, stdout);
+    int output_error;
+    int status = session_run(&config, STDIN_FILENO, stdout, &output_error);
+    if (output_error)
+        cli_fail("cannot write to standard output: %s", strerror(output_error));
+    return status;
 }

@@ -109,8 +109,9 @@ static int session_open(session *s)
     return session_emit(s);
 }
 
-int session_run(const session_config *config, int input, FILE *output)
+int session_run(const session_config *config, int input, FILE *output, int *output_error)
 {
+    *output_error = 0;
     session s;
     memset(&s, 0, sizeof s);
     s.config = config;
@@ -153,6 +154,8 @@ int session_run(const session_config *config, int input, FILE *output)
         }
     }
     bool output_failed = session_output_failed(&out);
+    if (output_failed)
+        *output_error = out.error;
     tm_layout_free(&s.layout);
     session_conversation_free(&s.conversation);
     bmoe_chat_free(s.chat);

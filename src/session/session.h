@@ -39,7 +39,9 @@ typedef struct session_config {
 
 /* Runs a session on input (a descriptor) and output until close, EOF, or a
  * fatal error. Returns the process exit status: 0 after a clean end, 1
- * after a fatal BMOE_ERROR (the model did not load, the output failed). */
-int session_run(const session_config *config, int input, FILE *output);
+ * after a fatal BMOE_ERROR (the model did not load, the output failed).
+ * *output_error: the errno of a failed write to output (then nothing more
+ * could be said there), else 0. */
+int session_run(const session_config *config, int input, FILE *output, int *output_error);
 
 #endif

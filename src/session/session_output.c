@@ -2,6 +2,7 @@
  * (session_output.h). */
 #include "session_output.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ int session_output_init(session_output *output, FILE *stream)
 {
     output->stream = stream;
     output->failed = false;
+    output->error = 0;
     return pthread_mutex_init(&output->lock, NULL) == 0 ? 0 : -1;
 }
 
@@ -24,8 +26,11 @@ int session_output_write(session_output *output, tm_buffer *lines)
     bool out_of_memory = lines->failed;
     pthread_mutex_lock(&output->lock);
     if (!output->failed && !out_of_memory && lines->length > 0) {
-        if (fwrite(lines->data, 1, lines->length, output->stream) != lines->length || fflush(output->stream) != 0)
+        errno = 0;
+        if (fwrite(lines->data, 1, lines->length, output->stream) != lines->length || fflush(output->stream) != 0) {
             output->failed = true;
+            output->error = errno ? errno : EIO;
+        }
     }
     bool failed = output->failed;
     pthread_mutex_unlock(&output->lock);

@@ -18,6 +18,7 @@ typedef struct session_output {
     FILE *stream;
     pthread_mutex_t lock;
     bool failed;
+    int error;                 /* errno of the failed write (EIO when it left none) */
 } session_output;
 
 int session_output_init(session_output *output, FILE *stream);

@@ -119,8 +119,11 @@ static void test_full_disk(void)
         {"\"$BMOE_CLI\" -m '%s' --ppl '%s' -c 128 --chunks 2 > /dev/full", "--ppl"},
         {"\"$BMOE_CLI\" --help > /dev/full", "--help"},
         {"\"$BMOE_CLI\" --version > /dev/full", "--version"},
+        {"echo '{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"Once\",\"n_predict\":3}' | \"$BMOE_CLI\" -m '%s' "
+         "--session > /dev/full",
+         "--session"},
     };
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         char script[4096];
         snprintf(script, sizeof script, scripts[i][0], stories, corpus);
         cli_result r;
