@@ -421,7 +421,7 @@ KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size
 typedef struct k4_activation {
     __m512i y[4];
     __m128i bsum_pairs;
-    float d;
+    __m128 d;           /* the block's scale in every lane */
 } k4_activation;
 
 KERNEL_INLINE void k4_activation_load(const block_q8_k *y, k4_activation *out)
@@ -433,17 +433,21 @@ KERNEL_INLINE void k4_activation_load(const block_q8_k *y, k4_activation *out)
     out->y[3] = avx512_join(_mm256_loadu_si256(q + 5), _mm256_loadu_si256(q + 7));
     __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
     out->bsum_pairs = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
-    out->d = y->d;
+    out->d = _mm_set1_ps(y->d);
 }
 
-/* vpshufb controls picking, per 128-bit lane, the scales of the packed
- * vpdpbusd sums below: sub-blocks 0,1 | 0,1 | 2,3 | 2,3 and 4,5 | 4,5 | 6,7 | 6,7. */
-#define K4_WORDS4(w) 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1, 2 * (w), 2 * (w) + 1
+/* vpshufb controls that take, per 128-bit lane, the unpacked scale bytes
+ * (16 bytes: 8 scales, 8 minimums) as 16-bit words (a control byte with its
+ * top bit set writes a zero): the scales of the packed vpdpbusd sums below,
+ * sub-blocks 0,1 | 0,1 | 2,3 | 2,3 and 4,5 | 4,5 | 6,7 | 6,7, and the eight
+ * minimums. */
+#define K4_WORDS4(w) (w), 0x80, (w), 0x80, (w), 0x80, (w), 0x80
 #define K4_LANE(a, b) K4_WORDS4(a), K4_WORDS4(b)
 static const uint8_t k4_scale_pick[2][64] = {
     {K4_LANE(0, 1), K4_LANE(0, 1), K4_LANE(2, 3), K4_LANE(2, 3)},
     {K4_LANE(4, 5), K4_LANE(4, 5), K4_LANE(6, 7), K4_LANE(6, 7)},
 };
+static const uint8_t k4_min_pick[16] = {8, 0x80, 9, 0x80, 10, 0x80, 11, 0x80, 12, 0x80, 13, 0x80, 14, 0x80, 15, 0x80};
 #undef K4_LANE
 #undef K4_WORDS4
 
@@ -468,19 +472,18 @@ typedef struct k4_weights {
     __m512i w[4];       /* sub-blocks 0 | 2, 1 | 3, 4 | 6, 5 | 7 */
     __m512i scale[2];   /* sub-block scales in the word order of the packed sums */
     __m128i mins;       /* eight 16-bit minimums */
-    float d, dmin;
+    __m128 d_dmin;      /* the block's d and dmin in lanes 0 and 1 */
 } k4_weights;
 
 /* high_bits: NULL for Q4_K, qh for Q5_K. */
 KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
                              k4_weights *out)
 {
-    uint16_t d_bits, dmin_bits;
-    memcpy(&d_bits, header, 2);
-    memcpy(&dmin_bits, header + 2, 2);
+    uint32_t d_dmin_bits;
+    memcpy(&d_dmin_bits, header, 4);
     __m128i scale_min = avx512_k4_unpack_scales(header + 4);
-    out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
-    __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scale_min));
+    out->mins = _mm_shuffle_epi8(scale_min, _mm_loadu_si128((const __m128i *)k4_min_pick));
+    __m512i scales = _mm512_broadcast_i32x4(scale_min);
     out->scale[0] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0]));
     out->scale[1] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[1]));
 
@@ -502,8 +505,7 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
             out->w[v] = _mm512_mask_add_epi8(out->w[v], set, out->w[v], sixteen);
         }
     }
-    out->d = avx512_f16(d_bits);
-    out->dmin = avx512_f16(dmin_bits);
+    out->d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin_bits));
 }
 
 /* One row's unpacked block against one activation block. */
@@ -521,10 +523,10 @@ KERNEL_INLINE void k4_accumulate(const k4_weights *x, const k4_activation *y, __
                                           _mm512_dpbusd_epi32(zero, x->w[3], y->y[3]));
     __m512i sum = _mm512_dpwssd_epi32(zero, packed01, x->scale[0]);
     sum = _mm512_dpwssd_epi32(sum, packed23, x->scale[1]);
-    float d = x->d * y->d;
-    float dmin = x->dmin * y->d;
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d), *acc);
-    *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_set1_ps(dmin), *acc_min);
+    /* both products at once: lane for lane the scalar d * y->d, dmin * y->d */
+    __m128 scaled = _mm_mul_ps(x->d_dmin, y->d);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_broadcastss_ps(scaled), *acc);
+    *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_permute_ps(scaled, 0x55), *acc_min);
 }
 
 KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
