@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "dot_common.h"
+#include "k4_scales_x86.h"
 #include "kernels_dispatch.h"
 
 KERNEL_INLINE float avx2_hsum(__m256 v)
@@ -322,7 +323,7 @@ typedef struct k4_weights {
     __m256i w[8];
     __m256i scale[2];
     __m128i mins;
-    float d, dmin;
+    __m128 d_dmin; /* the block's d and dmin in lanes 0 and 1 */
 } k4_weights;
 
 /* Shuffle table mapping a nibble x to 16 when its bit `bit` is set, else 0. */
@@ -337,14 +338,9 @@ KERNEL_INLINE __m256i avx2_nibble_bit_table(int bit)
 /* high_bits is NULL for Q4_K, the qh array for Q5_K. */
 KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits, k4_weights *out)
 {
-    uint16_t d_bits, dmin_bits;
-    memcpy(&d_bits, header, 2);
-    memcpy(&dmin_bits, header + 2, 2);
-    uint8_t unpacked[16];
-    kernel_k4_unpack_scales(header + 4, unpacked);
-    __m128i scale_min = _mm_loadu_si128((const __m128i *)unpacked);
-    __m256i scales_both = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scale_min));
-    out->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_min, 8));
+    __m128i scale_min = x86_k4_unpack_scales(header + 4);
+    __m256i scales_both = _mm256_broadcastsi128_si256(scale_min);
+    out->mins = x86_k4_mins(scale_min);
 
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     /* Q5_K: bit 2c (2c + 1) of a high-bit byte is bit 4 of the low (high)
@@ -367,12 +363,14 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
         out->w[2 * c] = low;
         out->w[2 * c + 1] = high;
     }
-    const __m256i pick_low = _mm256_setr_epi8(0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7,
-                                              0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7);
-    out->scale[0] = _mm256_shuffle_epi8(scales_both, pick_low);
-    out->scale[1] = _mm256_shuffle_epi8(scales_both, _mm256_add_epi8(pick_low, _mm256_set1_epi8(8)));
-    out->d = avx2_f16(d_bits);
-    out->dmin = avx2_f16(dmin_bits);
+    /* each scale byte as a word, twice (a control byte with its top bit set
+     * writes the zero high byte) */
+#define K4_SCALE_PICK(s) (s), -128, (s), -128, (s) + 1, -128, (s) + 1, -128, (s) + 2, -128, (s) + 2, -128, \
+                         (s) + 3, -128, (s) + 3, -128
+    out->scale[0] = _mm256_shuffle_epi8(scales_both, _mm256_setr_epi8(K4_SCALE_PICK(0), K4_SCALE_PICK(0)));
+    out->scale[1] = _mm256_shuffle_epi8(scales_both, _mm256_setr_epi8(K4_SCALE_PICK(4), K4_SCALE_PICK(4)));
+#undef K4_SCALE_PICK
+    out->d_dmin = x86_k4_d_dmin(header);
 }
 
 /* Per row and block: the scaled integer sum and the min term.
@@ -395,10 +393,10 @@ KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, __m12
     }
     __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(avx2_fold32_epi16(folded[0], folded[1]), x->scale[0]),
                                    _mm256_madd_epi16(avx2_fold32_epi16(folded[2], folded[3]), x->scale[1]));
-    float d = x->d * y->d;
-    float dmin = x->dmin * y->d;
-    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d), *acc);
-    *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_set1_ps(dmin), *acc_min);
+    /* both products at once: lane for lane the scalar d * y->d, dmin * y->d */
+    __m128 scaled = _mm_mul_ps(x->d_dmin, _mm_set1_ps(y->d));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_broadcastss_ps(scaled), *acc);
+    *acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(min_sum), _mm_permute_ps(scaled, 0x55), *acc_min);
 }
 
 /* Decode: every row of a call takes the same activation blocks, so their

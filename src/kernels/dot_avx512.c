@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "dot_common.h"
+#include "k4_scales_x86.h"
 #include "kernels_dispatch.h"
 
 KERNEL_INLINE float avx512_hsum256(__m256 v)
@@ -437,34 +438,17 @@ KERNEL_INLINE void k4_activation_load(const block_q8_k *y, k4_activation *out)
 }
 
 /* vpshufb controls that take, per 128-bit lane, the unpacked scale bytes
- * (16 bytes: 8 scales, 8 minimums) as 16-bit words (a control byte with its
- * top bit set writes a zero): the scales of the packed vpdpbusd sums below,
- * sub-blocks 0,1 | 0,1 | 2,3 | 2,3 and 4,5 | 4,5 | 6,7 | 6,7, and the eight
- * minimums. */
+ * (x86_k4_unpack_scales) as 16-bit words (a control byte with its top bit
+ * set writes a zero): the scales of the packed vpdpbusd sums below,
+ * sub-blocks 0,1 | 0,1 | 2,3 | 2,3 and 4,5 | 4,5 | 6,7 | 6,7. */
 #define K4_WORDS4(w) (w), 0x80, (w), 0x80, (w), 0x80, (w), 0x80
 #define K4_LANE(a, b) K4_WORDS4(a), K4_WORDS4(b)
 static const uint8_t k4_scale_pick[2][64] = {
     {K4_LANE(0, 1), K4_LANE(0, 1), K4_LANE(2, 3), K4_LANE(2, 3)},
     {K4_LANE(4, 5), K4_LANE(4, 5), K4_LANE(6, 7), K4_LANE(6, 7)},
 };
-static const uint8_t k4_min_pick[16] = {8, 0x80, 9, 0x80, 10, 0x80, 11, 0x80, 12, 0x80, 13, 0x80, 14, 0x80, 15, 0x80};
 #undef K4_LANE
 #undef K4_WORDS4
-
-/* kernel_k4_unpack_scales in one register: the 12 packed bytes are words
- * a, b, c; the result's words are a & 0x3f.., (c & 0x0f..) | top bits of a,
- * b & 0x3f.., (c >> 4 & 0x0f..) | top bits of b, where a byte's top two
- * bits land in bits 4-5 ((x >> 2) & 0x30 per byte). Reads 16 bytes: the
- * block goes on past the scales. */
-KERNEL_INLINE __m128i avx512_k4_unpack_scales(const uint8_t *packed)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)packed);
-    __m128i low = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
-    low = _mm_and_si128(low, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    __m128i high = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
-    high = _mm_and_si128(high, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    return _mm_or_si128(low, high);
-}
 
 /* One row's Q4_K or Q5_K block unpacked: what depends on the weights only,
  * computed once and used for every activation row of a tile. */
@@ -479,10 +463,8 @@ typedef struct k4_weights {
 KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
                              k4_weights *out)
 {
-    uint32_t d_dmin_bits;
-    memcpy(&d_dmin_bits, header, 4);
-    __m128i scale_min = avx512_k4_unpack_scales(header + 4);
-    out->mins = _mm_shuffle_epi8(scale_min, _mm_loadu_si128((const __m128i *)k4_min_pick));
+    __m128i scale_min = x86_k4_unpack_scales(header + 4);
+    out->mins = x86_k4_mins(scale_min);
     __m512i scales = _mm512_broadcast_i32x4(scale_min);
     out->scale[0] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[0]));
     out->scale[1] = _mm512_shuffle_epi8(scales, _mm512_loadu_si512((const void *)k4_scale_pick[1]));
@@ -505,7 +487,7 @@ KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uin
             out->w[v] = _mm512_mask_add_epi8(out->w[v], set, out->w[v], sixteen);
         }
     }
-    out->d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin_bits));
+    out->d_dmin = x86_k4_d_dmin(header);
 }
 
 /* One row's unpacked block against one activation block. */
