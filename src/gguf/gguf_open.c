@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../base/pages.h"
 #include "../base/text.h"
 
 /* "-00001-of-00003.gguf": the suffix of a shard's file name. */
@@ -509,8 +510,7 @@ void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, 
     if (shard >= model->shard_count || !model->shards[shard].mapped)
         return;
     const gguf_shard *s = &model->shards[shard];
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t page_size = page > 0 ? (uint64_t)page : 4096;
+    uint64_t page_size = page_bytes();
     if (end > s->size)
         end = s->size;
     uint64_t first = begin / page_size * page_size;

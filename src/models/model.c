@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../base/pages.h"
 #include "../base/text.h"
 #include "../quant/quant.h"
 #include "../stream/expert_store.h"
@@ -757,19 +757,9 @@ void run_state_destroy(run_state *s)
 
 void run_state_commit(run_state *s)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    size_t step = page > 0 ? (size_t)page : 4096;
-    struct {
-        void *memory;
-        size_t bytes;
-    } caches[] = {
-        {s->k_cache, s->kv_k_bytes},
-        {s->v_cache, s->kv_bytes - s->kv_k_bytes},
-        {s->recurrent, s->recurrent_floats * sizeof(float)},
-    };
-    for (size_t c = 0; c < sizeof caches / sizeof caches[0]; c++)
-        for (size_t offset = 0; offset < caches[c].bytes; offset += step)
-            ((volatile uint8_t *)caches[c].memory)[offset] = 0;
+    pages_touch(s->k_cache, s->kv_k_bytes);
+    pages_touch(s->v_cache, s->kv_bytes - s->kv_k_bytes);
+    pages_touch(s->recurrent, s->recurrent_floats * sizeof(float));
 }
 
 void run_state_clear_recurrent(run_state *s)

@@ -298,11 +298,11 @@ void model_release(model *m);
 int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
                      thread_pool *pool, bmoe_error *err);
 void run_state_destroy(run_state *s);
-/* Zeroes the recurrent state (an empty sequence). */
 /* Takes the pages of the KV cache and the recurrent state now (they are
  * allocated untouched), so that the memory a context will fill is held from
  * its creation. */
 void run_state_commit(run_state *s);
+/* Zeroes the recurrent state (an empty sequence). */
 void run_state_clear_recurrent(run_state *s);
 
 /* ---- Helpers for architecture files (model.c) -------------------------- */

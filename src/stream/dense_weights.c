@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../base/pages.h"
+
 /* Neighbouring dense tensors closer than this share one run (the gap is
  * alignment padding, or a small tensor's worth of expert bytes at most). */
 #define DENSE_RUN_GAP (64 * 1024)
@@ -177,8 +179,7 @@ static int warm_runs(dense_weights *dense, const shard_io *io, bmoe_error *err)
  * opened without read-ahead: they get it back. */
 static void advise_read_ahead(const dense_weights *dense)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t page_mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    uintptr_t page_mask = (uintptr_t)page_bytes() - 1;
     for (int i = 0; i < dense->n_runs; i++) {
         const dense_run *run = &dense->runs[i];
         if (run->range.shard >= dense->files.n_files || !dense->mappings[run->range.shard])

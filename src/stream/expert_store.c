@@ -18,8 +18,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "../base/pages.h"
 #include "cache_policy.h"
 #include "io_lanes.h"
 
@@ -154,9 +154,7 @@ static int create_slots(expert_store *store, bmoe_error *err)
 #ifdef MADV_HUGEPAGE
     madvise(memory, bytes, MADV_HUGEPAGE);
 #endif
-    long page = sysconf(_SC_PAGESIZE);
-    for (size_t offset = 0; offset < bytes; offset += (size_t)(page > 0 ? page : 4096))
-        ((volatile uint8_t *)store->memory)[offset] = 0;
+    pages_touch(store->memory, bytes);
     size_t n = (size_t)store->n_slots;
     store->slots = calloc(n, sizeof *store->slots);
     store->state = calloc(n * EXPERT_MAX_PROJECTIONS, sizeof *store->state);
@@ -810,8 +808,7 @@ int64_t expert_store_shrink(expert_store *store, int64_t budget_bytes)
         if (store->free_slots[i] < n)
             store->free_slots[kept++] = store->free_slots[i];
     store->n_free = kept;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t unit = page > 0 ? (size_t)page : 4096;
+    size_t unit = page_bytes();
     size_t keep = ((size_t)n * store->slot_bytes + unit - 1) / unit * unit;
     if (keep < store->memory_bytes && munmap(store->memory + keep, store->memory_bytes - keep) == 0)
         store->memory_bytes = keep;
