@@ -717,9 +717,9 @@ AXPY(avx2_axpy_f16, avx2_load_f16, 2)
 /* 16 ymm registers: tiles of 2 rows x 4 tokens. No float tiles: with two
  * accumulators per element they spill, and measured slower than dot_rows per
  * token. */
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q4_k, q4_k_tile, 2, 4)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q5_k, q5_k_tile, 2, 4)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q6_k, q6_k_tile, 2, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q4_k, q4_k_tile, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q5_k, q5_k_tile, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q6_k, q6_k_tile, 8)
 KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q8_0, q8_0_tile, 2, 4)
 KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q4_0, q4_0_tile, 2, 4)
 KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_iq4_nl, iq4_nl_tile, 2, 4)

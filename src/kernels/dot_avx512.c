@@ -558,8 +558,9 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
         name##_rows(R, n, rows, row_bytes, activation, out, NULL);                               \
     }                                                                                            \
                                                                                                  \
-    /* R rows x T tokens: each row's block unpacked once, each token's block   \
-     * loaded once per tile. */                                                                  \
+    /* R rows x T tokens whose activation blocks are rearranged already:   \
+     * token t's block b at (const k4_activation *)(acts + t * act_stride) + b. \
+     * Each row's block unpacked once for the T. */                          \
     KERNEL_INLINE void name##_tile(const int R, const int T, int64_t n, const uint8_t *rows,     \
                                    size_t row_bytes, const uint8_t *acts, size_t act_stride,     \
                                    float *out, int64_t out_stride)                               \
@@ -575,15 +576,13 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
         for (int64_t b = 0; b < nb; b++) {                                                       \
             k4_weights w[KERNEL_TILE_MAX_ROWS];                                                  \
             KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
-                const uint8_t *row = rows + (size_t)r * row_bytes;                               \
-                const block_type *x = (const block_type *)row + b;                               \
+                const block_type *x = (const block_type *)(rows + (size_t)r * row_bytes) + b;    \
                 k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w[r]);                    \
             }                                                                                    \
             KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
-                k4_activation y;                                                                 \
-                k4_activation_load((const block_q8_k *)(acts + (size_t)t * act_stride) + b, &y); \
+                const k4_activation *y = (const k4_activation *)(acts + (size_t)t * act_stride) + b; \
                 KERNEL_UNROLLED for (int r = 0; r < R; r++)                                      \
-                    k4_accumulate(&w[r], &y, &acc[r][t], &acc_min[r][t]);                        \
+                    k4_accumulate(&w[r], y, &acc[r][t], &acc_min[r][t]);                         \
             }                                                                                    \
         }                                                                                        \
         KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
@@ -593,6 +592,45 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
 
 K4_GROUP(q4_k_group, block_q4_k, NULL)
 K4_GROUP(q5_k_group, block_q5_k, x->qh)
+
+/* Prefill: the activation blocks of up to K4_TILE_TOKENS tokens are
+ * rearranged once per call into the layout k4_accumulate takes, then every
+ * row of the call passes under them (KERNEL_TILE_ALL_ROWS): the rearranging
+ * is shared by all the call's rows instead of redone for each tile of rows.
+ * Rows of more than K4_TILE_BLOCKS / K4_TILE_TOKENS blocks take fewer tokens
+ * at a time; a row of more than K4_TILE_BLOCKS blocks goes token by token
+ * through dot_rows (the same block code, so the same bits either way). */
+#define K4_TILE_TOKENS 8
+#define K4_TILE_BLOCKS 256 /* 80 KiB of stack */
+
+#define K4_DEFINE_DOT_TILE(name, tile, dot_rows)                                                 \
+    static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,           \
+                     const void *activations, size_t activation_stride, int64_t n_tokens,        \
+                     float *out, int64_t out_stride)                                             \
+    {                                                                                            \
+        const uint8_t *rows = weights;                                                           \
+        const uint8_t *acts = activations;                                                       \
+        const int64_t nb = n / QK_K;                                                             \
+        const int64_t fit = nb > 0 ? K4_TILE_BLOCKS / nb : 0;                                    \
+        if (fit == 0) {                                                                          \
+            for (int64_t t = 0; t < n_tokens; t++)                                               \
+                dot_rows(n, weights, row_bytes, n_rows, acts + (size_t)t * activation_stride,    \
+                         out + t * out_stride);                                                  \
+            return;                                                                              \
+        }                                                                                        \
+        const int64_t run = fit < K4_TILE_TOKENS ? fit : K4_TILE_TOKENS;                         \
+        k4_activation prepared[K4_TILE_BLOCKS];                                                  \
+        for (int64_t t = 0; t < n_tokens; t += run) {                                            \
+            int64_t T = n_tokens - t < run ? n_tokens - t : run;                                 \
+            for (int64_t i = 0; i < T; i++) {                                                    \
+                const block_q8_k *y = (const block_q8_k *)(acts + (size_t)(t + i) * activation_stride); \
+                for (int64_t b = 0; b < nb; b++)                                                 \
+                    k4_activation_load(y + b, &prepared[i * nb + b]);                            \
+            }                                                                                    \
+            KERNEL_TILE_ALL_ROWS(tile, K4_TILE_TOKENS, T, (const uint8_t *)prepared,             \
+                                 (size_t)nb * sizeof(k4_activation), out + t * out_stride);      \
+        }                                                                                        \
+    }
 
 /* Decode: every row of a call takes the same activation blocks, so they are
  * rearranged once per call instead of once per row (rows of up to
@@ -932,19 +970,6 @@ KERNEL_INLINE __m512 avx512_load_partial_f16(const uint8_t *p, __mmask16 mask)
 AXPY(avx512_axpy_f32, avx512_load_f32, avx512_load_partial_f32, 4)
 AXPY(avx512_axpy_f16, avx512_load_f16, avx512_load_partial_f16, 2)
 
-/* Tiles: 2 rows x 4 tokens where unpacking is costly (K-quants), more rows
- * where activation preparation is (32-element blocks). */
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, 2, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, 2, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q6_k, q6_k_tile, 2, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_iq4_nl, iq4_nl_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_mxfp4, mxfp4_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f32, f32_group_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f16, f16_group_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_bf16, bf16_group_tile, 4, 8)
-
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q4_0, q4_0_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_iq4_nl, iq4_nl_group)
@@ -955,6 +980,20 @@ KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_q6_k, q6_k_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f32, f32_group)
+
+/* Tiles: one row at a time where the block's unpacked weights fill the
+ * registers (K-quants), more rows where activation preparation costs
+ * (32-element blocks). */
+K4_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, avx512_dot_rows_q4_k)
+K4_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, avx512_dot_rows_q5_k)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx512_dot_tile_q6_k, q6_k_tile, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_iq4_nl, iq4_nl_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_mxfp4, mxfp4_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f32, f32_group_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f16, f16_group_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_bf16, bf16_group_tile, 4, 8)
 
 KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q4_k, k4_decode_state, k4_decode_init, q4_k_decode_row)
 KERNEL_DEFINE_DOT_DECODE(avx512_dot_decode_q5_k, k4_decode_state, k4_decode_init, q5_k_decode_row)

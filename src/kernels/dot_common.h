@@ -155,6 +155,49 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
             KERNEL_TILE_TOKENS(tile, 1, TOKENS);                                              \
     }
 
+/* One-row tiles with the tokens outer: for each run of up to TOKENS tokens,
+ * every row of the call in turn. For kernels whose one-row tile already
+ * fills the registers (the K-quants): the call's rows (a chunk that matmul
+ * sizes to stay in L1/L2) pass under each run of tokens, so a token's
+ * activations are read once per call, not once per row, which matters when
+ * a batch's activations do not fit in L2. KERNEL_TILE_ALL_ROWS runs `tile`
+ * over every row for T tokens (1 <= T <= TOKENS, known at run time) at
+ * acts_ with stride stride_, which may be activations the caller prepared
+ * in the tile's own layout. Same bits as the rows-outer order: each element
+ * is one tile's work either way. */
+#define KERNEL_TILE_ROW_RUN(tile, T, acts_, stride_, out_)                                     \
+    for (int64_t r = 0; r < n_rows; r++)                                                       \
+    tile(1, (T), n, rows + (size_t)r * row_bytes, row_bytes, (acts_), (stride_), (out_) + r, out_stride)
+
+#define KERNEL_TILE_ALL_ROWS(tile, TOKENS, T, acts_, stride_, out_)                            \
+    do {                                                                                       \
+        switch (T) {                                                                           \
+        case 8: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 7 ? 8 : 1), acts_, stride_, out_); break; \
+        case 7: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 6 ? 7 : 1), acts_, stride_, out_); break; \
+        case 6: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 5 ? 6 : 1), acts_, stride_, out_); break; \
+        case 5: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 4 ? 5 : 1), acts_, stride_, out_); break; \
+        case 4: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 3 ? 4 : 1), acts_, stride_, out_); break; \
+        case 3: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 2 ? 3 : 1), acts_, stride_, out_); break; \
+        case 2: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 1 ? 2 : 1), acts_, stride_, out_); break; \
+        default: KERNEL_TILE_ROW_RUN(tile, 1, acts_, stride_, out_); break;                    \
+        }                                                                                      \
+    } while (0)
+
+#define KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(name, tile, TOKENS)                                \
+    _Static_assert((TOKENS) >= 1 && (TOKENS) <= KERNEL_TILE_MAX_TOKENS, "tile shape");         \
+    static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,         \
+                     const void *activations, size_t activation_stride, int64_t n_tokens,      \
+                     float *out, int64_t out_stride)                                           \
+    {                                                                                          \
+        const uint8_t *rows = weights;                                                         \
+        const uint8_t *acts = activations;                                                     \
+        for (int64_t t = 0; t < n_tokens; t += (TOKENS)) {                                     \
+            int64_t T = n_tokens - t < (TOKENS) ? n_tokens - t : (TOKENS);                     \
+            KERNEL_TILE_ALL_ROWS(tile, TOKENS, T, acts + (size_t)t * activation_stride,        \
+                                 activation_stride, out + t * out_stride);                     \
+        }                                                                                      \
+    }
+
 /* Largest tile dimensions any set uses (sizes of the accumulator arrays). */
 #define KERNEL_TILE_MAX_ROWS 4
 #define KERNEL_TILE_MAX_TOKENS 8

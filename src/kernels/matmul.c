@@ -59,9 +59,6 @@
 #define MATMUL_DECODE_GUIDE 2
 /* Decode: the smallest piece, in bytes of weights (shorter runs stream badly). */
 #define MATMUL_DECODE_MIN_PIECE_BYTES (64 * 1024)
-/* Batch: rows per tile call; a multiple of every tile kernel's row blocking. */
-#define MATMUL_BATCH_SLICE_ROWS 4
-#define MATMUL_CACHE_LINE 64
 
 size_t activation_row_bytes(uint32_t weight_type, int64_t n)
 {
@@ -104,8 +101,8 @@ typedef struct matmul_step {
  *
  * Whole jobs when the step has enough of them to keep every thread busy (the
  * experts of a MoE layer) and the work on a chunk does not depend on its size
- * for cache reuse (one token, or a tile kernel that takes all tokens over a
- * few rows at a time): each thread then streams whole expert matrices. The
+ * for cache reuse (one token, or a tile kernel, which blocks rows and tokens
+ * itself): each thread then streams whole expert matrices. The
  * experts' gate+up of a decode token, 2 threads: 9.3-11.5 -> 10.7-12.9 GB/s
  * (decode 5.74 -> 6.26 tok/s); 64-token prefill 20.2 -> 23.0 tok/s.
  *
@@ -173,22 +170,12 @@ static void matmul_rows(const kernel_set *kernels, const matmul_job *job, int64_
     }
     /* A batch: arithmetic-bound. The chunk's rows stay in cache while every
      * token passes over them; a tile kernel also unpacks each weight block
-     * once for several tokens (same bits as dot_rows per token). */
+     * once for several tokens (same bits as dot_rows per token) and is given
+     * the whole chunk, so that what it prepares per token serves every row. */
     dot_tile_fn dot_tile = kernels_dot_tile(kernels, job->type);
     if (dot_tile && dot_rows == kernels->dot_rows[job->type]) {
-        /* In slices of rows, the next slice's lines requested before this
-         * one is computed: the weights come from memory once per chunk, and
-         * the request overlaps the arithmetic (64-token prefill of the
-         * qwen3-30b-a3b file: 18.3 -> 19.4 tok/s, mean of four A/B pairs). */
-        for (int64_t r = 0; r < n_rows; r += MATMUL_BATCH_SLICE_ROWS) {
-            int64_t slice = n_rows - r < MATMUL_BATCH_SLICE_ROWS ? n_rows - r : MATMUL_BATCH_SLICE_ROWS;
-            const unsigned char *rows = weights + (size_t)r * row_bytes;
-            const unsigned char *next = rows + (size_t)slice * row_bytes;
-            for (size_t line = 0; line < (size_t)slice * row_bytes; line += MATMUL_CACHE_LINE)
-                __builtin_prefetch(next + line, 0, 3);
-            dot_tile(job->n_in, rows, row_bytes, slice, job->activations, job->activation_stride,
-                     job->n_tokens, job->out + row_begin + r, job->out_stride);
-        }
+        dot_tile(job->n_in, weights, row_bytes, n_rows, job->activations, job->activation_stride,
+                 job->n_tokens, job->out + row_begin, job->out_stride);
         return;
     }
     const unsigned char *activation = job->activations;

@@ -415,14 +415,17 @@ static void test_tiles(const kernel_set *set)
         CHECK_MSG(set->dot_rows[type] != NULL, "%s: a %s tile kernel without dot_rows", set->name,
                   quant_format_of(type)->name);
         const quant_format *format = quant_format_of(type);
-        int64_t sizes_k[] = {256, 1024};
+        /* 40 blocks: a row too long for eight tokens' prepared activations
+         * (the AVX-512 K4 tiles take six at a time); 257 blocks: too long
+         * for one token's, so dot_rows token by token. */
+        int64_t sizes_k[] = {256, 1024, 40 * 256, 257 * 256};
         int64_t sizes_32[] = {32, 2880};
         int64_t sizes_1[] = {7, 33, 2048};
         const int64_t *sizes = sizes_1;
         int count = 3;
         if (format->block_elems == QK_K) {
             sizes = sizes_k;
-            count = 2;
+            count = 4;
         } else if (format->block_elems == 32) {
             sizes = sizes_32;
             count = 2;
