@@ -1,6 +1,7 @@
 /* NEON + dotprod dot-product kernels (aarch64): Q8_0, Q4_0, IQ4_NL, MXFP4
  * against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K; F16, BF16 and F32; axpy for
- * F32 and F16 (no tile kernels yet: dot_rows per token). sdot (vdotq_s32)
+ * F32 and F16; tile kernels for the K-quants (the other types run dot_rows
+ * per token in a batch). sdot (vdotq_s32)
  * does the exact integer sums inside a block; nibble formats go through a
  * 16-entry table lookup (vqtbl1q); across blocks each row accumulates in f32
  * lanes in increasing block order. */
@@ -169,20 +170,24 @@ KERNEL_INLINE void mxfp4_group(const int R, int64_t n, const uint8_t *rows, size
 
 /* ---- K-quants against Q8_K activations --------------------------------- */
 
-/* Q4_K and Q5_K, one row's block. high_bits: NULL for Q4_K, qh for Q5_K. */
-KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
-                            const block_q8_k *y, int16x8_t bsum_pairs, float32x4_t *acc,
-                            float32x4_t *acc_min)
+/* One row's Q4_K or Q5_K block unpacked: what depends on the weights only,
+ * computed once and used for every activation row of a tile. */
+typedef struct k4_weights {
+    uint8x16_t w[4][4];  /* per 64 elements c: low nibbles (two halves), high nibbles (two halves) */
+    uint8_t scale[16];   /* sc[0..7] then m[0..7] */
+    int16x8_t mins;
+    float d, dmin;
+} k4_weights;
+
+/* high_bits: NULL for Q4_K, qh for Q5_K. */
+KERNEL_INLINE void k4_unpack(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
+                             k4_weights *out)
 {
     uint16_t d_bits, dmin_bits;
     memcpy(&d_bits, header, 2);
     memcpy(&dmin_bits, header + 2, 2);
-    uint8_t unpacked[16];
-    kernel_k4_unpack_scales(header + 4, unpacked);
-    int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(unpacked + 8)));
-    int32x4_t min_sum = vmull_s16(vget_low_s16(mins), vget_low_s16(bsum_pairs));
-    min_sum = vmlal_s16(min_sum, vget_high_s16(mins), vget_high_s16(bsum_pairs));
-
+    kernel_k4_unpack_scales(header + 4, out->scale);
+    out->mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(out->scale + 8)));
     const uint8x16_t low4 = vdupq_n_u8(0x0f);
     const uint8x16_t sixteen = vdupq_n_u8(0x10);
     uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
@@ -190,7 +195,6 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
         qh0 = vld1q_u8(high_bits);
         qh1 = vld1q_u8(high_bits + 16);
     }
-    int32x4_t sum = vdupq_n_s32(0);
     KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
         uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
         uint8x16_t l0 = vandq_u8(q0, low4), l1 = vandq_u8(q1, low4);
@@ -203,18 +207,44 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
             h0 = vorrq_u8(h0, vandq_u8(vtstq_u8(qh0, bit_high), sixteen));
             h1 = vorrq_u8(h1, vandq_u8(vtstq_u8(qh1, bit_high), sixteen));
         }
-        const int8_t *yq = y->qs + 64 * c;
-        int32x4_t dot_low = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(l0), vld1q_s8(yq)),
-                                      vreinterpretq_s8_u8(l1), vld1q_s8(yq + 16));
-        int32x4_t dot_high = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(h0), vld1q_s8(yq + 32)),
-                                       vreinterpretq_s8_u8(h1), vld1q_s8(yq + 48));
-        sum = vmlaq_n_s32(sum, dot_low, unpacked[2 * c]);
-        sum = vmlaq_n_s32(sum, dot_high, unpacked[2 * c + 1]);
+        out->w[c][0] = l0;
+        out->w[c][1] = l1;
+        out->w[c][2] = h0;
+        out->w[c][3] = h1;
     }
-    float d = neon_f16(d_bits) * y->d;
-    float dmin = neon_f16(dmin_bits) * y->d;
+    out->d = neon_f16(d_bits);
+    out->dmin = neon_f16(dmin_bits);
+}
+
+/* One row's unpacked block against one activation block. */
+KERNEL_INLINE void k4_accumulate(const k4_weights *x, const block_q8_k *y, int16x8_t bsum_pairs,
+                                 float32x4_t *acc, float32x4_t *acc_min)
+{
+    int32x4_t min_sum = vmull_s16(vget_low_s16(x->mins), vget_low_s16(bsum_pairs));
+    min_sum = vmlal_s16(min_sum, vget_high_s16(x->mins), vget_high_s16(bsum_pairs));
+    int32x4_t sum = vdupq_n_s32(0);
+    KERNEL_UNROLLED for (int c = 0; c < 4; c++) {
+        const int8_t *yq = y->qs + 64 * c;
+        int32x4_t dot_low = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(x->w[c][0]), vld1q_s8(yq)),
+                                      vreinterpretq_s8_u8(x->w[c][1]), vld1q_s8(yq + 16));
+        int32x4_t dot_high = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(x->w[c][2]), vld1q_s8(yq + 32)),
+                                       vreinterpretq_s8_u8(x->w[c][3]), vld1q_s8(yq + 48));
+        sum = vmlaq_n_s32(sum, dot_low, x->scale[2 * c]);
+        sum = vmlaq_n_s32(sum, dot_high, x->scale[2 * c + 1]);
+    }
+    float d = x->d * y->d;
+    float dmin = x->dmin * y->d;
     *acc = vfmaq_n_f32(*acc, vcvtq_f32_s32(sum), d);
     *acc_min = vfmaq_n_f32(*acc_min, vcvtq_f32_s32(min_sum), dmin);
+}
+
+KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint8_t *high_bits,
+                            const block_q8_k *y, int16x8_t bsum_pairs, float32x4_t *acc,
+                            float32x4_t *acc_min)
+{
+    k4_weights x;
+    k4_unpack(header, qs, high_bits, &x);
+    k4_accumulate(&x, y, bsum_pairs, acc, acc_min);
 }
 
 KERNEL_INLINE int16x8_t k4_bsum_pairs(const block_q8_k *y)
@@ -287,56 +317,132 @@ KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void 
         for (int64_t b = 0; b < nb; b++)                                                         \
             name##_row_block(row, b, a + b, state->bsum_pairs[b], &acc, &acc_min);               \
         *out = vaddvq_f32(acc) - vaddvq_f32(acc_min);                                            \
+    }                                                                                            \
+                                                                                                 \
+    /* R rows x T tokens: each row's block unpacked once for the T. */                          \
+    KERNEL_INLINE void name##_tile(const int R, const int T, int64_t n, const uint8_t *rows,     \
+                                   size_t row_bytes, const uint8_t *acts, size_t act_stride,     \
+                                   float *out, int64_t out_stride)                               \
+    {                                                                                            \
+        const int64_t nb = n / QK_K;                                                             \
+        float32x4_t acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                           \
+        float32x4_t acc_min[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];                       \
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)                                              \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                acc[r][t] = vdupq_n_f32(0.0f);                                                   \
+                acc_min[r][t] = vdupq_n_f32(0.0f);                                               \
+            }                                                                                    \
+        for (int64_t b = 0; b < nb; b++) {                                                       \
+            k4_weights w[KERNEL_TILE_MAX_ROWS];                                                  \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++) {                                        \
+                const block_type *x = (const block_type *)(rows + (size_t)r * row_bytes) + b;    \
+                k4_unpack((const uint8_t *)x, x->qs, high_bits_field, &w[r]);                    \
+            }                                                                                    \
+            KERNEL_UNROLLED for (int t = 0; t < T; t++) {                                        \
+                const block_q8_k *y = (const block_q8_k *)(acts + (size_t)t * act_stride) + b;   \
+                int16x8_t pairs = k4_bsum_pairs(y);                                              \
+                KERNEL_UNROLLED for (int r = 0; r < R; r++)                                      \
+                    k4_accumulate(&w[r], y, pairs, &acc[r][t], &acc_min[r][t]);                  \
+            }                                                                                    \
+        }                                                                                        \
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)                                              \
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)                                          \
+                out[t * out_stride + r] = vaddvq_f32(acc[r][t]) - vaddvq_f32(acc_min[r][t]);     \
     }
 
 K4_GROUP(q4_k_group, block_q4_k, NULL)
 K4_GROUP(q5_k_group, block_q5_k, x->qh)
 
 /* Q6_K: 6-bit weights made signed (-32) before sdot; one sdot per
- * 16-element sub-block, scaled by its int8 scale. */
+ * 16-element sub-block, scaled by its int8 scale. One row's block unpacked:
+ * w[2 * h + half][k] holds elements 128 h + 32 k + 16 half .. + 15, whose
+ * scale is scales[8 h + 2 k + half]. */
+typedef struct q6_weights {
+    int8x16_t w[4][4];
+    const int8_t *scales;
+    float d;
+} q6_weights;
+
+KERNEL_INLINE void q6_unpack(const block_q6_k *x, q6_weights *out)
+{
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const uint8x16_t bits45 = vdupq_n_u8(0x30);
+    const int8x16_t thirty_two = vdupq_n_s8(32);
+    KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h;
+        const uint8_t *qh = x->qh + 32 * h;
+        KERNEL_UNROLLED for (int half = 0; half < 2; half++) { /* l in 0..15, then 16..31 */
+            uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
+            uint8x16_t hb = vld1q_u8(qh + 16 * half);
+            uint8x16_t q[4];
+            q[0] = vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(hb, 4), bits45));
+            q[1] = vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(hb, 2), bits45));
+            q[2] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(hb, bits45));
+            q[3] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(hb, 2), bits45));
+            KERNEL_UNROLLED for (int k = 0; k < 4; k++)
+                out->w[2 * h + half][k] = vsubq_s8(vreinterpretq_s8_u8(q[k]), thirty_two);
+        }
+    }
+    out->scales = x->scales;
+    out->d = neon_f16(x->d);
+}
+
+KERNEL_INLINE void q6_accumulate(const q6_weights *x, const block_q8_k *y, float32x4_t *acc)
+{
+    int32x4_t sum = vdupq_n_s32(0);
+    KERNEL_UNROLLED for (int h = 0; h < 2; h++)
+        KERNEL_UNROLLED for (int half = 0; half < 2; half++)
+            KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
+                const int8_t *yq = y->qs + 128 * h + 32 * k + 16 * half;
+                int32x4_t dot = vdotq_s32(vdupq_n_s32(0), x->w[2 * h + half][k], vld1q_s8(yq));
+                sum = vmlaq_n_s32(sum, dot, x->scales[8 * h + 2 * k + half]);
+            }
+    *acc = vfmaq_n_f32(*acc, vcvtq_f32_s32(sum), x->d * y->d);
+}
+
 KERNEL_INLINE void q6_k_group(const int R, int64_t n, const uint8_t *rows, size_t row_bytes,
                               const void *activation, float *out)
 {
     const block_q8_k *a = activation;
     const int64_t nb = n / QK_K;
-    const uint8x16_t low4 = vdupq_n_u8(0x0f);
-    const uint8x16_t bits45 = vdupq_n_u8(0x30);
-    const int8x16_t thirty_two = vdupq_n_s8(32);
     float32x4_t acc[KERNEL_GROUP_ROWS];
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         acc[r] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
-        const block_q8_k *y = a + b;
         KERNEL_UNROLLED for (int r = 0; r < R; r++) {
             const uint8_t *row = rows + (size_t)r * row_bytes;
             neon_prefetch(row, b, sizeof(block_q6_k));
-            const block_q6_k *x = (const block_q6_k *)row + b;
-            int32x4_t sum = vdupq_n_s32(0);
-            KERNEL_UNROLLED for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = x->ql + 64 * h;
-                const uint8_t *qh = x->qh + 32 * h;
-                const int8_t *sc = x->scales + 8 * h;
-                const int8_t *yq = y->qs + 128 * h;
-                KERNEL_UNROLLED for (int half = 0; half < 2; half++) { /* l in 0..15, then 16..31 */
-                    uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
-                    uint8x16_t hb = vld1q_u8(qh + 16 * half);
-                    uint8x16_t q[4];
-                    q[0] = vorrq_u8(vandq_u8(l0, low4), vandq_u8(vshlq_n_u8(hb, 4), bits45));
-                    q[1] = vorrq_u8(vandq_u8(l1, low4), vandq_u8(vshlq_n_u8(hb, 2), bits45));
-                    q[2] = vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(hb, bits45));
-                    q[3] = vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(vshrq_n_u8(hb, 2), bits45));
-                    KERNEL_UNROLLED for (int k = 0; k < 4; k++) {
-                        int8x16_t w = vsubq_s8(vreinterpretq_s8_u8(q[k]), thirty_two);
-                        int32x4_t dot = vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(yq + 32 * k + 16 * half));
-                        sum = vmlaq_n_s32(sum, dot, sc[2 * k + half]);
-                    }
-                }
-            }
-            acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(sum), neon_f16(x->d) * y->d);
+            q6_weights x;
+            q6_unpack((const block_q6_k *)row + b, &x);
+            q6_accumulate(&x, a + b, &acc[r]);
         }
     }
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         out[r] = vaddvq_f32(acc[r]);
+}
+
+/* R rows x T tokens: each row's block unpacked once for the T. */
+KERNEL_INLINE void q6_k_tile(const int R, const int T, int64_t n, const uint8_t *rows, size_t row_bytes,
+                             const uint8_t *acts, size_t act_stride, float *out, int64_t out_stride)
+{
+    const int64_t nb = n / QK_K;
+    float32x4_t acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS];
+    KERNEL_UNROLLED for (int r = 0; r < R; r++)
+        KERNEL_UNROLLED for (int t = 0; t < T; t++)
+            acc[r][t] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        q6_weights x[KERNEL_TILE_MAX_ROWS];
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            q6_unpack((const block_q6_k *)(rows + (size_t)r * row_bytes) + b, &x[r]);
+        KERNEL_UNROLLED for (int t = 0; t < T; t++) {
+            const block_q8_k *y = (const block_q8_k *)(acts + (size_t)t * act_stride) + b;
+            KERNEL_UNROLLED for (int r = 0; r < R; r++)
+                q6_accumulate(&x[r], y, &acc[r][t]);
+        }
+    }
+    KERNEL_UNROLLED for (int t = 0; t < T; t++)
+        KERNEL_UNROLLED for (int r = 0; r < R; r++)
+            out[t * out_stride + r] = vaddvq_f32(acc[r][t]);
 }
 
 /* ---- F16 and BF16 against activations of the same type ---------------- */
@@ -486,6 +592,12 @@ KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f32, f32_group)
 
+/* Tiles: one row at a time against four tokens, the tokens outer (an
+ * unpacked K-quant block takes 16 of the 32 vector registers). */
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q4_k, q4_k_group_tile, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q5_k, q5_k_group_tile, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q6_k, q6_k_tile, 4)
+
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q8_0, small_decode_state, q8_0_decode_init, q8_0_decode_row)
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q4_0, small_decode_state, q4_0_decode_init, q4_0_decode_row)
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_iq4_nl, small_decode_state, iq4_nl_decode_init, iq4_nl_decode_row)
@@ -524,6 +636,11 @@ static const kernel_set neon_set = {
         [TYPE_F16] = neon_dot_decode_f16,
         [TYPE_BF16] = neon_dot_decode_bf16,
         [TYPE_F32] = neon_dot_decode_f32,
+    },
+    .dot_tile = {
+        [TYPE_Q4_K] = neon_dot_tile_q4_k,
+        [TYPE_Q5_K] = neon_dot_tile_q5_k,
+        [TYPE_Q6_K] = neon_dot_tile_q6_k,
     },
     .axpy = {
         [TYPE_F32] = neon_axpy_f32,
