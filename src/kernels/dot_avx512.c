@@ -288,6 +288,23 @@ KERNEL_INLINE void small_group(const int R, int64_t n, const uint8_t *rows, size
     small_rows(R, n, rows, row_bytes, activation, out, kind, NULL);
 }
 
+/* Activation steps per activation row, and one row's steps prepared (once
+ * per call for decode, once per run of tokens for the tiles). */
+KERNEL_INLINE int64_t small_steps(int64_t n)
+{
+    return (n / 32 + SMALL_STEP_BLOCKS - 1) / SMALL_STEP_BLOCKS;
+}
+
+KERNEL_INLINE void small_prepare(const uint8_t *activation, int64_t n, const enum small_kind kind,
+                                 small_activation *out)
+{
+    const int64_t nb = n / 32;
+    for (int64_t b = 0, step = 0; b < nb; b += SMALL_STEP_BLOCKS, step++) {
+        int valid = nb - b < SMALL_STEP_BLOCKS ? (int)(nb - b) : SMALL_STEP_BLOCKS;
+        small_activation_load(activation, b, valid, kind, &out[step]);
+    }
+}
+
 /* Decode: every row of a call takes the same activation steps, so they are
  * loaded once per call (rows of up to SMALL_DECODE_STEPS steps; longer ones
  * load them per row as dot_rows does). */
@@ -301,14 +318,10 @@ typedef struct small_decode_state {
 KERNEL_INLINE void small_decode_init(small_decode_state *state, int64_t n, const void *activation,
                                      const enum small_kind kind)
 {
-    const int64_t nb = n / 32;
     state->prepared = NULL;
-    if ((nb + SMALL_STEP_BLOCKS - 1) / SMALL_STEP_BLOCKS > SMALL_DECODE_STEPS)
+    if (small_steps(n) > SMALL_DECODE_STEPS)
         return;
-    for (int64_t b = 0, step = 0; b < nb; b += SMALL_STEP_BLOCKS, step++) {
-        int valid = nb - b < SMALL_STEP_BLOCKS ? (int)(nb - b) : SMALL_STEP_BLOCKS;
-        small_activation_load(activation, b, valid, kind, &state->steps[step]);
-    }
+    small_prepare(activation, n, kind, state->steps);
     state->prepared = state->steps;
 }
 
@@ -338,8 +351,11 @@ SMALL_DECODE(q4_0, SMALL_Q4_0)
 SMALL_DECODE(iq4_nl, SMALL_IQ4_NL)
 SMALL_DECODE(mxfp4, SMALL_MXFP4)
 
+/* One step of R rows x T tokens whose activation steps are prepared
+ * already: token t's step `step` at (const small_activation *)(acts + t *
+ * act_stride) + step. */
 KERNEL_INLINE void small_tile_step(const int R, const int T, const uint8_t *rows, size_t row_bytes,
-                                   const uint8_t *acts, size_t act_stride, int64_t b, int valid,
+                                   const uint8_t *acts, size_t act_stride, int64_t b, int64_t step, int valid,
                                    __m512i table, const enum small_kind kind,
                                    __m512 acc[KERNEL_TILE_MAX_ROWS][KERNEL_TILE_MAX_TOKENS])
 {
@@ -348,10 +364,9 @@ KERNEL_INLINE void small_tile_step(const int R, const int T, const uint8_t *rows
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         small_unpack(rows + (size_t)r * row_bytes, b, valid, block_bytes, table, kind, &x[r]);
     KERNEL_UNROLLED for (int t = 0; t < T; t++) {
-        small_activation y;
-        small_activation_load(acts + (size_t)t * act_stride, b, valid, kind, &y);
+        const small_activation *y = (const small_activation *)(acts + (size_t)t * act_stride) + step;
         KERNEL_UNROLLED for (int r = 0; r < R; r++)
-            small_accumulate(&x[r], &y, kind, &acc[r][t]);
+            small_accumulate(&x[r], y, kind, &acc[r][t]);
     }
 }
 
@@ -365,11 +380,11 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
     KERNEL_UNROLLED for (int r = 0; r < R; r++)
         KERNEL_UNROLLED for (int t = 0; t < T; t++)
             acc[r][t] = _mm512_setzero_ps();
-    int64_t b = 0;
-    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS)
-        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, SMALL_STEP_BLOCKS, table, kind, acc);
+    int64_t b = 0, step = 0;
+    for (; b + SMALL_STEP_BLOCKS <= nb; b += SMALL_STEP_BLOCKS, step++)
+        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, step, SMALL_STEP_BLOCKS, table, kind, acc);
     if (b < nb)
-        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, (int)(nb - b), table, kind, acc);
+        small_tile_step(R, T, rows, row_bytes, acts, act_stride, b, step, (int)(nb - b), table, kind, acc);
     KERNEL_UNROLLED for (int t = 0; t < T; t++)
         KERNEL_UNROLLED for (int r = 0; r < R; r++)
             out[t * out_stride + r] = avx512_hsum(acc[r][t]);
@@ -381,6 +396,10 @@ KERNEL_INLINE void small_tile(const int R, const int T, int64_t n, const uint8_t
                             int64_t out_stride)                                                   \
     {                                                                                             \
         small_tile(R, T, n, rows, row_bytes, acts, act_stride, out, out_stride, kind);            \
+    }                                                                                             \
+    KERNEL_INLINE void name##_prepare(const uint8_t *activation, int64_t n, small_activation *out) \
+    {                                                                                             \
+        small_prepare(activation, n, kind, out);                                                  \
     }
 
 SMALL_TILE(q8_0_tile, SMALL_Q8_0)
@@ -593,44 +612,56 @@ KERNEL_INLINE void k4_block(const uint8_t *header, const uint8_t *qs, const uint
 K4_GROUP(q4_k_group, block_q4_k, NULL)
 K4_GROUP(q5_k_group, block_q5_k, x->qh)
 
-/* Prefill: the activation blocks of up to K4_TILE_TOKENS tokens are
- * rearranged once per call into the layout k4_accumulate takes, then every
- * row of the call passes under them (KERNEL_TILE_ALL_ROWS): the rearranging
- * is shared by all the call's rows instead of redone for each tile of rows.
- * Rows of more than K4_TILE_BLOCKS / K4_TILE_TOKENS blocks take fewer tokens
- * at a time; a row of more than K4_TILE_BLOCKS blocks goes token by token
- * through dot_rows (the same block code, so the same bits either way). */
-#define K4_TILE_TOKENS 8
-#define K4_TILE_BLOCKS 256 /* 80 KiB of stack */
+/* Prefill: the activations of up to TILE_TOKENS tokens are prepared once per
+ * call into the layout the tile takes (prepared_type, units(n) of them per
+ * token, by prepare(row, n, out)), then every row of the call passes under
+ * them, ROWS at a time (KERNEL_TILE_ALL_ROWS): the preparing is shared by all
+ * the call's rows instead of redone for each tile of rows. Rows too long for
+ * TILE_TOKENS tokens in TILE_PREPARED_BYTES take fewer at a time; a row too
+ * long for one goes token by token through dot_rows (the same block code, so
+ * the same bits either way). */
+#define TILE_TOKENS 8
+#define TILE_PREPARED_BYTES (80 * 1024) /* of stack */
+#define SMALL_TILE_ROWS 4
 
-#define K4_DEFINE_DOT_TILE(name, tile, dot_rows)                                                 \
+#define PREPARED_DEFINE_DOT_TILE(name, tile, ROWS, dot_rows, prepared_type, units, prepare)        \
+    _Static_assert((ROWS) >= 1 && (ROWS) <= KERNEL_TILE_MAX_ROWS, "tile shape");                 \
     static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,           \
                      const void *activations, size_t activation_stride, int64_t n_tokens,        \
                      float *out, int64_t out_stride)                                             \
     {                                                                                            \
+        enum { CAPACITY = TILE_PREPARED_BYTES / sizeof(prepared_type) };                         \
         const uint8_t *rows = weights;                                                           \
         const uint8_t *acts = activations;                                                       \
-        const int64_t nb = n / QK_K;                                                             \
-        const int64_t fit = nb > 0 ? K4_TILE_BLOCKS / nb : 0;                                    \
+        const int64_t per_token = units(n);                                                      \
+        const int64_t fit = per_token > 0 ? CAPACITY / per_token : 0;                            \
         if (fit == 0) {                                                                          \
             for (int64_t t = 0; t < n_tokens; t++)                                               \
                 dot_rows(n, weights, row_bytes, n_rows, acts + (size_t)t * activation_stride,    \
                          out + t * out_stride);                                                  \
             return;                                                                              \
         }                                                                                        \
-        const int64_t run = fit < K4_TILE_TOKENS ? fit : K4_TILE_TOKENS;                         \
-        k4_activation prepared[K4_TILE_BLOCKS];                                                  \
+        const int64_t run = fit < TILE_TOKENS ? fit : TILE_TOKENS;                               \
+        prepared_type prepared[CAPACITY];                                                        \
         for (int64_t t = 0; t < n_tokens; t += run) {                                            \
             int64_t T = n_tokens - t < run ? n_tokens - t : run;                                 \
-            for (int64_t i = 0; i < T; i++) {                                                    \
-                const block_q8_k *y = (const block_q8_k *)(acts + (size_t)(t + i) * activation_stride); \
-                for (int64_t b = 0; b < nb; b++)                                                 \
-                    k4_activation_load(y + b, &prepared[i * nb + b]);                            \
-            }                                                                                    \
-            KERNEL_TILE_ALL_ROWS(tile, K4_TILE_TOKENS, T, (const uint8_t *)prepared,             \
-                                 (size_t)nb * sizeof(k4_activation), out + t * out_stride);      \
+            for (int64_t i = 0; i < T; i++)                                                      \
+                prepare(acts + (size_t)(t + i) * activation_stride, n, &prepared[i * per_token]); \
+            KERNEL_TILE_ALL_ROWS(tile, ROWS, TILE_TOKENS, T, (const uint8_t *)prepared,          \
+                                 (size_t)per_token * sizeof(prepared_type), out + t * out_stride); \
         }                                                                                        \
     }
+
+KERNEL_INLINE int64_t k4_units(int64_t n)
+{
+    return n / QK_K;
+}
+
+KERNEL_INLINE void k4_prepare(const uint8_t *activation, int64_t n, k4_activation *out)
+{
+    for (int64_t b = 0; b < n / QK_K; b++)
+        k4_activation_load((const block_q8_k *)activation + b, &out[b]);
+}
 
 /* Decode: every row of a call takes the same activation blocks, so they are
  * rearranged once per call instead of once per row (rows of up to
@@ -981,16 +1012,23 @@ KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f16, f16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_bf16, bf16_group)
 KERNEL_DEFINE_DOT_ROWS(avx512_dot_rows_f32, f32_group)
 
-/* Tiles: one row at a time where the block's unpacked weights fill the
- * registers (K-quants), more rows where activation preparation costs
- * (32-element blocks). */
-K4_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, avx512_dot_rows_q4_k)
-K4_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, avx512_dot_rows_q5_k)
+/* Tiles: the K-quants one row at a time (an unpacked block fills the
+ * registers), the 32-element formats four rows at a time (an unpacked step
+ * is small); those on activations prepared once per call, Q6_K on its
+ * activations as stored (it needs no preparing). */
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, 1, avx512_dot_rows_q4_k, k4_activation,
+                         k4_units, k4_prepare)
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, 1, avx512_dot_rows_q5_k, k4_activation,
+                         k4_units, k4_prepare)
 KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx512_dot_tile_q6_k, q6_k_tile, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_iq4_nl, iq4_nl_tile, 4, 8)
-KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_mxfp4, mxfp4_tile, 4, 8)
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, SMALL_TILE_ROWS, avx512_dot_rows_q8_0,
+                         small_activation, small_steps, q8_0_tile_prepare)
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, SMALL_TILE_ROWS, avx512_dot_rows_q4_0,
+                         small_activation, small_steps, q4_0_tile_prepare)
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_iq4_nl, iq4_nl_tile, SMALL_TILE_ROWS, avx512_dot_rows_iq4_nl,
+                         small_activation, small_steps, iq4_nl_tile_prepare)
+PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_mxfp4, mxfp4_tile, SMALL_TILE_ROWS, avx512_dot_rows_mxfp4,
+                         small_activation, small_steps, mxfp4_tile_prepare)
 KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f32, f32_group_tile, 4, 8)
 KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_f16, f16_group_tile, 4, 8)
 KERNEL_DEFINE_DOT_TILE(avx512_dot_tile_bf16, bf16_group_tile, 4, 8)

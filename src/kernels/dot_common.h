@@ -165,21 +165,28 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
  * acts_ with stride stride_, which may be activations the caller prepared
  * in the tile's own layout. Same bits as the rows-outer order: each element
  * is one tile's work either way. */
-#define KERNEL_TILE_ROW_RUN(tile, T, acts_, stride_, out_)                                     \
-    for (int64_t r = 0; r < n_rows; r++)                                                       \
-    tile(1, (T), n, rows + (size_t)r * row_bytes, row_bytes, (acts_), (stride_), (out_) + r, out_stride)
+#define KERNEL_TILE_ROW_RUN(tile, ROWS, T, acts_, stride_, out_)                               \
+    do {                                                                                       \
+        int64_t r = 0;                                                                         \
+        for (; r + (ROWS) <= n_rows; r += (ROWS))                                              \
+            tile((ROWS), (T), n, rows + (size_t)r * row_bytes, row_bytes, (acts_), (stride_),  \
+                 (out_) + r, out_stride);                                                      \
+        for (; r < n_rows; r++)                                                                \
+            tile(1, (T), n, rows + (size_t)r * row_bytes, row_bytes, (acts_), (stride_),       \
+                 (out_) + r, out_stride);                                                      \
+    } while (0)
 
-#define KERNEL_TILE_ALL_ROWS(tile, TOKENS, T, acts_, stride_, out_)                            \
+#define KERNEL_TILE_ALL_ROWS(tile, ROWS, TOKENS, T, acts_, stride_, out_)                            \
     do {                                                                                       \
         switch (T) {                                                                           \
-        case 8: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 7 ? 8 : 1), acts_, stride_, out_); break; \
-        case 7: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 6 ? 7 : 1), acts_, stride_, out_); break; \
-        case 6: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 5 ? 6 : 1), acts_, stride_, out_); break; \
-        case 5: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 4 ? 5 : 1), acts_, stride_, out_); break; \
-        case 4: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 3 ? 4 : 1), acts_, stride_, out_); break; \
-        case 3: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 2 ? 3 : 1), acts_, stride_, out_); break; \
-        case 2: KERNEL_TILE_ROW_RUN(tile, ((TOKENS) > 1 ? 2 : 1), acts_, stride_, out_); break; \
-        default: KERNEL_TILE_ROW_RUN(tile, 1, acts_, stride_, out_); break;                    \
+        case 8: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 7 ? 8 : 1), acts_, stride_, out_); break; \
+        case 7: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 6 ? 7 : 1), acts_, stride_, out_); break; \
+        case 6: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 5 ? 6 : 1), acts_, stride_, out_); break; \
+        case 5: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 4 ? 5 : 1), acts_, stride_, out_); break; \
+        case 4: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 3 ? 4 : 1), acts_, stride_, out_); break; \
+        case 3: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 2 ? 3 : 1), acts_, stride_, out_); break; \
+        case 2: KERNEL_TILE_ROW_RUN(tile, ROWS, ((TOKENS) > 1 ? 2 : 1), acts_, stride_, out_); break; \
+        default: KERNEL_TILE_ROW_RUN(tile, ROWS, 1, acts_, stride_, out_); break;                    \
         }                                                                                      \
     } while (0)
 
@@ -193,7 +200,7 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
         const uint8_t *acts = activations;                                                     \
         for (int64_t t = 0; t < n_tokens; t += (TOKENS)) {                                     \
             int64_t T = n_tokens - t < (TOKENS) ? n_tokens - t : (TOKENS);                     \
-            KERNEL_TILE_ALL_ROWS(tile, TOKENS, T, acts + (size_t)t * activation_stride,        \
+            KERNEL_TILE_ALL_ROWS(tile, 1, TOKENS, T, acts + (size_t)t * activation_stride,     \
                                  activation_stride, out + t * out_stride);                     \
         }                                                                                      \
     }

@@ -423,7 +423,9 @@ static void test_tiles(const kernel_set *set)
          * (the AVX-512 K4 tiles take six at a time); 257 blocks: too long
          * for one token's, so dot_rows token by token. */
         int64_t sizes_k[] = {256, 1024, 40 * 256, 257 * 256};
-        int64_t sizes_32[] = {32, 2880};
+        /* 160 blocks: too long for eight tokens' prepared steps of four
+         * blocks (AVX-512 takes six); 1028 blocks: too long for one token's. */
+        int64_t sizes_32[] = {32, 2880, 160 * 32, 1028 * 32};
         int64_t sizes_1[] = {7, 33, 2048};
         const int64_t *sizes = sizes_1;
         int count = 3;
@@ -432,7 +434,7 @@ static void test_tiles(const kernel_set *set)
             count = 4;
         } else if (format->block_elems == 32) {
             sizes = sizes_32;
-            count = 2;
+            count = 4;
         }
         for (int s = 0; s < count; s++)
             check_tile(set, type, sizes[s]);
