@@ -714,16 +714,18 @@ FLOAT_GROUP(f32_group, avx2_load_f32, 4)
 AXPY(avx2_axpy_f32, avx2_load_f32, 4)
 AXPY(avx2_axpy_f16, avx2_load_f16, 2)
 
-/* 16 ymm registers: tiles of 2 rows x 4 tokens. No float tiles: with two
- * accumulators per element they spill, and measured slower than dot_rows per
- * token. */
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q4_k, q4_k_tile, 8)
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q5_k, q5_k_tile, 8)
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q6_k, q6_k_tile, 8)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q8_0, q8_0_tile, 2, 4)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_q4_0, q4_0_tile, 2, 4)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_iq4_nl, iq4_nl_tile, 2, 4)
-KERNEL_DEFINE_DOT_TILE(avx2_dot_tile_mxfp4, mxfp4_tile, 2, 4)
+/* Tiles with the tokens outer (a batch's activations read once per call):
+ * the K-quants one row at a time (an unpacked block takes most of the 16 ymm
+ * registers), the 32-element formats four rows, whose unpacked blocks are
+ * small. No float tiles: with two accumulators per element they spill, and
+ * measured slower than dot_rows per token. */
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q4_k, q4_k_tile, 1, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q5_k, q5_k_tile, 1, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q6_k, q6_k_tile, 1, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q8_0, q8_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_q4_0, q4_0_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_iq4_nl, iq4_nl_tile, 4, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx2_dot_tile_mxfp4, mxfp4_tile, 4, 8)
 
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q8_0, q8_0_group)
 KERNEL_DEFINE_DOT_ROWS(avx2_dot_rows_q4_0, q4_0_group)

@@ -1020,7 +1020,7 @@ PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q4_k, q4_k_group_tile, 1, avx512_dot_ro
                          k4_units, k4_prepare)
 PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q5_k, q5_k_group_tile, 1, avx512_dot_rows_q5_k, k4_activation,
                          k4_units, k4_prepare)
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx512_dot_tile_q6_k, q6_k_tile, 8)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(avx512_dot_tile_q6_k, q6_k_tile, 1, 8)
 PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q8_0, q8_0_tile, SMALL_TILE_ROWS, avx512_dot_rows_q8_0,
                          small_activation, small_steps, q8_0_tile_prepare)
 PREPARED_DEFINE_DOT_TILE(avx512_dot_tile_q4_0, q4_0_tile, SMALL_TILE_ROWS, avx512_dot_rows_q4_0,

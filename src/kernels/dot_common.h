@@ -190,8 +190,9 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
         }                                                                                      \
     } while (0)
 
-#define KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(name, tile, TOKENS)                                \
-    _Static_assert((TOKENS) >= 1 && (TOKENS) <= KERNEL_TILE_MAX_TOKENS, "tile shape");         \
+#define KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(name, tile, ROWS, TOKENS)                          \
+    _Static_assert((ROWS) >= 1 && (ROWS) <= KERNEL_TILE_MAX_ROWS && (TOKENS) >= 1 &&          \
+                   (TOKENS) <= KERNEL_TILE_MAX_TOKENS, "tile shape");                         \
     static void name(int64_t n, const void *weights, size_t row_bytes, int64_t n_rows,         \
                      const void *activations, size_t activation_stride, int64_t n_tokens,      \
                      float *out, int64_t out_stride)                                           \
@@ -200,7 +201,7 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
         const uint8_t *acts = activations;                                                     \
         for (int64_t t = 0; t < n_tokens; t += (TOKENS)) {                                     \
             int64_t T = n_tokens - t < (TOKENS) ? n_tokens - t : (TOKENS);                     \
-            KERNEL_TILE_ALL_ROWS(tile, 1, TOKENS, T, acts + (size_t)t * activation_stride,     \
+            KERNEL_TILE_ALL_ROWS(tile, ROWS, TOKENS, T, acts + (size_t)t * activation_stride,  \
                                  activation_stride, out + t * out_stride);                     \
         }                                                                                      \
     }

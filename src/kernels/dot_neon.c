@@ -594,9 +594,9 @@ KERNEL_DEFINE_DOT_ROWS(neon_dot_rows_f32, f32_group)
 
 /* Tiles: one row at a time against four tokens, the tokens outer (an
  * unpacked K-quant block takes 16 of the 32 vector registers). */
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q4_k, q4_k_group_tile, 4)
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q5_k, q5_k_group_tile, 4)
-KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q6_k, q6_k_tile, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q4_k, q4_k_group_tile, 1, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q5_k, q5_k_group_tile, 1, 4)
+KERNEL_DEFINE_DOT_TILE_TOKENS_OUTER(neon_dot_tile_q6_k, q6_k_tile, 1, 4)
 
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q8_0, small_decode_state, q8_0_decode_init, q8_0_decode_row)
 KERNEL_DEFINE_DOT_DECODE(neon_dot_decode_q4_0, small_decode_state, q4_0_decode_init, q4_0_decode_row)
