@@ -652,6 +652,8 @@ K4_GROUP(q5_k_group, block_q5_k, x->qh)
         }                                                                                        \
     }
 
+/* Activation blocks per activation row, and one row's blocks rearranged
+ * (once per call for decode, once per run of tokens for the tiles). */
 KERNEL_INLINE int64_t k4_units(int64_t n)
 {
     return n / QK_K;
@@ -675,12 +677,10 @@ typedef struct k4_decode_state {
 
 KERNEL_INLINE void k4_decode_init(k4_decode_state *state, int64_t n, const void *activation)
 {
-    const int64_t nb = n / QK_K;
     state->prepared = NULL;
-    if (nb > K4_DECODE_BLOCKS)
+    if (k4_units(n) > K4_DECODE_BLOCKS)
         return;
-    for (int64_t b = 0; b < nb; b++)
-        k4_activation_load((const block_q8_k *)activation + b, &state->blocks[b]);
+    k4_prepare(activation, n, state->blocks);
     state->prepared = state->blocks;
 }
 

@@ -155,16 +155,15 @@ KERNEL_INLINE void kernel_no_state_init(kernel_no_state *state, int64_t n, const
             KERNEL_TILE_TOKENS(tile, 1, TOKENS);                                              \
     }
 
-/* One-row tiles with the tokens outer: for each run of up to TOKENS tokens,
- * every row of the call in turn. For kernels whose one-row tile already
- * fills the registers (the K-quants): the call's rows (a chunk that matmul
- * sizes to stay in L1/L2) pass under each run of tokens, so a token's
- * activations are read once per call, not once per row, which matters when
- * a batch's activations do not fit in L2. KERNEL_TILE_ALL_ROWS runs `tile`
- * over every row for T tokens (1 <= T <= TOKENS, known at run time) at
- * acts_ with stride stride_, which may be activations the caller prepared
- * in the tile's own layout. Same bits as the rows-outer order: each element
- * is one tile's work either way. */
+/* Tiles with the tokens outer: for each run of up to TOKENS tokens, every
+ * row of the call in turn, ROWS at a time (the last few one at a time). The
+ * call's rows (a chunk that matmul sizes to stay in L1/L2) pass under each
+ * run of tokens, so a token's activations are read once per call, not once
+ * per tile of rows, which matters when a batch's activations do not fit in
+ * L2. KERNEL_TILE_ALL_ROWS runs `tile` over every row for T tokens
+ * (1 <= T <= TOKENS, known at run time) at acts_ with stride stride_, which
+ * may be activations the caller prepared in the tile's own layout. Same bits
+ * as the rows-outer order: each element is one tile's work either way. */
 #define KERNEL_TILE_ROW_RUN(tile, ROWS, T, acts_, stride_, out_)                               \
     do {                                                                                       \
         int64_t r = 0;                                                                         \
