@@ -85,7 +85,10 @@ double cli_now_seconds(void);
 double cli_peak_rss_mib(void);
 /* Reads a whole file into a new NUL-terminated buffer. Returns 0 or -1 (message printed). */
 int cli_read_file(const char *path, char **text, size_t *length);
-/* Loads the model and prints the load time to stderr; NULL on failure (message printed). */
+/* The load-time streaming line (tm_report_streaming_line) on stderr, when
+ * the model streams. */
+void cli_print_streaming_line(const bmoe_model *model, const char *model_path);
+/* Loads the model (and says on stderr when it streams); NULL on failure (message printed). */
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds);
 /* The context parameters of the options (threads, ubatch, KV type) and n_ctx. */
 bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tm_report.h"
 
 /* A file bigger than this is not a prompt or a corpus we can tokenize into
  * int32 counts. */
@@ -82,6 +83,19 @@ static void cli_draw_load_bar(void *user, const char *step, uint64_t done, uint6
     fflush(stderr);
 }
 
+void cli_print_streaming_line(const bmoe_model *model, const char *model_path)
+{
+    tm_config config;
+    memset(&config, 0, sizeof config);
+    tm_config_from_model(&config, model, model_path);
+    tm_buffer line;
+    tm_buffer_init(&line);
+    tm_report_streaming_line(&line, &config);
+    if (!line.failed)
+        fputs(tm_buffer_text(&line), stderr);
+    tm_buffer_free(&line);
+}
+
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
 {
     bmoe_error error = {0};
@@ -100,6 +114,7 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
         return NULL;
     }
     *load_seconds = cli_now_seconds() - start;
+    cli_print_streaming_line(model, options->model_path);
     return model;
 }
 

@@ -1,9 +1,9 @@
 /* Text generation: the prompt (text, -f or --prompt-ids) through the
  * library's generation loop, printing the prompt and then each step's text
- * as it comes; the timing summary and the end-of-run lines go to stderr.
- * With --progress, stdout carries the telemetry contract's per-token lines
- * instead, then the answer and the end-of-run lines under === answer === /
- * === perf ===. The telemetry itself is cli_telemetry.c. */
+ * as it comes, then the contract's end-of-run lines; the timing summary
+ * goes to stderr. With --progress, stdout carries the telemetry contract's
+ * per-token lines instead, then the answer and the end-of-run lines under
+ * === answer === / === perf ===. The telemetry itself is cli_telemetry.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

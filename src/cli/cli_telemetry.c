@@ -321,14 +321,10 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
             tm_buffer_append(&t->line, t->answer.data ? t->answer.data : "", t->answer.length);
         }
         tm_buffer_append_string(&t->line, "\n=== perf ===\n");
-        tm_report_format(&t->line, c, &summary);
-        status = cli_emit_lines(t);
-    } else {
-        tm_report_format(&t->line, c, &summary);
-        if (!t->line.failed)
-            fputs(tm_buffer_text(&t->line), stderr);
-        tm_buffer_clear(&t->line);
     }
+    /* on stdout in both modes: the readers grep stdout for these lines */
+    tm_report_format(&t->line, c, &summary);
+    status = cli_emit_lines(t);
 
     bmoe_error error = {0};
     if (t->csv_on && tm_csv_commit(&t->csv, &error) != 0 && status == 0)

@@ -70,8 +70,8 @@ int cli_telemetry_token(cli_telemetry *telemetry, const bmoe_step *step, const c
  * the deltas still add up to the answer. Returns 0 or 1. */
 int cli_telemetry_trailing_text(cli_telemetry *telemetry, const char *text, size_t length);
 /* The end of a successful generation: the summary, the end-of-run lines
- * (after === answer === / === perf === on stdout with --progress, else on
- * stderr) and the files published. Returns 0 or 1. */
+ * on stdout (after === answer === / === perf === with --progress) and the
+ * files published. Returns 0 or 1. */
 int cli_telemetry_finish(cli_telemetry *telemetry, const bmoe_generation *generation, double load_seconds);
 /* Frees everything; files not published are discarded. */
 void cli_telemetry_close(cli_telemetry *telemetry);

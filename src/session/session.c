@@ -10,6 +10,7 @@
 
 #include "session_internal.h"
 #include "session_reader.h"
+#include "tm_report.h"
 
 static double now_seconds(void)
 {
@@ -98,6 +99,12 @@ static int session_open(session *s)
     if (tm_layout_read(&s->layout, s->model) != 0)
         return session_error(s, 0, true, "out of memory reading the model's layout");
     fill_telemetry(s);
+    if (c->log) {
+        tm_report_streaming_line(&s->lines, &s->telemetry);
+        if (!s->lines.failed)
+            fputs(tm_buffer_text(&s->lines), c->log);
+        tm_buffer_clear(&s->lines);
+    }
     if (s->csv_on)
         tm_csv_begin(&s->csv, &s->telemetry);
     bmoe_model_info info;

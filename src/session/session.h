@@ -31,6 +31,7 @@ typedef struct session_config {
     bool decide;                        /* accept decide requests */
     int64_t template_now;               /* strftime_now's clock; 0: the current time */
     size_t max_line;                    /* 0: SESSION_MAX_LINE */
+    FILE *log;                          /* notes that are not the protocol's (stderr); NULL: none */
     /* telemetry */
     const char *csv_path;               /* NULL: none */
     int32_t threads;                    /* resolved, for the CSV preamble */

@@ -8,7 +8,7 @@ const char tm_compute_trace_header[] = "turn,phase,step,seq,layer,op,name,wall_n
 void tm_compute_trace_format_preamble(tm_buffer *out, const tm_config *config, bool requested_layers)
 {
     tm_buffer_append_string(out, "# compute_trace v1\n# ");
-    tm_config_model_keys(out, config);
+    tm_config_model_keys(out, config, false);
     tm_buffer_printf(out, " n_threads=%d io_threads=%d o_direct=%d overlap=%d\n", (int)config->threads,
                      (int)config->io_threads, config->o_direct, config->overlap);
     tm_buffer_printf(out, "# granularity=%s requested=%s\n# ", requested_layers ? "layer" : "block",

@@ -1,6 +1,7 @@
 /* Filling and printing the resolved configuration of tm_config.h. */
 #include "tm_config.h"
 
+#include <string.h>
 
 #define TM_MIB 1048576.0
 
@@ -59,10 +60,17 @@ void tm_config_value(tm_buffer *out, const char *text)
     tm_buffer_append_string(out, run);
 }
 
-void tm_config_model_keys(tm_buffer *out, const tm_config *config)
+const char *tm_config_model_file_name(const tm_config *config)
+{
+    const char *path = config->model_path ? config->model_path : "";
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+void tm_config_model_keys(tm_buffer *out, const tm_config *config, bool file_name)
 {
     tm_buffer_append_string(out, "model=");
-    tm_config_value(out, config->model_path ? config->model_path : "");
+    tm_config_value(out, file_name ? tm_config_model_file_name(config) : config->model_path ? config->model_path : "");
     tm_buffer_append_string(out, " arch=");
     tm_config_value(out, config->arch ? config->arch : "unknown");
     tm_buffer_printf(out, " n_layer=%d n_expert=%d n_expert_used=%d", (int)config->n_layer, (int)config->n_expert,

@@ -57,9 +57,13 @@ const char *tm_config_dense_name(const tm_config *config);
  * percent-encoded (%20), so a path with spaces stays one value. */
 void tm_config_value(tm_buffer *out, const char *text);
 
+/* The model's file name: the path without its folders (the app's CSV
+ * reader names a run by it). */
+const char *tm_config_model_file_name(const tm_config *config);
 /* The keys every preamble shares, without '#' or newline:
- * "model=.. arch=.. n_layer=.. n_expert=.. n_expert_used=..". */
-void tm_config_model_keys(tm_buffer *out, const tm_config *config);
+ * "model=.. arch=.. n_layer=.. n_expert=.. n_expert_used=..", the model as
+ * its file name or as the path given. */
+void tm_config_model_keys(tm_buffer *out, const tm_config *config, bool file_name);
 /* "route_trace=<0|1> io_trace=<0|1> compute_trace=<0|1>" (compute_trace_layers
  * has its own place in each preamble). */
 void tm_config_instrument_keys(tm_buffer *out, const tm_config *config);

@@ -25,7 +25,7 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
     tm_buffer_append_string(out, "# bmoe_metrics v2\n# engine=");
     tm_config_value(out, c->engine && c->engine[0] ? c->engine : "unknown");
     tm_buffer_append_string(out, "\n# ");
-    tm_config_model_keys(out, c);
+    tm_config_model_keys(out, c, true);
     tm_buffer_printf(out, " threads=%d n_ctx=%d n_ubatch=%d chatml=%d\n", (int)c->threads, (int)c->n_ctx,
                      (int)c->n_ubatch, c->chatml);
     tm_buffer_printf(out,
@@ -47,14 +47,24 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
     tm_buffer_append_string(out, "\n");
 }
 
+/* The hit rate, or the contract's no-cache sentinel as its readers compare
+ * it, the text "-1.0". */
+static void tm_csv_hit_pct(tm_buffer *out, double value)
+{
+    if (isfinite(value) && value >= 0.0)
+        tm_buffer_printf(out, "%.2f", value);
+    else
+        tm_buffer_append_string(out, "-1.0");
+}
+
 void tm_csv_format_row(tm_buffer *out, int32_t turn, const tm_token *t, const tm_memory *m,
                        double cache_budget_mib, int64_t page_bytes)
 {
-    tm_buffer_printf(out, "%" PRId32 ",%" PRId32 ",%.3f,%.3f,%.3f,%" PRIu64 ",%.2f,%.3f,%.3f,%" PRId64 ",%.3f,%.3f,",
-                     t->step, t->steps, tm_finite(t->wall_ms, 0), tm_finite(t->io_ms, 0),
-                     tm_finite(t->compute_ms, 0), t->read_bytes, tm_finite(t->cache_hit_pct, -1),
-                     tm_finite(t->stall_ms, 0), tm_finite(t->mgmt_ms, 0), t->majflt, tm_finite(t->cpu_ms, 0),
-                     tm_finite(t->dense_resident_frac, -1));
+    tm_buffer_printf(out, "%" PRId32 ",%" PRId32 ",%.3f,%.3f,%.3f,%" PRIu64 ",", t->step, t->steps,
+                     tm_finite(t->wall_ms, 0), tm_finite(t->io_ms, 0), tm_finite(t->compute_ms, 0), t->read_bytes);
+    tm_csv_hit_pct(out, t->cache_hit_pct);
+    tm_buffer_printf(out, ",%.3f,%.3f,%" PRId64 ",%.3f,%.3f,", tm_finite(t->stall_ms, 0), tm_finite(t->mgmt_ms, 0),
+                     t->majflt, tm_finite(t->cpu_ms, 0), tm_finite(t->dense_resident_frac, -1));
     tm_buffer_printf(out, "%" PRId32 ",%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,1,0,0,0,0,0\n", turn,
                      (double)t->majflt * (double)page_bytes / TM_MIB, tm_finite(cache_budget_mib, 0), m->rss_mib,
                      m->rss_anon_mib, m->rss_file_mib, m->swap_mib, m->mem_available_mib, m->mem_free_mib,
@@ -69,11 +79,11 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
     tm_buffer_printf(out, "# summary tokens=%" PRId32 " s/tok=%.4f tok/s=%.3f read_MiB=%.3f io_s=%.4f", d->tokens,
                      tm_totals_per_token(d, wall_s), wall_s > 0 ? d->decoded / wall_s : 0.0,
                      (double)d->read_bytes / TM_MIB, d->io_ms * 1e-3);
-    tm_buffer_printf(out, " compute_s/tok=%.4f io_s/tok=%.4f cache_hit_pct=%.2f n_prompt=%" PRId32
-                     " load_s=%.3f prefill_s=%.4f prefill_tps=%.2f",
-                     tm_totals_per_token(d, d->compute_ms * 1e-3), tm_totals_per_token(d, d->io_ms * 1e-3),
-                     tm_finite(s->cache_hit_pct, -1), s->n_prompt, s->load_s, prefill_s,
-                     prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0);
+    tm_buffer_printf(out, " compute_s/tok=%.4f io_s/tok=%.4f cache_hit_pct=",
+                     tm_totals_per_token(d, d->compute_ms * 1e-3), tm_totals_per_token(d, d->io_ms * 1e-3));
+    tm_csv_hit_pct(out, s->cache_hit_pct);
+    tm_buffer_printf(out, " n_prompt=%" PRId32 " load_s=%.3f prefill_s=%.4f prefill_tps=%.2f", s->n_prompt, s->load_s,
+                     prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0);
     tm_buffer_printf(out, " stall_s/tok=%.4f mgmt_s/tok=%.4f cache_resident_MiB=%.1f cache_budget_MiB=%.1f"
                      " majflt/tok=%.2f cpu_s/tok=%.4f",
                      tm_totals_per_token(d, d->stall_ms * 1e-3), tm_totals_per_token(d, d->mgmt_ms * 1e-3),
@@ -88,10 +98,11 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
                      tm_totals_per_token(d, (d->loop_overhead_ms + s->tail_ms) * 1e-3));
     tm_buffer_append_string(out, " ra_committed=0 ra_passthrough=0 ra_agree_pct=-1 ra_gemv_ms/tok=0"
                                  " ra_issue_ms/tok=0 ra_wd_ms/tok=0");
-    tm_buffer_printf(out, " evictions=%" PRIu64 " rereads=%" PRIu64 " prefetch_MiB=%.3f prefetched=%" PRIu64
-                     " prefetch_useful=%" PRIu64,
-                     d->evictions, d->rereads, (double)d->prefetch_bytes / TM_MIB, d->prefetched,
-                     d->prefetch_useful);
+    /* the readers' names for the speculative reads, then bmoe's earlier ones */
+    tm_buffer_printf(out, " evictions=%" PRIu64 " rereads=%" PRIu64 " spec_read_MiB=%.3f spec_experts=%" PRIu64
+                     " spec_useful=%" PRIu64 " prefetch_MiB=%.3f prefetched=%" PRIu64 " prefetch_useful=%" PRIu64,
+                     d->evictions, d->rereads, (double)d->prefetch_bytes / TM_MIB, d->prefetched, d->prefetch_useful,
+                     (double)d->prefetch_bytes / TM_MIB, d->prefetched, d->prefetch_useful);
     tm_buffer_printf(out, " prefill_cpu_s=%.4f prefill_read_mib=%.3f prefill_io_s=%.4f prefill_stall_s=%.4f"
                      " prefill_mgmt_s=%.4f",
                      s->prefill.cpu_ms * 1e-3, (double)s->prefill.read_bytes / TM_MIB, s->prefill.io_ms * 1e-3,

@@ -9,7 +9,7 @@ const char tm_io_trace_header[] =
 void tm_io_trace_format_preamble(tm_buffer *out, const tm_config *config)
 {
     tm_buffer_append_string(out, "# io_trace v1\n# ");
-    tm_config_model_keys(out, config);
+    tm_config_model_keys(out, config, false);
     tm_buffer_printf(out, " io_threads=%d o_direct=%d overlap=%d prefetch=%d\n# ", (int)config->io_threads,
                      config->o_direct, config->overlap, (int)config->prefetch);
     tm_config_instrument_keys(out, config);

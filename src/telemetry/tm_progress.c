@@ -9,7 +9,9 @@
 
 bool tm_progress_load_line(tm_buffer *out, const tm_token *token)
 {
-    if (token->read_bytes == 0 && !(token->io_ms > 0.0))
+    /* the contract: only on tokens that read expert bytes (lane time without
+     * a read, e.g. a cancelled guess, is not a load) */
+    if (token->read_bytes == 0)
         return false;
     tm_buffer_append_string(out, "BMOE_LOAD {\"mb\":");
     tm_json_number(out, (double)token->read_bytes / TM_MIB, 3, 0.0);

@@ -5,6 +5,17 @@
 
 #define TM_MIB 1048576.0
 
+void tm_report_streaming_line(tm_buffer *out, const tm_config *c)
+{
+    if (!c->moe_stream)
+        return;
+    tm_buffer_printf(out,
+                     "bmoe: expert streaming ON  n_expert=%d o_direct=%d n_expert_used=%d cache_mb=%" PRId64
+                     " io_threads=%d overlap=%d\n",
+                     (int)c->n_expert, c->o_direct, (int)c->n_expert_used, c->cache_mb, (int)c->io_threads,
+                     c->overlap);
+}
+
 void tm_report_mode_line(tm_buffer *out, const tm_config *c)
 {
     const char *dense = tm_config_dense_name(c);
@@ -45,6 +56,9 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                               "faults/token\n",
                          occupancy, cpu_tok, (int)c->threads, tm_totals_per_token(d, (double)d->majflt));
     }
+    double prefill_s = s->prefill.wall_ms * 1e-3;
+    tm_buffer_printf(out, "prefill: %" PRId32 " tokens, %.3f s (%.2f tok/s), load %.3f s\n", s->prefill.n_tokens,
+                     prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0, s->load_s);
     tm_report_mode_line(out, c);
     if (!c->moe_stream)
         return;

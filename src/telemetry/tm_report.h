@@ -1,6 +1,7 @@
 /* The end-of-run lines of the telemetry contract, one per line:
  *   generation: <n> tokens, <s> s/token (<t> tok/s)
  *   compute: <pct>% CPU occupancy (<c> cpu-s/token over <n> threads), <f> major faults/token
+ *   prefill: <n> tokens, <s> s (<t> tok/s), load <s> s
  *   mode: ...                   (every run; names a resident baseline as one)
  *   moe-stream: read ...        (streaming only; ", stall_s/tok=<s>" under overlap)
  *   moe-cache: <pct>% hit, resident <mib> MiB[, budget <n> MiB]   (a cache in use; budget when auto)
@@ -18,6 +19,10 @@
 #include "tm_summary.h"
 
 void tm_report_format(tm_buffer *out, const tm_config *config, const tm_summary *summary);
+/* The load-time line the app reads the read mode from, on streamed runs
+ * only (nothing otherwise): "bmoe: expert streaming ON  n_expert=<n>
+ * o_direct=<0|1>" and more key=value pairs. */
+void tm_report_streaming_line(tm_buffer *out, const tm_config *config);
 /* The mode: line alone (with its newline). */
 void tm_report_mode_line(tm_buffer *out, const tm_config *config);
 

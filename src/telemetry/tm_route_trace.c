@@ -9,7 +9,7 @@ const char tm_route_trace_header[] = "turn,phase,step,layer,slot,expert,weight,r
 void tm_route_trace_format_preamble(tm_buffer *out, const tm_config *config, const tm_layout *layout)
 {
     tm_buffer_append_string(out, "# route_trace v1\n# ");
-    tm_config_model_keys(out, config);
+    tm_config_model_keys(out, config, false);
     tm_buffer_append_string(out, "\n# ");
     tm_config_instrument_keys(out, config);
     tm_buffer_printf(out, " compute_trace_layers=%d\n", config->compute_trace_layers);

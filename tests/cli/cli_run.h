@@ -22,6 +22,7 @@ typedef struct cli_result {
     size_t out_length;
     char *err;       /* stderr, NUL-terminated */
     size_t err_length;
+    char *report;    /* the end-of-run lines cli_cut_report took off out; NULL before */
 } cli_result;
 
 static inline char *cli_read_all(const char *path, size_t *length)
@@ -58,7 +59,8 @@ static inline void cli_result_free(cli_result *result)
 {
     free(result->out);
     free(result->err);
-    result->out = result->err = NULL;
+    free(result->report);
+    result->out = result->err = result->report = NULL;
 }
 
 /* Runs argv (argv[0] a path) with stdout and stderr captured. Returns 0
@@ -130,14 +132,47 @@ static inline int cli_run_shell(const char *script, cli_result *result)
     return cli_spawn(argv, result);
 }
 
-/* stderr is exactly one non-empty line starting with "bmoe-cli: ". */
+/* The load-time line a streamed model prints on stderr before anything can
+ * fail after the load (the app reads the read mode from it). */
+#define CLI_STREAMING_LINE "bmoe: expert streaming ON "
+
+/* stderr is exactly one non-empty line starting with "bmoe-cli: " (after
+ * the streaming line, when the model streamed). */
 static inline bool cli_one_line_error(const cli_result *result)
 {
     const char *err = result->err;
-    if (result->err_length < 12 || strncmp(err, "bmoe-cli: ", 10) != 0)
+    size_t length = result->err_length;
+    if (strncmp(err, CLI_STREAMING_LINE, strlen(CLI_STREAMING_LINE)) == 0 && strchr(err, '\n')) {
+        const char *next = strchr(err, '\n') + 1;
+        length -= (size_t)(next - err);
+        err = next;
+    }
+    if (length < 12 || strncmp(err, "bmoe-cli: ", 10) != 0)
         return false;
     const char *newline = strchr(err, '\n');
-    return newline && (size_t)(newline - err) + 1 == result->err_length;
+    return newline && (size_t)(newline - err) + 1 == length;
+}
+
+/* Cuts a generation's stdout before the end-of-run lines (from the last
+ * line that starts with "generation: "), leaving the generated text in out
+ * and the lines in report; true when there were such lines. */
+static inline bool cli_cut_report(cli_result *result)
+{
+    if (!result->out)
+        return false;
+    char *out = result->out;
+    char *report = NULL;
+    if (strncmp(out, "generation: ", 12) == 0)
+        report = out;
+    for (char *at = out; (at = strstr(at, "\ngeneration: ")); at++)
+        report = at + 1;
+    if (!report)
+        return false;
+    free(result->report);
+    result->report = strdup(report);
+    *report = '\0';
+    result->out_length = (size_t)(report - out);
+    return true;
 }
 
 #endif

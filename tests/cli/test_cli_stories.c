@@ -1,7 +1,8 @@
 /* bmoe-cli generation on stories260K (a real trained model, llama arch):
  * greedy text must equal llama.cpp's and llama2.c's outputs byte for byte,
  * the f16 and f32 KV caches must give the same greedy text, seeded sampling
- * must repeat for a seed, and the summary must reach stderr. */
+ * must repeat for a seed, the summary must reach stderr and the end-of-run
+ * lines stdout, after the text. */
 #include "cli_run.h"
 
 static char model_path[1024];
@@ -30,6 +31,7 @@ static char *generate(const char *const *args, size_t *length)
                   strstr(result.err, "tok/s") && strstr(result.err, "peak RSS:") &&
                   strstr(result.err, "load:"),
               "summary missing from stderr: %s", result.err);
+    CHECK_MSG(cli_cut_report(&result), "no end-of-run lines on stdout: %s", result.out);
     char *out = result.out;
     *length = result.out_length;
     result.out = NULL;

@@ -88,6 +88,7 @@ static char *cli_stdout(const char *const *args, size_t *length)
         return NULL;
     }
     CHECK_MSG(result.exit_code == 0, "bmoe-cli exit %d: %s", result.exit_code, result.err);
+    CHECK_MSG(cli_cut_report(&result), "no end-of-run lines after the text");
     char *out = result.out;
     *length = result.out_length;
     result.out = NULL;

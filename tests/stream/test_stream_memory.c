@@ -199,6 +199,7 @@ static char *run_text(const char *script, const char *what)
     cli_result r;
     CHECK(cli_run_shell(script, &r) == 0);
     CHECK_MSG(r.signal == 0 && r.exit_code == 0, "%s: exit %d signal %d: %s", what, r.exit_code, r.signal, r.err);
+    cli_cut_report(&r);
     char *text = r.exit_code == 0 && r.out ? strdup(r.out) : NULL;
     cli_result_free(&r);
     return text;
@@ -219,9 +220,10 @@ static void test_memory_cap_context(const char *memcap, const char *path, const 
     CHECK(cli_run_shell(script, &r) == 0);
     CHECK_MSG(r.signal == 0 && r.exit_code == 0, "40000 positions under a 640 MiB cap: exit %d signal %d: %s",
               r.exit_code, r.signal, r.err);
+    CHECK(cli_cut_report(&r));
     /* 6 layers x 2 KV heads x 128 dims x f16, K and V, per position */
     double kv_mib = 40000.0 * 6 * 2 * 128 * 2 * 2 / MIB;
-    const char *budget = strstr(r.err, "moe-cache: ") ? strstr(strstr(r.err, "moe-cache: "), "budget ") : NULL;
+    const char *budget = strstr(r.report, "moe-cache: ") ? strstr(strstr(r.report, "moe-cache: "), "budget ") : NULL;
     double budget_mib = budget ? atof(budget + strlen("budget ")) : -1.0;
     CHECK_MSG(strstr(r.err, "stream: the expert cache gives up"), "no shrink said: %s", r.err);
     CHECK_MSG(budget_mib > 0 && budget_mib + kv_mib < 640.0,
@@ -256,8 +258,9 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     CHECK(cli_run_shell(script, &r) == 0);
     CHECK_MSG(r.signal == 0 && r.exit_code == 0, "under a 640 MiB cap, no flag: exit %d signal %d: %s", r.exit_code,
               r.signal, r.err);
+    CHECK(cli_cut_report(&r));
     CHECK_MSG(strstr(r.err, "its experts are streamed from the file, with overlap") &&
-                  strstr(r.err, "mode: expert streaming, cache auto") && strstr(r.err, ", overlap"),
+                  strstr(r.report, "mode: expert streaming, cache auto") && strstr(r.report, ", overlap"),
               "under a 640 MiB cap, no flag: not streamed: %s", r.err);
     double peak = peak_rss_mib(r.err);
     CHECK_MSG(peak > 0 && peak < 640.0, "under a 640 MiB cap, no flag: peak RSS %.1f MiB", peak);
@@ -269,7 +272,8 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     CHECK(cli_run_shell(script, &r) == 0);
     CHECK_MSG(r.signal == 0 && r.exit_code == 0, "under a 640 MiB cap, --no-moe-stream: exit %d signal %d: %s",
               r.exit_code, r.signal, r.err);
-    CHECK_MSG(!strstr(r.err, "streamed from the file") && strstr(r.err, "mode: resident baseline"),
+    CHECK(cli_cut_report(&r));
+    CHECK_MSG(!strstr(r.err, "streamed from the file") && strstr(r.report, "mode: resident baseline"),
               "--no-moe-stream under a cap: %s", r.err);
     CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "mapped text '%s' under a cap is not '%s'",
               r.out ? r.out : "", resident ? resident : "");
@@ -282,8 +286,9 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     if (memory_model_fits((uint64_t)info.st_size + ((uint64_t)1 << 30), memory_available_bytes(), floor)) {
         snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' %s", path, run);
         CHECK(cli_run_shell(script, &r) == 0);
+        CHECK(cli_cut_report(&r));
         CHECK_MSG(r.exit_code == 0 && !strstr(r.err, "streamed from the file") &&
-                      strstr(r.err, "mode: resident baseline"),
+                      strstr(r.report, "mode: resident baseline"),
                   "no cap, no flag: %s", r.err);
         cli_result_free(&r);
     } else {

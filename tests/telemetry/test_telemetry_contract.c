@@ -227,7 +227,9 @@ typedef struct token_line {
 } token_line;
 
 typedef struct perf_block {
-    bool generation, compute, mode, stream, stall, cache, cache_churn, prefetch;
+    bool generation, compute, prefill, mode, stream, stall, cache, cache_churn, prefetch;
+    int prefill_tokens;
+    double prefill_s, prefill_tok_s, load_s;
     int tokens, threads;
     double s_tok, tok_s, occupancy, cpu_tok, faults;
     char mode_line[512];
@@ -248,6 +250,8 @@ typedef struct run_output {
     perf_block perf;
     int n_prompt;          /* from "prefill: <n> tokens" */
     int generated;         /* from "decode: <n> tokens generated" */
+    int streaming_lines;   /* "bmoe: expert streaming ON ..." on stderr */
+    int streaming_n_expert, streaming_o_direct;
 } run_output;
 
 static void run_output_free(run_output *o)
@@ -374,7 +378,7 @@ static int parse_progress_lines(const char *what, const lines *l, run_output *o)
             CHECK_MSG(close_to(load_mb, t->read_mb, 1e-9) && close_to(load_ms, t->io, 1e-9),
                       "%s: BMOE_LOAD mb/ms (%.3f/%.3f) differ from its token's read_mb/io_ms (%.3f/%.3f)", what,
                       load_mb, load_ms, t->read_mb, t->io);
-        CHECK_MSG(pending_load == (t->read_mb > 0 || t->io > 0),
+        CHECK_MSG(pending_load == (t->read_mb > 0),
                   "%s: step %lld: BMOE_LOAD %s but read_mb %.3f io_ms %.3f (it appears only when experts were read)",
                   what, t->step, pending_load ? "present" : "absent", t->read_mb, t->io);
         pending_load = false;
@@ -408,6 +412,11 @@ static void parse_perf_line(const char *what, const char *line, perf_block *p)
                             &p->occupancy, &p->cpu_tok, &p->threads, &p->faults, &used) == 4 &&
                      line[used] == '\0';
         CHECK_MSG(p->compute, "%s: bad compute: line: %s", what, line);
+    } else if (starts_with(line, "prefill: ")) {
+        p->prefill = sscanf(line, "prefill: %d tokens, %lf s (%lf tok/s), load %lf s%n", &p->prefill_tokens,
+                            &p->prefill_s, &p->prefill_tok_s, &p->load_s, &used) == 4 &&
+                     line[used] == '\0';
+        CHECK_MSG(p->prefill, "%s: bad prefill: line: %s", what, line);
     } else if (starts_with(line, "mode: ")) {
         CHECK_MSG(!p->mode, "%s: two mode: lines", what);
         p->mode = true;
@@ -459,6 +468,13 @@ static void parse_stderr_facts(const char *what, const char *err, run_output *o)
     CHECK_MSG(strstr(err, "bmoe-cli: load: ") && strstr(err, "bmoe-cli: peak RSS: ") &&
                   strstr(err, "bmoe-cli: stopped: "),
               "%s: today's summary lines missing from stderr", what);
+    /* the app's read-mode field: once at load, streamed runs only */
+    for (const char *at = err; (at = strstr(at, "bmoe: expert streaming ON  n_expert=")); at++) {
+        o->streaming_lines++;
+        CHECK_MSG((at == err || at[-1] == '\n') && sscanf(at, "bmoe: expert streaming ON  n_expert=%d o_direct=%d",
+                                                          &o->streaming_n_expert, &o->streaming_o_direct) == 2,
+                  "%s: bad streaming line: %.120s", what, at);
+    }
 }
 
 /* stdout of a --progress run: per-token lines, the banners, the answer and
@@ -499,8 +515,8 @@ static void parse_progress_run(const char *what, const cli_result *r, run_output
               "%s: end-of-run lines on stderr too under --progress", what);
 }
 
-/* stdout of an inline run is the prompt and the text; the end-of-run lines
- * are the stderr lines without the "bmoe-cli: " prefix. */
+/* stdout of an inline run is the prompt and the text, then the end-of-run
+ * lines (the readers grep stdout for them); stderr has none of them. */
 static void parse_inline_run(const char *what, const cli_result *r, run_output *o)
 {
     CHECK_MSG(starts_with(r->out, "Once upon a time"), "%s: the answer is not streamed inline: %.80s", what, r->out);
@@ -508,11 +524,18 @@ static void parse_inline_run(const char *what, const cli_result *r, run_output *
               "%s: telemetry lines on stdout without --progress", what);
     CHECK_MSG(r->out_length > 0 && r->out[r->out_length - 1] == '\n', "%s: stdout does not end with a newline", what);
     parse_stderr_facts(what, r->err, o);
-    lines l = split_lines(r->err);
-    for (int i = 0; i < l.count; i++)
-        if (!starts_with(l.line[i], "bmoe-cli: ") && l.line[i][0])
+    const char *report = NULL;
+    for (const char *at = r->out; (at = strstr(at, "\ngeneration: ")); at++)
+        report = at + 1;
+    CHECK_MSG(report != NULL, "%s: no end-of-run lines on stdout", what);
+    if (report) {
+        lines l = split_lines(report);
+        for (int i = 0; i < l.count; i++)
             parse_perf_line(what, l.line[i], &o->perf);
-    lines_free(&l);
+        lines_free(&l);
+    }
+    CHECK_MSG(!strstr(r->err, "\ngeneration: ") && !strstr(r->err, "\nmode: "), "%s: end-of-run lines on stderr",
+              what);
 }
 
 /* ---- the checks on the lines ------------------------------------------- */
@@ -559,6 +582,14 @@ static void check_perf(const char *what, const run_spec *s, const run_output *o)
 {
     const perf_block *p = &o->perf;
     CHECK_MSG(p->generation && p->mode, "%s: generation: or mode: line missing", what);
+    CHECK_MSG(p->prefill && p->prefill_tokens == o->n_prompt && p->prefill_s >= 0 && p->load_s > 0,
+              "%s: prefill: %d tokens (load %.3f s), %d prompt tokens", what, p->prefill_tokens, p->load_s,
+              o->n_prompt);
+    CHECK_MSG(o->streaming_lines == (s->streaming ? 1 : 0), "%s: %d streaming lines on stderr", what,
+              o->streaming_lines);
+    if (s->streaming)
+        CHECK_MSG(o->streaming_n_expert == s->n_expert && o->streaming_o_direct == !s->no_odirect,
+                  "%s: streaming line n_expert=%d o_direct=%d", what, o->streaming_n_expert, o->streaming_o_direct);
     int n = o->generated;
     CHECK_MSG(p->tokens == n, "%s: generation: %d tokens, %d generated", what, p->tokens, n);
     if (o->n_tokens > 0) {
@@ -746,7 +777,8 @@ static bool read_csv(const char *what, const char *path, const run_spec *s, csv_
                   preamble_keys[k]);
     }
     char value[256];
-    CHECK_MSG(kv(c->preamble, "model", value, sizeof value) && strcmp(value, s->model) == 0, "%s: model=%s", what,
+    const char *file_name = strrchr(s->model, '/') ? strrchr(s->model, '/') + 1 : s->model;
+    CHECK_MSG(kv(c->preamble, "model", value, sizeof value) && strcmp(value, file_name) == 0, "%s: model=%s", what,
               value);
     CHECK(kv_number(c->preamble, "n_layer") == N_LAYER);
     CHECK(kv_number(c->preamble, "threads") == 2);

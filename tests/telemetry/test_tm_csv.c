@@ -80,7 +80,8 @@ static void test_preamble(void)
     /* every line is a comment line */
     for (const char *line = text; *line; line = strchr(line, '\n') + 1)
         CHECK(line[0] == '#');
-    check_key(text, "model", "/models/my%20model.gguf"); /* one value, whatever the path holds */
+    /* the file name (the app names a run by it), one value whatever it holds */
+    check_key(text, "model", "my%20model.gguf");
     check_key(text, "arch", "qwen3moe");
     check_key(text, "n_layer", "48");
     check_key(text, "n_expert", "128");
@@ -162,6 +163,12 @@ static void test_row(void)
     for (const char *c = tm_buffer_text(&out); *c; c++)
         row_commas += *c == ',';
     CHECK(commas == 28 && row_commas == commas);
+    /* no cache: the sentinel as the readers compare it */
+    tm_buffer_clear(&out);
+    t.cache_hit_pct = -1.0;
+    tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
+    CHECK_MSG(strncmp(tm_buffer_text(&out), "3,128,12.500,7.250,4.000,1048576,-1.0,0.000,", 44) == 0, "row: %s",
+              tm_buffer_text(&out));
     tm_buffer_free(&out);
 }
 
@@ -230,6 +237,9 @@ static void test_summary(void)
     check_key(text, "loop_overhead_s/tok", "0.0010"); /* (3 + the 1 ms tail) / 4 */
     check_key(text, "evictions", "9");
     check_key(text, "rereads", "2");
+    check_key(text, "spec_read_MiB", "1.000"); /* the readers' names */
+    check_key(text, "spec_experts", "4");
+    check_key(text, "spec_useful", "3");
     check_key(text, "prefetch_MiB", "1.000");
     check_key(text, "prefetched", "4");
     check_key(text, "prefetch_useful", "3");
@@ -248,6 +258,11 @@ static void test_summary(void)
     for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
         check_key(text, zero[i], "0");
     check_key(text, "ra_agree_pct", "-1");
+    tm_buffer_clear(&out);
+    s.cache_hit_pct = -1.0;
+    tm_csv_format_summary(&out, &s);
+    check_key(tm_buffer_text(&out), "cache_hit_pct", "-1.0");
+    text = tm_buffer_text(&out);
     /* the speculation keys exist only under --mtp / --ngram */
     char value[64];
     CHECK(!value_of(text, "mtp_drafted", value, sizeof value) && !value_of(text, "drafted_steps", value, sizeof value));

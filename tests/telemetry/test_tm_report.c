@@ -1,5 +1,5 @@
 /* The end-of-run lines and the trace rows on hand-built records: the exact
- * text of generation:, compute:, mode:, moe-stream:, moe-cache: and
+ * text of generation:, compute:, prefill:, mode:, moe-stream:, moe-cache: and
  * moe-prefetch: with values worked out by hand; the mode: line naming a
  * resident baseline; the route, io and compute trace preambles and rows. */
 #include "test.h"
@@ -52,6 +52,9 @@ static tm_summary hand_summary(void)
     s.cache_hit_pct = 62.5;
     s.cache_resident_mib = 63.5;
     s.cache_budget_mib = 64.0;
+    s.prefill.n_tokens = 12;
+    s.prefill.wall_ms = 300.0;
+    s.load_s = 1.25;
     return s;
 }
 
@@ -79,6 +82,7 @@ static void test_streaming_serial(void)
     check_text("serial", &out,
                "generation: 4 tokens, 0.0100 s/token (100.00 tok/s)\n"
                "compute: 50.0% CPU occupancy (0.0200 cpu-s/token over 4 threads), 2.00 major faults/token\n"
+               "prefill: 12 tokens, 0.300 s (40.00 tok/s), load 1.250 s\n"
                "mode: expert streaming, cache 64 MiB, dense anon\n"
                "moe-stream: read 8.00 MiB (2.000 MiB/token), decode 0.0100 s/token (compute 0.0065 + cache mgmt "
                "0.0010 + flash I/O 0.0025 s/token, 800.0 MiB/s)\n"
