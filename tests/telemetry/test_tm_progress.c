@@ -83,6 +83,10 @@ static void test_serial_lines(void)
     bmoe_stats c = stats_of(2.0, 0.0, 0.0, 0.0, 0, 4, 0);
     tm_meter_token(meter, 3, &c, &token);
     CHECK(!tm_progress_load_line(&out, &token) && out.length == 0);
+    /* lane time without a byte read (a cancelled guess) is not a load either */
+    tm_token lane_time = token;
+    lane_time.io_ms = 0.0004;
+    CHECK(!tm_progress_load_line(&out, &lane_time) && out.length == 0);
     CHECK(near(token.cache_hit_pct, 100.0 * 8 / 12));
     tm_progress_line(&out, &token, NULL);
     CHECK(strstr(tm_buffer_text(&out), "\"cache_hit_pct\":66.67,") != NULL);
