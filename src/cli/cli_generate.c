@@ -154,6 +154,7 @@ int cli_run_generate(const cli_options *options)
             cli_fail("%s%s", error.message, error.status == BMOE_ERR_CONTEXT_FULL ? " (raise -c)" : "");
         goto done;
     }
+    cli_telemetry_prefilled(&telemetry, bmoe_generation_prefill_stats(generation));
 
     bmoe_step step;
     int stepped;

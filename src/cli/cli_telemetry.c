@@ -204,6 +204,11 @@ void cli_telemetry_stamp(cli_telemetry *t, int32_t phase, int32_t step)
         tm_compute_trace_set_stamp(&t->layers, &stamp);
 }
 
+void cli_telemetry_prefilled(cli_telemetry *t, const bmoe_stats *prefill)
+{
+    tm_meter_add_lookups(t->meter, prefill);
+}
+
 void cli_telemetry_after_eval(cli_telemetry *t)
 {
     /* a write failure stays in the file's sink; the commit at the end reports it */
@@ -287,26 +292,12 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     bmoe_model_get_stream_state(t->model, &state);
     const tm_totals *totals = tm_meter_totals(t->meter);
     tm_summary summary;
-    memset(&summary, 0, sizeof summary);
+    tm_summary_fill(&summary, c, &t->layout, &state, bmoe_generation_prefill_stats(generation), totals,
+                    tm_meter_lookups_before(t->meter));
     summary.turn = 0;
     summary.n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
     summary.load_s = load_seconds;
-    summary.prefill = *bmoe_generation_prefill_stats(generation);
-    summary.decode = *totals;
     summary.tail_ms = t->last_decode_end > 0.0 ? (cli_now_seconds() - t->last_decode_end) * 1e3 : 0.0;
-    summary.cache_hit_pct = tm_hit_pct(totals->hits, totals->misses, state.streaming && state.cache_budget_bytes > 0);
-    summary.cache_resident_mib = (double)state.cache_resident_bytes / 1048576.0;
-    summary.cache_budget_mib = (double)state.cache_budget_bytes / 1048576.0;
-    uint64_t token_demand = tm_layout_token_demand(&t->layout, c->n_expert_used);
-    if (token_demand == 0 && state.streaming)
-        token_demand = state.cycle_bytes; /* k experts of every MoE layer, priced by the store */
-    summary.token_demand_mib = token_demand > 0 ? (double)token_demand / 1048576.0 : -1.0;
-    uint64_t layer_demand = tm_layout_layer_demand(&t->layout, c->n_expert_used);
-    summary.layer_demand_mib = layer_demand > 0 ? (double)layer_demand / 1048576.0 : -1.0;
-    /* every decode routes k experts in each MoE layer; streaming counts them */
-    summary.experts_routed = state.streaming ? totals->hits + totals->misses
-                                             : (uint64_t)totals->decoded * (uint64_t)c->n_moe_layers *
-                                                   (uint64_t)(c->n_expert_used > 0 ? c->n_expert_used : 0);
     if (t->csv_on)
         tm_csv_summary(&t->csv, &summary);
 

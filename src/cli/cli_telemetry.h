@@ -59,6 +59,8 @@ int cli_telemetry_begin(cli_telemetry *telemetry, const bmoe_model *model, const
                         uint64_t seed, int32_t n_prompt, int32_t steps);
 /* Before an evaluation: where its trace rows belong. */
 void cli_telemetry_stamp(cli_telemetry *telemetry, int32_t phase, int32_t step);
+/* The prompt's prefill: its lookups count in the cumulative hit rate. */
+void cli_telemetry_prefilled(cli_telemetry *telemetry, const bmoe_stats *prefill);
 /* After an evaluation: the trace rows it captured go to their files. */
 void cli_telemetry_after_eval(cli_telemetry *telemetry);
 /* One generated token: its metrics, its progress lines (with its text) and

@@ -166,6 +166,7 @@ int session_decide(session *s, const session_request *r)
         status = session_answer(s);
         goto done;
     }
+    tm_lookups_add(&s->lookups, bmoe_generation_prefill_stats(generation));
     /* log-softmax over the whole vocabulary, in double */
     const float *logits = bmoe_generation_logits(generation);
     int32_t n_vocab = bmoe_model_n_vocab(s->model);

@@ -12,35 +12,18 @@
 
 #define SESSION_MIB 1048576.0
 
-void session_summary(const session *s, const bmoe_generation *generation, const tm_totals *totals, double tail_ms,
-                     tm_summary *summary)
+void session_summary(const session *s, const bmoe_generation *generation, const tm_totals *totals,
+                     const tm_lookups *before, double tail_ms, tm_summary *summary)
 {
-    memset(summary, 0, sizeof *summary);
-    summary->turn = s->turn;
-    summary->load_s = s->load_s;
-    if (generation) {
-        summary->n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
-        summary->prefill = *bmoe_generation_prefill_stats(generation);
-    }
-    if (totals)
-        summary->decode = *totals;
-    summary->tail_ms = tail_ms;
     bmoe_stream_state state;
     bmoe_model_get_stream_state(s->model, &state);
-    bool cache_used = state.streaming && state.cache_budget_bytes > 0;
-    summary->cache_hit_pct = tm_hit_pct(summary->decode.hits, summary->decode.misses, cache_used);
-    summary->cache_resident_mib = (double)state.cache_resident_bytes / SESSION_MIB;
-    summary->cache_budget_mib = (double)state.cache_budget_bytes / SESSION_MIB;
-    const tm_config *c = &s->telemetry;
-    uint64_t token_demand = tm_layout_token_demand(&s->layout, c->n_expert_used);
-    if (token_demand == 0 && state.streaming)
-        token_demand = state.cycle_bytes;
-    summary->token_demand_mib = token_demand > 0 ? (double)token_demand / SESSION_MIB : -1.0;
-    uint64_t layer_demand = tm_layout_layer_demand(&s->layout, c->n_expert_used);
-    summary->layer_demand_mib = layer_demand > 0 ? (double)layer_demand / SESSION_MIB : -1.0;
-    summary->experts_routed = state.streaming ? summary->decode.hits + summary->decode.misses
-                                              : (uint64_t)summary->decode.decoded * (uint64_t)c->n_moe_layers *
-                                                    (uint64_t)(c->n_expert_used > 0 ? c->n_expert_used : 0);
+    tm_summary_fill(summary, &s->telemetry, &s->layout, &state,
+                    generation ? bmoe_generation_prefill_stats(generation) : NULL, totals, before);
+    summary->turn = s->turn;
+    summary->load_s = s->load_s;
+    if (generation)
+        summary->n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
+    summary->tail_ms = tail_ms;
 }
 
 static void key_number(tm_buffer *out, const char *key, double value, int decimals, double fallback)

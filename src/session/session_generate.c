@@ -173,6 +173,7 @@ int session_generate(session *s, const session_request *r)
         tm_meter_params meter = {
             .overlap = s->telemetry.overlap,
             .cache_used = state.streaming && state.cache_budget_bytes > 0,
+            .before = s->lookups,
             .steps = steps,
             .probe_every = SESSION_PROBE_EVERY,
             .probe = probe_dense,
@@ -216,6 +217,8 @@ int session_generate(session *s, const session_request *r)
         }
         cancelled = true; /* during the prefill */
     }
+    if (generation)
+        tm_meter_add_lookups(t.meter, bmoe_generation_prefill_stats(generation));
     while (generation && status == 0) {
         bmoe_step step;
         int stepped = bmoe_generation_step(generation, &step, &error);
@@ -244,7 +247,11 @@ int session_generate(session *s, const session_request *r)
     const char *reasoning = bmoe_reasoning_thinking(t.reasoning, &reasoning_length);
     tm_summary summary;
     double tail_ms = t.last_decode_end > 0.0 ? now_ms() - t.last_decode_end : 0.0;
-    session_summary(s, generation, tm_meter_totals(t.meter), tail_ms, &summary);
+    const tm_totals *totals = tm_meter_totals(t.meter);
+    const tm_lookups *before = tm_meter_lookups_before(t.meter);
+    session_summary(s, generation, totals, before, tail_ms, &summary);
+    s->lookups.hits = before->hits + totals->hits;
+    s->lookups.misses = before->misses + totals->misses;
     if (s->csv_on)
         tm_csv_summary(&s->csv, &summary);
     int32_t generated = generation ? bmoe_generation_n_generated(generation) : 0;

@@ -36,6 +36,7 @@ typedef struct session {
     bool csv_on;
     tm_csv csv;
     int64_t page_bytes;
+    tm_lookups lookups;         /* expert-cache lookups since the session opened (the hit rate's) */
     tm_buffer lines;            /* lines being formatted */
 } session;
 
@@ -56,9 +57,10 @@ int session_error(session *s, int64_t id, bool fatal, const char *message);
 
 /* What a generation cost (session_done.c): the summary the CSV trailer and
  * BMOE_DONE share. generation may be NULL (cancelled before its prefill
- * completed), totals NULL (nothing decoded). */
-void session_summary(const session *s, const bmoe_generation *generation, const tm_totals *totals, double tail_ms,
-                     tm_summary *summary);
+ * completed), totals NULL (nothing decoded); before: the lookups before the
+ * decode (the hit rate is cumulative since the session opened). */
+void session_summary(const session *s, const bmoe_generation *generation, const tm_totals *totals,
+                     const tm_lookups *before, double tail_ms, tm_summary *summary);
 /* BMOE_DONE with every key of the contract. */
 void session_format_done(tm_buffer *out, int64_t id, bool cancelled, const tm_summary *summary, int32_t tokens,
                          int32_t n_past, const char *reasoning, size_t reasoning_length, const char *text,

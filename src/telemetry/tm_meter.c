@@ -8,6 +8,7 @@
 struct tm_meter {
     tm_meter_params params;
     tm_totals totals;
+    tm_lookups before;
     double dense_frac;       /* the latest probe */
     double pending_probe_ms; /* probe time the next decode's loop overhead also holds */
     int32_t decoded;         /* decoded tokens seen (the probe's clock) */
@@ -29,6 +30,7 @@ tm_meter *tm_meter_create(const tm_meter_params *params)
     if (meter->params.probe_every < 1)
         meter->params.probe_every = 1;
     meter->dense_frac = -1.0;
+    meter->before = params->before;
     return meter;
 }
 
@@ -74,10 +76,21 @@ void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_
     token->compute_ms = tm_compute_residual(token->wall_ms, token->io_ms, token->stall_ms, token->mgmt_ms,
                                             p->overlap);
     tm_totals_add(&meter->totals, token, stats);
-    token->cache_hit_pct = tm_hit_pct(meter->totals.hits, meter->totals.misses, p->cache_used);
+    token->cache_hit_pct = tm_hit_pct(meter->before.hits + meter->totals.hits,
+                                      meter->before.misses + meter->totals.misses, p->cache_used);
 }
 
 const tm_totals *tm_meter_totals(const tm_meter *meter)
 {
     return &meter->totals;
+}
+
+void tm_meter_add_lookups(tm_meter *meter, const bmoe_stats *stats)
+{
+    tm_lookups_add(&meter->before, stats);
+}
+
+const tm_lookups *tm_meter_lookups_before(const tm_meter *meter)
+{
+    return &meter->before;
 }

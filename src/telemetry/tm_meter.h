@@ -25,6 +25,7 @@ typedef double (*tm_probe_fn)(void *user);
 typedef struct tm_meter_params {
     bool overlap;          /* the residual subtracts stall_ms instead of io_ms */
     bool cache_used;       /* a cache budget > 0 (else cache_hit_pct is -1) */
+    tm_lookups before;     /* lookups before this generation (earlier turns') */
     int32_t steps;         /* the target token count */
     int32_t probe_every;   /* tokens between dense probes (>= 1) */
     tm_probe_fn probe;     /* NULL: dense_resident_frac is -1 */
@@ -38,5 +39,10 @@ void tm_meter_destroy(tm_meter *meter);
 /* One generated token (its 1-based index and its step's stats record). */
 void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_token *token);
 const tm_totals *tm_meter_totals(const tm_meter *meter);
+/* Counts an evaluation before the first token (the prompt's prefill) in the
+ * hit rate. */
+void tm_meter_add_lookups(tm_meter *meter, const bmoe_stats *stats);
+/* The lookups before the first token: params.before and what was added. */
+const tm_lookups *tm_meter_lookups_before(const tm_meter *meter);
 
 #endif

@@ -24,6 +24,12 @@ void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *s
     totals->prefetch_useful += stats->prefetch_useful;
 }
 
+void tm_lookups_add(tm_lookups *lookups, const bmoe_stats *stats)
+{
+    lookups->hits += stats->cache_hits;
+    lookups->misses += stats->cache_misses;
+}
+
 double tm_totals_per_token(const tm_totals *totals, double value)
 {
     return totals->decoded > 0 ? value / (double)totals->decoded : 0.0;

@@ -10,6 +10,15 @@
 #include "bmoe.h"
 #include "tm_token.h"
 
+/* Expert-cache lookups: the contract's hit rate is cumulative over every
+ * lookup since the run (the session) began, the prompts' included. */
+typedef struct tm_lookups {
+    uint64_t hits, misses;
+} tm_lookups;
+
+/* Adds an evaluation's lookups (its stats record's cache counters). */
+void tm_lookups_add(tm_lookups *lookups, const bmoe_stats *stats);
+
 typedef struct tm_totals {
     int32_t tokens;             /* generated tokens (rows) */
     int32_t decoded;            /* of those, decoded */
