@@ -1,8 +1,8 @@
 /* The session (session.h): opens the CSV sink, the model, its context (with
  * the inbox's cancel flag as the abort callback) and its chat template,
- * announces BMOE_READY, starts the reader thread, then answers one request
- * at a time until close or EOF. A failure to open is BMOE_ERROR with fatal
- * true and exit status 1. */
+ * announces BMOE_READY, starts the reader thread, then answers the queued
+ * requests one at a time, in order, until close or EOF has drained the
+ * queue. A failure to open is BMOE_ERROR with fatal true and exit status 1. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +37,22 @@ int session_error(session *s, int64_t id, bool fatal, const char *message)
     session_format_error(&s->lines, id, fatal, message);
     int written = session_answer(s);
     return fatal || written != 0 ? -1 : 0;
+}
+
+int session_answer_cancelled(session *s, const session_request *request)
+{
+    session_format_begin(&s->lines, request->id);
+    if (request->command == SESSION_DECIDE) {
+        bmoe_stats none;
+        memset(&none, 0, sizeof none);
+        session_format_decide(&s->lines, request->id, true, -1, NULL, request->n_choices, 0, 0, &none);
+    } else {
+        tm_summary summary;
+        session_summary(s, NULL, NULL, &s->lookups, 0.0, &summary);
+        session_format_done(&s->lines, request->id, true, &summary, 0, bmoe_context_position(s->context), NULL, 0,
+                            NULL, 0);
+    }
+    return session_answer(s);
 }
 
 /* The resolved configuration the CSV preamble states. */
@@ -91,10 +107,9 @@ static int session_open(session *s)
         return session_error(s, 0, true, message);
     }
     s->think_control = chat ? bmoe_chat_think_control(chat) : BMOE_THINK_CONTROL_TEMPLATE;
+    s->template = chat; /* kept for requests that carry messages */
     if (c->chat)
         s->chat = chat;
-    else
-        bmoe_chat_free(chat);
     s->load_s = now_seconds() - start;
     if (tm_layout_read(&s->layout, s->model) != 0)
         return session_error(s, 0, true, "out of memory reading the model's layout");
@@ -139,11 +154,19 @@ int session_run(const session_config *config, int input, FILE *output, int *outp
     memset(&reader, 0, sizeof reader);
     reader.wake[0] = reader.wake[1] = -1;
     if (status == 0 &&
-        session_reader_start(&reader, input, config->max_line ? config->max_line : SESSION_MAX_LINE, &inbox, &out) != 0)
+        session_reader_start(&reader, input, config->max_line ? config->max_line : SESSION_MAX_LINE, &inbox, &out,
+                             config->log) != 0)
         status = session_error(&s, 0, true, "cannot start the request reader thread");
     session_request request;
     while (status == 0 && session_inbox_take(&inbox, &request)) {
-        status = request.command == SESSION_DECIDE ? session_decide(&s, &request) : session_generate(&s, &request);
+        if (request.command == SESSION_REFUSED)
+            status = session_error(&s, request.id, false, request.message.data);
+        else if (session_inbox_cancelled(&inbox))
+            status = session_answer_cancelled(&s, &request);
+        else if (request.command == SESSION_DECIDE)
+            status = session_decide(&s, &request);
+        else
+            status = session_generate(&s, &request);
         session_request_free(&request);
         /* (the request was marked answered before its last line went out) */
         if (session_output_failed(&out))
@@ -165,7 +188,7 @@ int session_run(const session_config *config, int input, FILE *output, int *outp
         *output_error = out.error;
     tm_layout_free(&s.layout);
     session_conversation_free(&s.conversation);
-    bmoe_chat_free(s.chat);
+    bmoe_chat_free(s.template);
     bmoe_context_free(s.context);
     bmoe_model_free(s.model);
     tm_buffer_free(&s.lines);

@@ -57,7 +57,7 @@ static int first_tokens(const session *s, const session_request *r, int32_t *fir
     return 0;
 }
 
-static void format_decide(tm_buffer *out, int64_t id, bool cancelled, int32_t best, const double *logp,
+void session_format_decide(tm_buffer *out, int64_t id, bool cancelled, int32_t best, const double *logp,
                           int32_t n_choices, int32_t n_tokens, int32_t n_reused, const bmoe_stats *prefill)
 {
     tm_buffer_printf(out, "BMOE_DECIDE {\"id\":%" PRId64 ",\"cancelled\":%s,\"best\":%" PRId32 ",\"choice_logp\":[",
@@ -123,15 +123,8 @@ int session_decide(session *s, const session_request *r)
         refusal = message;
         goto refuse;
     }
-    int32_t n_tokens = s->chat ? bmoe_chat_tokenize(s->chat, text, text_length, NULL, 0, &error)
-                               : bmoe_tokenize(s->model, text, text_length, true, true, NULL, 0, &error);
-    if (n_tokens > 0 && (tokens = malloc((size_t)n_tokens * sizeof *tokens)) != NULL) {
-        int32_t again = s->chat ? bmoe_chat_tokenize(s->chat, text, text_length, tokens, n_tokens, &error)
-                                : bmoe_tokenize(s->model, text, text_length, true, true, tokens, n_tokens, &error);
-        if (again != n_tokens)
-            n_tokens = -1;
-    }
-    if (n_tokens < 0 || (n_tokens > 0 && !tokens)) {
+    int32_t n_tokens = session_prompt_tokens(s, s->chat, text, text_length, &tokens, &error);
+    if (n_tokens < 0) {
         snprintf(message, sizeof message, "tokenizing the prompt: %s", error.message[0] ? error.message : "out of memory");
         refusal = message;
     } else if (n_tokens == 0) {
@@ -162,7 +155,7 @@ int session_decide(session *s, const session_request *r)
             status = session_error(s, id, true, message);
             goto done;
         }
-        format_decide(&s->lines, id, true, -1, NULL, r->n_choices, n_tokens, 0, &none);
+        session_format_decide(&s->lines, id, true, -1, NULL, r->n_choices, n_tokens, 0, &none);
         status = session_answer(s);
         goto done;
     }
@@ -184,7 +177,7 @@ int session_decide(session *s, const session_request *r)
         if (isfinite(logp[i]) && (best < 0 || logp[i] > logp[best]))
             best = i;
     }
-    format_decide(&s->lines, id, false, best, logp, r->n_choices, n_tokens, bmoe_generation_n_reused(generation),
+    session_format_decide(&s->lines, id, false, best, logp, r->n_choices, n_tokens, bmoe_generation_n_reused(generation),
                   bmoe_generation_prefill_stats(generation));
     bmoe_generation_free(generation);
     status = session_answer(s);

@@ -43,11 +43,12 @@ typedef struct turn {
     tm_buffer joined_reasoning, joined_text;
 } turn;
 
-/* The tokens of the rendered prompt into a new array. */
-static int32_t prompt_tokens(const session *s, const char *text, size_t length, int32_t **tokens, bmoe_error *error)
+int32_t session_prompt_tokens(const session *s, const bmoe_chat *chat, const char *text, size_t length,
+                              int32_t **tokens, bmoe_error *error)
 {
-    int32_t count = s->chat ? bmoe_chat_tokenize(s->chat, text, length, NULL, 0, error)
-                            : bmoe_tokenize(s->model, text, length, true, true, NULL, 0, error);
+    *tokens = NULL;
+    int32_t count = chat ? bmoe_chat_tokenize(chat, text, length, NULL, 0, error)
+                         : bmoe_tokenize(s->model, text, length, true, true, NULL, 0, error);
     if (count < 0)
         return count;
     *tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof **tokens);
@@ -55,9 +56,22 @@ static int32_t prompt_tokens(const session *s, const char *text, size_t length, 
         snprintf(error->message, sizeof error->message, "out of memory for %d prompt tokens", count);
         return BMOE_ERR_OUT_OF_MEMORY;
     }
-    int32_t again = s->chat ? bmoe_chat_tokenize(s->chat, text, length, *tokens, count, error)
-                            : bmoe_tokenize(s->model, text, length, true, true, *tokens, count, error);
+    int32_t again = chat ? bmoe_chat_tokenize(chat, text, length, *tokens, count, error)
+                         : bmoe_tokenize(s->model, text, length, true, true, *tokens, count, error);
     return again == count ? count : BMOE_ERR_INVALID_ARGUMENT;
+}
+
+/* The request's messages (or its prompt as a user message) onto the
+ * conversation. 0, or -1 (out of memory; the caller rolls back). */
+static int add_messages(session *s, const session_request *r)
+{
+    if (r->n_messages == 0)
+        return session_conversation_add(&s->conversation, "user", r->prompt.data, r->prompt.length, NULL, 0);
+    for (int32_t i = 0; i < r->n_messages; i++)
+        if (session_conversation_add(&s->conversation, r->messages[i].role, r->messages[i].content.data,
+                                     r->messages[i].content.length, NULL, 0) != 0)
+            return -1;
+    return 0;
 }
 
 /* One generated token's lines and CSV row. */
@@ -128,11 +142,18 @@ int session_generate(session *s, const session_request *r)
         bmoe_context_truncate(s->context, 0);
         s->chat_turn = 0;
     }
+    /* messages are a conversation: they are rendered with the template in
+     * any mode; a prompt only in chat mode */
+    const bmoe_chat *chat = r->n_messages > 0 ? s->template : s->chat;
+    if (r->n_messages > 0 && !chat)
+        return session_error(s, id, false, "\"messages\" needs a chat template, and the model has none");
     int32_t kept = s->conversation.count;
-    if (session_conversation_add(&s->conversation, "user", r->prompt.data, r->prompt.length, NULL, 0) != 0)
+    if (add_messages(s, r) != 0) {
+        session_conversation_truncate(&s->conversation, kept);
         return session_error(s, id, false, "out of memory for the prompt");
+    }
 
-    bool prefill = s->chat && !think && s->think_control == BMOE_THINK_CONTROL_PREFILL;
+    bool prefill = chat && !think && s->think_control == BMOE_THINK_CONTROL_PREFILL;
     bmoe_chat_params params = bmoe_chat_default_params();
     params.enable_thinking = think;
     params.reasoning_prefill = prefill;
@@ -141,12 +162,12 @@ int session_generate(session *s, const session_request *r)
     size_t text_length = 0;
     int32_t *tokens = NULL;
     bmoe_error error = {0};
-    if (session_conversation_render(&s->conversation, s->chat, &params, &text, &text_length, &error) != 0) {
+    if (session_conversation_render(&s->conversation, chat, &params, &text, &text_length, &error) != 0) {
         session_conversation_truncate(&s->conversation, kept);
         snprintf(message, sizeof message, "the chat template: %s", error.message);
         return session_error(s, id, false, message);
     }
-    int32_t n_prompt = prompt_tokens(s, text, text_length, &tokens, &error);
+    int32_t n_prompt = session_prompt_tokens(s, chat, text, text_length, &tokens, &error);
     const char *refusal = NULL;
     if (n_prompt < 0) {
         snprintf(message, sizeof message, "tokenizing the prompt: %s", error.message);
@@ -165,7 +186,7 @@ int session_generate(session *s, const session_request *r)
     if (!refusal) {
         /* the prefilled turn is the answer verbatim: no reasoning follows */
         enum bmoe_reasoning_format format =
-            s->chat && !prefill ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
+            chat && !prefill ? bmoe_chat_reasoning_format(chat) : BMOE_REASONING_NONE;
         t.reasoning = bmoe_reasoning_create(format, text, text_length, &error);
         int32_t steps = n_predict > 0 ? n_predict : n_ctx - n_prompt;
         bmoe_stream_state state;

@@ -19,39 +19,48 @@ int session_inbox_init(session_inbox *inbox)
 
 void session_inbox_destroy(session_inbox *inbox)
 {
-    if (inbox->has_pending)
-        session_request_free(&inbox->pending);
+    for (int i = 0; i < inbox->count; i++)
+        session_request_free(&inbox->waiting[(inbox->first + i) % SESSION_QUEUE_MAX]);
+    inbox->count = 0;
     pthread_cond_destroy(&inbox->changed);
     pthread_mutex_destroy(&inbox->lock);
 }
 
-int session_inbox_offer(session_inbox *inbox, session_request *request, int64_t *running_id)
+int session_inbox_offer(session_inbox *inbox, session_request *request)
 {
     pthread_mutex_lock(&inbox->lock);
-    if (inbox->busy || inbox->closing) {
-        *running_id = inbox->busy ? inbox->busy_id : 0;
+    if (inbox->count == SESSION_QUEUE_MAX) {
         pthread_mutex_unlock(&inbox->lock);
         return 1;
     }
-    inbox->pending = *request;
+    int slot = (inbox->first + inbox->count) % SESSION_QUEUE_MAX;
+    inbox->waiting[slot] = *request;
+    inbox->dropped[slot] = false;
     memset(request, 0, sizeof *request);
-    inbox->has_pending = true;
-    inbox->busy = true;
-    inbox->busy_id = inbox->pending.id;
-    atomic_store(&inbox->cancel, false);
+    inbox->count++;
     pthread_cond_signal(&inbox->changed);
     pthread_mutex_unlock(&inbox->lock);
     return 0;
 }
 
-bool session_inbox_cancel(session_inbox *inbox)
+bool session_inbox_cancel(session_inbox *inbox, bool has_id, int64_t id)
 {
     pthread_mutex_lock(&inbox->lock);
-    bool running = inbox->busy;
-    if (running)
+    bool found = false;
+    if (inbox->running && (!has_id || (inbox->running_has_id && inbox->running_id == id))) {
         atomic_store(&inbox->cancel, true);
+        found = true;
+    }
+    for (int i = 0; has_id && !found && i < inbox->count; i++) {
+        int slot = (inbox->first + i) % SESSION_QUEUE_MAX;
+        const session_request *waiting = &inbox->waiting[slot];
+        if (waiting->command != SESSION_REFUSED && waiting->has_id && waiting->id == id && !inbox->dropped[slot]) {
+            inbox->dropped[slot] = true;
+            found = true;
+        }
+    }
     pthread_mutex_unlock(&inbox->lock);
-    return running;
+    return found;
 }
 
 void session_inbox_close(session_inbox *inbox)
@@ -65,13 +74,20 @@ void session_inbox_close(session_inbox *inbox)
 bool session_inbox_take(session_inbox *inbox, session_request *request)
 {
     pthread_mutex_lock(&inbox->lock);
-    while (!inbox->has_pending && !inbox->closing)
+    while (inbox->count == 0 && !inbox->closing)
         pthread_cond_wait(&inbox->changed, &inbox->lock);
-    bool taken = inbox->has_pending;
+    bool taken = inbox->count > 0;
     if (taken) {
-        *request = inbox->pending;
-        memset(&inbox->pending, 0, sizeof inbox->pending);
-        inbox->has_pending = false;
+        *request = inbox->waiting[inbox->first];
+        memset(&inbox->waiting[inbox->first], 0, sizeof inbox->waiting[inbox->first]);
+        /* a request cancelled while it waited runs with the flag set: it
+         * stops at its first check and is answered as cancelled, in turn */
+        atomic_store(&inbox->cancel, inbox->dropped[inbox->first]);
+        inbox->first = (inbox->first + 1) % SESSION_QUEUE_MAX;
+        inbox->count--;
+        inbox->running = true;
+        inbox->running_id = request->id;
+        inbox->running_has_id = request->has_id;
     }
     pthread_mutex_unlock(&inbox->lock);
     return taken;
@@ -80,7 +96,8 @@ bool session_inbox_take(session_inbox *inbox, session_request *request)
 void session_inbox_done(session_inbox *inbox)
 {
     pthread_mutex_lock(&inbox->lock);
-    inbox->busy = false;
+    inbox->running = false;
+    atomic_store(&inbox->cancel, false);
     pthread_mutex_unlock(&inbox->lock);
 }
 

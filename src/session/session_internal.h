@@ -25,7 +25,8 @@ typedef struct session {
     session_inbox *inbox;
     bmoe_model *model;
     bmoe_context *context;
-    bmoe_chat *chat;            /* the model's template (chat mode); NULL: raw prompts */
+    bmoe_chat *template;        /* the model's chat template (owned); NULL: it has none */
+    bmoe_chat *chat;            /* the template in chat mode (--chat), else NULL: raw prompts */
     enum bmoe_think_control think_control;
     double load_s;
     session_conversation conversation;
@@ -45,6 +46,20 @@ typedef struct session {
  * fatal BMOE_ERROR or when the output failed. */
 int session_generate(session *s, const session_request *request);
 int session_decide(session *s, const session_request *request);
+
+/* A request cancelled while it waited: BMOE_BEGIN, then BMOE_DONE or
+ * BMOE_DECIDE as cancelled, with nothing run (the conversation and the
+ * cache as they were). Returns as session_generate. */
+int session_answer_cancelled(session *s, const session_request *request);
+/* BMOE_DECIDE with every key of the contract (logp NULL: all null). */
+void session_format_decide(tm_buffer *out, int64_t id, bool cancelled, int32_t best, const double *logp,
+                           int32_t n_choices, int32_t n_tokens, int32_t n_reused, const bmoe_stats *prefill);
+
+/* The tokens of a rendered prompt into a new array: through chat (its
+ * special tokens), or the model's tokenizer with BOS when chat is NULL.
+ * Returns the count, or a negative bmoe_status with error. */
+int32_t session_prompt_tokens(const session *s, const bmoe_chat *chat, const char *text, size_t length,
+                              int32_t **tokens, bmoe_error *error);
 
 /* Writes the lines formatted so far; -1 when the output failed. */
 int session_emit(session *s);

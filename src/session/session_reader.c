@@ -4,17 +4,68 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 /* One read from the input. */
 #define SESSION_READ_BYTES 65536
 
-static void refuse(session_reader *reader, int64_t id, const char *message)
+/* A refusal answered at once (the queue is full: it cannot wait its turn). */
+static void refuse_now(session_reader *reader, int64_t id, const char *message)
 {
     session_format_error(&reader->reply, id, false, message);
     if (session_output_write(reader->output, &reader->reply) != 0)
         session_inbox_close(reader->inbox); /* the client is gone */
+}
+
+/* Queues request; past the queue's bound it is refused at once. */
+static void queue(session_reader *reader, session_request *request)
+{
+    if (session_inbox_offer(reader->inbox, request) == 0)
+        return;
+    char message[160];
+    snprintf(message, sizeof message,
+             "%d requests are waiting already: this one is not queued (wait for answers, or cancel)",
+             SESSION_QUEUE_MAX);
+    refuse_now(reader, request->id, message);
+}
+
+/* A line that cannot be taken, answered in its turn. */
+static void refuse(session_reader *reader, int64_t id, const char *message)
+{
+    session_request refusal;
+    if (session_request_refusal(&refusal, id, message) != 0) {
+        refuse_now(reader, id, "out of memory");
+        return;
+    }
+    queue(reader, &refusal);
+    session_request_free(&refusal);
+}
+
+static void note(session_reader *reader, const char *message)
+{
+    if (reader->log) {
+        fprintf(reader->log, "session: %s\n", message);
+        fflush(reader->log);
+    }
+}
+
+/* Notes each ignored key name once per session. */
+static void note_ignored(session_reader *reader, const session_request *request)
+{
+    for (int32_t i = 0; i < request->n_ignored; i++) {
+        bool seen = false;
+        for (int k = 0; k < reader->n_noted && !seen; k++)
+            seen = strcmp(reader->noted[k], request->ignored[i]) == 0;
+        if (seen)
+            continue;
+        char message[160];
+        snprintf(message, sizeof message, "key \"%s\" is ignored (bmoe does not know it)", request->ignored[i]);
+        note(reader, message);
+        if (reader->n_noted < (int)(sizeof reader->noted / sizeof reader->noted[0]))
+            reader->noted[reader->n_noted++] = strdup(request->ignored[i]);
+    }
 }
 
 static bool blank(const char *line, size_t length)
@@ -40,29 +91,29 @@ static bool on_line(void *user, const char *line, size_t length, bool overlong)
         return true;
     session_request request;
     int64_t id = 0;
-    if (session_request_parse(line, length, &request, &id, message, sizeof message) != 0) {
+    int parsed = session_request_parse(line, length, &request, &id, message, sizeof message);
+    if (parsed < 0) {
         refuse(reader, id, message);
         return true;
     }
+    if (parsed > 0) {
+        note(reader, message);
+        return true;
+    }
+    note_ignored(reader, &request);
     switch (request.command) {
     case SESSION_CANCEL:
-        if (!session_inbox_cancel(reader->inbox))
-            refuse(reader, request.id, "cancel: nothing is running");
+        if (!session_inbox_cancel(reader->inbox, request.has_id, request.id))
+            note(reader, request.has_id ? "cancel: no request with that id is running or waiting"
+                                        : "cancel: nothing is running");
         break;
     case SESSION_CLOSE:
         session_request_free(&request);
         session_inbox_close(reader->inbox);
         return false;
-    default: {
-        int64_t running = 0;
-        if (session_inbox_offer(reader->inbox, &request, &running) != 0) {
-            snprintf(message, sizeof message,
-                     "request %lld is still running: one request at a time (wait for its BMOE_DONE, or cancel it)",
-                     (long long)running);
-            refuse(reader, request.id, message);
-        }
+    default:
+        queue(reader, &request);
         break;
-    }
     }
     session_request_free(&request);
     return true;
@@ -95,10 +146,11 @@ static void *reader_main(void *user)
 }
 
 int session_reader_start(session_reader *reader, int fd, size_t max_line, session_inbox *inbox,
-                         session_output *output)
+                         session_output *output, FILE *log)
 {
     memset(reader, 0, sizeof *reader);
     reader->fd = fd;
+    reader->log = log;
     reader->inbox = inbox;
     reader->output = output;
     reader->wake[0] = reader->wake[1] = -1;
@@ -130,4 +182,7 @@ void session_reader_stop(session_reader *reader)
     reader->wake[0] = reader->wake[1] = -1;
     session_line_free(&reader->lines);
     tm_buffer_free(&reader->reply);
+    for (int k = 0; k < reader->n_noted; k++)
+        free(reader->noted[k]);
+    reader->n_noted = 0;
 }

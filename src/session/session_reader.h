@@ -1,10 +1,13 @@
 /* The reader thread: reads the requests from the input descriptor, one
  * line at a time (session_line: a line past the limit is refused without
- * being kept), parses each (session_request), acts on cancel at once,
- * hands generate and decide to the inbox and answers every line it
- * refuses with BMOE_ERROR (fatal false). A close line or EOF closes the
- * inbox and ends the thread; so does session_reader_stop, which wakes it
- * from its wait through a pipe of its own. */
+ * being kept), parses each (session_request), acts on cancel at once, and
+ * queues generate, decide and the refusal of every line it cannot take in
+ * the inbox, so that each is answered in its turn. Lines to ignore (no
+ * cmd, an unknown command) and ignored keys are a note on the log (once per
+ * key name). A request past the queue's bound is refused at once. A close
+ * line or EOF closes the inbox and ends the thread; so does
+ * session_reader_stop, which wakes it from its wait through a pipe of its
+ * own. */
 #ifndef BMOE_SESSION_READER_H
 #define BMOE_SESSION_READER_H
 
@@ -26,11 +29,14 @@ typedef struct session_reader {
     session_output *output;
     session_line_reader lines;
     tm_buffer reply;
+    FILE *log;               /* notes; NULL: none */
+    char *noted[64];         /* ignored key names already noted */
+    int n_noted;
 } session_reader;
 
 /* Starts the thread. Returns 0 or -1 (errno says why). */
 int session_reader_start(session_reader *reader, int fd, size_t max_line, session_inbox *inbox,
-                         session_output *output);
+                         session_output *output, FILE *log);
 /* Ends the thread (if it still runs) and frees what it holds. */
 void session_reader_stop(session_reader *reader);
 

@@ -13,8 +13,9 @@
 /* The most values (separators and brackets) a request line may hold: the
  * choices and a few fields; what cJSON allocates stays near the line's size. */
 #define SESSION_MAX_VALUES (2 * SESSION_MAX_CHOICES + 64)
-/* Integers JSON carries exactly in a double. */
-#define SESSION_MAX_EXACT 9007199254740992.0
+/* The largest integer a double holds with both neighbours exact: past it
+ * two ids written differently read as one. */
+#define SESSION_MAX_EXACT 9007199254740991.0
 
 static int reject(char *message, size_t size, const char *format, ...)
 #if defined(__GNUC__)
@@ -167,7 +168,7 @@ static const char *shown_key(const char *key, char *shown, size_t size)
 /* The keys each command takes, besides "cmd" and "id". */
 static bool key_allowed(session_command command, const char *key)
 {
-    static const char *const generate[] = {"prompt", "n_predict", "think", "clear_kv", NULL};
+    static const char *const generate[] = {"prompt", "messages", "n_predict", "think", "clear_kv", NULL};
     static const char *const decide[] = {"prefix", "suffix", "choices", "reuse_prefix", NULL};
     const char *const *keys = command == SESSION_GENERATE ? generate : command == SESSION_DECIDE ? decide : NULL;
     if (strcmp(key, "cmd") == 0 || strcmp(key, "id") == 0)
@@ -185,6 +186,7 @@ static const char *command_name(session_command command)
     case SESSION_DECIDE: return "decide";
     case SESSION_CANCEL: return "cancel";
     case SESSION_CLOSE: return "close";
+    case SESSION_REFUSED: break;
     }
     return "?";
 }
@@ -215,19 +217,150 @@ static int parse_choices(const cJSON *item, session_request *request, char *mess
     return 0;
 }
 
-static int parse_object(const cJSON *root, session_request *request, int64_t *id, char *message, size_t size)
+/* A message's content: a string, or a list of text parts
+ * ({"type":"text","text":"..."}) joined in order. */
+static int parse_content(const cJSON *item, session_text *content, const char *key, char *message, size_t size)
+{
+    if (cJSON_IsString(item) && item->valuestring)
+        return copy_text(item, content, key, message, size);
+    if (!cJSON_IsArray(item))
+        return reject(message, size, "\"%s\" must be a string or a list of text parts", key);
+    size_t total = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, item)
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
+            !cJSON_IsString(text) || !text->valuestring)
+            return reject(message, size, "\"%s\": a part must be {\"type\":\"text\",\"text\":\"...\"} (only text is "
+                                         "understood)",
+                          key);
+        total += strlen(text->valuestring);
+    }
+    content->data = malloc(total + 1);
+    if (!content->data)
+        return reject(message, size, "out of memory for \"%s\" (%zu bytes)", key, total);
+    content->length = 0;
+    cJSON_ArrayForEach(part, item)
+    {
+        const char *text = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t length = strlen(text);
+        memcpy(content->data + content->length, text, length);
+        content->length += length;
+    }
+    content->data[content->length] = '\0';
+    if (!valid_utf8(content->data, content->length))
+        return reject(message, size, "\"%s\" is not valid UTF-8", key);
+    return 0;
+}
+
+static int parse_messages(const cJSON *item, session_request *request, char *message, size_t size)
+{
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    if (!cJSON_IsArray(item))
+        return reject(message, size, "\"messages\" must be a list of {\"role\", \"content\"} objects");
+    int count = cJSON_GetArraySize(item);
+    if (count == 0)
+        return reject(message, size, "\"messages\" is empty");
+    if (count > SESSION_MAX_MESSAGES)
+        return reject(message, size, "\"messages\" has %d entries, more than %d", count, SESSION_MAX_MESSAGES);
+    request->messages = calloc((size_t)count, sizeof *request->messages);
+    if (!request->messages)
+        return reject(message, size, "out of memory for %d messages", count);
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, item)
+    {
+        int32_t index = request->n_messages;
+        if (!cJSON_IsObject(entry))
+            return reject(message, size, "\"messages[%d]\" must be an object", (int)index);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(entry, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(entry, "content");
+        session_request_message *m = &request->messages[index];
+        for (size_t r = 0; cJSON_IsString(role) && r < sizeof roles / sizeof roles[0]; r++)
+            if (strcmp(role->valuestring, roles[r]) == 0)
+                m->role = roles[r];
+        if (!m->role)
+            return reject(message, size, "\"messages[%d].role\" must be system, user, assistant or tool", (int)index);
+        char key[48];
+        snprintf(key, sizeof key, "messages[%d].content", (int)index);
+        if (!content)
+            return reject(message, size, "\"%s\" is missing", key);
+        request->n_messages++; /* owned from here: freed with the request */
+        if (parse_content(content, &m->content, key, message, size) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Whether the number text after the top-level key "id" is a plain integer
+ * (digits, an optional '-'): a double rounds integers past 2^53, so "the id
+ * is an integer" must be read from the text. A key spelled with escapes is
+ * not found (true: the double's range check still applies). */
+static bool id_text_is_integer(const char *line, size_t length)
+{
+    int depth = 0;
+    for (size_t i = 0; i < length; i++) {
+        char c = line[i];
+        if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == '"') {
+            size_t start = i + 1, end = start;
+            while (end < length && line[end] != '"')
+                end += line[end] == '\\' ? 2 : 1;
+            i = end;
+            size_t next = end + 1;
+            while (next < length && (line[next] == ' ' || line[next] == '\t' || line[next] == '\r' || line[next] == '\n'))
+                next++;
+            if (depth != 1 || next >= length || line[next] != ':' || end - start != 2 || memcmp(line + start, "id", 2) != 0)
+                continue;
+            size_t value = next + 1;
+            while (value < length && (line[value] == ' ' || line[value] == '\t'))
+                value++;
+            if (value < length && line[value] == '-')
+                value++;
+            size_t digits = value;
+            while (digits < length && line[digits] >= '0' && line[digits] <= '9')
+                digits++;
+            return digits > value && (digits == length || strchr(" \t\r\n,}", line[digits]) != NULL);
+        }
+    }
+    return true;
+}
+
+static int keep_ignored(session_request *request, const char *key)
+{
+    if (request->n_ignored >= SESSION_MAX_IGNORED)
+        return 0;
+    char shown[72];
+    request->ignored[request->n_ignored] = strdup(shown_key(key, shown, sizeof shown));
+    if (!request->ignored[request->n_ignored])
+        return -1;
+    request->n_ignored++;
+    return 0;
+}
+
+static int parse_object(const cJSON *root, const char *line, size_t length, session_request *request, int64_t *id,
+                        char *message, size_t size)
 {
     if (!cJSON_IsObject(root))
         return reject(message, size, "a request is a JSON object");
     const cJSON *id_item = cJSON_GetObjectItemCaseSensitive(root, "id");
     if (id_item) {
+        if (cJSON_IsNumber(id_item) && !id_text_is_integer(line, length))
+            return reject(message, size, "\"id\" must be an integer (digits, no fraction or exponent)");
         if (get_integer(id_item, "id", -SESSION_MAX_EXACT, SESSION_MAX_EXACT, &request->id, message, size) != 0)
             return -1;
         *id = request->id;
+        request->has_id = true;
     }
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(root, "cmd");
-    if (!cmd)
-        return reject(message, size, "no \"cmd\" (generate, decide, cancel or close)");
+    if (!cmd) {
+        reject(message, size, "a line without \"cmd\" is ignored");
+        return 1;
+    }
     if (!cJSON_IsString(cmd) || !cmd->valuestring)
         return reject(message, size, "\"cmd\" must be a string");
     static const session_command commands[] = {SESSION_GENERATE, SESSION_DECIDE, SESSION_CANCEL, SESSION_CLOSE};
@@ -238,18 +371,24 @@ static int parse_object(const cJSON *root, session_request *request, int64_t *id
             known = true;
         }
     }
-    if (!known)
-        return reject(message, size, "unknown cmd (generate, decide, cancel or close)");
-    /* every key once, and each one the command takes */
+    if (!known) {
+        char shown[72];
+        reject(message, size, "unknown cmd \"%s\" is ignored (generate, decide, cancel or close)",
+               shown_key(cmd->valuestring, shown, sizeof shown));
+        return 1;
+    }
+    /* the keys the command takes once each; the others are ignored */
     const cJSON *item;
     cJSON_ArrayForEach(item, root)
     {
         if (!item->string)
             return reject(message, size, "a key without a name");
         char shown[72];
-        if (!key_allowed(request->command, item->string))
-            return reject(message, size, "%s takes no key \"%s\"", command_name(request->command),
-                          shown_key(item->string, shown, sizeof shown));
+        if (!key_allowed(request->command, item->string)) {
+            if (keep_ignored(request, item->string) != 0)
+                return reject(message, size, "out of memory");
+            continue;
+        }
         for (const cJSON *other = item->next; other; other = other->next)
             if (other->string && strcmp(other->string, item->string) == 0)
                 return reject(message, size, "key \"%s\" appears twice", shown_key(item->string, shown, sizeof shown));
@@ -257,9 +396,14 @@ static int parse_object(const cJSON *root, session_request *request, int64_t *id
     request->reuse_prefix = true;
     if (request->command == SESSION_GENERATE) {
         const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-        if (!prompt)
-            return reject(message, size, "generate needs \"prompt\"");
-        if (get_string(prompt, "prompt", &request->prompt, message, size) != 0)
+        const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
+        if (!prompt && !messages)
+            return reject(message, size, "generate needs \"prompt\" (or \"messages\")");
+        if (prompt && messages)
+            return reject(message, size, "generate takes \"prompt\" or \"messages\", not both");
+        if (prompt && get_string(prompt, "prompt", &request->prompt, message, size) != 0)
+            return -1;
+        if (messages && parse_messages(messages, request, message, size) != 0)
             return -1;
         const cJSON *n_predict = cJSON_GetObjectItemCaseSensitive(root, "n_predict");
         if (n_predict) {
@@ -324,7 +468,7 @@ int session_request_parse(const char *line, size_t length, session_request *requ
             return reject(message, message_size, "text after the JSON object");
         }
     }
-    int status = parse_object(root, request, id, message, message_size);
+    int status = parse_object(root, line, length, request, id, message, message_size);
     /* cJSON ends its strings at a NUL: a \u0000 would be cut, not kept */
     if (status == 0 && escapes_nul(line, length))
         status = reject(message, message_size, "a string holds \\u0000 (NUL is not allowed)");
@@ -332,6 +476,16 @@ int session_request_parse(const char *line, size_t length, session_request *requ
     if (status != 0)
         session_request_free(request);
     return status;
+}
+
+int session_request_refusal(session_request *request, int64_t id, const char *message)
+{
+    memset(request, 0, sizeof *request);
+    request->command = SESSION_REFUSED;
+    request->id = id;
+    request->message.length = strlen(message);
+    request->message.data = strdup(message);
+    return request->message.data ? 0 : -1;
 }
 
 static void text_free(session_text *text)
@@ -344,6 +498,15 @@ static void text_free(session_text *text)
 void session_request_free(session_request *request)
 {
     text_free(&request->prompt);
+    for (int32_t i = 0; i < request->n_messages; i++)
+        text_free(&request->messages[i].content);
+    free(request->messages);
+    request->messages = NULL;
+    request->n_messages = 0;
+    text_free(&request->message);
+    for (int32_t i = 0; i < request->n_ignored; i++)
+        free(request->ignored[i]);
+    request->n_ignored = 0;
     text_free(&request->prefix);
     text_free(&request->suffix);
     for (int32_t i = 0; i < request->n_choices; i++)

@@ -624,8 +624,6 @@ static void check_bad_requests(void)
         {"{\"cmd\":", 0},
         {"not json at all", 0},
         {"[1,2,3]", 0},
-        {"{\"cmd\":\"explode\",\"id\":21}", 21},
-        {"{\"id\":22}", 22},
         {"{\"cmd\":\"generate\",\"id\":23}", 23},
         {"{\"cmd\":\"generate\",\"id\":24,\"prompt\":42}", 24},
         {"{\"cmd\":\"generate\",\"id\":25,\"prompt\":\"x\",\"n_predict\":\"ten\"}", 25},
@@ -635,13 +633,19 @@ static void check_bad_requests(void)
         {"{\"cmd\":\"generate\",\"id\":29,\"prompt\":\"x\",\"n_predict\":0}", 29},
         {"{\"cmd\":\"generate\",\"id\":30,\"prompt\":\"x\",\"n_predict\":1.5}", 30},
         {"{\"cmd\":\"generate\",\"id\":31,\"prompt\":\"x\",\"n_predict\":100000}", 31},
-        {"{\"cmd\":\"generate\",\"id\":32,\"prompt\":\"x\",\"colour\":\"red\"}", 32},
         {"{\"cmd\":\"generate\",\"id\":33,\"prompt\":\"x\",\"prompt\":\"y\"}", 33},
         {"{\"cmd\":\"generate\",\"id\":34,\"prompt\":\"a\\u0000b\"}", 34},
         {"{\"cmd\":\"generate\",\"id\":35,\"prompt\":\"x\"} trailing", 0},
-        {"{\"cmd\":\"cancel\",\"id\":36}", 36},
         {"{\"cmd\":\"decide\",\"id\":37,\"prefix\":\"x\",\"choices\":[\"a\",\"b\"]}", 37},
         {"{\"cmd\":\"generate\",\"id\":38,\"prompt\":\"x\",\"n_predict\":99999999999}", 38},
+        /* ids a double cannot hold exactly, and ids that are not integers as written */
+        {"{\"cmd\":\"generate\",\"id\":9007199254740993,\"prompt\":\"x\"}", 0},
+        {"{\"cmd\":\"generate\",\"id\":1e3,\"prompt\":\"x\"}", 0},
+        {"{\"cmd\":\"generate\",\"id\":7.0,\"prompt\":\"x\"}", 0},
+        {"{\"cmd\":\"generate\",\"id\":39,\"prompt\":\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}", 39},
+        {"{\"cmd\":\"generate\",\"id\":42,\"messages\":[{\"role\":\"robot\",\"content\":\"y\"}]}", 42},
+        {"{\"cmd\":\"generate\",\"id\":43,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}", 43},
+        {"{\"cmd\":\"generate\",\"id\":44,\"messages\":[]}", 44},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         child_send(&c, bad[i].line);
@@ -677,22 +681,26 @@ static void check_bad_requests(void)
     CHECK_MSG(a.error && bool_of(a.error, "fatal", &fatal) && !fatal, "the 10 MB line");
     answer_free(&a);
 
-    /* two generates back to back: the second is refused while the first runs */
-    child_send(&c, "{\"cmd\":\"generate\",\"id\":50,\"prompt\":\"First\",\"n_predict\":8}\n"
-                   "{\"cmd\":\"generate\",\"id\":51,\"prompt\":\"Second\",\"n_predict\":8}");
-    cJSON *others[4] = {NULL};
-    read_answer(&c, 50, &a, others, 4);
+    /* lines the reference reader ignores are ignored, each said once on
+     * stderr: no cmd, an unknown command, a key bmoe does not know, a cancel
+     * with nothing to cancel; the request with the unknown key runs */
+    child_send(&c, "{\"cmd\":\"explode\",\"id\":21}\n{\"id\":22}\n{\"cmd\":\"cancel\",\"id\":36}\n"
+                   "{\"cmd\":\"generate\",\"id\":32,\"prompt\":\"x\",\"n_predict\":2,\"colour\":\"red\"}\n"
+                   "{\"cmd\":\"generate\",\"id\":33,\"prompt\":\"x\",\"n_predict\":2,\"colour\":\"blue\"}");
+    read_answer(&c, 32, &a, NULL, 0);
     check_done(&a, false);
     answer_free(&a);
-    bool refused = false;
-    for (int i = 0; i < 4; i++) {
-        if (others[i]) {
-            fatal = true;
-            refused = refused || (number_of(others[i], "id") == 51 && bool_of(others[i], "fatal", &fatal) && !fatal);
-            cJSON_Delete(others[i]);
-        }
-    }
-    CHECK_MSG(refused, "the second generate was not refused with fatal:false");
+    read_answer(&c, 33, &a, NULL, 0);
+    check_done(&a, false);
+    answer_free(&a);
+    size_t err_length;
+    char *err = cli_read_all(c.err_path, &err_length);
+    CHECK_MSG(err && strstr(err, "unknown cmd \"explode\" is ignored") && strstr(err, "without \"cmd\" is ignored") &&
+                  strstr(err, "cancel: no request with that id"),
+              "notes on stderr: %s", err ? err : "");
+    const char *colour = err ? strstr(err, "key \"colour\" is ignored") : NULL;
+    CHECK_MSG(colour && !strstr(colour + 1, "key \"colour\""), "the ignored key is noted once: %s", err ? err : "");
+    free(err);
 
     /* and after all that, a clean generate answers as a fresh process does */
     child_send(&c, "{\"cmd\":\"generate\",\"id\":60,\"prompt\":\"Still there?\",\"n_predict\":10}");
@@ -741,6 +749,151 @@ static bool decide(child *c, int id, const char *prefix, const char *suffix, boo
     }
     answer_free(&a);
     return ok;
+}
+
+/* Requests written without waiting are queued and answered in order:
+ * fifteen generates in one write; a decide between two generates (the
+ * conversation goes on around it, and its numbers are those of the same
+ * decide alone); a cancel of the running request with two waiting (they
+ * still run); a cancel by id of a waiting one (answered as cancelled in its
+ * turn, nothing run); messages in place of a prompt. */
+static void check_queue(void)
+{
+    const char *extra[] = {"--decide", "--ignore-eos", NULL};
+    child c;
+    if (start_session(&c, extra) != 0)
+        return;
+    char *batch = malloc(16 * 160);
+    batch[0] = '\0';
+    for (int i = 1; i <= 15; i++) {
+        char request[160];
+        snprintf(request, sizeof request,
+                 "{\"cmd\":\"generate\",\"id\":%d,\"prompt\":\"Question %d\",\"n_predict\":3}%s", 100 + i, i,
+                 i < 15 ? "\n" : "");
+        strcat(batch, request);
+    }
+    child_send(&c, batch); /* one write */
+    free(batch);
+    char *texts[16] = {NULL};
+    for (int i = 1; i <= 15; i++) {
+        answer a;
+        read_answer(&c, 100 + i, &a, NULL, 0);
+        if (check_done(&a, false))
+            texts[i] = copy_string(string_of(a.done, "text"));
+        answer_free(&a);
+    }
+    for (int i = 1; i <= 15; i += 14) { /* each started a new chat: a fresh process's answer */
+        char prompt[32];
+        snprintf(prompt, sizeof prompt, "Question %d", i);
+        message history[] = {{"user", prompt}};
+        char *fresh = NULL;
+        int fresh_tokens;
+        fresh_answer(history, 1, 3, true, &fresh, &fresh_tokens);
+        CHECK_MSG(fresh && texts[i] && strcmp(fresh, texts[i]) == 0, "queued request %d: \"%s\", fresh \"%s\"", i,
+                  texts[i] ? texts[i] : "", fresh ? fresh : "");
+        free(fresh);
+    }
+    for (int i = 0; i < 16; i++)
+        free(texts[i]);
+
+    /* generate, decide, generate that continues the first: in one write */
+    const char *decide_line = "{\"cmd\":\"decide\",\"id\":202,\"prefix\":\"Is the sky\",\"suffix\":\" blue?\","
+                              "\"choices\":[\"yes\",\"no\",\"maybe\"],\"reuse_prefix\":false}";
+    char pipelined[1024];
+    snprintf(pipelined, sizeof pipelined,
+             "{\"cmd\":\"generate\",\"id\":201,\"prompt\":\"Hello\",\"n_predict\":4}\n%s\n"
+             "{\"cmd\":\"generate\",\"id\":203,\"prompt\":\"Again\",\"n_predict\":4,\"clear_kv\":false}",
+             decide_line);
+    child_send(&c, pipelined);
+    answer first, decided, third;
+    read_answer(&c, 201, &first, NULL, 0);
+    read_answer(&c, 202, &decided, NULL, 0);
+    read_answer(&c, 203, &third, NULL, 0);
+    if (check_done(&first, false) && check_done(&third, false) && decided.done) {
+        message history[] = {{"user", "Hello"}, {"assistant", (char *)string_of(first.done, "text")}, {"user", "Again"}};
+        char *fresh = NULL;
+        int fresh_tokens;
+        fresh_answer(history, 3, 4, true, &fresh, &fresh_tokens);
+        CHECK_MSG(fresh && strcmp(fresh, string_of(third.done, "text")) == 0,
+                  "a decide between turns changed the conversation: \"%s\", fresh \"%s\"",
+                  string_of(third.done, "text"), fresh ? fresh : "");
+        free(fresh);
+        /* the same decide alone gives the same numbers */
+        child_send(&c, decide_line);
+        answer alone;
+        read_answer(&c, 202, &alone, NULL, 0);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(decided.done, "choice_logp");
+        const cJSON *b = alone.done ? cJSON_GetObjectItemCaseSensitive(alone.done, "choice_logp") : NULL;
+        CHECK(a && b && cJSON_GetArraySize(a) == 3 && cJSON_GetArraySize(b) == 3);
+        for (int i = 0; a && b && i < 3; i++)
+            CHECK(cJSON_GetArrayItem(a, i)->valuedouble == cJSON_GetArrayItem(b, i)->valuedouble);
+        answer_free(&alone);
+    }
+    answer_free(&first);
+    answer_free(&decided);
+    answer_free(&third);
+
+    /* cancel the running request with two waiting: they run after it; then
+     * cancel a waiting one by its id: answered as cancelled, in its turn */
+    for (int round = 0; round < 2; round++) {
+        int base = 300 + 100 * round;
+        char three[512];
+        snprintf(three, sizeof three,
+                 "{\"cmd\":\"generate\",\"id\":%d,\"prompt\":\"Go on\",\"n_predict\":3000}\n"
+                 "{\"cmd\":\"generate\",\"id\":%d,\"prompt\":\"Two\",\"n_predict\":4}\n"
+                 "{\"cmd\":\"generate\",\"id\":%d,\"prompt\":\"Three\",\"n_predict\":4}",
+                 base + 1, base + 2, base + 3);
+        child_send(&c, three);
+        char *line;
+        bool sent = false;
+        cJSON *done = NULL;
+        while (!done && (line = child_line(&c)) != NULL) {
+            if (starts_with(line, "BMOE_PROGRESS") && !sent) {
+                char cancel[96];
+                if (round == 1) {
+                    snprintf(cancel, sizeof cancel, "{\"cmd\":\"cancel\",\"id\":%d}", base + 2);
+                    child_send(&c, cancel);
+                }
+                child_send(&c, "{\"cmd\":\"cancel\"}");
+                sent = true;
+            }
+            done = line_json(line, "BMOE_DONE");
+            free(line);
+        }
+        bool cancelled = false;
+        CHECK_MSG(done && number_of(done, "id") == base + 1 && bool_of(done, "cancelled", &cancelled) && cancelled,
+                  "round %d: the running request was not cancelled", round);
+        cJSON_Delete(done);
+        answer two, three_answer;
+        read_answer(&c, base + 2, &two, NULL, 0);
+        read_answer(&c, base + 3, &three_answer, NULL, 0);
+        check_done(&two, round == 1);
+        if (round == 1)
+            CHECK(two.done && number_of(two.done, "tokens") == 0 && two.progress == 0);
+        check_done(&three_answer, false);
+        CHECK(three_answer.done && number_of(three_answer.done, "tokens") == 4);
+        answer_free(&two);
+        answer_free(&three_answer);
+    }
+
+    /* messages: a system message and a user message in two text parts */
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":501,\"n_predict\":5,\"messages\":[{\"role\":\"system\",\"content\":"
+                   "\"Be brief.\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hel\"},{\"type\":"
+                   "\"text\",\"text\":\"lo\"}]}]}");
+    answer m;
+    read_answer(&c, 501, &m, NULL, 0);
+    if (check_done(&m, false)) {
+        message history[] = {{"system", "Be brief."}, {"user", "Hello"}};
+        char *fresh = NULL;
+        int fresh_tokens;
+        fresh_answer(history, 2, 5, true, &fresh, &fresh_tokens);
+        CHECK_MSG(fresh && strcmp(fresh, string_of(m.done, "text")) == 0, "messages: \"%s\", fresh \"%s\"",
+                  string_of(m.done, "text"), fresh ? fresh : "");
+        free(fresh);
+    }
+    answer_free(&m);
+    child_send(&c, "{\"cmd\":\"close\"}");
+    CHECK(child_finish(&c) == 0);
 }
 
 /* decide: reuse of the kept prefix, and the same numbers as a fresh prefill. */
@@ -915,6 +1068,8 @@ int main(int argc, char **argv)
         check_bad_requests();
     if (!only || strcmp(only, "decide") == 0)
         check_decide();
+    if (!only || strcmp(only, "queue") == 0)
+        check_queue();
     if (!only || strcmp(only, "eof") == 0)
         check_eof();
     if (!only || strcmp(only, "prefill") == 0)
