@@ -33,6 +33,10 @@ int cli_run_session(const cli_options *options)
     config.decide = options->decide;
     config.template_now = options->template_now;
     config.csv_path = options->csv_path;
+    config.route_trace_path = options->route_trace_path;
+    config.io_trace_path = options->io_trace_path;
+    config.compute_trace_path = options->compute_trace_path;
+    config.compute_trace_layers_path = options->compute_trace_layers_path;
     config.log = stderr;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;

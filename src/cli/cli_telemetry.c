@@ -20,12 +20,6 @@ static double cli_probe_dense(void *user)
     return bmoe_model_dense_resident_fraction((const bmoe_model *)user);
 }
 
-/* Opens one file; 0, or 1 with the reason printed. */
-static int cli_open_failed(const char *flag, const bmoe_error *error)
-{
-    return cli_fail("%s: %s", flag, error->message[0] ? error->message : "cannot open the file");
-}
-
 int cli_telemetry_open(cli_telemetry *t, const cli_options *options)
 {
     memset(t, 0, sizeof *t);
@@ -38,38 +32,19 @@ int cli_telemetry_open(cli_telemetry *t, const cli_options *options)
     long page = sysconf(_SC_PAGESIZE);
     t->page_bytes = page > 0 ? page : 4096;
     bool streaming = options->model_params.stream.enabled;
-    bmoe_error error = {0};
     if (options->route_trace_path && !streaming)
         fprintf(stderr, "bmoe-cli: warning: --route-trace needs --moe-stream (it traces the streamed routing); "
                         "no route trace is written\n");
     if (options->io_trace_path && !streaming)
         fprintf(stderr, "bmoe-cli: warning: --io-trace needs --moe-stream (without it the engine reads no "
                         "expert); no io trace is written\n");
-    if (options->csv_path) {
-        if (tm_csv_open(&t->csv, options->csv_path, &error) != 0)
-            return cli_open_failed("--csv", &error);
-        t->csv_on = true;
-    }
-    if (options->route_trace_path && streaming) {
-        if (tm_route_trace_open(&t->route, options->route_trace_path, &error) != 0)
-            return cli_open_failed("--route-trace", &error);
-        t->route_on = true;
-    }
-    if (options->io_trace_path && streaming) {
-        if (tm_io_trace_open(&t->io, options->io_trace_path, &error) != 0)
-            return cli_open_failed("--io-trace", &error);
-        t->io_on = true;
-    }
-    if (options->compute_trace_path) {
-        if (tm_compute_trace_open(&t->nodes, options->compute_trace_path, &error) != 0)
-            return cli_open_failed("--compute-trace", &error);
-        t->nodes_on = true;
-    }
-    if (options->compute_trace_layers_path) {
-        if (tm_compute_trace_open(&t->layers, options->compute_trace_layers_path, &error) != 0)
-            return cli_open_failed("--compute-trace-layers", &error);
-        t->layers_on = true;
-    }
+    tm_file_paths paths = {options->csv_path, streaming ? options->route_trace_path : NULL,
+                           streaming ? options->io_trace_path : NULL, options->compute_trace_path,
+                           options->compute_trace_layers_path};
+    const char *flag = NULL;
+    bmoe_error error = {0};
+    if (tm_files_open(&t->files, &paths, &flag, &error) != 0)
+        return cli_fail("%s: %s", flag, error.message[0] ? error.message : "cannot open the file");
     return 0;
 }
 
@@ -104,32 +79,9 @@ static int cli_split(cli_telemetry *t, const char *text, size_t length, bool fin
     return 0;
 }
 
-/* Both compute traces from one callback. */
-static void cli_on_trace_both(void *user, const bmoe_trace_event *event)
-{
-    cli_telemetry *t = user;
-    tm_compute_trace_on_event(&t->nodes, event);
-    tm_compute_trace_on_event(&t->layers, event);
-}
-
 void cli_telemetry_context_params(cli_telemetry *t, bmoe_context_params *params)
 {
-    if (t->route_on) {
-        params->route_callback = tm_route_trace_on_route;
-        params->route_user = &t->route;
-    }
-    if (t->io_on) {
-        params->io_callback = tm_io_trace_on_read;
-        params->io_user = &t->io;
-    }
-    params->trace_ops = t->nodes_on;
-    if (t->nodes_on && t->layers_on) {
-        params->trace_callback = cli_on_trace_both;
-        params->trace_user = t;
-    } else if (t->nodes_on || t->layers_on) {
-        params->trace_callback = tm_compute_trace_on_event;
-        params->trace_user = t->nodes_on ? &t->nodes : &t->layers;
-    }
+    tm_files_context_params(&t->files, params);
 }
 
 int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_context *context, uint64_t seed,
@@ -152,12 +104,9 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     c->top_k = o->sampler.top_k;
     c->top_p = o->sampler.top_p;
     c->seed = seed;
-    c->route_trace = t->route_on;
-    c->io_trace = t->io_on;
-    c->compute_trace = t->nodes_on;
-    c->compute_trace_layers = t->layers_on;
+    tm_files_fill_config(&t->files, c);
 
-    if ((t->csv_on || t->route_on) && tm_layout_read(&t->layout, model) != 0)
+    if ((t->files.csv_on || t->files.route_on) && tm_layout_read(&t->layout, model) != 0)
         return cli_fail("out of memory reading the model's layout");
     if (c->cache_cycle_mb <= 0.0 && t->layout.known) /* resident: priced from the tensor table */
         c->cache_cycle_mb = (double)tm_layout_token_demand(&t->layout, c->n_expert_used) / 1048576.0;
@@ -169,7 +118,7 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
         .cache_used = state.streaming && state.cache_budget_bytes > 0,
         .steps = steps,
         .probe_every = CLI_PROBE_EVERY,
-        .probe = t->progress || t->csv_on ? cli_probe_dense : NULL,
+        .probe = t->progress || t->files.csv_on ? cli_probe_dense : NULL,
         .probe_user = (void *)model,
     };
     t->last.steps = steps;
@@ -178,30 +127,13 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     t->meter = tm_meter_create(&meter);
     if (!t->meter)
         return cli_fail("out of memory for the telemetry");
-    if (t->csv_on)
-        tm_csv_begin(&t->csv, c);
-    if (t->route_on)
-        tm_route_trace_begin(&t->route, c, &t->layout);
-    if (t->io_on)
-        tm_io_trace_begin(&t->io, c);
-    if (t->nodes_on)
-        tm_compute_trace_begin(&t->nodes, c, false);
-    if (t->layers_on)
-        tm_compute_trace_begin(&t->layers, c, true);
+    tm_files_begin(&t->files, c, &t->layout);
     return 0;
 }
 
 void cli_telemetry_stamp(cli_telemetry *t, int32_t phase, int32_t step)
 {
-    tm_stamp stamp = {0, phase, step};
-    if (t->route_on)
-        t->route.stamp = stamp;
-    if (t->io_on)
-        t->io.stamp = stamp;
-    if (t->nodes_on)
-        tm_compute_trace_set_stamp(&t->nodes, &stamp);
-    if (t->layers_on)
-        tm_compute_trace_set_stamp(&t->layers, &stamp);
+    tm_files_stamp(&t->files, 0, phase, step);
 }
 
 void cli_telemetry_prefilled(cli_telemetry *t, const bmoe_stats *prefill)
@@ -211,15 +143,7 @@ void cli_telemetry_prefilled(cli_telemetry *t, const bmoe_stats *prefill)
 
 void cli_telemetry_after_eval(cli_telemetry *t)
 {
-    /* a write failure stays in the file's sink; the commit at the end reports it */
-    if (t->route_on)
-        tm_route_trace_flush(&t->route);
-    if (t->io_on)
-        tm_io_trace_flush(&t->io);
-    if (t->nodes_on)
-        tm_compute_trace_flush(&t->nodes);
-    if (t->layers_on)
-        tm_compute_trace_flush(&t->layers);
+    tm_files_after_eval(&t->files);
 }
 
 /* Writes the line buffer to stdout. */
@@ -241,10 +165,10 @@ int cli_telemetry_token(cli_telemetry *t, const bmoe_step *step, const char *tex
     tm_token token;
     tm_meter_token(t->meter, step->index, &step->stats, &token);
     t->last = token;
-    if (t->csv_on) {
+    if (t->files.csv_on) {
         tm_memory memory;
         tm_memory_sample(&memory);
-        tm_csv_row(&t->csv, 0, &token, &memory, t->config.cache_budget_mib, t->page_bytes);
+        tm_csv_row(&t->files.csv, 0, &token, &memory, t->config.cache_budget_mib, t->page_bytes);
     }
     if (!t->progress)
         return 0;
@@ -279,12 +203,6 @@ int cli_telemetry_trailing_text(cli_telemetry *t, const char *text, size_t lengt
     return cli_emit_lines(t);
 }
 
-/* Publishes one file; 0, or 1 with the reason printed. */
-static int cli_commit_failed(const char *flag, const bmoe_error *error)
-{
-    return cli_fail("%s: %s", flag, error->message[0] ? error->message : "cannot write the file");
-}
-
 int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, double load_seconds)
 {
     const tm_config *c = &t->config;
@@ -298,8 +216,8 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     summary.n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
     summary.load_s = load_seconds;
     summary.tail_ms = t->last_decode_end > 0.0 ? (cli_now_seconds() - t->last_decode_end) * 1e3 : 0.0;
-    if (t->csv_on)
-        tm_csv_summary(&t->csv, &summary);
+    if (t->files.csv_on)
+        tm_csv_summary(&t->files.csv, &summary);
 
     int status = 0;
     if (t->progress) {
@@ -317,34 +235,16 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     tm_report_format(&t->line, c, &summary);
     status = cli_emit_lines(t);
 
+    const char *flag = NULL;
     bmoe_error error = {0};
-    if (t->csv_on && tm_csv_commit(&t->csv, &error) != 0 && status == 0)
-        status = cli_commit_failed("--csv", &error);
-    if (t->route_on && tm_route_trace_commit(&t->route, &error) != 0 && status == 0)
-        status = cli_commit_failed("--route-trace", &error);
-    if (t->io_on && tm_io_trace_commit(&t->io, &error) != 0 && status == 0)
-        status = cli_commit_failed("--io-trace", &error);
-    if (t->nodes_on && tm_compute_trace_commit(&t->nodes, &error) != 0 && status == 0)
-        status = cli_commit_failed("--compute-trace", &error);
-    if (t->layers_on && tm_compute_trace_commit(&t->layers, &error) != 0 && status == 0)
-        status = cli_commit_failed("--compute-trace-layers", &error);
-    t->csv_on = t->route_on = t->io_on = t->nodes_on = t->layers_on = false;
+    if (tm_files_commit(&t->files, &flag, &error) != 0 && status == 0)
+        status = cli_fail("%s: %s", flag, error.message[0] ? error.message : "cannot write the file");
     return status;
 }
 
 void cli_telemetry_close(cli_telemetry *t)
 {
-    if (t->csv_on)
-        tm_csv_discard(&t->csv);
-    if (t->route_on)
-        tm_route_trace_discard(&t->route);
-    if (t->io_on)
-        tm_io_trace_discard(&t->io);
-    if (t->nodes_on)
-        tm_compute_trace_discard(&t->nodes);
-    if (t->layers_on)
-        tm_compute_trace_discard(&t->layers);
-    t->csv_on = t->route_on = t->io_on = t->nodes_on = t->layers_on = false;
+    tm_files_discard(&t->files);
     tm_meter_destroy(t->meter);
     t->meter = NULL;
     tm_layout_free(&t->layout);

@@ -12,24 +12,16 @@
 
 #include "cli.h"
 #include "tm_buffer.h"
-#include "tm_compute_trace.h"
 #include "tm_config.h"
-#include "tm_csv.h"
-#include "tm_io_trace.h"
+#include "tm_files.h"
 #include "tm_layout.h"
 #include "tm_meter.h"
-#include "tm_route_trace.h"
 #include "tm_stamp.h"
 
 typedef struct cli_telemetry {
     const cli_options *options;
     bool progress;
-    bool csv_on, route_on, io_on, nodes_on, layers_on;
-    tm_csv csv;
-    tm_route_trace route;
-    tm_io_trace io;
-    tm_compute_trace nodes;   /* --compute-trace */
-    tm_compute_trace layers;  /* --compute-trace-layers */
+    tm_files files;           /* --csv and the traces */
     const bmoe_model *model;
     tm_config config;
     tm_layout layout;

@@ -70,6 +70,7 @@ static void fill_telemetry(session *s)
     t->top_k = c->sampler.top_k;
     t->top_p = c->sampler.top_p;
     t->seed = c->sampler.seed;
+    tm_files_fill_config(&s->files, t);
     if (t->cache_cycle_mb <= 0.0 && s->layout.known)
         t->cache_cycle_mb = (double)tm_layout_token_demand(&s->layout, t->n_expert_used) / 1048576.0;
 }
@@ -82,12 +83,12 @@ static int session_open(session *s)
     char message[BMOE_ERROR_MAX + 64];
     long page = sysconf(_SC_PAGESIZE);
     s->page_bytes = page > 0 ? page : 4096;
-    if (c->csv_path) {
-        if (tm_csv_open(&s->csv, c->csv_path, &error) != 0) {
-            snprintf(message, sizeof message, "--csv: %s", error.message);
-            return session_error(s, 0, true, message);
-        }
-        s->csv_on = true;
+    tm_file_paths paths = {c->csv_path, c->route_trace_path, c->io_trace_path, c->compute_trace_path,
+                           c->compute_trace_layers_path};
+    const char *flag = NULL;
+    if (tm_files_open(&s->files, &paths, &flag, &error) != 0) {
+        snprintf(message, sizeof message, "%s: %s", flag, error.message);
+        return session_error(s, 0, true, message);
     }
     double start = now_seconds();
     s->model = bmoe_model_load(c->model_path, &c->model_params, &error);
@@ -96,6 +97,18 @@ static int session_open(session *s)
     bmoe_context_params context_params = c->context_params;
     context_params.abort_callback = session_inbox_cancelled;
     context_params.abort_user = s->inbox;
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(s->model, &state);
+    unsigned dropped = state.streaming ? 0 : tm_files_drop_streamed_traces(&s->files);
+    if (c->log && (dropped & 1u))
+        fputs("session: --route-trace needs a streamed model (it traces the streamed routing); no route trace is "
+              "written\n",
+              c->log);
+    if (c->log && (dropped & 2u))
+        fputs("session: --io-trace needs a streamed model (without streaming no expert is read); no io trace is "
+              "written\n",
+              c->log);
+    tm_files_context_params(&s->files, &context_params);
     s->context = bmoe_context_create(s->model, &context_params, &error);
     if (!s->context)
         return session_error(s, 0, true, error.message[0] ? error.message : "cannot create the context");
@@ -120,8 +133,7 @@ static int session_open(session *s)
             fputs(tm_buffer_text(&s->lines), c->log);
         tm_buffer_clear(&s->lines);
     }
-    if (s->csv_on)
-        tm_csv_begin(&s->csv, &s->telemetry);
+    tm_files_begin(&s->files, &s->telemetry, &s->layout);
     bmoe_model_info info;
     bmoe_model_get_info(s->model, &info);
     bmoe_model_params resolved;
@@ -173,16 +185,15 @@ int session_run(const session_config *config, int input, FILE *output, int *outp
             status = -1;
     }
     session_reader_stop(&reader);
-    if (s.csv_on) {
-        bmoe_error error = {0};
-        int committed = status == 0 ? tm_csv_commit(&s.csv, &error) : (tm_csv_discard(&s.csv), 0);
-        if (committed != 0) {
-            char message[BMOE_ERROR_MAX + 16];
-            snprintf(message, sizeof message, "--csv: %s", error.message);
-            session_error(&s, 0, true, message);
-            status = -1;
-        }
+    bmoe_error error = {0};
+    const char *flag = NULL;
+    if (status == 0 && tm_files_commit(&s.files, &flag, &error) != 0) {
+        char message[BMOE_ERROR_MAX + 32];
+        snprintf(message, sizeof message, "%s: %s", flag, error.message);
+        session_error(&s, 0, true, message);
+        status = -1;
     }
+    tm_files_discard(&s.files);
     bool output_failed = session_output_failed(&out);
     if (output_failed)
         *output_error = out.error;

@@ -3,7 +3,7 @@
  * the answers go out as BMOE_* lines (BMOE_READY once, then per request
  * BMOE_BEGIN, the per-token BMOE_LOAD / BMOE_PROGRESS lines, BMOE_DONE or
  * BMOE_DECIDE, or BMOE_ERROR). The expert cache, the KV cache, the
- * conversation and the --csv sink live across turns. An application-side
+ * conversation, the --csv file and the traces live across turns. An application-side
  * layer on bmoe.h, cJSON and the telemetry module; it keeps no global
  * state (everything is in the session the run owns). */
 #ifndef BMOE_SESSION_H
@@ -33,7 +33,8 @@ typedef struct session_config {
     size_t max_line;                    /* 0: SESSION_MAX_LINE */
     FILE *log;                          /* notes that are not the protocol's (stderr); NULL: none */
     /* telemetry */
-    const char *csv_path;               /* NULL: none */
+    const char *csv_path;               /* NULL: none, and so for the traces */
+    const char *route_trace_path, *io_trace_path, *compute_trace_path, *compute_trace_layers_path;
     int32_t threads;                    /* resolved, for the CSV preamble */
     bool cache_auto;                    /* the cache budget was asked as auto (counts when it streams) */
 } session_config;

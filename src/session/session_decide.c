@@ -146,7 +146,9 @@ int session_decide(session *s, const session_request *r)
         bmoe_context_truncate(s->context, 0);
     bmoe_generation_params generation_params = bmoe_generation_default_params();
     generation_params.n_predict = 0; /* one prefill, no decode */
+    tm_files_stamp(&s->files, s->turn, TM_PHASE_PREFILL, n_tokens - 1);
     bmoe_generation *generation = bmoe_generation_start(s->context, &generation_params, tokens, n_tokens, &error);
+    tm_files_after_eval(&s->files);
     bmoe_stats none;
     memset(&none, 0, sizeof none);
     if (!generation) {

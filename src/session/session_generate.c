@@ -83,10 +83,10 @@ static int token_lines(turn *t, const bmoe_step *step)
     tm_token token;
     tm_meter_token(t->meter, step->index, &step->stats, &token);
     t->last = token;
-    if (s->csv_on) {
+    if (s->files.csv_on) {
         tm_memory memory;
         tm_memory_sample(&memory);
-        tm_csv_row(&s->csv, s->turn, &token, &memory, s->telemetry.cache_budget_mib, s->page_bytes);
+        tm_csv_row(&s->files.csv, s->turn, &token, &memory, s->telemetry.cache_budget_mib, s->page_bytes);
     }
     bmoe_reasoning_delta d;
     bmoe_error error = {0};
@@ -226,7 +226,9 @@ int session_generate(session *s, const session_request *r)
     generation_params.ignore_eos = c->ignore_eos;
     generation_params.sampler = c->sampler;
     generation_params.sampler.seed = c->sampler.seed + (uint64_t)s->chat_turn;
+    tm_files_stamp(&s->files, s->turn, TM_PHASE_PREFILL, n_prompt - 1);
     bmoe_generation *generation = bmoe_generation_start(s->context, &generation_params, tokens, n_prompt, &error);
+    tm_files_after_eval(&s->files);
     free(tokens);
     bool cancelled = false;
     int status = 0;
@@ -242,7 +244,9 @@ int session_generate(session *s, const session_request *r)
         tm_meter_add_lookups(t.meter, bmoe_generation_prefill_stats(generation));
     while (generation && status == 0) {
         bmoe_step step;
+        tm_files_stamp(&s->files, s->turn, TM_PHASE_DECODE, n_prompt + bmoe_generation_n_generated(generation));
         int stepped = bmoe_generation_step(generation, &step, &error);
+        tm_files_after_eval(&s->files);
         if (stepped < 0) {
             snprintf(message, sizeof message, "generate: %s", error.message);
             status = session_error(s, id, true, message);
@@ -273,8 +277,8 @@ int session_generate(session *s, const session_request *r)
     session_summary(s, generation, totals, before, tail_ms, &summary);
     s->lookups.hits = before->hits + totals->hits;
     s->lookups.misses = before->misses + totals->misses;
-    if (s->csv_on)
-        tm_csv_summary(&s->csv, &summary);
+    if (s->files.csv_on)
+        tm_csv_summary(&s->files.csv, &summary);
     int32_t generated = generation ? bmoe_generation_n_generated(generation) : 0;
     session_format_done(&s->lines, id, cancelled, &summary, generated, bmoe_context_position(s->context), reasoning,
                         reasoning_length, answer, answer_length);

@@ -15,6 +15,7 @@
 #include "tm_buffer.h"
 #include "tm_config.h"
 #include "tm_csv.h"
+#include "tm_files.h"
 #include "tm_layout.h"
 #include "tm_meter.h"
 #include "tm_summary.h"
@@ -34,8 +35,7 @@ typedef struct session {
     int32_t chat_turn;          /* turns since the last clear (the sampler's seed offset) */
     tm_config telemetry;        /* the resolved configuration */
     tm_layout layout;
-    bool csv_on;
-    tm_csv csv;
+    tm_files files;             /* --csv and the traces, appended turn after turn */
     int64_t page_bytes;
     tm_lookups lookups;         /* expert-cache lookups since the session opened (the hit rate's) */
     tm_buffer lines;            /* lines being formatted */

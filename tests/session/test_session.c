@@ -896,6 +896,127 @@ static void check_queue(void)
     CHECK(child_finish(&c) == 0);
 }
 
+/* The lines of a file, or 0 (count of lines starting with prefix). */
+static int count_prefix(const char *text, const char *prefix)
+{
+    int n = 0;
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        n += starts_with(line, prefix);
+    return n;
+}
+
+/* The turns a file's rows carry in its turn column (a bit per turn). */
+static unsigned turns_of(const char *text, const char *header, int column)
+{
+    unsigned seen = 0;
+    const char *rows = text ? strstr(text, header) : NULL;
+    for (const char *line = rows ? strchr(rows, '\n') : NULL; line && line[1]; line = strchr(line + 1, '\n')) {
+        const char *field = line + 1;
+        if (*field == '#')
+            continue;
+        for (int k = 0; k < column && field; k++)
+            field = strchr(field, ',') ? strchr(field, ',') + 1 : NULL;
+        if (field && *field >= '0' && *field <= '9')
+            seen |= 1u << (atoi(field) & 31);
+    }
+    return seen;
+}
+
+/* --csv and the traces in a session: one preamble each, rows appended turn
+ * after turn with the turn column, published at close; and cache_hit_pct,
+ * cumulative since the session opened, equal to a count over the route
+ * trace: every decode routing a lookup, and each turn's prompt (one batch)
+ * one lookup per layer and expert it routes, a miss when a row of it
+ * carries the read. */
+static void check_traces(void)
+{
+    char csv[1200], route[1200], io[1200], layers[1200];
+    snprintf(csv, sizeof csv, "%s/traces.csv", tmp);
+    snprintf(route, sizeof route, "%s/traces.route.csv", tmp);
+    snprintf(io, sizeof io, "%s/traces.io.csv", tmp);
+    snprintf(layers, sizeof layers, "%s/traces.layers.csv", tmp);
+    const char *extra[] = {"--moe-stream", "--cache-mb", "12", "--overlap", "--csv", csv, "--route-trace", route,
+                           "--io-trace", io, "--compute-trace-layers", layers, "--ignore-eos", NULL};
+    child c;
+    if (start_session(&c, extra) != 0)
+        return;
+    static const char *const prompts[] = {"One", "Two more words", "And three"};
+    double hit = -2.0, last_line_hit = -2.0;
+    for (int k = 0; k < 3; k++) {
+        char request[256];
+        snprintf(request, sizeof request, "{\"cmd\":\"generate\",\"id\":%d,\"prompt\":\"%s\",\"n_predict\":4%s}",
+                 70 + k, prompts[k], k == 0 ? "" : ",\"clear_kv\":false");
+        child_send(&c, request);
+        /* the last progress line's hit rate, then BMOE_DONE's */
+        char *line;
+        cJSON *done = NULL;
+        while (!done && (line = child_line(&c)) != NULL) {
+            cJSON *progress = line_json(line, "BMOE_PROGRESS");
+            if (progress)
+                last_line_hit = number_of(progress, "cache_hit_pct");
+            cJSON_Delete(progress);
+            done = line_json(line, "BMOE_DONE");
+            free(line);
+        }
+        CHECK_MSG(done != NULL, "turn %d: no BMOE_DONE", k);
+        hit = done ? number_of(done, "cache_hit_pct") : -2.0;
+        cJSON_Delete(done);
+    }
+    child_send(&c, "{\"cmd\":\"close\"}");
+    CHECK(child_finish(&c) == 0);
+
+    char *texts[4] = {test_read_file(csv, NULL), test_read_file(route, NULL), test_read_file(io, NULL),
+                      test_read_file(layers, NULL)};
+    static const char *const preambles[] = {"# bmoe_metrics v2", "# route_trace v1", "# io_trace v1",
+                                            "# compute_trace v1"};
+    static const char *const headers[] = {"step,steps,", "turn,phase,step,layer,slot,", "turn,phase,step,layer,",
+                                          "turn,phase,step,seq,"};
+    static const int turn_column[] = {12, 0, 0, 0};
+    for (int f = 0; f < 4; f++) {
+        CHECK_MSG(texts[f] && count_prefix(texts[f], preambles[f]) == 1 && count_prefix(texts[f], headers[f]) == 1,
+                  "%s: not one preamble and one header", preambles[f]);
+        CHECK_MSG(turns_of(texts[f], headers[f], turn_column[f]) == 7u, "%s: rows of turns %#x, want 0, 1 and 2",
+                  preambles[f], turns_of(texts[f], headers[f], turn_column[f]));
+    }
+    CHECK_MSG(texts[0] && count_prefix(texts[0], "# summary ") == 3, "the CSV has not one summary per turn");
+
+    /* the hit rate from the route trace */
+    long long lookups = 0, misses = 0;
+    unsigned char prompt_lookup[3][64][64];
+    memset(prompt_lookup, 0, sizeof prompt_lookup);
+    const char *rows = texts[1] ? strstr(texts[1], headers[1]) : NULL;
+    for (const char *line = rows ? strchr(rows, '\n') : NULL; line && line[1]; line = strchr(line + 1, '\n')) {
+        long long turn, phase, step, layer, slot, expert, residency, bytes;
+        double weight;
+        if (sscanf(line + 1, "%lld,%lld,%lld,%lld,%lld,%lld,%lf,%lld,%lld", &turn, &phase, &step, &layer, &slot,
+                   &expert, &weight, &residency, &bytes) != 9 ||
+            turn < 0 || turn > 2 || layer < 0 || layer >= 64 || expert < 0 || expert >= 64) {
+            CHECK_MSG(false, "a route row: %.80s", line + 1);
+            break;
+        }
+        if (phase == 0) {
+            prompt_lookup[turn][layer][expert] |= 1u | (bytes > 0 ? 2u : 0u);
+        } else {
+            lookups++;
+            misses += residency == 0;
+        }
+    }
+    for (int turn = 0; turn < 3; turn++)
+        for (int layer = 0; layer < 64; layer++)
+            for (int expert = 0; expert < 64; expert++) {
+                lookups += prompt_lookup[turn][layer][expert] & 1u;
+                misses += (prompt_lookup[turn][layer][expert] & 2u) != 0;
+            }
+    double counted = lookups > 0 ? 100.0 * (double)(lookups - misses) / (double)lookups : -1.0;
+    CHECK_MSG(lookups > 0 && misses > 0 && misses < lookups, "the cache should both hit and miss: %lld of %lld",
+              misses, lookups);
+    CHECK_MSG(fabs(counted - hit) < 0.0051 && fabs(counted - last_line_hit) < 0.0051,
+              "cache_hit_pct %.2f (last line %.2f), the route trace counts %.4f (%lld misses of %lld lookups)", hit,
+              last_line_hit, counted, misses, lookups);
+    for (int f = 0; f < 4; f++)
+        free(texts[f]);
+}
+
 /* decide: reuse of the kept prefix, and the same numbers as a fresh prefill. */
 static void check_decide(void)
 {
@@ -1070,6 +1191,8 @@ int main(int argc, char **argv)
         check_decide();
     if (!only || strcmp(only, "queue") == 0)
         check_queue();
+    if (!only || strcmp(only, "traces") == 0)
+        check_traces();
     if (!only || strcmp(only, "eof") == 0)
         check_eof();
     if (!only || strcmp(only, "prefill") == 0)
