@@ -53,7 +53,7 @@
 # read into huge-page memory like the cache's slots (on this machine's virtual
 # disk, reads into 4 KiB pages run at under half the rate). Then, without a cap, the resident run (the
 # model in the page cache) against streaming with a cache that holds every
-# expert (--load-all), interleaved: streaming should cost under 5 % there.
+# expert (--preload-experts), interleaved: streaming should cost under 5 % there.
 # A benchmark, not a test.
 #
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
@@ -301,7 +301,7 @@ done
 whole_rounds=${BMOE_BENCH_WHOLE_ROUNDS:-$rounds}
 [ "$whole_rounds" -gt 0 ] || exit 0
 echo
-echo "== without a cap: resident (page cache warm) vs a cache holding every expert (--load-all)"
+echo "== without a cap: resident (page cache warm) vs a cache holding every expert (--preload-experts)"
 for round in $(seq 1 "$whole_rounds"); do
   cat "$model" > /dev/null
   "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 --no-moe-stream \
@@ -310,7 +310,7 @@ for round in $(seq 1 "$whole_rounds"); do
   sync
   echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
   "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 --moe-stream --cache-mb 20000 \
-    --load-all --csv "$work/whole.$round.csv" > /dev/null 2>&1 || echo "whole-cache round $round: FAILED"
+    --preload-experts --csv "$work/whole.$round.csv" > /dev/null 2>&1 || echo "whole-cache round $round: FAILED"
   printf 'round %d: resident %s tok/s, whole cache %s tok/s\n' "$round" "$(summary tok/s "$work/resident.$round.csv")" \
     "$(summary tok/s "$work/whole.$round.csv")"
 done

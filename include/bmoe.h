@@ -33,6 +33,9 @@ extern "C" {
 
 /* The library's version (BMOE_VERSION when it was built). */
 BMOE_API const char *bmoe_version(void);
+/* The general.architecture names this build runs, by index from 0; NULL
+ * past the last. */
+BMOE_API const char *bmoe_architecture_name(int32_t index);
 
 typedef struct bmoe_model bmoe_model;
 typedef struct bmoe_context bmoe_context;
@@ -115,6 +118,10 @@ typedef struct bmoe_stream_params {
     bool predict_prefetch;
     int32_t predict_spec_max;
     bool load_all;            /* read every expert of every layer at load (a debugging aid) */
+    /* Read every expert of every MoE layer at each evaluation, not only the
+     * routed ones (which are computed as usual): a debugging A/B of what the
+     * reads cost when routing saves none (the reference's --load-all). */
+    bool stage_all;
     /* The read function, with pread(2)'s contract (bytes read, 0 at the end
      * of the file, -1 with errno); NULL: the system's. For platforms with
      * their own file access, and tests that inject faults. */
@@ -321,6 +328,7 @@ typedef struct bmoe_context_params {
     int32_t n_ctx;            /* 0: the model's, capped at 4096 */
     int32_t n_ubatch;         /* prefill micro-batch; 0: 512 */
     int32_t n_threads;        /* 0: number of cores */
+    int32_t n_threads_batch;  /* threads of an evaluation of several tokens (prefill); 0: n_threads */
     enum bmoe_kv_type kv_type;
     bmoe_route_callback route_callback; /* may be NULL */
     void *route_user;
@@ -344,7 +352,8 @@ BMOE_API int32_t bmoe_context_position(const bmoe_context *context); /* tokens i
 /* The tokens in the KV cache, in position order (bmoe_context_position of them). */
 BMOE_API const int32_t *bmoe_context_tokens(const bmoe_context *context);
 BMOE_API const bmoe_model *bmoe_context_model(const bmoe_context *context);
-BMOE_API int32_t bmoe_context_n_threads(const bmoe_context *context);
+BMOE_API int32_t bmoe_context_n_threads(const bmoe_context *context);       /* a single token's */
+BMOE_API int32_t bmoe_context_n_threads_batch(const bmoe_context *context); /* several tokens' */
 BMOE_API int32_t bmoe_context_n_ubatch(const bmoe_context *context);
 
 /* Evaluates n_tokens tokens at positions position..position+n_tokens-1

@@ -20,6 +20,7 @@ typedef enum cli_mode {
     CLI_MODE_VERSION,
     CLI_MODE_SESSION,    /* --session */
     CLI_MODE_RENDER,     /* --render-template */
+    CLI_MODE_LIST_ARCHS, /* --list-archs */
 } cli_mode;
 
 typedef struct cli_options {
@@ -30,6 +31,7 @@ typedef struct cli_options {
     const char *prompt_file;  /* -f */
     int32_t n_predict;        /* -n; -1: until end of generation or a full context */
     int32_t n_threads;        /* -t; 0: the library's default */
+    int32_t n_threads_batch;  /* --threads-batch; 0: the same as -t */
     int32_t n_ctx;            /* -c; 0: the job's default */
     int32_t n_ubatch;         /* --ubatch; 0: the library's default */
     enum bmoe_kv_type kv_type;
@@ -60,10 +62,13 @@ typedef struct cli_options {
     bool chat;                       /* --chat / --chatml: the model's template over the conversation */
     bool no_think;                   /* --no-think */
     bool decide;                     /* --decide: decide requests in the session */
+    bool decide_prefix_cache;        /* --decide-prefix-cache: reuse the kept prefix (off: never) */
 } cli_options;
 
 /* Parses argv into options (which the caller releases with
- * cli_options_free). Returns 0, or prints one line and returns -1. */
+ * cli_options_free), the environment overrides included. Returns 0, or
+ * prints one line and returns the exit status (2: contradictory switches or
+ * a bad --dense-weights value, 1: anything else). */
 int cli_parse_args(int argc, char **argv, cli_options *options);
 void cli_options_free(cli_options *options);
 void cli_print_usage(FILE *out);

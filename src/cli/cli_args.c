@@ -1,9 +1,14 @@
 /* Command-line parsing for bmoe-cli: one table of flags, each with the kind
  * of value it takes, its range and the jobs it means something in. Numbers
- * are parsed by one function with one rule (the whole string, digits and an
- * optional leading '-', no spaces or '+', in range); a flag that does
- * nothing in the chosen job is an error, never silently ignored. A bad
- * command line is one line on stderr naming the flag and what is wrong. */
+ * are parsed by one function with one rule (the whole string, decimal digits
+ * and an optional leading '-', no spaces, '+' or hex, in range); a flag that
+ * does nothing in the chosen job is an error, never silently ignored. Every
+ * flag of the reference CLI has a row: those bmoe does not have (yet) are
+ * refused with a line that says so, not as unknown. Environment overrides
+ * (a flag typed wins) are read here and nowhere else. A bad command line is
+ * one line on stderr naming the flag and what is wrong, and the reference's
+ * exit status: 2 for switches that contradict each other and a bad
+ * --dense-weights value, 1 for everything else. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -37,6 +42,7 @@ typedef enum flag_kind {
 } flag_kind;
 
 typedef enum flag_id {
+    F_UNAVAILABLE, /* a reference flag bmoe does not have: the row's refusal says why */
     F_MODEL, F_PROMPT, F_FILE, F_N_PREDICT, F_THREADS, F_CTX, F_UBATCH, F_KV_TYPE, F_DENSE, F_TEMP, F_TOP_K,
     F_TOP_P, F_MIN_P, F_REPEAT_PENALTY, F_REPEAT_LAST_N, F_SEED, F_IGNORE_EOS, F_NO_PREFAULT, F_PROMPT_IDS,
     F_FORCE_IDS, F_LOGITS_OUT, F_PPL, F_CHUNKS, F_INFO, F_HELP, F_VERSION, F_MOE_STREAM, F_NO_MOE_STREAM, F_CACHE_MB,
@@ -44,6 +50,8 @@ typedef enum flag_id {
     F_PREDICT_PREFETCH, F_PREDICT_SPEC_MAX, F_LOAD_ALL, F_N_EXPERT_USED,
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
+    F_FORCE_CACHE, F_NO_WARM_DENSE, F_DENSE_ODIRECT, F_LIST_ARCHS, F_THREADS_BATCH, F_PRELOAD_EXPERTS,
+    F_DECIDE_PREFIX_CACHE, F_DEVICES, F_GPU_LAYERS,
     F_COUNT
 } flag_id;
 
@@ -55,66 +63,146 @@ typedef struct cli_flag {
     const char *choices;
     unsigned modes; /* jobs it means something in (0: picks the job itself) */
     bool streaming; /* needs --moe-stream */
+    const char *refusal; /* F_UNAVAILABLE: why bmoe refuses it */
 } cli_flag;
 
+/* Why the reference's flags that bmoe does not have are refused. */
+#define NOT_YET_LOSSY "is not implemented in bmoe yet (the lossy levers: drop, substitution, route-ahead, ppl-step)"
+#define NOT_YET_SPEC "is not implemented in bmoe yet (speculative decoding: --ngram, --mtp)"
+#define NOT_YET_PLAN "is not implemented in bmoe yet (the parameter table and the planner)"
+#define NOT_HERE "is not implemented in bmoe (a switch of the reference's own experiments and tests)"
+#define NOT_YET_ROWS "is not implemented in bmoe yet (row-gathered tables, releasing the mapping)"
+#define NEEDS_DEVICE "needs a GPU or accelerator device, which this CPU-only build does not have"
+#define NEEDS_NPU "needs an accelerator for the prefill (an NPU), which this CPU-only build does not have"
+#define UNAVAILABLE(name, kind, why) {F_UNAVAILABLE, NULL, name, kind, 0, 0, NULL, 0, false, why}
+
 static const cli_flag cli_flags[] = {
-    {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_MODEL, false},
-    {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
-    {F_FILE, "-f", "--file", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
-    {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false},
-    {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false},
-    {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_MODEL, false},
-    {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_MODEL, false},
-    {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_MODEL, false},
-    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap|warm", FOR_MODEL, false},
-    {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false},
-    {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_CHAT, false},
-    {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false},
-    {F_MIN_P, NULL, "--min-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false},
-    {F_REPEAT_PENALTY, NULL, "--repeat-penalty", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false},
-    {F_REPEAT_LAST_N, NULL, "--repeat-last-n", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false},
-    {F_SEED, NULL, "--seed", FLAG_SEED, 0, 0, NULL, FOR_CHAT, false},
-    {F_IGNORE_EOS, NULL, "--ignore-eos", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
-    {F_NO_PREFAULT, NULL, "--no-prefault", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
-    {F_PROMPT_IDS, NULL, "--prompt-ids", FLAG_IDS, 0, 0, NULL, FOR_GENERATE | FOR_LOGITS, false},
-    {F_FORCE_IDS, NULL, "--force-ids", FLAG_IDS, 0, 0, NULL, FOR_LOGITS, false},
-    {F_LOGITS_OUT, NULL, "--logits-out", FLAG_TEXT, 0, 0, NULL, FOR_LOGITS, false},
-    {F_PPL, NULL, "--ppl", FLAG_TEXT, 0, 0, NULL, 0, false},
-    {F_CHUNKS, NULL, "--chunks", FLAG_INT, 1, INT32_MAX, NULL, FOR_PPL, false},
-    {F_INFO, NULL, "--info", FLAG_TEXT, 0, 0, NULL, 0, false},
-    {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false},
-    {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false},
-    {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
-    {F_NO_MOE_STREAM, NULL, "--no-moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false},
-    {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_MODEL, true},
-    {F_CACHE_POLICY, NULL, "--cache-policy", FLAG_CHOICE, 0, 0, "lru|freq", FOR_MODEL, true},
-    {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_MODEL, true},
-    {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_MODEL, true},
-    {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_MODEL, true},
-    {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
-    {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
-    {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_MODEL, true},
-    {F_PREDICT_PREFETCH, NULL, "--predict-prefetch", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
-    {F_PREDICT_SPEC_MAX, NULL, "--predict-spec-max", FLAG_INT, 0, 8, NULL, FOR_MODEL, true},
-    {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true},
-    {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 1, 512, NULL, FOR_MODEL, false},
+    {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false, NULL},
+    {F_FILE, "-f", "--file", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false, NULL},
+    {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false, NULL},
+    {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false, NULL},
+    {F_CTX, "-c", "--ctx-size", FLAG_INT, 1, 1 << 24, NULL, FOR_MODEL, false, NULL},
+    {F_UBATCH, NULL, "--ubatch", FLAG_INT, 1, 1 << 16, NULL, FOR_MODEL, false, NULL},
+    {F_KV_TYPE, NULL, "--kv-type", FLAG_CHOICE, 0, 0, "f16|f32", FOR_MODEL, false, NULL},
+    {F_DENSE, NULL, "--dense-weights", FLAG_CHOICE, 0, 0, "anon|mmap|warm", FOR_MODEL, false, NULL},
+    {F_TEMP, NULL, "--temp", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false, NULL},
+    {F_TOP_K, NULL, "--top-k", FLAG_INT, 0, INT32_MAX, NULL, FOR_CHAT, false, NULL},
+    {F_TOP_P, NULL, "--top-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false, NULL},
+    {F_MIN_P, NULL, "--min-p", FLAG_FLOAT, 0, 1, NULL, FOR_CHAT, false, NULL},
+    {F_REPEAT_PENALTY, NULL, "--repeat-penalty", FLAG_FLOAT, 0, 1000000, NULL, FOR_CHAT, false, NULL},
+    {F_REPEAT_LAST_N, NULL, "--repeat-last-n", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false, NULL},
+    {F_SEED, NULL, "--seed", FLAG_SEED, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_IGNORE_EOS, NULL, "--ignore-eos", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_NO_PREFAULT, NULL, "--no-prefault", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_PROMPT_IDS, NULL, "--prompt-ids", FLAG_IDS, 0, 0, NULL, FOR_GENERATE | FOR_LOGITS, false, NULL},
+    {F_FORCE_IDS, NULL, "--force-ids", FLAG_IDS, 0, 0, NULL, FOR_LOGITS, false, NULL},
+    {F_LOGITS_OUT, NULL, "--logits-out", FLAG_TEXT, 0, 0, NULL, FOR_LOGITS, false, NULL},
+    {F_PPL, NULL, "--ppl", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
+    {F_CHUNKS, NULL, "--chunks", FLAG_INT, 1, INT32_MAX, NULL, FOR_PPL, false, NULL},
+    {F_INFO, NULL, "--info", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
+    {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
+    {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
+    {F_MOE_STREAM, NULL, "--moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_NO_MOE_STREAM, NULL, "--no-moe-stream", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_CACHE_MB, NULL, "--cache-mb", FLAG_MIB, 0, 1 << 30, NULL, FOR_MODEL, true, NULL},
+    {F_CACHE_POLICY, NULL, "--cache-policy", FLAG_CHOICE, 0, 0, "lru|freq", FOR_MODEL, true, NULL},
+    {F_CACHE_FLOOR, NULL, "--cache-floor-mb", FLAG_INT, 0, 1 << 30, NULL, FOR_MODEL, true, NULL},
+    {F_CACHE_CEIL, NULL, "--cache-ceil-mb", FLAG_INT, 1, 1 << 30, NULL, FOR_MODEL, true, NULL},
+    {F_IO_THREADS, NULL, "--io-threads", FLAG_INT, 1, 16, NULL, FOR_MODEL, true, NULL},
+    {F_NO_ODIRECT, NULL, "--no-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    {F_OVERLAP, NULL, "--overlap", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    {F_PREFETCH, NULL, "--prefetch", FLAG_INT, 0, 64, NULL, FOR_MODEL, true, NULL},
+    {F_PREDICT_PREFETCH, NULL, "--predict-prefetch", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    {F_PREDICT_SPEC_MAX, NULL, "--predict-spec-max", FLAG_INT, 0, 8, NULL, FOR_MODEL, true, NULL},
+    {F_LOAD_ALL, NULL, "--load-all", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 0, 512, NULL, FOR_MODEL, false, NULL},
+    {F_THREADS_BATCH, NULL, "--threads-batch", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false, NULL},
+    {F_PRELOAD_EXPERTS, NULL, "--preload-experts", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    /* the reference's: accepted as what bmoe does anyway */
+    {F_FORCE_CACHE, NULL, "--force-cache", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_NO_WARM_DENSE, NULL, "--no-warm-dense", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_DENSE_ODIRECT, NULL, "--dense-odirect", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_DEVICES, NULL, "--devices", FLAG_CHOICE, 0, 0, "all|cpu", FOR_MODEL, false, NULL},
+    {F_GPU_LAYERS, NULL, "--gpu-layers", FLAG_INT, 0, INT32_MAX, NULL, FOR_MODEL, false, NULL},
+    {F_LIST_ARCHS, NULL, "--list-archs", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
     /* telemetry; --route-trace and --io-trace without --moe-stream are a
      * warning and no file (the telemetry contract), not an error */
-    {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
-    {F_ROUTE_REPLAY, NULL, "--route-replay", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false},
-    {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
-    {F_ROUTE_TRACE, NULL, "--route-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
-    {F_IO_TRACE, NULL, "--io-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
-    {F_COMPUTE_TRACE, NULL, "--compute-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
-    {F_COMPUTE_TRACE_LAYERS, NULL, "--compute-trace-layers", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false},
+    {F_PROGRESS, NULL, "--progress", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_ROUTE_REPLAY, NULL, "--route-replay", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false, NULL},
+    {F_CSV, NULL, "--csv", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_ROUTE_TRACE, NULL, "--route-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_IO_TRACE, NULL, "--io-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_COMPUTE_TRACE, NULL, "--compute-trace", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_COMPUTE_TRACE_LAYERS, NULL, "--compute-trace-layers", FLAG_TEXT, 0, 0, NULL, FOR_CHAT, false, NULL},
     /* chat templates and sessions */
-    {F_RENDER_TEMPLATE, NULL, "--render-template", FLAG_TEXT, 0, 0, NULL, 0, false},
-    {F_TEMPLATE_CONTEXT, NULL, "--template-context", FLAG_TEXT, 0, 0, NULL, FOR_RENDER, false},
-    {F_TEMPLATE_NOW, NULL, "--template-now", FLAG_SEED, 0, 0, NULL, FOR_RENDER | FOR_CHAT, false},
-    {F_CHAT, "--chatml", "--chat", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
-    {F_NO_THINK, NULL, "--no-think", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false},
-    {F_SESSION, NULL, "--session", FLAG_SWITCH, 0, 0, NULL, 0, false},
-    {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false},
+    {F_RENDER_TEMPLATE, NULL, "--render-template", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
+    {F_TEMPLATE_CONTEXT, NULL, "--template-context", FLAG_TEXT, 0, 0, NULL, FOR_RENDER, false, NULL},
+    {F_TEMPLATE_NOW, NULL, "--template-now", FLAG_SEED, 0, 0, NULL, FOR_RENDER | FOR_CHAT, false, NULL},
+    {F_CHAT, "--chatml", "--chat", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_NO_THINK, NULL, "--no-think", FLAG_SWITCH, 0, 0, NULL, FOR_CHAT, false, NULL},
+    {F_SESSION, NULL, "--session", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
+    {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false, NULL},
+    {F_DECIDE_PREFIX_CACHE, NULL, "--decide-prefix-cache", FLAG_CHOICE, 0, 0, "auto|on|off", FOR_SESSION, false, NULL},
+    /* the reference's flags bmoe does not have */
+    UNAVAILABLE("--drop-cold-experts", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--drop-no-renorm", FLAG_SWITCH, NOT_YET_LOSSY),
+    UNAVAILABLE("--drop-in-prefill", FLAG_SWITCH, NOT_YET_LOSSY),
+    UNAVAILABLE("--expert-substitute", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--route-ahead", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--predict-log", FLAG_SWITCH, NOT_YET_LOSSY),
+    UNAVAILABLE("--ppl-skip", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--ppl-step", FLAG_SWITCH, NOT_YET_LOSSY),
+    UNAVAILABLE("--ppl-list", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--ppl-choices", FLAG_TEXT, NOT_YET_LOSSY),
+    UNAVAILABLE("--mtp", FLAG_SWITCH, NOT_YET_SPEC),
+    UNAVAILABLE("--ngram", FLAG_SWITCH, NOT_YET_SPEC),
+    UNAVAILABLE("--draft", FLAG_TEXT, NOT_YET_SPEC),
+    UNAVAILABLE("--mtp-p-min", FLAG_TEXT, NOT_YET_SPEC),
+    UNAVAILABLE("--ngram-min-match", FLAG_TEXT, NOT_YET_SPEC),
+    UNAVAILABLE("--ngram-max-match", FLAG_TEXT, NOT_YET_SPEC),
+    UNAVAILABLE("--describe-params", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--show-config", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--auto", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--plan-run", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--plan", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--plan-only", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--plan-explain", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--probe", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--probe-io", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--no-probe-io", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--probe-mem", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--no-probe-mem", FLAG_SWITCH, NOT_YET_PLAN),
+    UNAVAILABLE("--io-two-wave", FLAG_SWITCH, NOT_HERE),
+    UNAVAILABLE("--prefetch-sync", FLAG_SWITCH, NOT_HERE),
+    UNAVAILABLE("--release-mmap", FLAG_SWITCH, NOT_YET_ROWS),
+    UNAVAILABLE("--row-stream", FLAG_SWITCH, NOT_YET_ROWS),
+    UNAVAILABLE("--row-stream-mb", FLAG_TEXT, NOT_YET_ROWS),
+    UNAVAILABLE("--tensor-overrides", FLAG_TEXT, NEEDS_DEVICE),
+    UNAVAILABLE("--dense-on-device", FLAG_SWITCH, NEEDS_DEVICE),
+    UNAVAILABLE("--prefill-device", FLAG_TEXT, NEEDS_NPU),
+    UNAVAILABLE("--prefill-min-tokens", FLAG_TEXT, NEEDS_NPU),
+    UNAVAILABLE("--prefill-loaders", FLAG_TEXT, NEEDS_NPU),
+    UNAVAILABLE("--prefill-routed", FLAG_SWITCH, NEEDS_NPU),
+    UNAVAILABLE("--no-prefill-routed", FLAG_SWITCH, NEEDS_NPU),
+    UNAVAILABLE("--decide-probe", FLAG_SWITCH, NEEDS_NPU),
+};
+
+/* Environment overrides (the reference's): each stands for its flag when
+ * that flag is not typed; a switch's value is an integer, non-zero on. */
+static const struct {
+    const char *name;
+    flag_id flag;
+    const char *long_name; /* F_UNAVAILABLE rows: which */
+} cli_environment[] = {
+    {"BMOE_CACHE_MB", F_CACHE_MB, NULL},
+    {"BMOE_IO_THREADS", F_IO_THREADS, NULL},
+    {"BMOE_PROGRESS", F_PROGRESS, NULL},
+    {"BMOE_OVERLAP", F_OVERLAP, NULL},
+    {"BMOE_PREFETCH", F_PREFETCH, NULL},
+    {"BMOE_N_EXPERT_USED", F_N_EXPERT_USED, NULL},
+    {"BMOE_PREDICT_LOG", F_UNAVAILABLE, "--predict-log"},
+    {"BMOE_PREDICT_PREFETCH", F_PREDICT_PREFETCH, NULL},
 };
 
 void cli_print_usage(FILE *out)
@@ -133,13 +221,15 @@ void cli_print_usage(FILE *out)
             "  -f, --file FILE        read the prompt from FILE\n"
             "  -n, --n-predict N      tokens to generate (default 128; -1: until end of generation)\n"
             "  -t, --threads N        threads (default: the number of cores)\n"
+            "      --threads-batch N  threads of the prompt's prefill (default: as -t)\n"
             "  -c, --ctx-size N       context size (default: the model's, at most 4096)\n"
             "      --ubatch N         prefill micro-batch (default 512)\n"
             "      --kv-type f16|f32  KV cache type (default f16)\n"
             "      --dense-weights anon|mmap|warm\n"
             "                         the dense (non-expert) weights: copied into engine memory at\n"
             "                         load with O_DIRECT (anon, default), used from the file mapping\n"
-            "                         (mmap), or the mapping read once at load (warm)\n"
+            "                         (mmap), or the mapping read once at load (warm);\n"
+            "                         --no-warm-dense and --dense-odirect: the reference's mmap and anon\n"
             "      --temp T           temperature (default 0: greedy; 0 is greedy, negative is refused)\n"
             "      --top-k N          keep the N most likely tokens (default 40, 0: off)\n"
             "      --top-p P          nucleus sampling (default 0.95, 1: off)\n"
@@ -150,7 +240,7 @@ void cli_print_usage(FILE *out)
             "      --ignore-eos       keep generating past end-of-generation tokens (benchmarks)\n"
             "      --no-prefault      do not map the whole model at load (it is mapped at load\n"
             "                         when it fits in physical memory)\n"
-            "      --n-expert-used N  route each token to N experts instead of the model's number (lossy)\n"
+            "      --n-expert-used N  route each token to N experts instead of the model's (lossy; 0: the model's)\n"
             "      --prompt-ids LIST  the prompt as token ids (1,2,3) instead of text\n"
             "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
             "                         ids one single-token decode each (needs --logits-out)\n"
@@ -179,7 +269,10 @@ void cli_print_usage(FILE *out)
             "                         layer's input (decode; needs a cache, not with --prefetch;\n"
             "                         under --route-replay: the replayed routing itself)\n"
             "      --predict-spec-max N  predicted misses per layer to read, 0..8 (default 2)\n"
-            "      --load-all         read every expert of every layer at load (debugging)\n"
+            "      --preload-experts  read every expert of every layer into the cache at load\n"
+            "      --load-all         read every expert of every layer at each token, the routed ones\n"
+            "                         computed as usual (a debugging A/B: the reads routing saves)\n"
+            "      --force-cache      accepted (the reference's; bmoe refuses no cache size)\n"
             "      --route-replay TRACE.csv\n"
             "                         benchmarks: each decode step's experts from a route trace\n"
             "                         (its n_expert_used must match, see --n-expert-used)\n"
@@ -201,12 +294,36 @@ void cli_print_usage(FILE *out)
             "      --session          JSON requests on stdin, one a line (generate, decide, cancel, close);\n"
             "                         BMOE_* lines on stdout (the telemetry contract's session mode)\n"
             "      --decide           accept decide requests (first-token log-probabilities of choices)\n"
+            "      --decide-prefix-cache auto|on|off\n"
+            "                         whether a decide reuses the kept prefix (off: it prefills it again)\n"
             "      --render-template FILE --template-context CONTEXT.json\n"
             "                         print FILE rendered with the JSON object's members as its variables\n"
             "      --template-now S   strftime_now's clock, in seconds since 1970 (default: now)\n"
             "\n"
             "  -h, --help             this text\n"
-            "      --version          the engine version\n");
+            "      --version          the engine version\n"
+            "      --list-archs       the architectures this build runs\n"
+            "      --devices all|cpu, --gpu-layers 0\n"
+            "                         accepted: this build computes on the CPU alone\n"
+            "\n"
+            "The reference CLI's other flags are refused, each with the reason: the lossy levers\n"
+            "(--drop-cold-experts, --drop-no-renorm, --drop-in-prefill, --expert-substitute,\n"
+            "--route-ahead, --predict-log, --ppl-skip, --ppl-step, --ppl-list, --ppl-choices) and\n"
+            "speculation (--mtp, --ngram, --draft, --mtp-p-min, --ngram-min-match, --ngram-max-match)\n"
+            "and the planner (--describe-params, --show-config, --auto, --plan-run, --plan, --plan-only,\n"
+            "--plan-explain, --probe, --probe-io, --no-probe-io, --probe-mem, --no-probe-mem) are not\n"
+            "implemented yet; --io-two-wave, --prefetch-sync, --release-mmap, --row-stream and\n"
+            "--row-stream-mb are not in bmoe; --tensor-overrides, --dense-on-device, --prefill-device,\n"
+            "--prefill-min-tokens, --prefill-loaders, --prefill-routed, --no-prefill-routed and\n"
+            "--decide-probe need devices a CPU-only build does not have.\n"
+            "\n"
+            "environment (a flag typed wins, even when it says the default; switches: an integer,\n"
+            "non-zero on): BMOE_CACHE_MB, BMOE_IO_THREADS, BMOE_PROGRESS, BMOE_OVERLAP, BMOE_PREFETCH,\n"
+            "BMOE_N_EXPERT_USED, BMOE_PREDICT_PREFETCH, BMOE_PREDICT_LOG (refused when on)\n"
+            "\n"
+            "exit status: 0 success; 1 a usage error (unknown flag, missing or bad value, a flag out\n"
+            "of place), a refused flag or a failed run; 2 switches that contradict each other, or a\n"
+            "bad --dense-weights value\n");
 }
 
 /* The one number rule: optional '-', then digits (and for floats what
@@ -236,12 +353,18 @@ static int cli_parse_int(const cli_flag *flag, const char *name, const char *tex
     return 0;
 }
 
+/* A decimal number's characters only: strtod also reads hex (0x1p1). */
+static bool cli_decimal_text(const char *text)
+{
+    return cli_number_shape(text) && strspn(text, "0123456789.eE+-") == strlen(text);
+}
+
 static int cli_parse_float(const cli_flag *flag, const char *name, const char *text, float *value)
 {
     errno = 0;
     char *end = NULL;
-    double parsed = cli_number_shape(text) ? strtod(text, &end) : 0.0;
-    if (!cli_number_shape(text) || *end || !isfinite(parsed)) {
+    double parsed = cli_decimal_text(text) ? strtod(text, &end) : 0.0;
+    if (!cli_decimal_text(text) || *end || !isfinite(parsed)) {
         cli_fail("%s: '%s' is not a finite number", name, text);
         return -1;
     }
@@ -373,7 +496,8 @@ static const cli_flag *cli_find_flag(const char *arg)
     return NULL;
 }
 
-/* Stores one flag's value into options. Returns 0 or -1 (message printed). */
+/* Stores one flag's value into options. Returns 0, or the exit status with
+ * the message printed. */
 static int cli_apply(const cli_flag *flag, const char *name, const char *value, cli_options *options)
 {
     int32_t number = 0;
@@ -382,15 +506,15 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     switch (flag->kind) {
     case FLAG_INT:
         if (cli_parse_int(flag, name, value, &number) != 0)
-            return -1;
+            return 1;
         break;
     case FLAG_FLOAT:
         if (cli_parse_float(flag, name, value, &real) != 0)
-            return -1;
+            return 1;
         break;
     case FLAG_MIB:
         if (strcmp(value, "auto") != 0 && cli_parse_int(flag, name, value, &number) != 0)
-            return -1;
+            return 1;
         if (strcmp(value, "auto") == 0)
             number = -1;
         break;
@@ -408,12 +532,16 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_UBATCH: options->n_ubatch = number; break;
     case F_KV_TYPE:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return -1;
+            return 1;
         options->kv_type = choice == 0 ? BMOE_KV_F16 : BMOE_KV_F32;
         break;
     case F_DENSE:
+        if (strcmp(value, "ahwb") == 0) {
+            cli_fail("%s ahwb needs Android's hardware buffers, which this build does not have", name);
+            return 1;
+        }
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return -1;
+            return 2; /* the reference's status for a bad --dense-weights value */
         options->model_params.dense_weights = choice == 0   ? BMOE_DENSE_WEIGHTS_ANON
                                               : choice == 1 ? BMOE_DENSE_WEIGHTS_MMAP
                                                             : BMOE_DENSE_WEIGHTS_WARM;
@@ -425,14 +553,14 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_REPEAT_PENALTY:
         if (real <= 0.0f) {
             cli_fail("%s: %s must be greater than 0", name, value);
-            return -1;
+            return 1;
         }
         options->sampler.repeat_penalty = real;
         break;
     case F_REPEAT_LAST_N: options->sampler.repeat_last_n = number; break;
     case F_SEED:
         if (cli_parse_seed(name, value, &options->sampler.seed) != 0)
-            return -1;
+            return 1;
         options->seed_given = true;
         break;
     case F_IGNORE_EOS: options->ignore_eos = true; break;
@@ -440,11 +568,11 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_PROMPT_IDS:
         free(options->prompt_ids);
         options->prompt_ids = NULL;
-        return cli_parse_id_list(name, value, &options->prompt_ids, &options->n_prompt_ids);
+        return cli_parse_id_list(name, value, &options->prompt_ids, &options->n_prompt_ids) == 0 ? 0 : 1;
     case F_FORCE_IDS:
         free(options->force_ids);
         options->force_ids = NULL;
-        return cli_parse_id_list(name, value, &options->force_ids, &options->n_force_ids);
+        return cli_parse_id_list(name, value, &options->force_ids, &options->n_force_ids) == 0 ? 0 : 1;
     case F_LOGITS_OUT: options->logits_out = value; break;
     case F_PPL: options->ppl_path = value; break;
     case F_CHUNKS: options->ppl_chunks = number; break;
@@ -454,7 +582,7 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_CACHE_MB: stream->cache_mb = number; break;
     case F_CACHE_POLICY:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return -1;
+            return 1;
         stream->cache_policy = choice == 0 ? BMOE_CACHE_POLICY_LRU : BMOE_CACHE_POLICY_FREQUENCY;
         break;
     case F_CACHE_FLOOR: stream->cache_floor_mb = number; break;
@@ -465,7 +593,8 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_PREFETCH: stream->prefetch = number; break;
     case F_PREDICT_PREFETCH: stream->predict_prefetch = true; break;
     case F_PREDICT_SPEC_MAX: stream->predict_spec_max = number; break;
-    case F_LOAD_ALL: stream->load_all = true; break;
+    case F_LOAD_ALL: stream->stage_all = true; break;
+    case F_PRELOAD_EXPERTS: stream->load_all = true; break;
     case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
     case F_PROGRESS: options->progress = true; break;
     case F_ROUTE_REPLAY: options->route_replay = value; break;
@@ -479,10 +608,10 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_TEMPLATE_NOW: {
         uint64_t seconds = 0;
         if (cli_parse_seed(name, value, &seconds) != 0)
-            return -1;
+            return 1;
         if (seconds == 0 || seconds > (uint64_t)INT64_MAX / 2) {
             cli_fail("%s: %s is not a time in seconds since 1970 (1 or more)", name, value);
-            return -1;
+            return 1;
         }
         options->template_now = (int64_t)seconds;
         break;
@@ -491,6 +620,29 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_NO_THINK: options->no_think = true; break;
     case F_SESSION: break; /* the job is chosen after every flag is read */
     case F_DECIDE: options->decide = true; break;
+    case F_DECIDE_PREFIX_CACHE:
+        if ((choice = cli_parse_choice(flag, name, value)) < 0)
+            return 1;
+        options->decide_prefix_cache = choice != 2; /* auto and on: the kept prefix is reused */
+        break;
+    case F_THREADS_BATCH: options->n_threads_batch = number; break;
+    case F_FORCE_CACHE: break; /* bmoe has no 1..1499 MiB band to allow */
+    case F_NO_WARM_DENSE: options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_MMAP; break;
+    case F_DENSE_ODIRECT: options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_ANON; break;
+    case F_DEVICES:
+        if (cli_parse_choice(flag, name, value) < 0)
+            return 1;
+        break; /* a CPU-only build: every device is the CPU */
+    case F_GPU_LAYERS:
+        if (number > 0) {
+            cli_fail("%s %s " NEEDS_DEVICE, name, value);
+            return 1;
+        }
+        break;
+    case F_UNAVAILABLE:
+        cli_fail("%s %s", name, flag->refusal);
+        return 1;
+    case F_LIST_ARCHS:
     case F_HELP:
     case F_VERSION:
     case F_COUNT: break;
@@ -509,8 +661,71 @@ static const char *cli_mode_name(cli_mode mode)
     case CLI_MODE_PERPLEXITY: return "--ppl";
     case CLI_MODE_SESSION: return "--session";
     case CLI_MODE_RENDER: return "--render-template";
+    case CLI_MODE_LIST_ARCHS: return "--list-archs";
     }
     return "this job";
+}
+
+/* Fails the parse: frees what options own and returns status. */
+static int cli_refuse(cli_options *options, int status)
+{
+    cli_options_free(options);
+    return status;
+}
+
+/* An environment override's value for a switch: an integer, non-zero on.
+ * Returns 1 (on), 0 (off), or -1 with the message printed. */
+static int cli_environment_switch(const char *variable, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    long long value = cli_number_shape(text) ? strtoll(text, &end, 10) : 0;
+    if (!cli_number_shape(text) || *end || errno) {
+        cli_fail("%s: '%s' is not an integer (0: off, any other: on)", variable, text);
+        return -1;
+    }
+    return value != 0;
+}
+
+/* The environment overrides for the flags not typed that mean something in
+ * the job. Returns 0, or 1 with the message printed. */
+static int cli_apply_environment(cli_options *options, const bool *given)
+{
+    for (size_t i = 0; i < sizeof cli_environment / sizeof cli_environment[0]; i++) {
+        const char *variable = cli_environment[i].name;
+        const char *text = getenv(variable);
+        if (!text || !*text)
+            continue;
+        const cli_flag *flag = NULL;
+        for (size_t k = 0; k < sizeof cli_flags / sizeof cli_flags[0] && !flag; k++)
+            if (cli_flags[k].id == cli_environment[i].flag &&
+                (!cli_environment[i].long_name || strcmp(cli_flags[k].long_name, cli_environment[i].long_name) == 0))
+                flag = &cli_flags[k];
+        if (flag && flag->id == F_UNAVAILABLE) {
+            int on = cli_environment_switch(variable, text);
+            if (on != 0) {
+                if (on > 0)
+                    cli_fail("%s=%s asks for %s, which %s", variable, text, flag->long_name, flag->refusal);
+                return 1;
+            }
+            continue;
+        }
+        if (!flag || given[flag->id] || !(flag->modes & (1u << options->mode)))
+            continue; /* a typed flag wins, even when it says the default */
+        const char *value = text;
+        if (flag->kind == FLAG_SWITCH) {
+            int on = cli_environment_switch(variable, text);
+            if (on < 0)
+                return 1;
+            if (!on)
+                continue;
+            value = NULL;
+        }
+        /* the variable's name in the messages, so that the user knows where the value came from */
+        if (cli_apply(flag, variable, value, options) != 0)
+            return 1;
+    }
+    return 0;
 }
 
 int cli_parse_args(int argc, char **argv, cli_options *options)
@@ -522,12 +737,13 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->ppl_chunks = -1;
+    options->decide_prefix_cache = true;
     bool given[F_COUNT] = {false};
     const char *given_as[F_COUNT] = {NULL};
 
     if (argc <= 1) {
         cli_fail("no arguments (try --help)");
-        return -1;
+        return 1;
     }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -537,55 +753,71 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
                 cli_fail("unknown flag %s (try --help)", arg);
             else
                 cli_fail("unexpected argument '%s' (try --help)", arg);
-            cli_options_free(options);
-            return -1;
+            return cli_refuse(options, 1);
         }
-        if (flag->id == F_HELP || flag->id == F_VERSION) {
+        if (flag->id == F_HELP || flag->id == F_VERSION || flag->id == F_LIST_ARCHS) {
             cli_options_free(options);
-            options->mode = flag->id == F_HELP ? CLI_MODE_HELP : CLI_MODE_VERSION;
+            options->mode = flag->id == F_HELP      ? CLI_MODE_HELP
+                            : flag->id == F_VERSION ? CLI_MODE_VERSION
+                                                    : CLI_MODE_LIST_ARCHS;
             return 0;
         }
         const char *value = NULL;
-        if (flag->kind != FLAG_SWITCH) {
+        if (flag->kind != FLAG_SWITCH && flag->id != F_UNAVAILABLE) {
             if (i + 1 >= argc) {
                 cli_fail("%s needs a value", arg);
-                cli_options_free(options);
-                return -1;
+                return cli_refuse(options, 1);
             }
             value = argv[++i];
         }
-        if (cli_apply(flag, arg, value, options) != 0) {
-            cli_options_free(options);
-            return -1;
+        if (flag->id == F_DENSE && (given[F_NO_WARM_DENSE] || given[F_DENSE_ODIRECT])) {
+            cli_fail("--dense-weights and %s both set the dense weights", given_as[given[F_NO_WARM_DENSE] ? F_NO_WARM_DENSE : F_DENSE_ODIRECT]);
+            return cli_refuse(options, 2);
         }
+        if ((flag->id == F_NO_WARM_DENSE || flag->id == F_DENSE_ODIRECT) &&
+            (given[F_DENSE] || given[flag->id == F_NO_WARM_DENSE ? F_DENSE_ODIRECT : F_NO_WARM_DENSE])) {
+            cli_fail("%s and %s both set the dense weights", arg,
+                     given[F_DENSE] ? "--dense-weights" : given_as[flag->id == F_NO_WARM_DENSE ? F_DENSE_ODIRECT : F_NO_WARM_DENSE]);
+            return cli_refuse(options, 2);
+        }
+        int applied = cli_apply(flag, arg, value, options);
+        if (applied != 0)
+            return cli_refuse(options, applied);
         given[flag->id] = true;
         given_as[flag->id] = arg;
     }
 
-    /* Which job, and do the flags agree with it. */
+    /* Which job, and do the flags agree with it. Switches that contradict
+     * each other are status 2, what is missing or misplaced 1. */
     const char *problem = NULL;
+    int status = 1;
     if (options->info_path) {
         options->mode = CLI_MODE_INFO;
     } else if (options->render_template) {
         options->mode = CLI_MODE_RENDER;
-        if (given[F_SESSION])
+        if (given[F_SESSION]) {
             problem = "--render-template and --session are different jobs";
-        else if (!options->template_context)
+            status = 2;
+        } else if (!options->template_context) {
             problem = "--render-template needs --template-context CONTEXT.json";
+        }
     } else if (options->template_context) {
         problem = "--template-context needs --render-template";
     } else if (!options->model_path) {
         problem = "no model given (-m MODEL)";
     } else if (given[F_SESSION]) {
         options->mode = CLI_MODE_SESSION;
-        if (options->ppl_path)
+        if (options->ppl_path) {
             problem = "--ppl and --session are different jobs";
-        else if (options->n_predict == 0)
+            status = 2;
+        } else if (options->n_predict == 0) {
             problem = "--session: -n must not be 0";
+        }
     } else if (options->ppl_path) {
         options->mode = CLI_MODE_PERPLEXITY;
     } else if (given[F_PROMPT_IDS] && (options->prompt || options->prompt_file)) {
         problem = "--prompt-ids cannot be combined with -p or -f";
+        status = 2;
     } else if (given[F_PROMPT_IDS] && options->n_prompt_ids == 0) {
         problem = "--prompt-ids: the list is empty";
     } else if (given[F_FORCE_IDS] || options->logits_out) {
@@ -596,26 +828,32 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             problem = "--force-ids needs --logits-out FILE";
     } else if (options->prompt && options->prompt_file) {
         problem = "-p and -f cannot be used together";
+        status = 2;
     }
-    if (!problem && given[F_MOE_STREAM] && given[F_NO_MOE_STREAM])
+    if (!problem && given[F_MOE_STREAM] && given[F_NO_MOE_STREAM]) {
         problem = "--moe-stream and --no-moe-stream exclude each other";
+        status = 2;
+    }
+    if (!problem && given[F_PREFETCH] && given[F_PREDICT_PREFETCH] && options->model_params.stream.prefetch > 0) {
+        problem = "--prefetch and --predict-prefetch exclude each other (two predictors of the next reads)";
+        status = 2;
+    }
     if (problem) {
         cli_fail("%s", problem);
-        cli_options_free(options);
-        return -1;
+        return cli_refuse(options, status);
     }
     unsigned mode_bit = 1u << options->mode;
     for (size_t k = 0; k < sizeof cli_flags / sizeof cli_flags[0]; k++) {
         const cli_flag *flag = &cli_flags[k];
-        if (!given[flag->id] || flag->modes == 0)
+        if (flag->id == F_UNAVAILABLE || !given[flag->id] || flag->modes == 0)
             continue;
         if (!(flag->modes & mode_bit)) {
             if (flag->id == F_CHUNKS)
                 cli_fail("--chunks needs --ppl");
             else if (flag->id == F_TEMPLATE_CONTEXT)
                 cli_fail("--template-context needs --render-template");
-            else if (flag->id == F_DECIDE)
-                cli_fail("--decide needs --session");
+            else if (flag->id == F_DECIDE || flag->id == F_DECIDE_PREFIX_CACHE)
+                cli_fail("%s needs --session", given_as[flag->id]);
             else if (options->mode == CLI_MODE_INFO)
                 cli_fail("--info takes only the model path (%s does nothing there)", given_as[flag->id]);
             else if (options->mode == CLI_MODE_PERPLEXITY && (flag->id == F_PROMPT || flag->id == F_FILE ||
@@ -623,29 +861,28 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
                 cli_fail("--ppl cannot be combined with a prompt or token ids (%s)", given_as[flag->id]);
             else
                 cli_fail("%s does nothing with %s", given_as[flag->id], cli_mode_name(options->mode));
-            cli_options_free(options);
-            return -1;
+            return cli_refuse(options, 1);
         }
         if (flag->streaming && !options->model_params.stream.enabled) {
             cli_fail("%s needs --moe-stream", given_as[flag->id]);
-            cli_options_free(options);
-            return -1;
+            return cli_refuse(options, 1);
         }
+    }
+    if (given[F_DECIDE_PREFIX_CACHE] && !options->decide) {
+        cli_fail("--decide-prefix-cache needs --decide");
+        return cli_refuse(options, 1);
     }
     if (options->chat && options->prompt_ids) {
         cli_fail("--chat renders a text prompt through the template; it cannot take --prompt-ids");
-        cli_options_free(options);
-        return -1;
+        return cli_refuse(options, 2);
     }
     if (options->template_now && !options->chat && options->mode != CLI_MODE_RENDER) {
         cli_fail("--template-now needs --render-template or --chat (only a template reads the clock)");
-        cli_options_free(options);
-        return -1;
+        return cli_refuse(options, 1);
     }
     if (options->no_think && !options->chat) {
         cli_fail("--no-think needs --chat (a raw prompt has no reasoning to turn off)");
-        cli_options_free(options);
-        return -1;
+        return cli_refuse(options, 1);
     }
     /* two telemetry files at one path would replace each other */
     const flag_id outputs[] = {F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS};
@@ -655,18 +892,11 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         for (size_t b = a + 1; b < sizeof outputs / sizeof outputs[0]; b++) {
             if (paths[a] && paths[b] && strcmp(paths[a], paths[b]) == 0) {
                 cli_fail("%s and %s name the same file (%s)", given_as[outputs[a]], given_as[outputs[b]], paths[a]);
-                cli_options_free(options);
-                return -1;
+                return cli_refuse(options, 1);
             }
         }
     }
-    /* BMOE_PROGRESS=<non-zero integer> turns --progress on (the flag can only turn it on) */
-    const char *progress = getenv("BMOE_PROGRESS");
-    if (options->mode == CLI_MODE_GENERATE && !options->progress && progress && *progress) {
-        char *end = NULL;
-        long value = strtol(progress, &end, 10);
-        if (end && *end == '\0' && value != 0)
-            options->progress = true;
-    }
+    if (cli_apply_environment(options, given) != 0)
+        return cli_refuse(options, 1);
     return 0;
 }

@@ -126,6 +126,7 @@ bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx
         params.n_ubatch = options->n_ubatch;
     if (options->n_threads > 0)
         params.n_threads = options->n_threads;
+    params.n_threads_batch = options->n_threads_batch;
     params.kv_type = options->kv_type;
     return params;
 }

@@ -31,6 +31,7 @@ int cli_run_session(const cli_options *options)
     config.sampler = options->sampler;
     config.chat = options->chat;
     config.decide = options->decide;
+    config.decide_reuse = options->decide_prefix_cache;
     config.template_now = options->template_now;
     config.csv_path = options->csv_path;
     config.route_trace_path = options->route_trace_path;

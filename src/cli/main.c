@@ -36,8 +36,9 @@ int main(int argc, char **argv)
 {
     hold_standard_streams();
     cli_options options;
-    if (cli_parse_args(argc, argv, &options) != 0)
-        return 2;
+    int refused = cli_parse_args(argc, argv, &options);
+    if (refused != 0)
+        return refused;
     int status = 1;
     switch (options.mode) {
     case CLI_MODE_HELP:
@@ -46,6 +47,11 @@ int main(int argc, char **argv)
         break;
     case CLI_MODE_VERSION:
         printf("bmoe-cli %s\n", bmoe_version());
+        status = cli_flush(stdout) == 0 ? 0 : 1;
+        break;
+    case CLI_MODE_LIST_ARCHS:
+        for (int32_t i = 0; bmoe_architecture_name(i); i++)
+            printf("%s\n", bmoe_architecture_name(i));
         status = cli_flush(stdout) == 0 ? 0 : 1;
         break;
     case CLI_MODE_INFO:

@@ -41,6 +41,7 @@ bmoe_context_params bmoe_context_default_params(void)
         .n_ctx = 0,
         .n_ubatch = 0,
         .n_threads = 0,
+        .n_threads_batch = 0,
         .kv_type = BMOE_KV_F16,
         .route_callback = NULL,
         .route_user = NULL,
@@ -97,10 +98,12 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return NULL;
     }
-    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || (p.kv_type != BMOE_KV_F16 && p.kv_type != BMOE_KV_F32)) {
+    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 ||
+        (p.kv_type != BMOE_KV_F16 && p.kv_type != BMOE_KV_F32)) {
         error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
-                         "context: invalid parameters (n_ctx %d, n_ubatch %d, n_threads %d, kv_type %d)", p.n_ctx,
-                         p.n_ubatch, p.n_threads, (int)p.kv_type);
+                         "context: invalid parameters (n_ctx %d, n_ubatch %d, n_threads %d, n_threads_batch %d, "
+                         "kv_type %d)",
+                         p.n_ctx, p.n_ubatch, p.n_threads, p.n_threads_batch, (int)p.kv_type);
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return NULL;
     }
@@ -123,6 +126,7 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cores > 0 ? (int)cores : 1;
     }
+    int n_threads_batch = p.n_threads_batch > 0 ? p.n_threads_batch : n_threads;
 
     bmoe_context *context = calloc(1, sizeof *context);
     int32_t *tokens = malloc((size_t)n_ctx * sizeof *tokens);
@@ -139,7 +143,10 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->tokens = tokens;
     context->abort_callback = p.abort_callback;
     context->abort_user = p.abort_user;
-    context->pool = thread_pool_create(n_threads, &err);
+    context->n_threads = n_threads;
+    context->n_threads_batch = n_threads_batch;
+    /* one pool for both: a job runs on as many of its threads as it asks */
+    context->pool = thread_pool_create(n_threads > n_threads_batch ? n_threads : n_threads_batch, &err);
     bool created = context->pool && run_state_create(&context->state, &m->model, n_ctx, n_ubatch,
                                                      p.kv_type == BMOE_KV_F16, context->pool, &err) == 0;
     if (!created || engine_reserve_context(m, &context->state, &err) != 0) {
@@ -198,7 +205,12 @@ const bmoe_model *bmoe_context_model(const bmoe_context *context)
 
 int32_t bmoe_context_n_threads(const bmoe_context *context)
 {
-    return thread_pool_size(context->pool);
+    return context->n_threads;
+}
+
+int32_t bmoe_context_n_threads_batch(const bmoe_context *context)
+{
+    return context->n_threads_batch;
 }
 
 int32_t bmoe_context_n_ubatch(const bmoe_context *context)
@@ -311,7 +323,9 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     stats_window_open(&window);
     if (context->last_eval_end > 0.0)
         cost.loop_overhead_ms = (window.wall_start - context->last_eval_end) * 1e3;
+    thread_pool_set_active(context->pool, context->n_threads_batch); /* the replay is a prefill */
     int status = context->replay_to > 0 ? replay_recurrent(context, &err) : 0;
+    thread_pool_set_active(context->pool, n_tokens > 1 ? context->n_threads_batch : context->n_threads);
     for (int32_t start = 0; start < n_tokens && status == 0; start += context->n_ubatch) {
         if (context_abort_requested(context)) {
             status = error_set_status(&err, BMOE_ERR_ABORTED, "eval: aborted after %d of %d tokens", start, n_tokens);

@@ -38,6 +38,7 @@ struct bmoe_context {
     run_state state;
     int32_t n_ctx;
     int32_t n_ubatch;
+    int32_t n_threads, n_threads_batch; /* the pool's threads for one token, and for several */
     int32_t position;      /* tokens in the KV cache */
     int32_t *tokens;       /* [n_ctx] the token at each cached position */
     bmoe_abort_callback abort_callback;

@@ -11,6 +11,12 @@
 #include "../stream/memory_budget.h"
 #include "engine.h"
 
+const char *bmoe_architecture_name(int32_t index)
+{
+    const model_arch *arch = model_arch_at(index);
+    return arch ? arch->name : NULL;
+}
+
 const char *bmoe_version(void)
 {
     return BMOE_VERSION;
@@ -197,6 +203,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
         .overlap = p->overlap,
         .n_expert_used = hp->n_expert_used,
         .prefetch = p->prefetch,
+        .stage_all = p->stage_all,
         .predict_spec_max = p->predict_prefetch ? p->predict_spec_max : -1,
         .io = {p->pread, p->pread_user},
     };

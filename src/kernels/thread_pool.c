@@ -4,7 +4,11 @@
  *
  * Handshake. The caller publishes a job by bumping `generation`; a worker that
  * sees a new generation runs the task once and decrements `remaining`; the
- * last one to finish wakes the caller if it went to sleep. Both sides first
+ * last one to finish wakes the caller if it went to sleep. The generation
+ * word also carries how many threads the job runs on, so that a worker left
+ * out of a job (it may look late, while the caller already prepares the
+ * next one) learns so from the word it saw and touches nothing else; a
+ * worker in the job holds the caller back until it has finished. Both sides first
  * spin for a few microseconds, because in decode the next job usually comes
  * (or the last worker finishes) within that time and a futex wake costs tens
  * of microseconds; only then do they sleep on a condition variable.
@@ -29,6 +33,9 @@
  * this window; anything longer is better spent asleep on a shared machine. */
 #define THREAD_POOL_SPIN_NS 20000
 #define THREAD_POOL_MAX_THREADS 1024
+/* The generation word: a job count above ACTIVE_BITS bits of threads - 1. */
+#define THREAD_POOL_ACTIVE_BITS 10
+#define THREAD_POOL_ACTIVE_MASK ((1u << THREAD_POOL_ACTIVE_BITS) - 1u)
 #define THREAD_POOL_CACHE_LINE 64
 
 typedef struct thread_pool_worker {
@@ -54,6 +61,7 @@ struct thread_pool {
     pthread_cond_t job_finished; /* the caller waits here for remaining == 0 */
 
     int n_threads;
+    int n_active;  /* the threads of the next jobs (the caller's; workers read the generation word) */
     int n_started; /* workers actually created (create may fail half way) */
     thread_pool_worker *workers; /* n_threads - 1 entries */
 };
@@ -112,7 +120,10 @@ static void *thread_pool_worker_main(void *argument)
         if (atomic_load(&pool->stop))
             break;
         seen = generation;
-        pool->task(pool->context, worker->index, pool->n_threads);
+        int n_active = (int)(generation & THREAD_POOL_ACTIVE_MASK) + 1;
+        if (worker->index >= n_active)
+            continue;
+        pool->task(pool->context, worker->index, n_active);
         if (atomic_fetch_sub(&pool->remaining, 1) == 1 && atomic_load(&pool->caller_sleeping)) {
             pthread_mutex_lock(&pool->mutex);
             pthread_cond_signal(&pool->job_finished);
@@ -161,6 +172,7 @@ thread_pool *thread_pool_create(int n_threads, bmoe_error *err)
     atomic_init(&pool->sleeping_workers, 0);
     atomic_init(&pool->caller_sleeping, 0);
     pool->n_threads = n_threads;
+    pool->n_active = n_threads;
     if (pthread_mutex_init(&pool->mutex, NULL) != 0) {
         free(pool);
         error_set(err, "thread_pool_create: pthread_mutex_init failed");
@@ -211,27 +223,39 @@ void thread_pool_destroy(thread_pool *pool)
 
 int thread_pool_size(const thread_pool *pool)
 {
+    return pool ? pool->n_active : 1;
+}
+
+int thread_pool_capacity(const thread_pool *pool)
+{
     return pool ? pool->n_threads : 1;
+}
+
+void thread_pool_set_active(thread_pool *pool, int n)
+{
+    if (pool)
+        pool->n_active = n < 1 ? 1 : n > pool->n_threads ? pool->n_threads : n;
 }
 
 void thread_pool_run(thread_pool *pool, thread_pool_task_fn task, void *context)
 {
-    if (!pool || pool->n_threads == 1) {
+    if (!pool || pool->n_active == 1) {
         task(context, 0, 1);
         return;
     }
     pool->task = task;
     pool->context = context;
-    atomic_store_explicit(&pool->remaining, pool->n_threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->remaining, pool->n_active - 1, memory_order_relaxed);
+    unsigned jobs = (atomic_load_explicit(&pool->generation, memory_order_relaxed) >> THREAD_POOL_ACTIVE_BITS) + 1;
     /* seq_cst: orders the publication before the read of sleeping_workers. */
-    atomic_fetch_add(&pool->generation, 1);
+    atomic_store(&pool->generation, jobs << THREAD_POOL_ACTIVE_BITS | (unsigned)(pool->n_active - 1));
     if (atomic_load(&pool->sleeping_workers) > 0) {
         pthread_mutex_lock(&pool->mutex);
         pthread_cond_broadcast(&pool->job_started);
         pthread_mutex_unlock(&pool->mutex);
     }
 
-    task(context, 0, pool->n_threads);
+    task(context, 0, pool->n_active);
 
     uint64_t deadline = 0;
     for (int i = 0; atomic_load_explicit(&pool->remaining, memory_order_acquire) != 0; i++) {

@@ -14,7 +14,14 @@ typedef void (*thread_pool_task_fn)(void *context, int thread_index, int n_threa
 
 thread_pool *thread_pool_create(int n_threads, bmoe_error *err);
 void thread_pool_destroy(thread_pool *pool);
+/* The threads a job runs on now (what thread_pool_set_active left, at first
+ * all of them). */
 int thread_pool_size(const thread_pool *pool);
+/* The threads the pool was created with. */
+int thread_pool_capacity(const thread_pool *pool);
+/* Runs the next jobs on the first n threads (clamped to 1..capacity); the
+ * others wait. A prefill and a decode may want different counts. */
+void thread_pool_set_active(thread_pool *pool, int n);
 
 /* Runs task on every thread of the pool and returns when all have finished.
  * Not reentrant: one job at a time, from one calling thread. A NULL pool runs

@@ -34,6 +34,13 @@ const model_arch *model_arch_find(const char *name)
     return NULL;
 }
 
+const model_arch *model_arch_at(int index)
+{
+    if (index < 0 || (size_t)index >= sizeof model_archs / sizeof model_archs[0])
+        return NULL;
+    return &model_archs[index];
+}
+
 const char *model_arch_names(void)
 {
     return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe";

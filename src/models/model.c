@@ -657,7 +657,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     size_t v_dim = (size_t)hp->n_head_kv * (size_t)hp->head_dim_v;
     size_t attn_dim = (size_t)hp->n_head * (size_t)hp->head_dim_v;
     size_t n_embd = (size_t)hp->n_embd;
-    int n_threads = pool ? thread_pool_size(pool) : 1;
+    int n_threads = pool ? thread_pool_capacity(pool) : 1; /* per-thread buffers: for the most threads a job may use */
     bool failed = false;
     bool any_fused = false, separate_router_input = false;
     for (int32_t il = 0; il < hp->n_layer; il++) {

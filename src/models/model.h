@@ -287,6 +287,8 @@ struct model_arch {
 const model_arch *model_arch_find(const char *name);
 /* Comma-separated names of the supported architectures, for messages. */
 const char *model_arch_names(void);
+/* The registry's rows in order; NULL past the last. */
+const model_arch *model_arch_at(int index);
 
 /* Finds the architecture of file and binds its weights. Every tensor of
  * the file must be bound by the architecture (or belong to one of the

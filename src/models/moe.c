@@ -335,6 +335,30 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
     return 0;
 }
 
+/* stage_all: the experts the layer did not route are read too, in groups
+ * the store holds at once, and let go unused. Before the routed ones, so
+ * that the store's memory of what this token routed (the next token's
+ * prefetch) is the routing's. */
+static int stage_unrouted(run_state *s, expert_store *store, int layer_index, int n_expert, bmoe_error *err)
+{
+    int32_t *unrouted = s->distinct_experts;
+    int n_unrouted = 0;
+    for (int e = 0; e < n_expert; e++)
+        if (s->expert_count[e] == 0)
+            unrouted[n_unrouted++] = e;
+    int capacity = expert_store_capacity(store);
+    for (int g = 0; g < n_unrouted; g += capacity) {
+        int n_group = n_unrouted - g < capacity ? n_unrouted - g : capacity;
+        if (expert_store_acquire(store, layer_index, unrouted + g, n_group, s->expert_handles, err) != 0) {
+            expert_store_release(store, NULL);
+            return -1;
+        }
+        if (expert_store_release(store, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int moe_layer(run_state *s, const model *m, const layer_weights *layer, int layer_index, const moe_config *config,
               const float *x, const float *router_x, const int32_t *positions, int n_tokens, float *out,
               bmoe_error *err)
@@ -382,6 +406,8 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     const uint8_t *inputs[2];
     size_t strides[2];
     gather_inputs(s, gate_up, layer->ffn_gate_up_exps.name ? 1 : 2, x, n_tokens, n_embd, n_rows, inputs, strides);
+    if (expert_store_stages_all(m->experts) && stage_unrouted(s, m->experts, layer_index, n_expert, err) != 0)
+        return -1;
     int32_t *selected = s->distinct_experts;
     int n_selected = 0;
     for (int e = 0; e < n_expert; e++)

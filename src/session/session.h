@@ -29,6 +29,7 @@ typedef struct session_config {
     bmoe_sampler_params sampler;        /* the seed of the first turn after a clear */
     bool chat;                          /* render the conversation with the model's template */
     bool decide;                        /* accept decide requests */
+    bool decide_reuse;                  /* a decide may reuse the kept prefix (reuse_prefix); false: never */
     int64_t template_now;               /* strftime_now's clock; 0: the current time */
     size_t max_line;                    /* 0: SESSION_MAX_LINE */
     FILE *log;                          /* notes that are not the protocol's (stderr); NULL: none */

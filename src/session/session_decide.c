@@ -142,7 +142,7 @@ int session_decide(session *s, const session_request *r)
         status = -1;
         goto done;
     }
-    if (!r->reuse_prefix)
+    if (!r->reuse_prefix || !s->config->decide_reuse)
         bmoe_context_truncate(s->context, 0);
     bmoe_generation_params generation_params = bmoe_generation_default_params();
     generation_params.n_predict = 0; /* one prefill, no decode */

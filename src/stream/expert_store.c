@@ -594,6 +594,11 @@ static void prefetch_after(expert_store *store, int layer)
     io_lanes_submit(store->lanes, store->submit, n_jobs);
 }
 
+bool expert_store_stages_all(const expert_store *store)
+{
+    return store->config.streaming && store->config.stage_all;
+}
+
 int expert_store_predict_max(const expert_store *store)
 {
     if (!store->config.streaming || store->config.cache_bytes == 0)

@@ -47,6 +47,7 @@ typedef struct expert_store_config {
     bool overlap;              /* compute resident experts while the missing ones are read */
     int n_expert_used;         /* the routing width (sizes the staging area of cache 0) */
     int prefetch;              /* read the previous token's experts this many MoE layers ahead */
+    bool stage_all;            /* read every expert of a layer at each evaluation (a debugging A/B) */
     int predict_spec_max;      /* predicted misses per layer a decode step may read ahead (-1: no prediction) */
     shard_io io;               /* the read seam (tests) */
 } expert_store_config;
@@ -93,6 +94,9 @@ void expert_store_end(expert_store *store);
 bool expert_store_streaming(const expert_store *store);
 /* The most experts one acquire may hold. */
 int expert_store_capacity(const expert_store *store);
+/* Whether every expert of a layer is to be read at each evaluation (the
+ * stage_all switch, streaming only). */
+bool expert_store_stages_all(const expert_store *store);
 
 /* Makes experts[0..n) of layer (distinct) available; fills handles[0..n).
  * Serial: returns once their bytes are in. Overlap: returns at once; each

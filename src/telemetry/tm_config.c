@@ -29,7 +29,8 @@ void tm_config_from_model(tm_config *config, const bmoe_model *model, const char
     config->cache_ceil_mb = params.stream.cache_ceil_mb;
     config->cache_cycle_mb = (double)state.cycle_bytes / TM_MIB;
     config->cache_budget_mib = (double)state.cache_budget_bytes / TM_MIB;
-    config->load_all = state.streaming && params.stream.load_all;
+    config->load_all = state.streaming && params.stream.stage_all;
+    config->preload_experts = state.streaming && params.stream.load_all;
     config->io_threads = state.streaming ? params.stream.io_threads : 0;
     config->o_direct = state.streaming && state.direct;
     config->overlap = state.streaming && params.stream.overlap;

@@ -28,7 +28,8 @@ typedef struct tm_config {
     int64_t cache_floor_mb, cache_ceil_mb;
     double cache_cycle_mb;      /* one token's worst-case routed bytes */
     double cache_budget_mib;    /* the budget in effect */
-    bool load_all;
+    bool load_all;              /* every expert read at each token (--load-all: the reads mean something else) */
+    bool preload_experts;       /* every expert read into the cache at load */
     int32_t io_threads;
     bool o_direct;              /* as achieved */
     bool overlap;

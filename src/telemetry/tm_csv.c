@@ -33,11 +33,11 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
                      " cache_ceil_mb=%" PRId64 " cache_cycle_mb=%.0f force_cache=0 load_all=%d io_threads=%d"
                      " o_direct=%d overlap=%d io_two_wave=0 prefetch=%d route_ahead=0 predict_prefetch=%d"
                      " predict_log=0 predict_spec_max=%d prefetch_sync=0 dense_weights=%s drop_cold_frac=0"
-                     " drop_renorm=0 drop_prefill=0 substitute_lambda=0 cache_policy=%s\n",
+                     " drop_renorm=0 drop_prefill=0 substitute_lambda=0 cache_policy=%s preload_experts=%d\n",
                      c->moe_stream, c->cache_mb, c->cache_auto, c->cache_floor_mb, c->cache_ceil_mb,
                      ceil(tm_finite(c->cache_cycle_mb, 0.0)), c->load_all, (int)c->io_threads, c->o_direct,
                      c->overlap, (int)c->prefetch, c->predict_prefetch, (int)c->predict_spec_max,
-                     tm_config_dense_name(c), c->cache_frequency ? "freq" : "lru");
+                     tm_config_dense_name(c), c->cache_frequency ? "freq" : "lru", c->preload_experts);
     tm_buffer_printf(out,
                      "# temp=%g top_k=%d top_p=%g seed=%" PRIu64 " compute_trace_layers=%d spec=off"
                      " spec_draft_max=0 mtp_p_min=0 ngram_min_match=0\n",

@@ -83,13 +83,13 @@ static void check_errors(const char *templates, const char *dir)
         {{"--render-template", "/nonexistent.jinja", "--template-context", context_path, NULL}, 1, "nonexistent"},
         {{"--render-template", qwen, "--template-context", "/nonexistent.json", NULL}, 1, "nonexistent"},
         {{"--render-template", qwen, "--template-context", dir, NULL}, 1, "--template-context"},
-        {{"--render-template", qwen, NULL}, 2, "--template-context"},
-        {{"--template-context", context_path, NULL}, 2, "--render-template"},
-        {{"--render-template", qwen, "--template-context", context_path, "--template-now", "soon", NULL}, 2,
+        {{"--render-template", qwen, NULL}, 1, "--template-context"},
+        {{"--template-context", context_path, NULL}, 1, "--render-template"},
+        {{"--render-template", qwen, "--template-context", context_path, "--template-now", "soon", NULL}, 1,
          "--template-now"},
-        {{"--render-template", qwen, "--template-context", context_path, "-n", "3", NULL}, 2, "-n"},
-        {{"-m", qwen, "--no-think", NULL}, 2, "--chat"},
-        {{"-m", qwen, "--decide", NULL}, 2, "--session"},
+        {{"--render-template", qwen, "--template-context", context_path, "-n", "3", NULL}, 1, "-n"},
+        {{"-m", qwen, "--no-think", NULL}, 1, "--chat"},
+        {{"-m", qwen, "--decide", NULL}, 1, "--session"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;

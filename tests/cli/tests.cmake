@@ -8,10 +8,10 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity hardening replay render chat)
+foreach(cli_test errors stories logits perplexity hardening replay render chat reference)
   set(cli_libs "")
   set(cli_labels unit)
-  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat")
+  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
     set(cli_libs PkgConfig::CJSON m)
   elseif(cli_test STREQUAL "hardening")
     set(cli_libs bmoe_gguf m)
@@ -29,3 +29,4 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat)
 endforeach()
 # The --chat test generates its models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
+add_dependencies(test_cli_reference bmoe-mkmodel)

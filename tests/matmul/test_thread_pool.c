@@ -1,7 +1,8 @@
 /* Tests of the worker pool: every thread runs every job exactly once with the
  * right index, the caller is thread 0, results written by workers are seen by
  * the caller, both sleeping paths (idle workers, a waiting caller) wake up,
- * bad sizes are refused, and destroy works with idle or never-used workers. */
+ * bad sizes are refused, destroy works with idle or never-used workers, and
+ * jobs on part of the pool run on exactly their threads. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -122,6 +123,41 @@ static void test_sleeping_paths(int n_threads)
     thread_pool_destroy(pool);
 }
 
+/* Jobs on fewer threads than the pool has, the count changing from job to
+ * job (a prefill's and a decode's): each runs exactly once on each of its
+ * first n threads and on no other, told n; a thread left out of one job
+ * may be slow to notice and must not run the next job twice or late. */
+static void test_active_threads(int n_threads)
+{
+    bmoe_error err;
+    thread_pool *pool = thread_pool_create(n_threads, &err);
+    CHECK(pool != NULL);
+    if (!pool)
+        return;
+    CHECK(thread_pool_capacity(pool) == n_threads && thread_pool_size(pool) == n_threads);
+    thread_pool_set_active(pool, 0);
+    CHECK(thread_pool_size(pool) == 1);
+    thread_pool_set_active(pool, n_threads + 5);
+    CHECK(thread_pool_size(pool) == n_threads);
+    run_record record;
+    int failures = 0;
+    for (int job = 0; job < 3000; job++) {
+        int active = 1 + (job * 7 + job / 3) % n_threads;
+        thread_pool_set_active(pool, active);
+        record_reset(&record, active, job);
+        if (job % 500 == 499)
+            sleep_microseconds(1000); /* the workers fall asleep */
+        if (job % 97 == 0 && active > 1)
+            record.slow_thread = active - 1;
+        thread_pool_run(pool, record_task, &record);
+        if (!record_ok(&record, active))
+            failures++;
+    }
+    CHECK_MSG(failures == 0, "%d jobs on part of a %d-thread pool did not run exactly once per active thread",
+              failures, n_threads);
+    thread_pool_destroy(pool);
+}
+
 static void test_null_and_single(void)
 {
     run_record record;
@@ -218,6 +254,8 @@ static void test_two_pools(void)
 int main(void)
 {
     test_null_and_single();
+    test_active_threads(4);
+    test_active_threads(MAX_THREADS);
     test_bad_sizes();
     test_many_runs(2, 5000);
     test_many_runs(3, 3000);

@@ -31,6 +31,7 @@ typedef struct stream_config {
     int generations;
     int predict_spec_max; /* 0: no predictive prefetch */
     enum bmoe_cache_policy policy;
+    bool stage_all;       /* every expert read at each token (--load-all) */
 } stream_config;
 
 /* Prefetched experts over every model's prefetch runs, and over its
@@ -53,6 +54,7 @@ static bmoe_model_params params_of(const stream_config *c)
     p.stream.predict_prefetch = c->predict_spec_max > 0;
     p.stream.predict_spec_max = c->predict_spec_max;
     p.stream.cache_policy = c->policy;
+    p.stream.stage_all = c->stage_all;
     return p;
 }
 
@@ -93,50 +95,54 @@ static void check_model(const model_case *m, const char *dir)
     int64_t half_mb = (int64_t)(info.expert_bytes >> 20) / 2 + 2;
 
     const stream_config configs[] = {
-        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0, BMOE_CACHE_POLICY_LRU},
-        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
-        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
-        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+        {"resident, 1 thread", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0, BMOE_CACHE_POLICY_LRU, false},
+        {"no cache", 0, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU, false},
+        {"no cache, overlap", 0, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU, false},
+        {"small cache", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU, false},
         {"small cache, overlap", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
-        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
+        {"whole cache", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0, BMOE_CACHE_POLICY_LRU, false},
         {"whole cache, overlap", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, 1 lane", small_mb, false, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, overlap, 1 lane", small_mb, true, 1, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, buffered", small_mb, false, 4, false, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, overlap, prefetch 2", small_mb, true, 4, true, 2, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, prefetch 1", small_mb, false, 2, true, 1, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, dense mmap", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_MMAP, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, overlap, dense warm", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_WARM, false, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"whole cache, load-all", whole_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, true, 2, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
+        {"small cache, overlap, every expert each token", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2,
+         1, 0, BMOE_CACHE_POLICY_LRU, true},
+        {"no cache, every expert each token", 0, false, 2, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
+         BMOE_CACHE_POLICY_FREQUENCY, true},
         {"whole cache, second generation", whole_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, second generation", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, 1 thread", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 1, 1, 0,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"half cache, overlap, predictive prefetch 2", half_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1,
-         2, BMOE_CACHE_POLICY_LRU},
+         2, BMOE_CACHE_POLICY_LRU, false},
         {"half cache, predictive prefetch 8", half_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 8,
-         BMOE_CACHE_POLICY_LRU},
+         BMOE_CACHE_POLICY_LRU, false},
         {"small cache, overlap, predictive prefetch 8", small_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2,
-         1, 8, BMOE_CACHE_POLICY_LRU},
+         1, 8, BMOE_CACHE_POLICY_LRU, false},
         {"small cache, freq", small_mb, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 2, 0,
-         BMOE_CACHE_POLICY_FREQUENCY},
+         BMOE_CACHE_POLICY_FREQUENCY, false},
         {"half cache, overlap, predictive prefetch 8, freq", half_mb, true, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false,
-         2, 1, 8, BMOE_CACHE_POLICY_FREQUENCY},
+         2, 1, 8, BMOE_CACHE_POLICY_FREQUENCY, false},
     };
     stream_config reference_config = {"resident", -2, false, 4, true, 0, BMOE_DENSE_WEIGHTS_ANON, false, 2, 1, 0,
-     BMOE_CACHE_POLICY_LRU};
+     BMOE_CACHE_POLICY_LRU, false};
     bmoe_model_params reference_params = params_of(&reference_config);
     workload_result reference;
     workload_run(first, &reference_params, 2, 1, &reference);
@@ -151,9 +157,10 @@ static void check_model(const model_case *m, const char *dir)
         CHECK_MSG(workload_same(&reference, &got), "%s, %s: differs from the resident run", m->name, c->name);
         if (got.ok && c->cache_mb != -2) {
             uint64_t routed_decode = (uint64_t)WORKLOAD_STEPS * (uint64_t)info.n_moe_layers *
-                                     (uint64_t)info.n_expert_used;
+                                     (uint64_t)(c->stage_all ? info.n_expert : info.n_expert_used);
             uint64_t looked_up = got.decode.cache_hits + got.decode.cache_misses;
-            /* one lookup per distinct expert of a layer: k per layer per decode step */
+            /* one lookup per distinct expert of a layer: k per layer per decode step (every
+             * expert of the layer when each token reads them all) */
             CHECK_MSG(looked_up == routed_decode, "%s, %s: %llu lookups in decode, want %llu", m->name, c->name,
                       (unsigned long long)looked_up, (unsigned long long)routed_decode);
             if (c->cache_mb == 0)

@@ -98,6 +98,7 @@ static void test_preamble(void)
     check_key(text, "cache_cycle_mb", "251"); /* rounded up: a budget under it cannot hold a token */
     check_key(text, "force_cache", "0");
     check_key(text, "load_all", "0");
+    check_key(text, "preload_experts", "0");
     check_key(text, "io_threads", "4");
     check_key(text, "o_direct", "1");
     check_key(text, "overlap", "1");
