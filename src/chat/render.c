@@ -20,10 +20,6 @@ int render_fail(struct render *render, int line, const char *fmt, ...)
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    /* One line: a template's own message may hold newlines. */
-    for (char *c = message; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
     error_set(render->err, "line %d: %s", line, message);
     return -1;
 }

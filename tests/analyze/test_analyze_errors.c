@@ -1,7 +1,7 @@
 /* bmoe-analyze error paths: usage errors exit 2, bad input exits 1 with one
- * line on stderr naming what failed, a failed write of standard output
- * exits non-zero, an SVG never replaces a file the tool did not write, and
- * randomly damaged inputs never crash it. */
+ * line on stderr naming what failed (control bytes it quotes escaped), a
+ * failed write of standard output exits non-zero, an SVG never replaces a
+ * file the tool did not write, and randomly damaged inputs never crash it. */
 #include <dirent.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -153,6 +153,31 @@ static void test_bad_numbers(void)
                  file_with("p2.csv", "op,wall_ns,majflt\nMUL_MAT,5,x\n"));
 }
 
+/* stderr holds no byte a terminal would act on: printable ASCII and newlines. */
+static bool stderr_printable(void)
+{
+    for (const char *c = an_err; *c; c++)
+        if (*c != '\n' && (*c < 0x20 || *c >= 0x7f))
+            return false;
+    return true;
+}
+
+/* Escape sequences and bells in a cell, a column name or an argument are
+ * quoted as text. */
+static void test_control_bytes(void)
+{
+    EXPECT_ERROR(1, "column 'wall_ms': '\\x1b[31m\\x07' is not a finite number", "csv '%s'",
+                 file_with("e1.csv", "step,wall_ms\n1,\x1b[31m\a\n"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(1, "column '\\x1b]0;x\\x07' appears twice", "route '%s'",
+                 file_with("e2.csv", "\x1b]0;x\a,\x1b]0;x\a\n1,2\n"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(2, "'--\\x1b[2J' is not an option", "csv '%s' '--\x1b[2J'", an_path("e1.csv"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(1, "e\\x1b[1m.csv", "csv '%s'", an_path("e\x1b[1m.csv"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+}
+
 static void test_wrong_kind(void)
 {
     const char *route = file_with("k.route.csv", route_ok);
@@ -290,6 +315,7 @@ int main(void)
     test_usage();
     test_bad_files();
     test_bad_numbers();
+    test_control_bytes();
     test_wrong_kind();
     test_write_errors();
     test_svg_never_overwrites();

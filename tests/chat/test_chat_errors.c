@@ -68,7 +68,12 @@ static void test_runtime_errors(void)
 static void test_raise_exception(void)
 {
     EXPECT_ERROR("{% if true %}\n{{ raise_exception('Bad ' ~ 'roles') }}{% endif %}", NULL, "line 2: Bad roles");
-    EXPECT_ERROR("{{ raise_exception('two\nlines') }}", NULL, "two lines");
+    EXPECT_ERROR("{{ raise_exception('two\nlines') }}", NULL, "line 1: two\\nlines");
+    /* A terminal never sees the template's control bytes, only their names. */
+    EXPECT_ERROR("{{ raise_exception('\\x1b[31mred\\x07 \\x1b]0;title\\x9c') }}", NULL,
+                 "line 1: \\x1b[31mred\\x07 \\x1b]0;title\\xc2\\x9c");
+    /* Nor those of a name the message quotes. */
+    EXPECT_ERROR("{{ d['\\x1b[2J'].x }}", "{\"d\": {}}", "'\\x1b[2J'");
 }
 
 /* Jinja2's default Undefined: printing and iterating work, using it fails. */

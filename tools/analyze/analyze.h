@@ -16,7 +16,8 @@
 
 /* ---- errors (main.c) ---------------------------------------------------- */
 
-/* Prints "bmoe-analyze: MESSAGE" on stderr; views return -1 after it. */
+/* Prints "bmoe-analyze: MESSAGE" on stderr, escaped (text_escape_message);
+ * views return -1 after it. */
 void analyze_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c: a CSV file as the contract writes it ----------------------- */
