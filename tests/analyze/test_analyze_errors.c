@@ -73,7 +73,7 @@ static void test_usage(void)
 static void test_bad_files(void)
 {
     EXPECT_ERROR(1, "No such file", "route '%s'", an_path("missing.csv"));
-    EXPECT_ERROR(1, "Is a directory", "csv '%s'", an_dir);
+    EXPECT_ERROR(1, "not a regular file (a directory)", "csv '%s'", an_dir);
     EXPECT_ERROR(1, "no header row", "csv '%s'", file_with("empty.csv", ""));
     EXPECT_ERROR(1, "no header row", "io '%s'", file_with("comments.csv", "# io_trace v1\n#\n\n"));
     const char binary[] = "step,wall_ms\n1,2\n";
@@ -262,6 +262,39 @@ static void test_svg_never_overwrites(void)
     EXPECT_ERROR(1, "not a directory", "csv '%s' --svg '%s'", csv, elsewhere);
 }
 
+/* Inputs that are not regular files are refused before any read, in every
+ * view: a FIFO without a writer would block forever (the alarm turns such a
+ * hang into a failure), /dev/zero would be read up to the size limit. */
+static void test_not_regular_files(void)
+{
+    const char *fifo = an_path("input.fifo");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    const char *views[] = {"route", "io", "compute", "csv"};
+    alarm(60);
+    for (int i = 0; i < 4; i++)
+        EXPECT_ERROR(1, "not a regular file (a FIFO)", "%s '%s'", views[i], fifo);
+    alarm(0);
+    EXPECT_ERROR(1, "/dev/zero: not a regular file (a character device)", "csv /dev/zero");
+    unlink(fifo);
+}
+
+/* --svg names a directory that exists, in both views that plot: a missing
+ * one is refused before any report, and not created. */
+static void test_svg_missing_dir(void)
+{
+    const char *route = file_with("m.route.csv", route_ok);
+    const char *csv = file_with("m.csv", csv_ok);
+    const char *missing = an_path("no-such-dir");
+    struct stat st;
+    EXPECT_ERROR(1, "--svg", "csv '%s' --svg '%s'", csv, missing);
+    CHECK_MSG(strstr(an_err, "No such file or directory"), "%s", an_err);
+    CHECK(stat(missing, &st) != 0);
+    EXPECT_ERROR(1, "--svg", "route '%s' --svg '%s'", route, missing);
+    CHECK_MSG(strstr(an_err, "No such file or directory"), "%s", an_err);
+    CHECK(stat(missing, &st) != 0);
+}
+
 /* Damaged copies of good files: whatever the damage, the tool exits 0 or
  * 1, never by a signal, and a failure is one line. */
 static void test_damaged_inputs(void)
@@ -271,6 +304,7 @@ static void test_damaged_inputs(void)
                                 {"compute", compute_ok}};
     uint64_t state = 2024;
     int crashes = 0, messy = 0;
+    mkdir(an_path("damaged-svg"), 0755);
     for (int round = 0; round < 240; round++) {
         const char *view = sources[round % 4][0], *source = sources[round % 4][1];
         char text[4096];
@@ -319,6 +353,8 @@ int main(void)
     test_wrong_kind();
     test_write_errors();
     test_svg_never_overwrites();
+    test_not_regular_files();
+    test_svg_missing_dir();
     test_damaged_inputs();
     return test_finish();
 }

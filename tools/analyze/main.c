@@ -40,6 +40,14 @@ const char *phase_name(enum phase_filter phase)
     return phase == PHASE_PREFILL ? "prefill" : phase == PHASE_ALL ? "all" : "decode";
 }
 
+void print_figure(double value, int width, int decimals)
+{
+    if (isnan(value))
+        printf(" %*s", width, "-");
+    else
+        printf(" %*.*f", width, decimals, value);
+}
+
 static void print_usage(FILE *out)
 {
     fprintf(out,
