@@ -165,6 +165,10 @@ static void test_limits(void)
     /* Searching is linear; what is not (from the right) is charged as quadratic. */
     EXPECT_RENDER("{{ ('a' * 100000 ~ 'b') in ('a' * 200000) }}", NULL, "False");
     EXPECT_ERROR("{{ ('a' * 200000).rfind('a' * 100000 ~ 'b') }}", NULL, "work limit");
+    /* A width too big to print is refused, not shrunk. */
+    EXPECT_ERROR("{{ '%99999999999999999999999d' % 1 }}", NULL, "work limit");
+    EXPECT_ERROR("{{ '%*d' % (9223372036854775807, 1) }}", NULL, "work limit");
+    EXPECT_ERROR("{{ '{:>100000000}'.format(1) }}", NULL, "work limit");
     /* Quadratic growth runs out of the budget too, long before time does. */
     EXPECT_ERROR_WITH(&options,
                       "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}",
