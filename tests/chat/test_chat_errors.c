@@ -59,6 +59,10 @@ static void test_runtime_errors(void)
     EXPECT_ERROR("{{ range(100001)|length }}", NULL, "Range too big");
     EXPECT_ERROR("{{ {[1]: 2} }}", NULL, "unhashable type: 'list'");
     EXPECT_ERROR("{{ x|tojson }}", "{}", "Object of type Undefined is not JSON serializable");
+    /* A NUL in a context string is refused, not cut (as the string would be). */
+    EXPECT_ERROR("{{ s|length }}", "{\"s\": \"ab\\u0000cd\"}", "a string holds a NUL (\\u0000) at byte 9");
+    EXPECT_ERROR("{{ d|list }}", "{\"d\": {\"k\\u0000x\": 1}}", "NUL");
+    EXPECT_RENDER("{{ s }}", "{\"s\": \"ab\\\\u0000cd\"}", "ab\\u0000cd");
     EXPECT_ERROR("{{ namespace()|tojson }}", NULL, "Object of type Namespace is not JSON serializable");
     EXPECT_ERROR("{{ 9223372036854775807 + 1 }}", NULL, "integer overflow");
     EXPECT_ERROR("{{ ''.join([1]) }}", NULL, "sequence item 0: expected str instance, int found");
