@@ -58,15 +58,24 @@ typedef enum bmoe_status {
 #define BMOE_ERROR_MAX 512
 
 typedef struct bmoe_error {
-    char message[BMOE_ERROR_MAX]; /* one line, NUL-terminated */
+    char message[BMOE_ERROR_MAX]; /* one line of printable ASCII (see bmoe_escape_message), NUL-terminated */
     bmoe_status status;
 } bmoe_error;
 
 /* "invalid argument", "context full", ...: a fixed string for each status. */
 BMOE_API const char *bmoe_status_name(bmoe_status status);
 
+/* Writes text into out (out_size > 0) as one line of printable ASCII, for a
+ * message that quotes something from outside (a flag, a path, a request):
+ * controls, DEL and every byte from 0x80 become \xNN, tab, newline and
+ * carriage return \t, \n and \r, and a text too long is cut, ending in
+ * "...". Backslashes stay as they are: the library's messages and log lines
+ * are escaped this way already and read the same after a second pass.
+ * Returns out. */
+BMOE_API const char *bmoe_escape_message(const char *text, char *out, size_t out_size);
+
 enum bmoe_log_level { BMOE_LOG_ERROR = 0, BMOE_LOG_WARNING = 1, BMOE_LOG_INFO = 2 };
-/* One line, without a trailing newline. */
+/* One line of printable ASCII (see bmoe_escape_message), without a trailing newline. */
 typedef void (*bmoe_log_callback)(void *user, enum bmoe_log_level level, const char *message);
 
 /* ---- Model ------------------------------------------------------------ */

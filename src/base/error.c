@@ -3,9 +3,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "text.h"
+
+/* Escaped as a whole: whatever a message quotes (a path, a flag, a
+ * template's own text) reaches whoever prints it as one printable line. */
 static void error_format(bmoe_error *err, bmoe_status status, const char *fmt, va_list args)
 {
-    vsnprintf(err->message, sizeof err->message, fmt, args);
+    char message[sizeof err->message];
+    vsnprintf(message, sizeof message, fmt, args);
+    text_escape_message(message, err->message, sizeof err->message);
     err->status = status;
 }
 

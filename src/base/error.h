@@ -13,9 +13,10 @@
 
 #include "bmoe.h"
 
-/* Formats the message into err (if err is not NULL), leaves the status
- * unclassified and returns -1, so that `return error_set(err, "...")` reads
- * as "fail with this message". */
+/* Formats the message into err (if err is not NULL) as one line of
+ * printable ASCII (text_escape_message: what it quotes from outside cannot
+ * reach a terminal raw), leaves the status unclassified and returns -1, so
+ * that `return error_set(err, "...")` reads as "fail with this message". */
 int error_set(bmoe_error *err, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

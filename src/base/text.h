@@ -1,7 +1,9 @@
-/* Bytes that come from a file (keys, tensor names, architecture and
- * tokenizer names, merges, token texts) shown in messages: every layer
- * escapes them with text_escape, so a message is always one line of
- * printable ASCII and still says exactly which bytes the file holds. */
+/* Bytes from outside (a file's keys, tensor names, architecture and
+ * tokenizer names, merges, token texts; a flag, a request, a template's own
+ * messages) shown in messages: every layer escapes them with text_escape,
+ * and every error and log line is escaped once more as a whole when it is
+ * formed (text_escape_message), so a message is always one line of printable
+ * ASCII that cannot drive a terminal and still says which bytes it quotes. */
 #ifndef BMOE_BASE_TEXT_H
 #define BMOE_BASE_TEXT_H
 
@@ -18,5 +20,10 @@ const char *text_escape(const void *bytes, size_t length, char *out, size_t out_
 
 /* text_escape of a NUL-terminated string. */
 const char *text_escape_string(const char *text, char *out, size_t out_size);
+
+/* text_escape_string for a whole message, parts of which may have been
+ * escaped already: backslashes and single quotes stay as they are, so a
+ * second pass changes nothing and a name escaped inside it reads as it did. */
+const char *text_escape_message(const char *message, char *out, size_t out_size);
 
 #endif

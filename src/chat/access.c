@@ -144,7 +144,10 @@ int get_item(struct render *render, const struct expression *node, chat_value ob
     }
     case CHAT_VALUE_OBJECT: {
         int status;
-        const chat_value *found = dict_find(object, index, &status);
+        uint64_t work = 0;
+        const chat_value *found = dict_find(object, index, &status, &work);
+        if (render_charge(render, node->line, work) != 0)
+            return -1;
         if (found) {
             *result = value_retain(*found);
             return 0;

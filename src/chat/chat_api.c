@@ -183,7 +183,7 @@ int bmoe_chat_render(const bmoe_chat *chat, const bmoe_chat_message *messages, i
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     }
     bmoe_chat_params p = params ? *params : bmoe_chat_default_params();
-    if (chat_conversation_render(&chat->data, messages, n_messages, &p, out, out_length, &err) != 0)
+    if (chat_conversation_render(&chat->data, messages, n_messages, &p, 0, out, out_length, &err) != 0)
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     return 0;
 }

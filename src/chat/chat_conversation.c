@@ -93,7 +93,8 @@ static int build_context(const chat_model *model, const bmoe_chat_message *messa
 }
 
 int chat_conversation_render(const chat_model *model, const bmoe_chat_message *messages, int32_t n_messages,
-                             const bmoe_chat_params *params, char **out, size_t *out_length, bmoe_error *err)
+                             const bmoe_chat_params *params, size_t max_work_bytes, char **out, size_t *out_length,
+                             bmoe_error *err)
 {
     *out = NULL;
     *out_length = 0;
@@ -104,6 +105,7 @@ int chat_conversation_render(const chat_model *model, const bmoe_chat_message *m
         return -1;
     chat_render_options options = chat_render_default_options();
     options.now_seconds = params->now_seconds;
+    options.max_work_bytes = max_work_bytes;
     char *text = NULL;
     size_t length = 0;
     int status = chat_template_render(model->template_, context, &options, &text, &length, err);

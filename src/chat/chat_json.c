@@ -2,7 +2,9 @@
  * only file of the module that needs it). cJSON keeps numbers as doubles, so
  * the number literals are also read from the text itself, in document
  * order, to keep Python's int/float distinction: 1 stays an int, 1.0 a
- * float, and large integers stay exact. */
+ * float, and large integers stay exact. cJSON also ends its strings at a
+ * NUL, so a string holding one (\u0000 or the byte) is refused rather than
+ * cut. */
 #include "chat/chat_template.h"
 
 #include <cjson/cJSON.h>
@@ -12,11 +14,13 @@
 
 #include "chat/value.h"
 
-/* The spelling of each number literal of a JSON text, in order. */
-struct number_literals {
+/* The spelling of each number literal of a JSON text, in order, and where
+ * the first NUL inside a string is. */
+struct literals {
     const char *text;
     size_t *starts, *lengths;
     size_t count, next;
+    size_t nul_at; /* SIZE_MAX: none */
 };
 
 static bool is_number_character(char c)
@@ -25,19 +29,26 @@ static bool is_number_character(char c)
 }
 
 /* Finds the literals as cJSON's parser does: outside strings, a run of number
- * characters starting with '-' or a digit. */
-static bool scan_numbers(const char *text, size_t length, struct number_literals *numbers)
+ * characters starting with '-' or a digit; inside strings, a NUL byte or its
+ * escape. */
+static bool scan_literals(const char *text, size_t length, struct literals *numbers)
 {
     size_t capacity = 0;
     numbers->text = text;
     numbers->starts = numbers->lengths = NULL;
     numbers->count = numbers->next = 0;
+    numbers->nul_at = SIZE_MAX;
     for (size_t i = 0; i < length;) {
         char c = text[i];
         if (c == '"') {
-            for (i++; i < length && text[i] != '"'; i++)
+            for (i++; i < length && text[i] != '"'; i++) {
+                bool nul = text[i] == '\0' ||
+                           (text[i] == '\\' && length - i >= 6 && memcmp(text + i + 1, "u0000", 5) == 0);
+                if (nul && numbers->nul_at == SIZE_MAX)
+                    numbers->nul_at = i;
                 if (text[i] == '\\')
                     i++;
+            }
             i++;
             continue;
         }
@@ -65,7 +76,7 @@ static bool scan_numbers(const char *text, size_t length, struct number_literals
     return true;
 }
 
-static chat_value number_value(const cJSON *item, struct number_literals *numbers)
+static chat_value number_value(const cJSON *item, struct literals *numbers)
 {
     if (numbers->next >= numbers->count)
         return chat_value_float(item->valuedouble);
@@ -86,7 +97,7 @@ static chat_value number_value(const cJSON *item, struct number_literals *number
     return chat_value_float(item->valuedouble);
 }
 
-static chat_value convert(const cJSON *item, struct number_literals *numbers, int depth)
+static chat_value convert(const cJSON *item, struct literals *numbers, int depth)
 {
     if (depth > 1000)
         return (chat_value){.kind = CHAT_VALUE_INVALID};
@@ -135,12 +146,16 @@ int chat_value_from_json(const char *json, size_t length, chat_value *value, bmo
             return error_set(err, "context: unexpected data after the JSON value at byte %zu", (size_t)(rest - json));
         }
     }
-    struct number_literals numbers;
+    struct literals numbers;
     size_t parsed = end && end >= json ? (size_t)(end - json) : length;
-    if (!scan_numbers(json, parsed, &numbers)) {
+    if (!scan_literals(json, parsed, &numbers) || numbers.nul_at != SIZE_MAX) {
+        size_t nul_at = numbers.nul_at;
         free(numbers.starts);
         free(numbers.lengths);
         cJSON_Delete(root);
+        if (nul_at != SIZE_MAX)
+            return error_set(err, "context: a string holds a NUL (\\u0000) at byte %zu; templates take no NUL",
+                             nul_at);
         return error_set(err, "context: out of memory");
     }
     *value = convert(root, &numbers, 0);

@@ -27,9 +27,11 @@ typedef struct chat_model {
 /* Renders the conversation (chat_conversation.c): messages, the
  * generation prompt, enable_thinking, the token texts; with
  * reasoning_prefill, a last assistant message with whitespace-only
- * reasoning is continued where its content would begin. 0, or -1 with err. */
+ * reasoning is continued where its content would begin. max_work_bytes
+ * bounds the render's work (0: the default). 0, or -1 with err. */
 int chat_conversation_render(const chat_model *model, const bmoe_chat_message *messages, int32_t n_messages,
-                             const bmoe_chat_params *params, char **out, size_t *out_length, bmoe_error *err);
+                             const bmoe_chat_params *params, size_t max_work_bytes, char **out, size_t *out_length,
+                             bmoe_error *err);
 
 /* The format the model's output separates reasoning in (think_control.c):
  * harmony when the vocabulary declares its markers and the template uses

@@ -357,7 +357,7 @@ static int evaluate_conditional(struct render *render, const struct expression *
 int evaluate(struct render *render, const struct expression *node, chat_value *result)
 {
     *result = value_invalid();
-    if (render_check_stack(render, node->line) != 0)
+    if (render_step(render, node->line) != 0)
         return -1;
     switch (node->kind) {
     case EXPRESSION_LITERAL: *result = value_retain(node->as.literal); return 0;

@@ -364,7 +364,13 @@ FILTER(filter_unique)
         if ((status = sort_key(render, node, list->items[i], values[1], case_sensitive, &key)) != 0)
             break;
         int found_status;
-        bool found = dict_find(seen, key, &found_status) != NULL;
+        uint64_t work = 0;
+        bool found = dict_find(seen, key, &found_status, &work) != NULL;
+        if (render_charge(render, node->line, work) != 0) {
+            value_release(key);
+            status = -1;
+            break;
+        }
         if (found_status != VALUE_OK) {
             status = found_status == VALUE_UNHASHABLE
                          ? render_fail(render, node->line, "unhashable type: '%s'", value_type_name(key))

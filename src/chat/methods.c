@@ -318,7 +318,10 @@ static METHOD(dict_get)
     if (values[0].kind == CHAT_VALUE_INVALID)
         return render_fail(render, node->line, "get expected at least 1 argument, got 0");
     int status;
-    const chat_value *found = dict_find(receiver, values[0], &status);
+    uint64_t work = 0;
+    const chat_value *found = dict_find(receiver, values[0], &status, &work);
+    if (render_charge(render, node->line, work) != 0)
+        return -1;
     if (status == VALUE_UNHASHABLE)
         return render_fail(render, node->line, "unhashable type: '%s'", value_type_name(values[0]));
     if (status != VALUE_OK)

@@ -297,7 +297,10 @@ int contains(struct render *render, int line, chat_value container, chat_value i
     }
     case CHAT_VALUE_OBJECT: {
         int status;
-        *result = dict_find(container, item, &status) != NULL;
+        uint64_t work = 0;
+        *result = dict_find(container, item, &status, &work) != NULL;
+        if (render_charge(render, line, work) != 0)
+            return -1;
         if (status == VALUE_UNHASHABLE)
             return render_fail(render, line, "unhashable type: '%s'", value_type_name(item));
         return status == VALUE_OK ? 0 : render_fail_status(render, line, status);

@@ -20,10 +20,6 @@ int render_fail(struct render *render, int line, const char *fmt, ...)
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    /* One line: a template's own message may hold newlines. */
-    for (char *c = message; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
     error_set(render->err, "line %d: %s", line, message);
     return -1;
 }
@@ -43,8 +39,10 @@ int render_fail_status(struct render *render, int line, int status)
     }
 }
 
-int render_check_stack(struct render *render, int line)
+int render_step(struct render *render, int line)
 {
+    if (render_charge(render, line, RENDER_STEP_WORK) != 0)
+        return -1;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t used = render->stack_base > here ? render->stack_base - here : here - render->stack_base;
     if (used > render->options.max_stack_bytes)
@@ -55,6 +53,8 @@ int render_check_stack(struct render *render, int line)
 
 int render_count_iteration(struct render *render, int line)
 {
+    if (render_charge(render, line, RENDER_STEP_WORK) != 0)
+        return -1;
     if (++render->iterations > render->options.max_loop_iterations)
         return render_fail(render, line, "more than %llu loop iterations",
                            (unsigned long long)render->options.max_loop_iterations);
@@ -71,9 +71,9 @@ int render_charge_size(struct render *render, int line, chat_value value)
     switch (value.kind) {
     case CHAT_VALUE_STRING: return render_charge(render, line, value_string(value)->length);
     case CHAT_VALUE_ARRAY:
-    case CHAT_VALUE_TUPLE: return render_charge(render, line, value_list(value)->count);
+    case CHAT_VALUE_TUPLE: return render_charge(render, line, value_list(value)->count * sizeof(chat_value));
     case CHAT_VALUE_OBJECT:
-    case CHAT_VALUE_NAMESPACE: return render_charge(render, line, value_dict(value)->count);
+    case CHAT_VALUE_NAMESPACE: return render_charge(render, line, value_dict(value)->count * sizeof(struct dict_entry));
     default: return 0;
     }
 }
@@ -608,7 +608,7 @@ static int execute_with(struct render *render, const struct statement *statement
 
 static int execute_statement(struct render *render, const struct statement *statement)
 {
-    if (render_check_stack(render, statement->line) != 0)
+    if (render_step(render, statement->line) != 0)
         return -1;
     switch (statement->kind) {
     case STATEMENT_DATA: return execute_data(render, statement);

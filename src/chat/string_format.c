@@ -5,6 +5,7 @@
 #include "chat/string_format.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,10 @@
 #include "chat/render.h"
 #include "chat/unicode.h"
 
-/* Bounds a width or precision: formatting stays within the output limits. */
-#define FORMAT_NUMBER_MAX 100000
+/* Float precisions above this are refused (Python prints them); the digits
+ * of the largest double at this precision fit in FLOAT_DIGITS_MAX. */
+#define FLOAT_PRECISION_MAX 300
+#define FLOAT_DIGITS_MAX (FLOAT_PRECISION_MAX + 400)
 
 struct format_spec {
     uint32_t fill;
@@ -122,7 +125,7 @@ static int format_float(struct render *render, int line, struct string_builder *
 {
     char type = spec->type;
     long precision = spec->precision;
-    char digits[FORMAT_NUMBER_MAX / 100 + 400];
+    char digits[FLOAT_DIGITS_MAX];
     double magnitude = fabs(value);
     size_t count;
     if (!type && precision < 0) {
@@ -132,7 +135,7 @@ static int format_float(struct render *render, int line, struct string_builder *
     } else {
         if (precision < 0)
             precision = 6;
-        if (precision > 300)
+        if (precision > FLOAT_PRECISION_MAX)
             return render_fail(render, line, "format precision too large");
         char conversion = type ? type : 'g';
         if (conversion == '%') {
@@ -217,15 +220,18 @@ static int format_value(struct render *render, int line, struct string_builder *
     return 0;
 }
 
+/* A width, precision or index as written: formatting then pads or cuts to
+ * it exactly, as Python does, and the render's budget refuses what is too
+ * big to print. Past LONG_MAX it stays there, far beyond any budget. */
 static long read_number(const char *text, size_t length, size_t *position)
 {
     long number = 0;
     while (*position < length && text[*position] >= '0' && text[*position] <= '9') {
-        if (number < FORMAT_NUMBER_MAX)
-            number = number * 10 + (text[*position] - '0');
+        long digit = text[*position] - '0';
+        number = number > (LONG_MAX - digit) / 10 ? LONG_MAX : number * 10 + digit;
         (*position)++;
     }
-    return number > FORMAT_NUMBER_MAX ? FORMAT_NUMBER_MAX : number;
+    return number;
 }
 
 /* Takes the next positional argument of a % format. */
@@ -304,9 +310,9 @@ int percent_format(struct render *render, int line, chat_value format, chat_valu
             int64_t width = star.as.integer;
             if (width < 0) {
                 spec.align = '<';
-                width = width < -FORMAT_NUMBER_MAX ? FORMAT_NUMBER_MAX : -width;
+                width = width == INT64_MIN ? INT64_MAX : -width;
             }
-            spec.width = width > FORMAT_NUMBER_MAX ? FORMAT_NUMBER_MAX : (long)width;
+            spec.width = (long)width;
         } else {
             size_t before = i;
             long width = read_number(text, length, &i);
@@ -321,9 +327,7 @@ int percent_format(struct render *render, int line, chat_value format, chat_valu
                     builder_discard(&builder);
                     return render->failed ? -1 : render_fail(render, line, "* wants int");
                 }
-                spec.precision = star.as.integer < 0                   ? 0
-                                 : star.as.integer > FORMAT_NUMBER_MAX ? FORMAT_NUMBER_MAX
-                                                                       : (long)star.as.integer;
+                spec.precision = star.as.integer < 0 ? 0 : (long)star.as.integer;
             } else {
                 spec.precision = read_number(text, length, &i);
             }

@@ -223,6 +223,11 @@ int text_replace(struct render *render, int line, chat_value text, chat_value ol
         builder_append(&builder, cursor, (size_t)(found - cursor));
         builder_append(&builder, to->bytes, to->length);
         cursor = found + from->length;
+        /* A match costs a search and two appends whatever its length. */
+        if (render_charge(render, line, RENDER_STEP_WORK) != 0) {
+            builder_discard(&builder);
+            return -1;
+        }
     }
     builder_append(&builder, cursor, (size_t)(end - cursor));
     return finish_string(render, line, &builder, result);

@@ -27,6 +27,12 @@ enum bmoe_reasoning_format chat_reasoning_format_decide(const chat_model *model)
     return BMOE_REASONING_NONE;
 }
 
+/* The decision renders one short question, for which every shipped
+ * template does less than 36 KB of work (DeepSeek V3.2's the most): a
+ * template that needs over a hundred times that is not deciding anything, and
+ * a model load pays this three times. */
+#define THINK_PROBE_MAX_WORK_BYTES ((size_t)4 << 20)
+
 /* The single-turn conversation the decision renders. */
 static int render(const chat_model *model, bool enable_thinking, bool prefill, int64_t now_seconds, char **out,
                   size_t *length)
@@ -37,7 +43,7 @@ static int render(const chat_model *model, bool enable_thinking, bool prefill, i
     params.reasoning_prefill = prefill;
     params.now_seconds = now_seconds;
     bmoe_error err;
-    return chat_conversation_render(model, &question, 1, &params, out, length, &err);
+    return chat_conversation_render(model, &question, 1, &params, THINK_PROBE_MAX_WORK_BYTES, out, length, &err);
 }
 
 static bool same_text(const char *a, size_t a_length, const char *b, size_t b_length)

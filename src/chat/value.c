@@ -365,11 +365,20 @@ bool builder_append_repeat(struct string_builder *builder, const char *text, siz
         }
         return builder_too_big(builder);
     }
-    if (!builder_reserve(builder, length * times))
-        return false;
-    for (size_t i = 0; i < times; i++)
-        builder_append(builder, text, length);
-    return !builder->failed;
+    size_t total = length * times;
+    if (!builder_reserve(builder, total) || total == 0)
+        return !builder->failed;
+    /* One copy of text, then the copies made so far doubled: a long padding
+     * costs a few large copies, not one call per character. */
+    char *start = builder->string->bytes + builder->string->length;
+    memcpy(start, text, length);
+    for (size_t done = length; done < total;) {
+        size_t next = done < total - done ? done : total - done;
+        memcpy(start + done, start, next);
+        done += next;
+    }
+    builder->string->length += total;
+    return true;
 }
 
 size_t builder_length(const struct string_builder *builder)

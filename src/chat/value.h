@@ -258,10 +258,14 @@ int list_append(chat_value list, chat_value item);
 
 /* Dicts and namespaces. */
 chat_value value_dict_new(struct value_heap *heap, uint8_t kind);
-/* Takes both references (released on failure); an existing key keeps its place. */
+/* Takes both references (released on failure); an existing key keeps its
+ * place. Hashing and comparing the key is charged to the dict's heap (a
+ * long key costs its length each time). */
 int dict_set(chat_value dict, chat_value key, chat_value item);
-/* Borrowed value, or NULL; *status gets VALUE_OK or why the key cannot be looked up. */
-const chat_value *dict_find(chat_value dict, chat_value key, int *status);
+/* Borrowed value, or NULL; *status gets VALUE_OK or why the key cannot be
+ * looked up. Adds the bytes hashed and compared to *work (NULL: uncounted):
+ * the dict may be the caller's, with no heap to charge. */
+const chat_value *dict_find(chat_value dict, chat_value key, int *status, uint64_t *work);
 const chat_value *dict_find_text(chat_value dict, const char *text, size_t length);
 int dict_set_text(chat_value dict, const char *text, size_t length, chat_value item);
 
@@ -274,8 +278,9 @@ int value_compare(chat_value a, chat_value b, int *order);
 /* The same, adding the elements and bytes looked at to *work. */
 int value_equal_counted(chat_value a, chat_value b, uint64_t *work);
 int value_compare_counted(chat_value a, chat_value b, int *order, uint64_t *work);
-/* VALUE_OK and *hash, or VALUE_UNHASHABLE / VALUE_TOO_DEEP. */
-int value_hash(chat_value value, uint64_t *hash);
+/* VALUE_OK and *hash, or VALUE_UNHASHABLE / VALUE_TOO_DEEP; adds the
+ * elements and bytes hashed to *work (NULL: uncounted). */
+int value_hash(chat_value value, uint64_t *hash, uint64_t *work);
 /* The hash value_hash gives a string key with these bytes. */
 uint64_t value_hash_text(const char *text, size_t length);
 /* Python's type name ('str', 'dict', 'NoneType', ...). */

@@ -94,7 +94,7 @@ static int dicts_equal(chat_value a, chat_value b, int depth, uint64_t *work)
         return 0;
     for (size_t i = 0; i < x->count; i++) {
         int status;
-        const chat_value *other = dict_find(b, x->entries[i].key, &status);
+        const chat_value *other = dict_find(b, x->entries[i].key, &status, work);
         if (status != VALUE_OK)
             return status == VALUE_TOO_DEEP ? VALUE_TOO_DEEP : 0;
         if (!other)
@@ -210,10 +210,12 @@ int value_compare_counted(chat_value a, chat_value b, int *order, uint64_t *work
     return compare_at(a, b, order, 0, work);
 }
 
-static int hash_at(chat_value value, uint64_t *hash, int depth)
+static int hash_at(chat_value value, uint64_t *hash, int depth, uint64_t *work)
 {
     if (depth > VALUE_DEPTH_MAX)
         return VALUE_TOO_DEEP;
+    if (work)
+        *work += 1;
     switch (value.kind) {
     case CHAT_VALUE_NONE: *hash = 0x9e3779b97f4a7c15u; return VALUE_OK;
     case CHAT_VALUE_UNDEFINED: *hash = 0x5bd1e9955bd1e995u; return VALUE_OK;
@@ -231,6 +233,8 @@ static int hash_at(chat_value value, uint64_t *hash, int depth)
         return VALUE_OK;
     }
     case CHAT_VALUE_STRING:
+        if (work)
+            *work += value_string(value)->length;
         *hash = value_hash_text(value_string(value)->bytes, value_string(value)->length);
         return VALUE_OK;
     case CHAT_VALUE_TUPLE: {
@@ -238,7 +242,7 @@ static int hash_at(chat_value value, uint64_t *hash, int depth)
         const struct chat_list *list = value_list(value);
         for (size_t i = 0; i < list->count; i++) {
             uint64_t item;
-            int status = hash_at(list->items[i], &item, depth + 1);
+            int status = hash_at(list->items[i], &item, depth + 1, work);
             if (status != VALUE_OK)
                 return status;
             combined = (combined ^ item) * 1000003u;
@@ -259,9 +263,9 @@ static int hash_at(chat_value value, uint64_t *hash, int depth)
     }
 }
 
-int value_hash(chat_value value, uint64_t *hash)
+int value_hash(chat_value value, uint64_t *hash, uint64_t *work)
 {
-    return hash_at(value, hash, 0);
+    return hash_at(value, hash, 0, work);
 }
 
 const char *value_type_name(chat_value value)

@@ -99,7 +99,7 @@ static int rebuild_index(struct chat_dict *dict, size_t size)
 }
 
 /* The entry number of key, or -1; *status VALUE_OK unless comparing failed. */
-static long find_entry(const struct chat_dict *dict, chat_value key, uint64_t hash, int *status)
+static long find_entry(const struct chat_dict *dict, chat_value key, uint64_t hash, int *status, uint64_t *work)
 {
     *status = VALUE_OK;
     if (dict->index) {
@@ -110,7 +110,7 @@ static long find_entry(const struct chat_dict *dict, chat_value key, uint64_t ha
             const struct dict_entry *entry = &dict->entries[number - 1];
             if (entry->hash != hash)
                 continue;
-            int equal = value_equal(entry->key, key);
+            int equal = value_equal_counted(entry->key, key, work);
             if (equal < 0) {
                 *status = equal;
                 return -1;
@@ -122,7 +122,7 @@ static long find_entry(const struct chat_dict *dict, chat_value key, uint64_t ha
     for (size_t i = 0; i < dict->count; i++) {
         if (dict->entries[i].hash != hash)
             continue;
-        int equal = value_equal(dict->entries[i].key, key);
+        int equal = value_equal_counted(dict->entries[i].key, key, work);
         if (equal < 0) {
             *status = equal;
             return -1;
@@ -133,14 +133,14 @@ static long find_entry(const struct chat_dict *dict, chat_value key, uint64_t ha
     return -1;
 }
 
-const chat_value *dict_find(chat_value dict_value, chat_value key, int *status)
+const chat_value *dict_find(chat_value dict_value, chat_value key, int *status, uint64_t *work)
 {
     uint64_t hash;
-    *status = value_hash(key, &hash);
+    *status = value_hash(key, &hash, work);
     if (*status != VALUE_OK)
         return NULL;
     struct chat_dict *dict = value_dict(dict_value);
-    long entry = find_entry(dict, key, hash, status);
+    long entry = find_entry(dict, key, hash, status, work);
     return entry < 0 ? NULL : &dict->entries[entry].value;
 }
 
@@ -202,9 +202,11 @@ static int insert_entry(struct chat_dict *dict, chat_value key, chat_value item,
 int dict_set(chat_value dict_value, chat_value key, chat_value item)
 {
     struct chat_dict *dict = value_dict(dict_value);
-    uint64_t hash;
-    int status = value_hash(key, &hash);
-    long entry = status == VALUE_OK ? find_entry(dict, key, hash, &status) : -1;
+    uint64_t hash, work = 0;
+    int status = value_hash(key, &hash, &work);
+    long entry = status == VALUE_OK ? find_entry(dict, key, hash, &status, &work) : -1;
+    if (status == VALUE_OK && !heap_charge(dict->base.heap, work))
+        status = VALUE_NO_MEMORY;
     if (status != VALUE_OK) {
         value_release(key);
         value_release(item);

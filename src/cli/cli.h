@@ -81,6 +81,8 @@ int cli_run_render(const cli_options *options);   /* --render-template (cli_chat
 int cli_run_session(const cli_options *options);  /* --session (cli_session.c) */
 
 /* Shared helpers (cli_common.c). */
+/* Prints "bmoe-cli: MESSAGE" on stderr, escaped by bmoe_escape_message;
+ * returns 1 (the exit status of a failed job). */
 int cli_fail(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))

@@ -19,12 +19,14 @@
 
 int cli_fail(const char *fmt, ...)
 {
+    /* Messages quote flag values and paths: escaped, so that no byte of
+     * them reaches the terminal as a control. */
+    char message[4096], escaped[4 * sizeof message];
     va_list args;
     va_start(args, fmt);
-    fputs("bmoe-cli: ", stderr);
-    vfprintf(stderr, fmt, args);
-    fputc('\n', stderr);
+    vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
+    fprintf(stderr, "bmoe-cli: %s\n", bmoe_escape_message(message, escaped, sizeof escaped));
     return 1;
 }
 

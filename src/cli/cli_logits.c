@@ -103,8 +103,9 @@ int cli_run_logits(const cli_options *options)
         cli_fail("%s", error.message);
         goto done;
     }
+    char path[4096];
     fprintf(stderr, "bmoe-cli: wrote %d rows of %d logits to %s\n", n_prompt + n_force, n_vocab,
-            options->logits_out);
+            bmoe_escape_message(options->logits_out, path, sizeof path));
     status = 0;
 
 done:

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../base/text.h"
 #include "../stream/mapping_pages.h"
 #include "../stream/memory_budget.h"
 #include "engine.h"
@@ -37,16 +38,21 @@ const char *bmoe_status_name(bmoe_status status)
     return "unknown status";
 }
 
+const char *bmoe_escape_message(const char *text, char *out, size_t out_size)
+{
+    return text_escape_message(text, out, out_size);
+}
+
 void engine_log(const bmoe_model *m, enum bmoe_log_level level, const char *fmt, ...)
 {
     if (!m || !m->log_callback)
         return;
-    char line[BMOE_ERROR_MAX];
+    char formed[BMOE_ERROR_MAX], line[BMOE_ERROR_MAX];
     va_list args;
     va_start(args, fmt);
-    vsnprintf(line, sizeof line, fmt, args);
+    vsnprintf(formed, sizeof formed, fmt, args);
     va_end(args);
-    m->log_callback(m->log_user, level, line);
+    m->log_callback(m->log_user, level, text_escape_message(formed, line, sizeof line));
 }
 
 int engine_report(bmoe_error *err, bmoe_status fallback, bmoe_error *out)

@@ -344,6 +344,7 @@ static void test_svg(void)
 {
     char path[1024];
     test_shared_path(path, sizeof path, "data/bigmoe-csv/qwen_k8.csv");
+    mkdir(an_path("svg"), 0755);
     CHECK(an_run("csv '%s' --svg '%s'", path, an_path("svg")) == 0);
     static const char *const names[] = {"svg/qwen_k8-tokens.svg", "svg/qwen_k8-hit.svg"};
     for (int i = 0; i < 2; i++) {

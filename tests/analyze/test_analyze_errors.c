@@ -1,7 +1,7 @@
 /* bmoe-analyze error paths: usage errors exit 2, bad input exits 1 with one
- * line on stderr naming what failed, a failed write of standard output
- * exits non-zero, an SVG never replaces a file the tool did not write, and
- * randomly damaged inputs never crash it. */
+ * line on stderr naming what failed (control bytes it quotes escaped), a
+ * failed write of standard output exits non-zero, an SVG never replaces a
+ * file the tool did not write, and randomly damaged inputs never crash it. */
 #include <dirent.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -73,7 +73,7 @@ static void test_usage(void)
 static void test_bad_files(void)
 {
     EXPECT_ERROR(1, "No such file", "route '%s'", an_path("missing.csv"));
-    EXPECT_ERROR(1, "Is a directory", "csv '%s'", an_dir);
+    EXPECT_ERROR(1, "not a regular file (a directory)", "csv '%s'", an_dir);
     EXPECT_ERROR(1, "no header row", "csv '%s'", file_with("empty.csv", ""));
     EXPECT_ERROR(1, "no header row", "io '%s'", file_with("comments.csv", "# io_trace v1\n#\n\n"));
     const char binary[] = "step,wall_ms\n1,2\n";
@@ -151,6 +151,31 @@ static void test_bad_numbers(void)
                  file_with("p1.csv", "op,wall_ns\nMUL_MAT,-5\n"));
     EXPECT_ERROR(1, "column 'majflt'", "compute '%s'",
                  file_with("p2.csv", "op,wall_ns,majflt\nMUL_MAT,5,x\n"));
+}
+
+/* stderr holds no byte a terminal would act on: printable ASCII and newlines. */
+static bool stderr_printable(void)
+{
+    for (const char *c = an_err; *c; c++)
+        if (*c != '\n' && (*c < 0x20 || *c >= 0x7f))
+            return false;
+    return true;
+}
+
+/* Escape sequences and bells in a cell, a column name or an argument are
+ * quoted as text. */
+static void test_control_bytes(void)
+{
+    EXPECT_ERROR(1, "column 'wall_ms': '\\x1b[31m\\x07' is not a finite number", "csv '%s'",
+                 file_with("e1.csv", "step,wall_ms\n1,\x1b[31m\a\n"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(1, "column '\\x1b]0;x\\x07' appears twice", "route '%s'",
+                 file_with("e2.csv", "\x1b]0;x\a,\x1b]0;x\a\n1,2\n"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(2, "'--\\x1b[2J' is not an option", "csv '%s' '--\x1b[2J'", an_path("e1.csv"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
+    EXPECT_ERROR(1, "e\\x1b[1m.csv", "csv '%s'", an_path("e\x1b[1m.csv"));
+    CHECK_MSG(stderr_printable(), "raw bytes: %s", an_err);
 }
 
 static void test_wrong_kind(void)
@@ -237,6 +262,39 @@ static void test_svg_never_overwrites(void)
     EXPECT_ERROR(1, "not a directory", "csv '%s' --svg '%s'", csv, elsewhere);
 }
 
+/* Inputs that are not regular files are refused before any read, in every
+ * view: a FIFO without a writer would block forever (the alarm turns such a
+ * hang into a failure), /dev/zero would be read up to the size limit. */
+static void test_not_regular_files(void)
+{
+    const char *fifo = an_path("input.fifo");
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    const char *views[] = {"route", "io", "compute", "csv"};
+    alarm(60);
+    for (int i = 0; i < 4; i++)
+        EXPECT_ERROR(1, "not a regular file (a FIFO)", "%s '%s'", views[i], fifo);
+    alarm(0);
+    EXPECT_ERROR(1, "/dev/zero: not a regular file (a character device)", "csv /dev/zero");
+    unlink(fifo);
+}
+
+/* --svg names a directory that exists, in both views that plot: a missing
+ * one is refused before any report, and not created. */
+static void test_svg_missing_dir(void)
+{
+    const char *route = file_with("m.route.csv", route_ok);
+    const char *csv = file_with("m.csv", csv_ok);
+    const char *missing = an_path("no-such-dir");
+    struct stat st;
+    EXPECT_ERROR(1, "--svg", "csv '%s' --svg '%s'", csv, missing);
+    CHECK_MSG(strstr(an_err, "No such file or directory"), "%s", an_err);
+    CHECK(stat(missing, &st) != 0);
+    EXPECT_ERROR(1, "--svg", "route '%s' --svg '%s'", route, missing);
+    CHECK_MSG(strstr(an_err, "No such file or directory"), "%s", an_err);
+    CHECK(stat(missing, &st) != 0);
+}
+
 /* Damaged copies of good files: whatever the damage, the tool exits 0 or
  * 1, never by a signal, and a failure is one line. */
 static void test_damaged_inputs(void)
@@ -246,6 +304,7 @@ static void test_damaged_inputs(void)
                                 {"compute", compute_ok}};
     uint64_t state = 2024;
     int crashes = 0, messy = 0;
+    mkdir(an_path("damaged-svg"), 0755);
     for (int round = 0; round < 240; round++) {
         const char *view = sources[round % 4][0], *source = sources[round % 4][1];
         char text[4096];
@@ -290,9 +349,12 @@ int main(void)
     test_usage();
     test_bad_files();
     test_bad_numbers();
+    test_control_bytes();
     test_wrong_kind();
     test_write_errors();
     test_svg_never_overwrites();
+    test_not_regular_files();
+    test_svg_missing_dir();
     test_damaged_inputs();
     return test_finish();
 }

@@ -332,6 +332,7 @@ static void test_svg(void)
     char path[1024];
     test_shared_path(path, sizeof path, "data/route-traces/gptoss.route.csv");
     const char *dir = an_path("svg");
+    mkdir(dir, 0755);
     CHECK(an_run("route '%s' --svg '%s'", path, dir) == 0);
     CHECK(svg_complete(an_path("svg/gptoss.route-reuse.svg")));
     CHECK(svg_complete(an_path("svg/gptoss.route-hit.svg")));

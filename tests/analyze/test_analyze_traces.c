@@ -114,6 +114,14 @@ static void test_io(void)
     CHECK_MSG(an_run("io '%s'", minimal) == 0, "%s", an_err);
     CHECK(row_numbers(an_out, "all ", v, 8) == 6 && v[0] == 2 && close_to(v[1], 2, 1e-9));
     CHECK(strstr(an_out, "no lane column") != NULL && strstr(an_out, "no spec column") != NULL);
+    /* A figure without data (the speculative class has no reads; a lane
+     * busy for no time has no rate) is "-", never "nan". */
+    CHECK_MSG(!strstr(an_out, "nan") && an_line(an_out, "spec ") && strstr(an_line(an_out, "spec "), "-\n"),
+              "%s", an_out);
+    const char *instant = an_path("io-instant.csv");
+    an_write(instant, "lane,read_bytes,latency_ns\n0,4096,0\n");
+    CHECK_MSG(an_run("io '%s'", instant) == 0, "%s", an_err);
+    CHECK_MSG(!strstr(an_out, "nan") && strstr(an_out, "overall: - MiB/s"), "%s", an_out);
 }
 
 #define COMPUTE_HEADER "turn,phase,step,seq,layer,op,name,wall_ns,majflt\n"

@@ -1,6 +1,8 @@
 /* text_escape: file bytes shown in messages stay one line of printable
  * ASCII that says exactly which bytes the file holds, and a long text is
- * cut between two escapes with "..." at the end. */
+ * cut between two escapes with "..." at the end; text_escape_message does
+ * the same to a whole message but leaves backslashes and quotes, so a
+ * message escaped twice reads as once. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -39,5 +41,12 @@ int main(void)
     CHECK(escapes_to("abcdef", 6, 1, ""));
     char out[16];
     CHECK(strcmp(text_escape_string("x\ny", out, sizeof out), "x\\ny") == 0);
+
+    char message[64], twice[64];
+    text_escape_message("'a\x1b[31m\\x07\a'\n", message, sizeof message);
+    CHECK_MSG(strcmp(message, "'a\\x1b[31m\\x07\\x07'\\n") == 0, "%s", message);
+    CHECK(strcmp(text_escape_message(message, twice, sizeof twice), message) == 0);
+    CHECK(strcmp(text_escape_message("caf\xc3\xa9 \x7f", message, sizeof message), "caf\\xc3\\xa9 \\x7f") == 0);
+    CHECK(strcmp(text_escape_message("\x1b\x1b\x1b", message, 9), "\\x1b...") == 0);
     return test_finish();
 }

@@ -82,7 +82,7 @@ static void check_prefill_render(void)
         params.now_seconds = 1795996800;
         char *out = NULL;
         size_t out_length = 0;
-        CHECK(chat_conversation_render(&model, &question, 1, &params, &out, &out_length, &err) == 0);
+        CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, &out_length, &err) == 0);
         const char *tail = "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|> <|end|>"
                            "<|start|>assistant<|channel|>final<|message|>";
         size_t tail_length = strlen(tail);

@@ -1,10 +1,15 @@
 /* Failure paths: syntax errors (with their line), runtime errors, Jinja2's
  * undefined semantics, raise_exception, and every limit a render has
  * (loop iterations, call depth, stack, output size, memory, expression and
- * block nesting, value nesting). Each must fail with one clear line; none
- * may crash or leak (the ASan build checks the latter). */
+ * block nesting, value nesting), the default bounds measured in peak memory.
+ * Each must fail with one clear line; none may crash or leak (the ASan
+ * build checks the latter). */
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "chat/chat_model.h"
 #include "chat_test_util.h"
 
 static void test_syntax_errors(void)
@@ -54,6 +59,10 @@ static void test_runtime_errors(void)
     EXPECT_ERROR("{{ range(100001)|length }}", NULL, "Range too big");
     EXPECT_ERROR("{{ {[1]: 2} }}", NULL, "unhashable type: 'list'");
     EXPECT_ERROR("{{ x|tojson }}", "{}", "Object of type Undefined is not JSON serializable");
+    /* A NUL in a context string is refused, not cut (as the string would be). */
+    EXPECT_ERROR("{{ s|length }}", "{\"s\": \"ab\\u0000cd\"}", "a string holds a NUL (\\u0000) at byte 9");
+    EXPECT_ERROR("{{ d|list }}", "{\"d\": {\"k\\u0000x\": 1}}", "NUL");
+    EXPECT_RENDER("{{ s }}", "{\"s\": \"ab\\\\u0000cd\"}", "ab\\u0000cd");
     EXPECT_ERROR("{{ namespace()|tojson }}", NULL, "Object of type Namespace is not JSON serializable");
     EXPECT_ERROR("{{ 9223372036854775807 + 1 }}", NULL, "integer overflow");
     EXPECT_ERROR("{{ ''.join([1]) }}", NULL, "sequence item 0: expected str instance, int found");
@@ -68,7 +77,12 @@ static void test_runtime_errors(void)
 static void test_raise_exception(void)
 {
     EXPECT_ERROR("{% if true %}\n{{ raise_exception('Bad ' ~ 'roles') }}{% endif %}", NULL, "line 2: Bad roles");
-    EXPECT_ERROR("{{ raise_exception('two\nlines') }}", NULL, "two lines");
+    EXPECT_ERROR("{{ raise_exception('two\nlines') }}", NULL, "line 1: two\\nlines");
+    /* A terminal never sees the template's control bytes, only their names. */
+    EXPECT_ERROR("{{ raise_exception('\\x1b[31mred\\x07 \\x1b]0;title\\x9c') }}", NULL,
+                 "line 1: \\x1b[31mred\\x07 \\x1b]0;title\\xc2\\x9c");
+    /* Nor those of a name the message quotes. */
+    EXPECT_ERROR("{{ d['\\x1b[2J'].x }}", "{\"d\": {}}", "'\\x1b[2J'");
 }
 
 /* Jinja2's default Undefined: printing and iterating work, using it fails. */
@@ -155,10 +169,111 @@ static void test_limits(void)
     /* Searching is linear; what is not (from the right) is charged as quadratic. */
     EXPECT_RENDER("{{ ('a' * 100000 ~ 'b') in ('a' * 200000) }}", NULL, "False");
     EXPECT_ERROR("{{ ('a' * 200000).rfind('a' * 100000 ~ 'b') }}", NULL, "work limit");
+    /* A width too big to print is refused, not shrunk. */
+    EXPECT_ERROR("{{ '%99999999999999999999999d' % 1 }}", NULL, "work limit");
+    EXPECT_ERROR("{{ '%*d' % (9223372036854775807, 1) }}", NULL, "work limit");
+    EXPECT_ERROR("{{ '{:>100000000}'.format(1) }}", NULL, "work limit");
     /* Quadratic growth runs out of the budget too, long before time does. */
     EXPECT_ERROR_WITH(&options,
                       "{% set ns = namespace(s='') %}{% for i in range(100000) %}{% set ns.s = ns.s ~ 'abcdefghij' %}{% endfor %}",
                       NULL, "work limit");
+}
+
+/* What a run in a child process reports: its message and how much its peak
+ * memory grew (the child's own, so that earlier tests do not hide it). */
+typedef struct {
+    long peak_growth_kib;
+    char message[BMOE_ERROR_MAX];
+} child_report;
+
+static long peak_kib(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss;
+}
+
+/* Renders source with the default options. */
+static void render_with_defaults(const char *source, child_report *report)
+{
+    char *out;
+    bmoe_error err = {0};
+    if (chat_test_render(source, NULL, NULL, &out, &err) == 0)
+        snprintf(report->message, sizeof report->message, "rendered %zu bytes", strlen(out));
+    else
+        snprintf(report->message, sizeof report->message, "%s", err.message);
+    free(out);
+}
+
+/* Decides the think control of a model whose template is source, as every
+ * model load does. */
+static void decide_think_control(const char *source, child_report *report)
+{
+    bmoe_error err = {0};
+    chat_template *template_ = chat_template_parse(source, strlen(source), &err);
+    chat_model model = {template_, source, strlen(source), "", "", true, false, false};
+    enum bmoe_think_control control = chat_think_control_decide(&model, 1795996800);
+    snprintf(report->message, sizeof report->message, "think control %d", (int)control);
+    chat_template_destroy(template_);
+}
+
+static child_report run_in_child(void (*run)(const char *, child_report *), const char *source)
+{
+    child_report report = {-1, "the child did not report"};
+    int pipe_ends[2];
+    if (pipe(pipe_ends) != 0)
+        return report;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipe_ends[0]);
+        child_report mine = {0, ""};
+        long before = peak_kib();
+        run(source, &mine);
+        mine.peak_growth_kib = peak_kib() - before;
+        ssize_t written = write(pipe_ends[1], &mine, sizeof mine);
+        _exit(written == (ssize_t)sizeof mine ? 0 : 1);
+    }
+    close(pipe_ends[1]);
+    if (pid > 0 && read(pipe_ends[0], &report, sizeof report) != (ssize_t)sizeof report)
+        report.peak_growth_kib = -1;
+    close(pipe_ends[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return report;
+}
+
+/* Small templates that cost seconds and most of a gigabyte under a budget of
+ * 1 GiB, or ran for seconds uncharged, now stop at the default budget of
+ * work (64 MiB), which also bounds the memory they reach. */
+static void test_default_bounds(void)
+{
+    static const char *const hostile[] = {
+        /* string doubling */
+        "{% set s = namespace(v='x') %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v }}",
+        /* a self-calling macro */
+        "{% macro f(n) %}{{ f(n - 1) ~ f(n - 1) if n > 0 else 'x' }}{% endmacro %}{{ f(40)|length }}",
+        /* one huge padding, one huge repetition */
+        "{{ ''|center(10**9)|length }}",
+        "{{ ('x' * 500000000)|length }}",
+        /* evaluation that allocates nothing: 4.8 million iterations of arithmetic */
+        ("{% for i in range(2000) %}{% for j in range(2400) %}{% if i * j + i - j * 2 > i and i * 3 < 5 or "
+         "j % 7 == 3 and (i + j + i + j + i + j) > 4 %}{% endif %}{% endfor %}{% endfor %}"),
+        /* hashing a long key again and again */
+        "{% set s = 'x' * 1000000 %}{% for i in range(3000) %}{{ {s: 1}|length }}{% endfor %}",
+    };
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        child_report report = run_in_child(render_with_defaults, hostile[i]);
+        CHECK_MSG(strstr(report.message, "exceeds its work limit of 67108864 bytes"), "template %zu: %s", i,
+                  report.message);
+        CHECK_MSG(report.peak_growth_kib >= 0 && report.peak_growth_kib < 192 * 1024,
+                  "template %zu: peak memory grew by %ld KiB", i, report.peak_growth_kib);
+    }
+    /* A model load decides its think control by rendering its template three
+     * times: a template like these costs it little. */
+    child_report report = run_in_child(decide_think_control, hostile[0]);
+    CHECK_MSG(strcmp(report.message, "think control 0") == 0, "%s", report.message);
+    CHECK_MSG(report.peak_growth_kib >= 0 && report.peak_growth_kib < 32 * 1024, "peak memory grew by %ld KiB",
+              report.peak_growth_kib);
 }
 
 static void test_nesting(void)
@@ -214,6 +329,7 @@ int main(void)
     test_raise_exception();
     test_undefined();
     test_limits();
+    test_default_bounds();
     test_nesting();
     return test_finish();
 }

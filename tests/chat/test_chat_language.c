@@ -62,6 +62,12 @@ static void test_operators(void)
     EXPECT_RENDER("{{ \"{} {:>5} {name}\".format(1, 'ab', name='n') }} {{ \"{0}{1}{0}\".format('a', 'b') }} {{ \"{:.3f} {:,} {:08.2f} {:^7} {!r}\".format(3.14159, 1234567, -3.5, 'mid', 'q') }}",
                   NULL,
                   "1    ab n aba 3.142 1,234,567 -0003.50   mid   'q'");
+    /* Widths and precisions are printed as written, however large, as Jinja2 prints them. */
+    EXPECT_RENDER("{{ ('%200000d' % 7)|length }} {{ ('%*s' % (-150000, 'x'))|length }} "
+                  "{{ ('%.*s' % (120000, 'y' * 200000))|length }} {{ ('%.150000s' % ('z' * 200000))|length }} "
+                  "{{ '{:>200001}'.format('x')|length }} {{ '{:.110000}'.format('w' * 200000)|length }} "
+                  "{{ ('%200000d' % 7)[-2:] }}{{ ('%-*s|' % (100001, 'x'))[-3:] }}",
+                  NULL, "200000 150000 120000 150000 200001 110000  7  |");
 }
 
 static void test_access(void)

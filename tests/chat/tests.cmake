@@ -4,9 +4,11 @@ bmoe_add_test(test_chat_renders
 bmoe_add_test(test_chat_language
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_language.c
   LIBS bmoe_chat)
+# The think-control decision it bounds calls chat_api.c, whose model calls
+# come from bmoe_engine (as for test_chat_api below).
 bmoe_add_test(test_chat_errors
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_errors.c
-  LIBS bmoe_chat)
+  LIBS bmoe_chat bmoe_engine m)
 bmoe_add_test(test_chat_values
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_values.c
   LIBS bmoe_chat Threads::Threads)

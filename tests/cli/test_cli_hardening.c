@@ -4,7 +4,8 @@
  * FIFOs never hang; output into a full disk is an error, in every job; a
  * model computing NaN is an error, not text or "PPL = nan"; flags that mean
  * nothing in the job are refused; numbers follow one rule; a context longer
- * than trained is one warning. */
+ * than trained is one warning; control bytes in a flag, a path or a
+ * template's message reach stderr escaped. */
 #include <math.h>
 #include <sys/stat.h>
 
@@ -219,6 +220,59 @@ static void test_flags(void)
     }
 }
 
+/* stderr is printable ASCII but for the newline that ends each line. */
+static bool printable(const cli_result *r)
+{
+    for (size_t i = 0; i < r->err_length; i++) {
+        unsigned char c = (unsigned char)r->err[i];
+        if (c != '\n' && (c < 0x20 || c >= 0x7f))
+            return false;
+    }
+    return true;
+}
+
+/* Escape sequences and bells given to the CLI come back as text: a flag's
+ * value, a path in a library error, a template's raise_exception. */
+static void test_control_bytes(void)
+{
+    char model[1200], template_path[1200], context_path[1200];
+    snprintf(model, sizeof model, "%s/\x1b]0;title\a.gguf", dir);
+    const char *flag[] = {"-m", stories, "--temp", "\x1b[31mred\a", NULL};
+    const char *unknown[] = {"-m", stories, "--\x1b[2J", NULL};
+    const char *path[] = {"-m", model, "-p", "x", NULL};
+    snprintf(template_path, sizeof template_path, "%s/raise.jinja", dir);
+    snprintf(context_path, sizeof context_path, "%s/raise.json", dir);
+    FILE *file = fopen(template_path, "w");
+    if (file) {
+        fputs("{{ raise_exception('bad \\x1b[31mrole\\x07 \\\\x07') }}", file);
+        fclose(file);
+    }
+    file = fopen(context_path, "w");
+    if (file) {
+        fputs("{}", file);
+        fclose(file);
+    }
+    const char *raise[] = {"--render-template", template_path, "--template-context", context_path, NULL};
+    struct {
+        const char *const *args;
+        const char *needle;
+    } cases[] = {
+        {flag, "'\\x1b[31mred\\x07' is not a finite number"},
+        {unknown, "--\\x1b[2J"},
+        {path, "\\x1b]0;title\\x07.gguf"},
+        /* a backslash the template wrote stays one backslash */
+        {raise, "bad \\x1b[31mrole\\x07 \\x07"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        CHECK(cli_run(cases[i].args, &r) == 0);
+        CHECK_MSG(r.exit_code == 1 || r.exit_code == 2, "case %zu: exit %d", i, r.exit_code);
+        CHECK_MSG(cli_one_line_error(&r) && printable(&r), "case %zu: raw bytes on stderr: %s", i, r.err);
+        CHECK_MSG(strstr(r.err, cases[i].needle), "case %zu: '%s' lacks '%s'", i, r.err, cases[i].needle);
+        cli_result_free(&r);
+    }
+}
+
 static void test_context_warning(void)
 {
     /* stories260K was trained for 128 positions */
@@ -259,6 +313,7 @@ int main(void)
     test_closed_streams();
     test_nan_model();
     test_flags();
+    test_control_bytes();
     test_context_warning();
     test_progress_bar();
     return test_finish();

@@ -58,8 +58,9 @@ static bool check_record(const cJSON *record, const char *templates, const char 
 
 static void check_errors(const char *templates, const char *dir)
 {
-    char context_path[1200], bad_json[1200], bad_template[1200];
+    char context_path[1200], bad_json[1200], bad_template[1200], nul_json[1200];
     snprintf(context_path, sizeof context_path, "%s/render-context.json", dir);
+    snprintf(nul_json, sizeof nul_json, "%s/render-nul.json", dir);
     snprintf(bad_json, sizeof bad_json, "%s/render-bad.json", dir);
     snprintf(bad_template, sizeof bad_template, "%s/render-bad.jinja", dir);
     FILE *f = fopen(context_path, "wb");
@@ -67,6 +68,10 @@ static void check_errors(const char *templates, const char *dir)
     fclose(f);
     f = fopen(bad_json, "wb");
     fputs("{\"messages\": [", f);
+    fclose(f);
+    /* cJSON would end the content at the NUL: refused rather than cut */
+    f = fopen(nul_json, "wb");
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\\u0000 there\"}]}", f);
     fclose(f);
     f = fopen(bad_template, "wb");
     fputs("{% for m in messages %}{{ m.content }", f);
@@ -79,6 +84,8 @@ static void check_errors(const char *templates, const char *dir)
         const char *says;
     } cases[] = {
         {{"--render-template", qwen, "--template-context", bad_json, NULL}, 1, "JSON"},
+        {{"--render-template", qwen, "--template-context", nul_json, NULL}, 1,
+         "a string holds a NUL (\\u0000) at byte 45"},
         {{"--render-template", bad_template, "--template-context", context_path, NULL}, 1, "line 1"},
         {{"--render-template", "/nonexistent.jinja", "--template-context", context_path, NULL}, 1, "nonexistent"},
         {{"--render-template", qwen, "--template-context", "/nonexistent.json", NULL}, 1, "nonexistent"},

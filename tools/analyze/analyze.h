@@ -16,7 +16,8 @@
 
 /* ---- errors (main.c) ---------------------------------------------------- */
 
-/* Prints "bmoe-analyze: MESSAGE" on stderr; views return -1 after it. */
+/* Prints "bmoe-analyze: MESSAGE" on stderr, escaped (text_escape_message);
+ * views return -1 after it. */
 void analyze_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- table.c: a CSV file as the contract writes it ----------------------- */
@@ -142,12 +143,12 @@ typedef struct {
     bool x_labels_by_caller; /* categories: no x ticks, the caller labels them */
 } svg_plot;
 
-/* -1 with a message when DIR exists and is not a directory: checked before
- * a view runs, so a bad --svg fails before any report is printed. */
+/* -1 with a message unless DIR is an existing directory: checked before a
+ * view runs, so a bad --svg fails before any report is printed. */
 int svg_check_dir(const char *dir);
-/* Opens DIR/NAME (DIR created if missing) for writing through a temporary
- * file beside it. Refuses a target that exists and was not written by this
- * tool. -1 with a message. */
+/* Opens DIR/NAME (DIR must exist) for writing through a temporary file
+ * beside it. Refuses a target that exists and was not written by this tool.
+ * -1 with a message. */
 int svg_begin(svg *s, const char *dir, const char *name, int width, int height, const char *title);
 /* Closes, checks every write, and publishes the file; on failure the
  * temporary is removed and the target left as it was. */
@@ -190,6 +191,10 @@ int view_route(const analyze_options *options);
 int view_io(const analyze_options *options);
 int view_compute(const analyze_options *options);
 int view_csv(const analyze_options *options);
+
+/* " VALUE" in WIDTH columns with DECIMALS; a figure without data (NaN: a
+ * rate over no time, a percentile of no reads) is "-". */
+void print_figure(double value, int width, int decimals);
 
 /* Keeps rows of PHASE given the phase column (-1 = absent: every row kept). */
 bool phase_keep(enum phase_filter phase, int64_t row_phase);

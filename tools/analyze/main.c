@@ -9,14 +9,22 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "base/text.h"
+
+/* One line on stderr: messages quote cells of the input and arguments, so
+ * the line is escaped as the engine escapes its own messages. */
+static void print_error(const char *suffix, const char *fmt, va_list list)
+{
+    char message[4096], escaped[4 * sizeof message];
+    vsnprintf(message, sizeof message, fmt, list);
+    fprintf(stderr, "bmoe-analyze: %s%s\n", text_escape_message(message, escaped, sizeof escaped), suffix);
+}
 
 void analyze_error(const char *fmt, ...)
 {
     va_list list;
     va_start(list, fmt);
-    fputs("bmoe-analyze: ", stderr);
-    vfprintf(stderr, fmt, list);
-    fputc('\n', stderr);
+    print_error("", fmt, list);
     va_end(list);
 }
 
@@ -30,6 +38,14 @@ bool phase_keep(enum phase_filter phase, int64_t row_phase)
 const char *phase_name(enum phase_filter phase)
 {
     return phase == PHASE_PREFILL ? "prefill" : phase == PHASE_ALL ? "all" : "decode";
+}
+
+void print_figure(double value, int width, int decimals)
+{
+    if (isnan(value))
+        printf(" %*s", width, "-");
+    else
+        printf(" %*.*f", width, decimals, value);
 }
 
 static void print_usage(FILE *out)
@@ -66,9 +82,7 @@ static int usage_error(const char *fmt, ...)
 {
     va_list list;
     va_start(list, fmt);
-    fputs("bmoe-analyze: ", stderr);
-    vfprintf(stderr, fmt, list);
-    fputs(" (bmoe-analyze --help)\n", stderr);
+    print_error(" (bmoe-analyze --help)", fmt, list);
     va_end(list);
     return 2;
 }

@@ -42,10 +42,16 @@ static bool written_by_us(const char *path)
     return strstr(head, SVG_MARKER) != NULL;
 }
 
+/* A directory that is not there is refused, not created: a mistyped path
+ * would otherwise leave a directory anywhere (at the root, say). */
 int svg_check_dir(const char *dir)
 {
     struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    if (stat(dir, &st) != 0) {
+        analyze_error("--svg %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
         analyze_error("--svg %s: not a directory", dir);
         return -1;
     }
@@ -55,16 +61,9 @@ int svg_check_dir(const char *dir)
 int svg_begin(svg *s, const char *dir, const char *name, int width, int height, const char *title)
 {
     memset(s, 0, sizeof *s);
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        if (errno != ENOENT || mkdir(dir, 0755) != 0) {
-            analyze_error("--svg %s: %s", dir, strerror(errno));
-            return -1;
-        }
-    } else if (!S_ISDIR(st.st_mode)) {
-        analyze_error("--svg %s: not a directory", dir);
+    if (svg_check_dir(dir) != 0)
         return -1;
-    }
+    struct stat st;
     s->path = join_path(dir, name);
     size_t length = strlen(dir) + strlen(name) + 40;
     s->temp_path = malloc(length);

@@ -10,17 +10,31 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze.h"
+#include "base/file.h"
 
+/* Regular files only, opened without blocking (file_open_regular): a FIFO
+ * would hang the read and a device such as /dev/zero would be read up to
+ * the size limit before being refused. */
 static int read_whole(const char *path, char **data_out, size_t *size_out)
 {
-    FILE *file = fopen(path, "rb");
-    if (!file) {
-        analyze_error("%s: %s", path, strerror(errno));
+    bmoe_error err = {0};
+    uint64_t file_size;
+    int fd = file_open_regular(path, &file_size, &err);
+    if (fd < 0) {
+        analyze_error("%s", err.message);
         return -1;
     }
-    size_t capacity = 1 << 16, size = 0;
+    if (file_size > TABLE_MAX_BYTES) {
+        analyze_error("%s: larger than %zu MiB, refused", path, TABLE_MAX_BYTES >> 20);
+        close(fd);
+        return -1;
+    }
+    /* The size read may differ from the size seen (a file still being
+     * written): read until the end, never past the limit. */
+    size_t capacity = (size_t)file_size + 1, size = 0;
     char *data = malloc(capacity + 1);
     int status = data ? 0 : -1;
     if (!data)
@@ -32,7 +46,7 @@ static int read_whole(const char *path, char **data_out, size_t *size_out)
                 status = -1;
                 break;
             }
-            capacity *= 2;
+            capacity = capacity * 2 < TABLE_MAX_BYTES ? capacity * 2 : TABLE_MAX_BYTES;
             char *grown = realloc(data, capacity + 1);
             if (!grown) {
                 analyze_error("%s: out of memory", path);
@@ -41,17 +55,18 @@ static int read_whole(const char *path, char **data_out, size_t *size_out)
             }
             data = grown;
         }
-        size_t got = fread(data + size, 1, capacity - size, file);
-        size += got;
-        if (got == 0) {
-            if (ferror(file)) {
-                analyze_error("%s: read error: %s", path, strerror(errno));
-                status = -1;
-            }
-            break;
+        ssize_t got = read(fd, data + size, capacity - size);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            analyze_error("%s: read error: %s", path, strerror(errno));
+            status = -1;
         }
+        if (got <= 0)
+            break;
+        size += (size_t)got;
     }
-    fclose(file);
+    close(fd);
     if (status != 0) {
         free(data);
         return -1;

@@ -114,14 +114,6 @@ static void spread_groups(token *tokens, const double *batch, size_t begin, size
     }
 }
 
-static void print_value(double value, int width, int decimals)
-{
-    if (isnan(value))
-        printf(" %*s", width, "-");
-    else
-        printf(" %*.*f", width, decimals, value);
-}
-
 static int print_phase_rates(const token *tokens, phase_range p, uint64_t seed, bool steps_known)
 {
     size_t n = p.end - p.begin;
@@ -157,12 +149,12 @@ static int print_phase_rates(const token *tokens, phase_range p, uint64_t seed, 
     int status = stats_bootstrap_rate(walls, n, 1000.0, BOOTSTRAP_RESAMPLES, seed, &low, &high);
     if (status == 0) {
         printf("  %-8s %6zu %-13s", p.name, n, range);
-        print_value((double)n * 1000.0 / sum, 8, 3);
-        print_value(low, 8, 3);
-        print_value(high, 8, 3);
-        print_value(stats_percentile(rates, n, 50), 8, 3);
-        print_value(stats_percentile(rates, n, 5), 8, 3);
-        print_value(stats_percentile(rates, n, 95), 8, 3);
+        print_figure((double)n * 1000.0 / sum, 8, 3);
+        print_figure(low, 8, 3);
+        print_figure(high, 8, 3);
+        print_figure(stats_percentile(rates, n, 50), 8, 3);
+        print_figure(stats_percentile(rates, n, 5), 8, 3);
+        print_figure(stats_percentile(rates, n, 95), 8, 3);
         printf("\n");
     } else {
         analyze_error("out of memory");
@@ -184,13 +176,13 @@ static void print_phase_split(const token *tokens, phase_range p)
     }
     static const int shown[] = {WALL, IO, COMPUTE, STALL, MGMT};
     for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++)
-        print_value(n ? sums[shown[k]] / (double)n : NAN, 10, 1);
+        print_figure(n ? sums[shown[k]] / (double)n : NAN, 10, 1);
     for (size_t k = 1; k < sizeof shown / sizeof shown[0]; k++)
-        print_value(n && sums[WALL] > 0 ? 100.0 * sums[shown[k]] / sums[WALL] : NAN, 8, 1);
-    print_value(n ? sums[READ] / (double)n / MIB : NAN, 9, 1);
-    print_value(n ? tokens[p.end - 1].v[HIT] : NAN, 7, 2);
-    print_value(n ? sums[FAULTS] / (double)n : NAN, 9, 1);
-    print_value(n && sums[WALL] > 0 ? sums[CPU] / sums[WALL] : NAN, 8, 2);
+        print_figure(n && sums[WALL] > 0 ? 100.0 * sums[shown[k]] / sums[WALL] : NAN, 8, 1);
+    print_figure(n ? sums[READ] / (double)n / MIB : NAN, 9, 1);
+    print_figure(n ? tokens[p.end - 1].v[HIT] : NAN, 7, 2);
+    print_figure(n ? sums[FAULTS] / (double)n : NAN, 9, 1);
+    print_figure(n && sums[WALL] > 0 ? sums[CPU] / sums[WALL] : NAN, 8, 2);
     printf("\n");
 }
 

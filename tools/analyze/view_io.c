@@ -171,18 +171,23 @@ int view_io(const analyze_options *options)
         if (!l->reads)
             continue;
         double rate = l->busy_ns > 0 ? l->bytes / MIB / (l->busy_ns * 1e-9) : NAN;
-        printf("  %6d %8llu %10.2f %10.2f %10.1f %8.2f\n", lane, (unsigned long long)l->reads,
-               l->bytes / MIB, l->busy_ns * 1e-6, rate, 100.0 * (double)l->bytes / (double)all.read);
+        printf("  %6d %8llu %10.2f %10.2f", lane, (unsigned long long)l->reads, l->bytes / MIB, l->busy_ns * 1e-6);
+        print_figure(rate, 10, 1);
+        printf(" %8.2f\n", 100.0 * (double)l->bytes / (double)all.read);
         busy_total += l->busy_ns;
         if (isfinite(rate))
             lane_rates += rate;
         active++;
     }
-    printf("  %6s %8zu %10.2f %10.2f %10.1f %8.2f\n", "all", all.n, all.read / MIB,
-           busy_total * 1e-6, busy_total > 0 ? all.read / MIB / (busy_total * 1e-9) : NAN, 100.0);
-    printf("  overall: %.1f MiB/s per busy lane; %d lanes reading at once would reach at most "
-           "%.1f MiB/s (the trace has no timestamps, so wall-clock throughput is not in it)\n",
-           busy_total > 0 ? all.read / MIB / (busy_total * 1e-9) : NAN, active, lane_rates);
+    double overall = busy_total > 0 ? all.read / MIB / (busy_total * 1e-9) : NAN;
+    printf("  %6s %8zu %10.2f %10.2f", "all", all.n, all.read / MIB, busy_total * 1e-6);
+    print_figure(overall, 10, 1);
+    printf(" %8.2f\n", 100.0);
+    printf("  overall:");
+    print_figure(overall, 0, 1);
+    printf(" MiB/s per busy lane; %d lanes reading at once would reach at most %.1f MiB/s (the trace has no "
+           "timestamps, so wall-clock throughput is not in it)\n",
+           active, lane_rates);
 
     printf("\nspeculative vs demand%s\n", c_spec < 0 ? " (no spec column: every read is demand)" : "");
     printf("  %-8s %8s %8s %10s %8s %10s\n", "class", "reads", "reads%", "MiB", "bytes%",
@@ -191,10 +196,10 @@ int view_io(const analyze_options *options)
     const char *names[] = {"demand", "spec"};
     for (int i = 0; i < 2; i++) {
         read_class *c = classes[i];
-        printf("  %-8s %8zu %8.2f %10.2f %8.2f %10.1f\n", names[i], c->n,
-               100.0 * (double)c->n / (double)all.n, c->read / MIB,
-               100.0 * (double)c->read / (double)(all.read ? all.read : 1),
-               c->n ? stats_percentile(c->latency_us, c->n, 50) : NAN);
+        printf("  %-8s %8zu %8.2f %10.2f %8.2f", names[i], c->n, 100.0 * (double)c->n / (double)all.n,
+               c->read / MIB, 100.0 * (double)c->read / (double)(all.read ? all.read : 1));
+        print_figure(stats_percentile(c->latency_us, c->n, 50), 10, 1);
+        printf("\n");
     }
     status = 0;
 done:

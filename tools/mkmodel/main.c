@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "mkmodel.h"
 #include "quant/quant.h"
 
@@ -62,10 +63,13 @@ static void print_usage(FILE *out)
             "  -h, --help             this text\n");
 }
 
+/* The argument echoed is escaped (text_escape_message): it came from the
+ * command line and may hold any byte. */
 static int usage_error(const char *fmt, const char *arg)
 {
+    char escaped[4096];
     fprintf(stderr, "bmoe-mkmodel: ");
-    fprintf(stderr, fmt, arg);
+    fprintf(stderr, fmt, text_escape_message(arg, escaped, sizeof escaped));
     fprintf(stderr, " (see --help)\n");
     return 2;
 }
@@ -221,8 +225,9 @@ int main(int argc, char **argv)
         if (u32) {
             uint64_t number;
             if (!parse_u64(value, UINT32_MAX, &number)) {
+                char escaped[4096];
                 fprintf(stderr, "bmoe-mkmodel: %s needs a non-negative integer, got '%s'\n", flag,
-                        value);
+                        text_escape_message(value, escaped, sizeof escaped));
                 return 2;
             }
             *(uint32_t *)((char *)&config + u32->offset) = (uint32_t)number;
