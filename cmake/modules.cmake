@@ -40,8 +40,14 @@ function(bmoe_library)
   endforeach()
 endfunction()
 
+# The programs of the tests labelled arm64: what scripts/test-arm64.sh builds
+# and runs under qemu-aarch64 (building every test there would take minutes).
+add_custom_target(bmoe_arm64_tests)
+
 # bmoe_add_test(NAME SOURCES ... LIBS ... [ARGS ...] [LABELS ...] [TIMEOUT s])
-# A test program from tests/; it knows where shared/ and the scratch folder are.
+# A test program from tests/; it knows where shared/ and the scratch folder are,
+# and, cross-built, how to run the programs it starts (BMOE_TEST_EMULATOR: the
+# emulator's command line, words separated by spaces).
 function(bmoe_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;ARGS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
@@ -50,6 +56,10 @@ function(bmoe_add_test name)
     BMOE_SHARED_DIR_DEFAULT="${BMOE_SHARED_DIR}"
     BMOE_TEST_TMPDIR_DEFAULT="${CMAKE_BINARY_DIR}/test-tmp"
     BMOE_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
+  if(CMAKE_CROSSCOMPILING_EMULATOR)
+    list(JOIN CMAKE_CROSSCOMPILING_EMULATOR " " emulator)
+    target_compile_definitions(${name} PRIVATE BMOE_TEST_EMULATOR="${emulator}")
+  endif()
   target_link_libraries(${name} PRIVATE ${ARG_LIBS})
   add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
   if(NOT ARG_LABELS)
@@ -59,4 +69,7 @@ function(bmoe_add_test name)
     set(ARG_TIMEOUT 300)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if("arm64" IN_LIST ARG_LABELS)
+    add_dependencies(bmoe_arm64_tests ${name})
+  endif()
 endfunction()

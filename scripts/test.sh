@@ -2,7 +2,8 @@
 # The whole test suite (what .ci/run runs): installs what is missing, then
 #  1. gcc Release build with -Werror and every ctest test;
 #  2. clang build with AddressSanitizer + UBSan (-Werror) and the unit tests;
-#  3. the kernels cross-built for aarch64 and their tests under qemu-aarch64;
+#  3. the engine and the CLI cross-built for aarch64, under qemu-aarch64: the
+#     kernels' tests and the oracle models end to end (scripts/test-arm64.sh);
 #  4. the GGUF reader fuzz target over a generated malformed-file corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -81,11 +81,25 @@ static void context_observe_read(void *user, const io_job *job)
     context->io_callback(context->io_user, &event);
 }
 
-/* The run state asks this between layers. */
+/* The run state asks this between layers. A mapping that faulted reads
+ * zeros from there on: the layers left are not worth computing. */
 static bool context_abort_requested(void *user)
 {
     bmoe_context *context = user;
-    return context->abort_callback && context->abort_callback(context->abort_user);
+    return gguf_mapping_faulted(context->model->file) ||
+           (context->abort_callback && context->abort_callback(context->abort_user));
+}
+
+/* Seconds between two checks of the model's files within evaluations. */
+#define ENGINE_FILE_CHECK_SECONDS 0.1
+
+int engine_check_files(bmoe_context *context, bool always, bmoe_error *err)
+{
+    double now = engine_now_seconds();
+    if (!always && now - context->files_checked_at < ENGINE_FILE_CHECK_SECONDS)
+        return 0;
+    context->files_checked_at = now;
+    return gguf_check_files(context->model->file, err);
 }
 
 bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *params, bmoe_error *error)
@@ -311,6 +325,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
             return engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         }
     }
+    if (engine_check_files(context, false, &err) != 0)
+        return engine_report(&err, BMOE_ERR_IO, error);
     bmoe_stats cost;
     memset(&cost, 0, sizeof cost);
     expert_store_counters store_before, store_after;
@@ -367,9 +383,15 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     add_store_delta(&cost, &store_before, &store_after);
     if (stats)
         *stats = cost;
+    bool non_finite = status == 0 && logits && logits_non_finite(logits, all_logits ? n_tokens : 1, n_vocab);
+    /* a failure, NaN or a read past the end from a file that changed under
+     * the evaluation is that change, whatever it looked like */
+    if ((status != 0 || non_finite || gguf_mapping_faulted(context->model->file)) &&
+        engine_check_files(context, true, &err) != 0)
+        return engine_report(&err, BMOE_ERR_IO, error);
     if (status != 0)
         return engine_report(&err, BMOE_ERR_BAD_MODEL, error);
-    if (logits && logits_non_finite(logits, all_logits ? n_tokens : 1, n_vocab)) {
+    if (non_finite) {
         error_set_status(&err, BMOE_ERR_NUMERIC,
                          "eval: the model computed non-finite logits (NaN or Inf in its weights or activations)");
         return engine_report(&err, BMOE_ERR_NUMERIC, error);

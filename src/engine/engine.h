@@ -46,6 +46,7 @@ struct bmoe_context {
     bmoe_io_callback io_callback;
     void *io_user;
     double last_eval_end;  /* monotonic seconds; 0 before the first evaluation */
+    double files_checked_at; /* monotonic seconds of the last engine_check_files */
     bool generating;       /* a bmoe_generation is open on this context */
     /* > 0: the recurrent state was cleared and must be rebuilt by replaying
      * tokens[0..replay_to) before the next evaluation (context.c) */
@@ -60,6 +61,13 @@ struct bmoe_context {
  * fit: an error (-1) when they exceed what is free, a warning when they
  * leave less than the floor. Resident models: nothing to do. */
 int engine_reserve_context(bmoe_model *model, run_state *state, bmoe_error *err);
+
+/* Checks that the model's files are still the ones loaded (gguf_check_files):
+ * always, or (always false) when this context last checked them 0.1 s ago or
+ * more, so that a file changed under a run is noticed within a fraction of a
+ * second without a system call per token. Returns 0, or -1 with an I/O error
+ * naming the file. */
+int engine_check_files(bmoe_context *context, bool always, bmoe_error *err);
 
 /* Sends one formatted line to the model's log callback, if any. */
 void engine_log(const bmoe_model *model, enum bmoe_log_level level, const char *fmt, ...)

@@ -134,8 +134,8 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
         engine_report(&err, BMOE_ERR_CONTEXT_FULL, error);
         return NULL;
     }
-    /* a streamed model's files must still be the ones loaded */
-    if (expert_store_check_files(m->experts, &err) != 0) {
+    /* the model's files must still be the ones loaded */
+    if (engine_check_files(context, true, &err) != 0) {
         engine_report(&err, BMOE_ERR_IO, error);
         return NULL;
     }

@@ -530,8 +530,13 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
      * weights are in engine memory or left to the policy */
     if (p.prefault && !p.stream.enabled && model_prefault(result, layers, &err) != 0)
         goto fail;
+    if (gguf_check_files(result->file, &err) != 0)
+        goto fail;
     return result;
 fail:
+    /* a load that failed on a file changing under it says so */
+    if (result->file)
+        gguf_check_files(result->file, &err);
     engine_report(&err, BMOE_ERR_BAD_MODEL, error);
     bmoe_model_free(result);
     return NULL;

@@ -98,6 +98,17 @@ bool gguf_tensor_is_expert(const gguf_tensor *tensor);
  * mapping get it back with read_ahead true. */
 void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, uint64_t end, bool read_ahead);
 
+/* Whether a read of a mapping went past its file's end since the open (the
+ * file was cut short while mapped; such reads give zeros). One atomic load
+ * per shard: cheap enough to ask between layers. */
+bool gguf_mapping_faulted(const gguf_model *model);
+
+/* Checks that every mapped file is still the one opened: at its path (not
+ * gone, not replaced by another file), of the size it had, and not written
+ * since (modification and status-change times; a mapping that faulted).
+ * Returns 0, or -1 with an I/O error naming the file. One stat per shard. */
+int gguf_check_files(const gguf_model *model, bmoe_error *err);
+
 /* The mapping of a shard (NULL for none). */
 const uint8_t *gguf_shard_data(const gguf_model *model, uint32_t shard);
 

@@ -5,6 +5,8 @@
 #ifndef BMOE_GGUF_INTERNAL_H
 #define BMOE_GGUF_INTERNAL_H
 
+#include <sys/stat.h>
+
 #include "gguf.h"
 
 /* Hostile files could nest arrays until the stack runs out; real files never
@@ -18,6 +20,8 @@ typedef struct gguf_shard {
     const uint8_t *base;    /* mapping (or caller's buffer) */
     uint64_t size;
     bool mapped;            /* base is our mmap and must be unmapped */
+    int guard;              /* the mapping's guard (base/mapping_guard.h), -1 for none */
+    struct stat opened;     /* the file as mapped: what gguf_check_files compares */
 
     uint32_t version;
     uint32_t alignment;

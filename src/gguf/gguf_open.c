@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../base/mapping_guard.h"
 #include "../base/pages.h"
 #include "../base/text.h"
 
@@ -23,6 +24,7 @@ void gguf_shard_release(gguf_shard *shard)
     free(shard->kvs);
     free(shard->tensors);
     free(shard->strings);
+    mapping_guard_remove(shard->guard);
     if (shard->mapped)
         munmap((void *)shard->base, shard->size);
     if (shard->fd >= 0)
@@ -30,6 +32,7 @@ void gguf_shard_release(gguf_shard *shard)
     free(shard->path);
     memset(shard, 0, sizeof *shard);
     shard->fd = -1;
+    shard->guard = -1;
 }
 
 /* Opens, maps and parses one file. On failure the shard is released. */
@@ -37,6 +40,7 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
 {
     memset(shard, 0, sizeof *shard);
     shard->fd = -1;
+    shard->guard = -1;
     shard->path = strdup(path);
     if (!shard->path)
         return error_set(err, "%s: out of memory", path);
@@ -69,6 +73,15 @@ static int shard_open(gguf_shard *shard, const char *path, bmoe_error *err)
     }
     shard->base = map;
     shard->mapped = true;
+    /* the file as mapped; a size that changed between the open and here
+     * shows at the first check */
+    if (fstat(shard->fd, &shard->opened) != 0) {
+        error_set_status(err, BMOE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        gguf_shard_release(shard);
+        return -1;
+    }
+    shard->opened.st_size = (off_t)shard->size;
+    shard->guard = mapping_guard_add(map, shard->size, shard->fd);
     /* No read-around on faults: parsing the header touches a few pages, and
      * with the device's read-ahead (often megabytes) each fault would pull in
      * tensor bytes nobody asked for (a streamed model's experts among them).
@@ -369,6 +382,7 @@ static gguf_model *model_create(gguf_shard *first, bool allow_split, bmoe_error 
         for (uint32_t s = 1; s < count; s++) {
             memset(&grown[s], 0, sizeof grown[s]);
             grown[s].fd = -1;
+            grown[s].guard = -1;
         }
         if (open_other_shards(model, count, err) != 0 || check_split_tensor_count(model, err) != 0) {
             model_free(model);
@@ -395,6 +409,7 @@ gguf_model *gguf_open_memory(const void *data, size_t size, const char *name, bm
     gguf_shard first;
     memset(&first, 0, sizeof first);
     first.fd = -1;
+    first.guard = -1;
     first.path = strdup(name ? name : "(memory)");
     if (!first.path) {
         error_set(err, "out of memory");
@@ -516,4 +531,41 @@ void gguf_advise_range(const gguf_model *model, uint32_t shard, uint64_t begin, 
     uint64_t first = begin / page_size * page_size;
     if (first < end)
         madvise((void *)(s->base + first), (size_t)(end - first), read_ahead ? MADV_NORMAL : MADV_RANDOM);
+}
+
+bool gguf_mapping_faulted(const gguf_model *model)
+{
+    for (uint32_t i = 0; i < model->shard_count; i++)
+        if (mapping_guard_faulted(model->shards[i].guard))
+            return true;
+    return false;
+}
+
+static bool same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int gguf_check_files(const gguf_model *model, bmoe_error *err)
+{
+    for (uint32_t i = 0; i < model->shard_count; i++) {
+        const gguf_shard *shard = &model->shards[i];
+        if (!shard->mapped)
+            continue;
+        const struct stat *opened = &shard->opened;
+        struct stat now;
+        if (stat(shard->path, &now) != 0)
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file is gone", shard->path);
+        if (now.st_dev != opened->st_dev || now.st_ino != opened->st_ino)
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file was replaced while loaded", shard->path);
+        if (now.st_size != opened->st_size)
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file is %lld bytes now, %lld when loaded",
+                                    shard->path, (long long)now.st_size, (long long)opened->st_size);
+        /* the status-change time too: a copy that keeps the old
+         * modification time still moves it */
+        if (!same_time(now.st_mtim, opened->st_mtim) || !same_time(now.st_ctim, opened->st_ctim) ||
+            mapping_guard_faulted(shard->guard))
+            return error_set_status(err, BMOE_ERR_IO, "%s: the model file was modified while loaded", shard->path);
+    }
+    return 0;
 }

@@ -268,6 +268,13 @@ void thread_pool_run(thread_pool *pool, thread_pool_task_fn task, void *context)
         } else if (t >= deadline) {
             pthread_mutex_lock(&pool->mutex);
             atomic_store(&pool->caller_sleeping, 1);
+            /* The store must be seen before remaining is read (the
+             * handshake above). Sequentially consistent atomics promise
+             * that, but qemu-user on an x86 host lets an aarch64 release
+             * store pass a later acquire load (the arm64 tests hung here
+             * once in a while); a full fence holds under emulation too and
+             * costs nothing next to going to sleep. */
+            atomic_thread_fence(memory_order_seq_cst);
             while (atomic_load(&pool->remaining) != 0)
                 pthread_cond_wait(&pool->job_finished, &pool->mutex);
             atomic_store(&pool->caller_sleeping, 0);

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "../base/pages.h"
@@ -48,11 +47,6 @@ struct expert_store {
 
     /* streaming */
     io_lanes *lanes;
-    uint32_t n_files;
-    const char **paths;        /* the strings are the caller's, the array is the store's */
-    uint64_t *sizes;
-    dev_t *devices;
-    ino_t *inodes;
     uint8_t *memory;
     size_t memory_bytes;
     size_t region_offset[EXPERT_MAX_PROJECTIONS];
@@ -121,10 +115,6 @@ void expert_store_destroy(expert_store *store)
     if (store->policy && store->policy_state)
         store->policy->destroy(store->policy_state);
     free(store->layers);
-    free((void *)store->paths);
-    free(store->sizes);
-    free(store->devices);
-    free(store->inodes);
     free(store->slots);
     free((void *)store->state);
     free(store->entry_slot);
@@ -203,28 +193,6 @@ static int staging_slots(const expert_store *store)
     if (staging < STORE_STAGING_MIN)
         staging = STORE_STAGING_MIN;
     return staging < store->n_expert ? staging : store->n_expert;
-}
-
-static int record_files(expert_store *store, const char *const *paths, const uint64_t *sizes, uint32_t n_files,
-                        bmoe_error *err)
-{
-    store->n_files = n_files;
-    store->paths = malloc(n_files * sizeof *store->paths);
-    store->sizes = malloc(n_files * sizeof *store->sizes);
-    store->devices = malloc(n_files * sizeof *store->devices);
-    store->inodes = malloc(n_files * sizeof *store->inodes);
-    if (!store->paths || !store->sizes || !store->devices || !store->inodes)
-        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory");
-    for (uint32_t i = 0; i < n_files; i++) {
-        store->paths[i] = paths[i];
-        struct stat st;
-        if (stat(paths[i], &st) != 0)
-            return error_set_status(err, BMOE_ERR_IO, "%s: cannot stat for streaming", paths[i]);
-        store->sizes[i] = sizes[i];
-        store->devices[i] = st.st_dev;
-        store->inodes[i] = st.st_ino;
-    }
-    return 0;
 }
 
 expert_store *expert_store_create(const expert_store_config *config, const expert_layer_source *layers, int n_layer,
@@ -306,7 +274,7 @@ expert_store *expert_store_create(const expert_store_config *config, const exper
     } else {
         store->n_slots = staging_slots(store);
     }
-    if (record_files(store, paths, sizes, n_files, err) != 0 || create_slots(store, err) != 0) {
+    if (create_slots(store, err) != 0) {
         expert_store_destroy(store);
         return NULL;
     }
@@ -863,20 +831,4 @@ uint64_t expert_store_cycle_bytes(const expert_store *store, int n_expert_used)
     for (int il = 0; il < store->n_layer; il++)
         bytes += entry_bytes(&store->layers[il]);
     return bytes * (uint64_t)(n_expert_used > 0 ? n_expert_used : 0);
-}
-
-int expert_store_check_files(const expert_store *store, bmoe_error *err)
-{
-    for (uint32_t i = 0; store->config.streaming && i < store->n_files; i++) {
-        struct stat st;
-        if (stat(store->paths[i], &st) != 0)
-            return error_set_status(err, BMOE_ERR_IO, "%s: the model file is gone", store->paths[i]);
-        if (st.st_dev != store->devices[i] || st.st_ino != store->inodes[i])
-            return error_set_status(err, BMOE_ERR_IO, "%s: the model file was replaced while loaded", store->paths[i]);
-        if ((uint64_t)st.st_size != store->sizes[i])
-            return error_set_status(err, BMOE_ERR_IO,
-                                    "%s: the model file is %" PRIu64 " bytes now, %" PRIu64 " when loaded",
-                                    store->paths[i], (uint64_t)st.st_size, store->sizes[i]);
-    }
-    return 0;
 }

@@ -148,8 +148,4 @@ uint64_t expert_store_resident_bytes(const expert_store *store);
 bool expert_store_direct(const expert_store *store);
 uint64_t expert_store_cycle_bytes(const expert_store *store, int n_expert_used);
 
-/* Checks that the model's files are still the ones opened (same inode, same
- * size): a file truncated or replaced while the model is loaded. 0 or -1. */
-int expert_store_check_files(const expert_store *store, bmoe_error *err);
-
 #endif

@@ -77,7 +77,7 @@ static inline int cli_spawn(const char *const *argv, cli_result *result)
     posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
-    int spawned = posix_spawn(&pid, argv[0], &actions, NULL, (char *const *)argv, environ);
+    int spawned = posix_spawnp(&pid, argv[0], &actions, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) {
         fprintf(stderr, "cannot start %s (build the bmoe-cli target)\n", argv[0]);
@@ -107,13 +107,19 @@ static inline int cli_spawn(const char *const *argv, cli_result *result)
 
 /* Runs bmoe-cli with the NULL-terminated arguments (without argv[0]).
  * Returns 0 when the child ran (whatever its status), -1 when it could not
- * be started. */
+ * be started. Cross-built, the binary runs under the emulator the tests run
+ * under: an emulated process that starts another runs it natively. */
 static inline int cli_run(const char *const *args, cli_result *result)
 {
     char binary[1024];
     snprintf(binary, sizeof binary, "%s/bmoe-cli", BMOE_BIN_DIR);
     const char *argv[64];
     int argc = 0;
+#ifdef BMOE_TEST_EMULATOR
+    char emulator[] = BMOE_TEST_EMULATOR;
+    for (char *word = strtok(emulator, " "); word && argc < 16; word = strtok(NULL, " "))
+        argv[argc++] = word;
+#endif
     argv[argc++] = binary;
     for (int i = 0; args[i] && argc < 63; i++)
         argv[argc++] = args[i];

@@ -2,8 +2,10 @@
  * --logits-out) against the oracle's llama.cpp logits: the chat case of
  * qwen3moe-tiny-f32, gptoss-tiny-f32, lfm2moe-tiny-f32, qwen35moe-tiny-f32 and gemma4-tiny-f32
  * with an f32 KV cache, every row within the README's F32 tolerance (max
- * |d| <= 1e-3; 1e-2 for gemma4). This checks the CLI's file
- * layout and forcing order end to end; the math is the engine's. */
+ * |d| <= 1e-3; 1e-2 for gemma4), resident and streamed with overlap (a
+ * cache smaller than the experts). This checks the CLI's file layout and
+ * forcing order end to end; the math is the engine's. The arm64 stage runs
+ * it under qemu-aarch64. */
 #include <cjson/cJSON.h>
 #include <math.h>
 
@@ -29,7 +31,7 @@ static bool join_ids(const cJSON *array, char *buffer, size_t size, int *count)
     return true;
 }
 
-static void check_case(const char *model_name, const char *case_name, float tolerance)
+static void check_case(const char *model_name, const char *case_name, float tolerance, bool streamed)
 {
     char model_path[1024], json_path[1024], logits_path[1024], relative[512];
     snprintf(relative, sizeof relative, "oracle/models/%s.gguf", model_name);
@@ -62,8 +64,10 @@ static void check_case(const char *model_name, const char *case_name, float tole
 
     char out_path[1200];
     snprintf(out_path, sizeof out_path, "%s/cli-logits-%s.%s.f32", test_tmp_dir(), model_name, case_name);
+    /* resident: the list ends where the streaming flags begin */
     const char *args[] = {"-m", model_path, "--kv-type", "f32", "-t", "2", "--prompt-ids", prompt_ids,
-                          "--force-ids", force_ids, "--logits-out", out_path, NULL};
+                          "--force-ids", force_ids, "--logits-out", out_path,
+                          streamed ? "--moe-stream" : NULL, "--cache-mb", "2", "--overlap", NULL};
     cli_result result;
     CHECK(cli_run(args, &result) == 0);
     CHECK_MSG(result.exit_code == 0, "%s: exit %d, signal %d: %s", model_name, result.exit_code,
@@ -95,7 +99,8 @@ static void check_case(const char *model_name, const char *case_name, float tole
         }
         CHECK_MSG(bad_rows == 0, "%s.%s: %d of %zu rows beyond %g (worst %g)", model_name, case_name,
                   bad_rows, rows, (double)tolerance, (double)worst);
-        printf("%s.%s: %zu rows, max |d| %g\n", model_name, case_name, rows, (double)worst);
+        printf("%s.%s%s: %zu rows, max |d| %g\n", model_name, case_name, streamed ? " (streamed)" : "", rows,
+               (double)worst);
     }
     free(oracle);
     free(got);
@@ -104,11 +109,13 @@ static void check_case(const char *model_name, const char *case_name, float tole
 
 int main(void)
 {
-    check_case("qwen3moe-tiny-f32", "chat", 1e-3f);
-    check_case("gptoss-tiny-f32", "chat", 1e-3f);
-    check_case("lfm2moe-tiny-f32", "chat", 1e-3f);
-    check_case("qwen35moe-tiny-f32", "chat", 1e-3f);
-    /* gemma4: the README's F32 tolerance for its f16-table GELU */
-    check_case("gemma4-tiny-f32", "chat", 1e-2f);
+    for (int streamed = 0; streamed <= 1; streamed++) {
+        check_case("qwen3moe-tiny-f32", "chat", 1e-3f, streamed);
+        check_case("gptoss-tiny-f32", "chat", 1e-3f, streamed);
+        check_case("lfm2moe-tiny-f32", "chat", 1e-3f, streamed);
+        check_case("qwen35moe-tiny-f32", "chat", 1e-3f, streamed);
+        /* gemma4: the README's F32 tolerance for its f16-table GELU */
+        check_case("gemma4-tiny-f32", "chat", 1e-2f, streamed);
+    }
     return test_finish();
 }

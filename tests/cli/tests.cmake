@@ -8,11 +8,14 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity hardening replay render chat reference)
+foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
     set(cli_libs PkgConfig::CJSON m)
+  endif()
+  if(cli_test STREQUAL "logits")
+    set(cli_labels unit arm64) # the whole CLI on the oracle models, under qemu-aarch64 too
   elseif(cli_test STREQUAL "hardening")
     set(cli_libs bmoe_gguf m)
   elseif(cli_test STREQUAL "perplexity")
@@ -27,6 +30,7 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
 endforeach()
-# The --chat test generates its models.
+# The --chat and model-change tests generate their models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
 add_dependencies(test_cli_reference bmoe-mkmodel)
+add_dependencies(test_cli_model_changes bmoe-mkmodel)

@@ -1,6 +1,6 @@
 bmoe_add_test(test_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_kernels.c
-              LIBS bmoe_kernels bmoe_quant bmoe_base m)
+              LIBS bmoe_kernels bmoe_quant bmoe_base m LABELS unit arm64)
 bmoe_add_test(test_elementwise SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_elementwise.c
-              LIBS bmoe_kernels bmoe_quant bmoe_base m)
+              LIBS bmoe_kernels bmoe_quant bmoe_base m LABELS unit arm64)
 bmoe_add_test(test_attend SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_attend.c
-              LIBS bmoe_kernels bmoe_quant bmoe_base m)
+              LIBS bmoe_kernels bmoe_quant bmoe_base m LABELS unit arm64)

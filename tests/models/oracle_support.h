@@ -66,8 +66,6 @@ static inline int oracle_case_load(oracle_case *c, const char *model_name, const
     return 0;
 }
 
-/* Loads the oracle's model; NULL, recorded as a failed check with
- * the library's message, if it does not load. */
 /* The path of oracle/models/<model>.gguf in the shared folder. */
 static inline const char *oracle_model_path(char *path, size_t size, const char *model_name)
 {
@@ -76,14 +74,21 @@ static inline const char *oracle_model_path(char *path, size_t size, const char 
     return test_shared_path(path, size, relative);
 }
 
-static inline bmoe_model *oracle_model_load(const char *model_name)
+/* Loads the oracle's model (params NULL: the defaults); NULL, recorded as a
+ * failed check with the library's message, if it does not load. */
+static inline bmoe_model *oracle_model_load_with(const char *model_name, const bmoe_model_params *params)
 {
     char path[1024];
     bmoe_error error = {0};
     oracle_model_path(path, sizeof path, model_name);
-    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    bmoe_model *model = bmoe_model_load(path, params, &error);
     CHECK_MSG(model != NULL, "load %s: %s", path, error.message);
     return model;
+}
+
+static inline bmoe_model *oracle_model_load(const char *model_name)
+{
+    return oracle_model_load_with(model_name, NULL);
 }
 
 static inline void oracle_case_free(oracle_case *c)

@@ -1,11 +1,16 @@
-# Oracle logits: one program, one ctest entry per tiny model (both cases each).
+# Oracle logits: one program, one ctest entry per tiny model (both cases each),
+# resident and streamed with overlap; the arm64 stage runs them all.
 bmoe_add_test(test_oracle SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_oracle.c
-  LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen3moe-tiny-f32 LABELS unit oracle)
+  LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen3moe-tiny-f32 LABELS unit oracle arm64)
+add_test(NAME test_oracle_qwen3moe-tiny-f32_streamed COMMAND test_oracle qwen3moe-tiny-f32 streamed)
+set_tests_properties(test_oracle_qwen3moe-tiny-f32_streamed PROPERTIES LABELS "unit;oracle;arm64" TIMEOUT 300)
 foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gptoss-tiny-mxfp4
     lfm2moe-tiny-f32 lfm2moe-tiny-q4_k_m gemma4-tiny-f32 gemma4-tiny-q4_k_m qwen35moe-tiny-f32
     qwen35moe-tiny-q4_k_m)
   add_test(NAME test_oracle_${oracle_model} COMMAND test_oracle ${oracle_model})
-  set_tests_properties(test_oracle_${oracle_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
+  add_test(NAME test_oracle_${oracle_model}_streamed COMMAND test_oracle ${oracle_model} streamed)
+  set_tests_properties(test_oracle_${oracle_model} test_oracle_${oracle_model}_streamed
+    PROPERTIES LABELS "unit;oracle;arm64" TIMEOUT 300)
 endforeach()
 bmoe_add_test(test_batch_invariance SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance.c
   LIBS bmoe_engine PkgConfig::CJSON m)

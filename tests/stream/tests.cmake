@@ -20,3 +20,6 @@ set_tests_properties(test_mapping_pages_huge PROPERTIES LABELS unit TIMEOUT 120 
 bmoe_add_test(test_stream_contexts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_contexts.c LIBS bmoe_engine m
   Threads::Threads TIMEOUT 600)
 add_dependencies(test_stream_contexts bmoe-mkmodel)
+bmoe_add_test(test_mapping_changes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mapping_changes.c LIBS bmoe_engine m
+  TIMEOUT 300)
+add_dependencies(test_mapping_changes bmoe-mkmodel)
