@@ -15,7 +15,7 @@ py=/usr/bin/python3
 export OMP_WAIT_POLICY=PASSIVE
 [ -f "$out/vocab.json" ] || $py "$here/prepare.py" --out "$out" --vocab 4096
 $py "$here/check_exact.py" --out "$out"
-$py "$here/train.py" --out "$out" --seed 37 --steps 320 --max-minutes 38
+$py "$here/train.py" --out "$out" --seed 37 --steps 320
 mkdir -p "$root/models"
 for type in q8_0 q4_k_m; do
   "$root/build/bin/bmoe-mkmodel" --quantize "$out/model-f32.gguf" --type $type \

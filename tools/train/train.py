@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--balance", type=float, default=0.01, help="load-balancing loss weight")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop early (0: never); the csv says where")
+    ap.add_argument("--stop-at", type=int, default=0, help="stop after this step (0: at --steps)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--eval-chunks", type=int, default=8)
     ap.add_argument("--ckpt-every", type=int, default=10)
@@ -104,7 +105,7 @@ def main():
           flush=True)
     n = c.n_ctx + 1
     started = time.time() - elapsed
-    while step < args.steps:
+    while step < (args.stop_at or args.steps):
         if args.max_minutes and time.time() - started > args.max_minutes * 60:
             print("time limit reached at step %d" % step, flush=True)
             break
@@ -124,7 +125,7 @@ def main():
         opt.step()
         step += 1
         held = ""
-        if step % args.eval_every == 0 or step == args.steps:
+        if step % args.eval_every == 0 or step == (args.stop_at or args.steps):
             model.eval()
             held = "%.4f" % held_out_loss(model, ids["heldout"], c.n_ctx, args.eval_chunks)
         seconds = time.time() - started
