@@ -5,7 +5,7 @@
  * routing is skewed: generating with a 2 MiB cache (1.2 MiB resident of its
  * 6.6 MiB of experts) hits far more than the resident share, which is about
  * what a random model of the same shape hits (LRU 18.7 %, freq 30.2 %,
- * measured), and the frequency policy beats LRU on it (51.8 % vs 66.6 %
+ * measured), and the frequency policy beats LRU on it (53.1 % vs 72.6 %
  * when recorded); the previous token's experts prefetched are sometimes used.
  * The recorded values come from
  *   bmoe-cli -m models/qwen3moe-shakespeare-TYPE.gguf --ppl models/heldout.txt -c 512 --chunks 16 -t 2
