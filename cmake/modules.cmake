@@ -55,7 +55,8 @@ function(bmoe_add_test name)
   target_compile_definitions(${name} PRIVATE
     BMOE_SHARED_DIR_DEFAULT="${BMOE_SHARED_DIR}"
     BMOE_TEST_TMPDIR_DEFAULT="${CMAKE_BINARY_DIR}/test-tmp"
-    BMOE_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
+    BMOE_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
+    BMOE_MODELS_DIR="${CMAKE_SOURCE_DIR}/models")
   if(CMAKE_CROSSCOMPILING_EMULATOR)
     list(JOIN CMAKE_CROSSCOMPILING_EMULATOR " " emulator)
     target_compile_definitions(${name} PRIVATE BMOE_TEST_EMULATOR="${emulator}")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The main job: sets up and builds, writes a small random-weight qwen3moe
-# model with bmoe-mkmodel, prints its --info and generates from it (random
-# weights: gibberish text, real math); then, when ../shared is there, tells a
-# story with the real trained stories260K model it ships.
+# The main job: sets up and builds, then generates from the trained qwen3moe
+# in models/ (tools/train: 32 experts, top-4, trained here on Shakespeare and
+# wikitext) with its experts streamed from disk through a 2 MiB cache, less
+# than its experts take, so the run reads and evicts experts every token; the
+# last lines are the run's own end-of-run report. Then, when ../shared is
+# there, a story from the dense stories260K model it ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-mkdir -p build/models
-model=build/models/demo-qwen3moe-q4_k_m.gguf
-build/bin/bmoe-mkmodel --shape tiny-qwen3moe --type q4_k_m --seed 1 -o "$model"
+model=models/qwen3moe-shakespeare-q4_k_m.gguf
 build/bin/bmoe-cli --info "$model" | tail -n 12
-build/bin/bmoe-cli -m "$model" -p "Hello, bmoe" -n 32 --ignore-eos
+build/bin/bmoe-cli -m "$model" -p "ROMEO:" -n 96 -c 512 --moe-stream --cache-mb 2
 echo
 shared=${BMOE_SHARED_DIR:-../shared}
 stories=$shared/data/models/stories260K/stories260K.gguf

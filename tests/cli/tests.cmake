@@ -8,7 +8,7 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes)
+foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")

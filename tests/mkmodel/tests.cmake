@@ -1,6 +1,6 @@
 # bmoe-mkmodel: the tests run build/bin/bmoe-mkmodel as a child process and
 # read what it wrote with the GGUF reader, so building a test builds the tool.
-foreach(mkmodel_test files split cli targets hybrid)
+foreach(mkmodel_test files split cli targets hybrid quantize)
   bmoe_add_test(test_mkmodel_${mkmodel_test}
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mkmodel_${mkmodel_test}.c
     LIBS bmoe_gguf bmoe_quant bmoe_base m

@@ -1,6 +1,7 @@
 /* Streaming changes where the bytes come from, never the math: on generated
  * qwen3moe and gpt-oss models (several shapes and weight types, one split in
- * three shards) and the oracle's lfm2moe, gemma4 and qwen35moe models
+ * three shards), the trained qwen3moe in models/ (real, skewed routing) and
+ * the oracle's lfm2moe, gemma4 and qwen35moe models
  * (dense layers beside the MoE ones, fused experts, recurrent state) the
  * logits of a prefill and of greedy decode steps, and the tokens, are
  * byte-identical between the resident run and every streamed
@@ -16,6 +17,7 @@ typedef struct model_case {
     const char *name;
     const char *mkmodel_args; /* NULL: the oracle model of that name */
     const char *file; /* the path to load (the first shard when split) */
+    bool repo;        /* models/NAME.gguf of this repository */
 } model_case;
 
 typedef struct stream_config {
@@ -65,6 +67,8 @@ static void check_model(const model_case *m, const char *dir)
         snprintf(path, sizeof path, "%s/%s.gguf", dir, m->name);
         if (!stream_make_model(path, m->mkmodel_args))
             return;
+    } else if (m->repo) {
+        snprintf(path, sizeof path, "%s/%s.gguf", BMOE_MODELS_DIR, m->name);
     } else {
         char relative[256];
         snprintf(relative, sizeof relative, "oracle/models/%s.gguf", m->name);
@@ -206,13 +210,14 @@ int main(void)
     char dir[1100];
     stream_test_dir(dir, sizeof dir, "stream-identity");
     const model_case models[] = {
-        {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 3", NULL},
-        {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL},
-        {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --fill blocks --seed 5", NULL},
-        {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split"},
-        {"lfm2moe-tiny-q4_k_m", NULL, NULL},
-        {"gemma4-tiny-q4_k_m", NULL, NULL},
-        {"qwen35moe-tiny-q4_k_m", NULL, NULL},
+        {"qwen3moe-q4km", "--shape tiny-qwen3moe --experts 32 --expert-ff 512 --type q4_k_m --fill blocks --seed 3", NULL, false},
+        {"qwen3moe-f32", "--shape tiny-qwen3moe --embd 128 --experts 16 --expert-ff 128 --type f32 --seed 4", NULL, false},
+        {"gptoss-mxfp4", "--shape tiny-gpt-oss --experts 32 --type mxfp4_moe --fill blocks --seed 5", NULL, false},
+        {"qwen3moe-q8-split", "--shape tiny-qwen3moe --experts 24 --type q8_0 --split 3 --seed 6", "split", false},
+        {"lfm2moe-tiny-q4_k_m", NULL, NULL, false},
+        {"gemma4-tiny-q4_k_m", NULL, NULL, false},
+        {"qwen35moe-tiny-q4_k_m", NULL, NULL, false},
+        {"qwen3moe-shakespeare-q4_k_m", NULL, NULL, true},
     };
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         check_model(&models[i], dir);

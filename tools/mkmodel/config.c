@@ -342,6 +342,46 @@ static uint32_t choose_type(const mkmodel_config *config, enum role role, uint32
     return type;
 }
 
+/* The role of a tensor named as this generator names them, for --quantize. */
+static enum role role_of(const char *name, uint32_t n_dims, bool tied_output)
+{
+    const char *base = name;
+    if (strncmp(name, "blk.", 4) == 0 && (base = strchr(name + 4, '.')) != NULL)
+        base++;
+    else
+        base = name;
+    if (n_dims < 2 || strstr(base, ".bias") || strstr(base, "conv"))
+        return ROLE_VECTOR;
+    if (strcmp(base, "ffn_gate_inp.weight") == 0)
+        return ROLE_ROUTER;
+    /* a tied embedding is also the output head: it gets the head's type */
+    if (strcmp(base, "token_embd.weight") == 0)
+        return tied_output ? ROLE_OUTPUT : ROLE_EMBED;
+    if (strcmp(base, "per_layer_token_embd.weight") == 0)
+        return ROLE_EMBED;
+    if (strcmp(base, "output.weight") == 0)
+        return ROLE_OUTPUT;
+    if (strcmp(base, "attn_v.weight") == 0)
+        return ROLE_ATTN_V;
+    if (strcmp(base, "ffn_down_exps.weight") == 0)
+        return ROLE_EXPERT_DOWN;
+    if (strstr(base, "_exps.weight"))
+        return ROLE_EXPERT;
+    if (strcmp(base, "ffn_down.weight") == 0 || strcmp(base, "ffn_down_shexp.weight") == 0 ||
+        strcmp(base, "ssm_out.weight") == 0)
+        return ROLE_FFN_DOWN;
+    return ROLE_MATRIX;
+}
+
+uint32_t mkmodel_type_for_tensor(const mkmodel_config *config, const char *name, uint32_t n_dims, int64_t ne0,
+                                 bool tied_output)
+{
+    uint32_t layer = 0;
+    if (strncmp(name, "blk.", 4) == 0)
+        layer = (uint32_t)strtoul(name + 4, NULL, 10);
+    return choose_type(config, role_of(name, n_dims, tied_output), layer, ne0);
+}
+
 static int add_tensor(mkmodel_model *model, uint32_t capacity, enum role role, uint32_t layer,
                       const char *name, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
                       enum mkmodel_noise noise, float offset, float scale, bmoe_error *err)
@@ -604,7 +644,7 @@ static mkmodel_kv *new_kv(mkmodel_model *model, const char *prefix, const char *
     return kv;
 }
 
-static uint32_t file_type_of(const mkmodel_config *config)
+uint32_t mkmodel_file_type(const mkmodel_config *config)
 {
     if (config->recipe == MKMODEL_RECIPE_Q4_K_M)
         return 15;
@@ -661,7 +701,7 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
 
     KV_STRING(NULL, "general.architecture", a);
     KV_STRING(NULL, "general.name", c->name);
-    KV(NULL, "general.file_type", GGUF_TYPE_UINT32, u32, file_type_of(c));
+    KV(NULL, "general.file_type", GGUF_TYPE_UINT32, u32, mkmodel_file_type(c));
     KV(NULL, "general.quantization_version", GGUF_TYPE_UINT32, u32, 2);
 
     KV_U32("block_count", c->n_layer);

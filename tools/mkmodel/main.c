@@ -23,6 +23,9 @@ static void print_usage(FILE *out)
             "  -o, --output FILE      output file; with --split N the shards are\n"
             "                         FILE-0000i-of-0000N.gguf (a trailing .gguf is dropped)\n"
             "  --plan                 print the tensor table and sizes, write nothing\n"
+            "  --quantize FILE        instead of random weights, rewrite the GGUF FILE (F32 or\n"
+            "                         any decodable type, e.g. a trained model) in --type with\n"
+            "                         the same per-tensor recipe; metadata copied\n"
             "  --shape NAME           start from a preset (flags after it override):\n");
     mkmodel_list_presets(out);
     fprintf(out,
@@ -152,7 +155,8 @@ static bool takes_value(const char *flag)
 {
     static const char *const others[] = {"-o",     "--output", "--shape", "--arch",
                                          "--type", "--expert-type", "--fill", "--seed",
-                                         "--rope-base", "--eps", "--yarn-factor", "--name"};
+                                         "--rope-base", "--eps", "--yarn-factor", "--name",
+                                         "--quantize"};
     if (find_u32_flag(flag))
         return true;
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
@@ -163,7 +167,7 @@ static bool takes_value(const char *flag)
 
 int main(int argc, char **argv)
 {
-    const char *output = NULL, *shape = NULL, *arch = NULL;
+    const char *output = NULL, *shape = NULL, *arch = NULL, *quantize = NULL;
     bool plan = false, quiet = false;
     bmoe_error err;
     error_clear(&err);
@@ -233,6 +237,8 @@ int main(int argc, char **argv)
             *(uint32_t *)((char *)&config + u32->offset) = (uint32_t)number;
         } else if (strcmp(flag, "-o") == 0 || strcmp(flag, "--output") == 0) {
             output = value;
+        } else if (strcmp(flag, "--quantize") == 0) {
+            quantize = value;
         } else if (strcmp(flag, "--seed") == 0) {
             if (!parse_u64(value, UINT64_MAX, &config.seed))
                 return usage_error("--seed needs a non-negative integer, got '%s'", value);
@@ -274,6 +280,15 @@ int main(int argc, char **argv)
     }
     if (!output && !plan)
         return usage_error("%s", "no output file: give -o FILE or --plan");
+    if (quantize) {
+        if (plan)
+            return usage_error("%s", "--quantize writes a file: --plan does not apply");
+        if (mkmodel_quantize(quantize, output, &config, quiet, &err) != 0) {
+            fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
+            return 1;
+        }
+        return 0;
+    }
     if (mkmodel_validate(&config, &err) != 0) {
         fprintf(stderr, "bmoe-mkmodel: %s\n", err.message);
         return 2;

@@ -145,6 +145,12 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
                        bmoe_error *err);
 /* Checks the shape for consistency (one line naming the offending flag). */
 int mkmodel_validate(const mkmodel_config *config, bmoe_error *err);
+/* The type the config's --type gives a tensor of this name (its role read
+ * from the name; tied_output: token_embd is also the output head). */
+uint32_t mkmodel_type_for_tensor(const mkmodel_config *config, const char *name, uint32_t n_dims, int64_t ne0,
+                                 bool tied_output);
+/* general.file_type of the config's --type (llama.cpp's LLAMA_FTYPE numbers). */
+uint32_t mkmodel_file_type(const mkmodel_config *config);
 /* Builds the tensor table, vocabulary and metadata of a model. */
 int mkmodel_build(mkmodel_model *model, const mkmodel_config *config, bmoe_error *err);
 void mkmodel_free(mkmodel_model *model);
@@ -197,6 +203,12 @@ void mkmodel_filler_destroy(mkmodel_filler *filler);
 /* ---- write.c ---- */
 /* Writes every shard; removes what it wrote on failure. */
 int mkmodel_write(const mkmodel_model *model, const char *output, bool quiet, bmoe_error *err);
+
+/* ---- quantize.c ---- */
+/* --quantize: rewrites the GGUF at input (F32 or any decodable type) into
+ * output with config's --type recipe, the metadata copied (file_type set). */
+int mkmodel_quantize(const char *input, const char *output, const mkmodel_config *config, bool quiet,
+                     bmoe_error *err);
 
 /* ---- templates.c ---- */
 extern const char mkmodel_template_qwen3[];
