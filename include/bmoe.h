@@ -476,6 +476,15 @@ BMOE_API int bmoe_output_write(bmoe_output *output, const void *bytes, size_t le
 BMOE_API int bmoe_output_commit(bmoe_output *output, bmoe_error *error);
 /* Frees output without publishing it (NULL is ignored). */
 BMOE_API void bmoe_output_discard(bmoe_output *output);
+/* Whether two paths name one file, whatever the names (symbolic links,
+ * hard links, "./", ".."): an existing file by its device and inode, a
+ * file not created yet by its name in the same folder. Two outputs that
+ * name one file would replace each other. */
+BMOE_API bool bmoe_same_file(const char *path, const char *other);
+/* Whether path names a file of the model at model_path: that file or, for
+ * a split model, any of its shards (the files bmoe_model_load opens), by
+ * bmoe_same_file. An output there would replace the model with itself. */
+BMOE_API bool bmoe_is_model_file(const char *path, const char *model_path);
 
 /* Reads a whole regular file (never blocks on a FIFO; refuses devices and
  * folders) of at most max_bytes into a new NUL-terminated buffer the caller

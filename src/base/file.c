@@ -68,6 +68,34 @@ int file_open_regular(const char *path, uint64_t *size, bmoe_error *err)
     return fd;
 }
 
+/* The folder part of path ("." for a bare name, "/" for a name in the
+ * root), as a new string; NULL when out of memory. */
+static char *folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
+bool file_same(const char *path, const char *other)
+{
+    if (strcmp(path, other) == 0) /* even where nothing can be looked up (a missing folder) */
+        return true;
+    struct stat a, b;
+    bool a_exists = stat(path, &a) == 0, b_exists = stat(other, &b) == 0;
+    if (a_exists || b_exists)
+        return a_exists && b_exists && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    /* neither exists yet: two writers would still create one file */
+    const char *a_slash = strrchr(path, '/'), *b_slash = strrchr(other, '/');
+    if (strcmp(a_slash ? a_slash + 1 : path, b_slash ? b_slash + 1 : other) != 0)
+        return false;
+    char *a_folder = folder_of(path), *b_folder = folder_of(other);
+    bool same = a_folder && b_folder && stat(a_folder, &a) == 0 && stat(b_folder, &b) == 0 &&
+                a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    free(a_folder);
+    free(b_folder);
+    return same;
+}
+
 /* The file a replacement of path writes over: path itself, or the file a
  * symbolic link at path leads to. NULL with err when path exists but is not
  * (a link to) a regular file we may write. */
@@ -152,8 +180,7 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
 /* Syncs the folder holding path, so that the rename survives a crash. */
 static int sync_directory_of(const char *path, bmoe_error *err)
 {
-    const char *slash = strrchr(path, '/');
-    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *directory = folder_of(path);
     if (!directory)
         return error_set(err, "%s: out of memory", path);
     int status = 0;

@@ -10,6 +10,7 @@
 #ifndef BMOE_BASE_FILE_H
 #define BMOE_BASE_FILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +18,11 @@
 
 /* "a FIFO", "a directory", ... for a st_mode, for messages. */
 const char *file_kind_name(mode_t mode);
+
+/* Whether two paths name one file, whatever the names (symbolic and hard
+ * links, "./", ".."): an existing file by its device and inode, a file not
+ * created yet by its name in the same folder. */
+bool file_same(const char *path, const char *other);
 
 /* Opens path read-only (close-on-exec): open non-blocking, fstat, refuse
  * anything but a regular file, then clear the non-blocking flag. Returns the

@@ -27,5 +27,6 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat)
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
 endforeach()
-# The --chat test generates its models.
+# The --chat and hardening tests generate models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
+add_dependencies(test_cli_hardening bmoe-mkmodel)
