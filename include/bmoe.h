@@ -466,7 +466,9 @@ BMOE_API void bmoe_generation_free(bmoe_generation *generation);
  * path, which commit syncs and renames over path; a failed or discarded
  * output removes only that temporary, never path. A path that exists and is
  * not a regular file (a device, a FIFO, a folder) is refused at open; a
- * symbolic link is written through (the file it leads to is replaced). */
+ * symbolic link is written through (the file it leads to is replaced). A
+ * replaced file keeps its permission bits (not set-user-ID, set-group-ID or
+ * sticky); a new one gets what the umask leaves of 0666. */
 typedef struct bmoe_output bmoe_output;
 BMOE_API bmoe_output *bmoe_output_open(const char *path, bmoe_error *error);
 /* Returns 0 or a negative bmoe_status (a full disk: BMOE_ERR_IO, with the reason). */

@@ -5,8 +5,9 @@
  * failed write leaves the old file as it was, and the only file ever removed
  * is that temporary. Targets that are not regular files (devices, FIFOs,
  * directories) are refused before anything is written; a symbolic link is
- * written through (the file it points to is replaced, the link stays).
- * Every failed system call is reported with its reason. */
+ * written through (the file it points to is replaced, the link stays), and
+ * a replaced file keeps its permission bits. Every failed system call is
+ * reported with its reason. */
 #ifndef BMOE_BASE_FILE_H
 #define BMOE_BASE_FILE_H
 

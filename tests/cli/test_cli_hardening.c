@@ -2,10 +2,11 @@
  * asserting the clean outcome: a failed write never removes or damages the
  * path the user named (a symbolic link, a device) and leaves no temporary;
  * an output onto the model (by any name, any shard) or onto another output
- * is refused up front; FIFOs never hang; output into a full disk is an
- * error, in every job; a model computing NaN is an error, not text or
- * "PPL = nan"; flags that mean nothing in the job are refused; numbers
- * follow one rule; a context longer than trained is one warning. */
+ * is refused up front; a replaced output keeps its permission bits; FIFOs
+ * never hang; output into a full disk is an error, in every job; a model
+ * computing NaN is an error, not text or "PPL = nan"; flags that mean
+ * nothing in the job are refused; numbers follow one rule; a context longer
+ * than trained is one warning. */
 #include <math.h>
 #include <sys/stat.h>
 
@@ -216,6 +217,41 @@ static void test_model_as_output(void)
     unlink(model);
 }
 
+/* Outputs written over existing files keep their permission bits: a 0600
+ * --csv stays 0600; through a symbolic link the file it leads to keeps its
+ * mode and the link stays a link (--logits-out). */
+static void test_kept_mode(void)
+{
+    char csv[1200], logits[1200], soft[1200];
+    snprintf(csv, sizeof csv, "%s/private.csv", dir);
+    snprintf(logits, sizeof logits, "%s/private.f32", dir);
+    snprintf(soft, sizeof soft, "%s/private.link", dir);
+    const char *files[] = {csv, logits};
+    for (int i = 0; i < 2; i++) {
+        FILE *file = fopen(files[i], "w");
+        CHECK(file && fclose(file) == 0);
+        CHECK(chmod(files[i], i == 0 ? 0600 : 0640) == 0);
+    }
+    unlink(soft);
+    CHECK(symlink(logits, soft) == 0);
+    const char *generate[] = {"-m", stories, "-p", "Once", "-n", "2", "--csv", csv, NULL};
+    const char *teacher[] = {"-m", stories, "--prompt-ids", "1,403", "--logits-out", soft, NULL};
+    cli_result r;
+    CHECK(cli_run(generate, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    CHECK(cli_run(teacher, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    struct stat st;
+    CHECK_MSG(stat(csv, &st) == 0 && st.st_size > 0 && (st.st_mode & 07777) == 0600, "--csv came back %04o",
+              (unsigned)(st.st_mode & 07777));
+    CHECK(lstat(soft, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK_MSG(stat(logits, &st) == 0 && st.st_size == 2 * 512 * 4 && (st.st_mode & 07777) == 0640,
+              "--logits-out through a link came back %04o", (unsigned)(st.st_mode & 07777));
+    unlink(soft);
+    unlink(logits);
+    unlink(csv);
+}
+
 static void test_fifos(void)
 {
     char fifo[1200], script[4096];
@@ -386,6 +422,7 @@ int main(void)
     mkdir(dir, 0755);
     test_outputs();
     test_model_as_output();
+    test_kept_mode();
     test_fifos();
     test_full_disk();
     test_closed_streams();
