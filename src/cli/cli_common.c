@@ -18,6 +18,10 @@
 
 int cli_fail(const char *fmt, ...)
 {
+    /* after a stop signal, the failures that follow (an aborted evaluation,
+     * an interrupted write) are its echo: the exit names the signal */
+    if (cli_stop_requested(NULL))
+        return 1;
     va_list args;
     va_start(args, fmt);
     fputs("bmoe-cli: ", stderr);
@@ -112,6 +116,7 @@ bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx
     if (options->n_threads > 0)
         params.n_threads = options->n_threads;
     params.kv_type = options->kv_type;
+    params.abort_callback = cli_stop_requested;
     return params;
 }
 

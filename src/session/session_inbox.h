@@ -2,7 +2,8 @@
  * or running at a time (a second generate or decide is refused, so what the
  * client sends never queues up), the cancel flag the context's abort
  * callback reads, and the close request (a close line or EOF: the session
- * ends once the request in flight is answered). */
+ * ends once the request in flight is answered; a stop: it is cancelled
+ * first). */
 #ifndef BMOE_SESSION_INBOX_H
 #define BMOE_SESSION_INBOX_H
 
@@ -20,6 +21,7 @@ typedef struct session_inbox {
     bool busy;            /* a request accepted and not answered yet */
     int64_t busy_id;
     bool closing;
+    bool stopped;         /* the application stopped the session: it ends as failed */
     atomic_bool cancel;
 } session_inbox;
 
@@ -32,6 +34,10 @@ int session_inbox_offer(session_inbox *inbox, session_request *request, int64_t 
 /* Sets the cancel flag when a request is in flight; false when none is. */
 bool session_inbox_cancel(session_inbox *inbox);
 void session_inbox_close(session_inbox *inbox);
+/* Ends the session at once: cancels the request in flight, drops one not
+ * taken yet and closes the inbox; session_inbox_stopped says so after. */
+void session_inbox_stop(session_inbox *inbox);
+bool session_inbox_stopped(session_inbox *inbox);
 /* Waits for the next request: true with it moved into *request, false when
  * the session is closing. */
 bool session_inbox_take(session_inbox *inbox, session_request *request);
