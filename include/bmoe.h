@@ -484,7 +484,9 @@ BMOE_API void bmoe_generation_free(bmoe_generation *generation);
  * path, which commit syncs and renames over path; a failed or discarded
  * output removes only that temporary, never path. A path that exists and is
  * not a regular file (a device, a FIFO, a folder) is refused at open; a
- * symbolic link is written through (the file it leads to is replaced). */
+ * symbolic link is written through (the file it leads to is replaced). A
+ * replaced file keeps its permission bits (not set-user-ID, set-group-ID or
+ * sticky); a new one gets what the umask leaves of 0666. */
 typedef struct bmoe_output bmoe_output;
 BMOE_API bmoe_output *bmoe_output_open(const char *path, bmoe_error *error);
 /* Returns 0 or a negative bmoe_status (a full disk: BMOE_ERR_IO, with the reason). */
@@ -494,6 +496,15 @@ BMOE_API int bmoe_output_write(bmoe_output *output, const void *bytes, size_t le
 BMOE_API int bmoe_output_commit(bmoe_output *output, bmoe_error *error);
 /* Frees output without publishing it (NULL is ignored). */
 BMOE_API void bmoe_output_discard(bmoe_output *output);
+/* Whether two paths name one file, whatever the names (symbolic links,
+ * hard links, "./", ".."): an existing file by its device and inode, a
+ * file not created yet by its name in the same folder. Two outputs that
+ * name one file would replace each other. */
+BMOE_API bool bmoe_same_file(const char *path, const char *other);
+/* Whether path names a file of the model at model_path: that file or, for
+ * a split model, any of its shards (the files bmoe_model_load opens), by
+ * bmoe_same_file. An output there would replace the model with itself. */
+BMOE_API bool bmoe_is_model_file(const char *path, const char *model_path);
 
 /* Reads a whole regular file (never blocks on a FIFO; refuses devices and
  * folders) of at most max_bytes into a new NUL-terminated buffer the caller

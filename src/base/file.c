@@ -15,6 +15,12 @@
  * from another process writing the same target at the same moment. */
 #define FILE_TEMPORARY_ATTEMPTS 100
 
+/* The bits a replaced file keeps: read, write and execute for its owner,
+ * group and others. Not set-user-ID, set-group-ID or sticky: the new file
+ * is the writer's, and another user's set-user-ID bit would make the
+ * writer's bytes run as that user. */
+#define FILE_KEPT_MODE_BITS (S_IRWXU | S_IRWXG | S_IRWXO)
+
 const char *file_kind_name(mode_t mode)
 {
     if (S_ISREG(mode))
@@ -68,11 +74,41 @@ int file_open_regular(const char *path, uint64_t *size, bmoe_error *err)
     return fd;
 }
 
-/* The file a replacement of path writes over: path itself, or the file a
- * symbolic link at path leads to. NULL with err when path exists but is not
- * (a link to) a regular file we may write. */
-static char *replacement_target(const char *path, bmoe_error *err)
+/* The folder part of path ("." for a bare name, "/" for a name in the
+ * root), as a new string; NULL when out of memory. */
+static char *folder_of(const char *path)
 {
+    const char *slash = strrchr(path, '/');
+    return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
+bool file_same(const char *path, const char *other)
+{
+    if (strcmp(path, other) == 0) /* even where nothing can be looked up (a missing folder) */
+        return true;
+    struct stat a, b;
+    bool a_exists = stat(path, &a) == 0, b_exists = stat(other, &b) == 0;
+    if (a_exists || b_exists)
+        return a_exists && b_exists && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    /* neither exists yet: two writers would still create one file */
+    const char *a_slash = strrchr(path, '/'), *b_slash = strrchr(other, '/');
+    if (strcmp(a_slash ? a_slash + 1 : path, b_slash ? b_slash + 1 : other) != 0)
+        return false;
+    char *a_folder = folder_of(path), *b_folder = folder_of(other);
+    bool same = a_folder && b_folder && stat(a_folder, &a) == 0 && stat(b_folder, &b) == 0 &&
+                a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    free(a_folder);
+    free(b_folder);
+    return same;
+}
+
+/* The file a replacement of path writes over: path itself, or the file a
+ * symbolic link at path leads to, with its type and permission bits in
+ * *mode (0 when there is no file yet). NULL with err when path exists but
+ * is not (a link to) a regular file we may write. */
+static char *replacement_target(const char *path, mode_t *mode, bmoe_error *err)
+{
+    *mode = 0;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT) {
@@ -113,7 +149,23 @@ static char *replacement_target(const char *path, bmoe_error *err)
         free(target);
         return NULL;
     }
+    *mode = S_IFREG | (st.st_mode & FILE_KEPT_MODE_BITS);
     return target;
+}
+
+/* Gives the temporary the replaced file's permission bits exactly (the
+ * umask may have taken some away at creation). A file system that cannot
+ * hold them fails the output rather than change who may use the file. */
+static int keep_mode(file_replacement *r, const char *path, mode_t mode, bmoe_error *err)
+{
+    mode &= FILE_KEPT_MODE_BITS;
+    struct stat st;
+    if (fstat(r->fd, &st) != 0)
+        return error_set(err, "%s: cannot stat the temporary file %s: %s", path, r->temporary, strerror(errno));
+    if ((st.st_mode & FILE_KEPT_MODE_BITS) != mode && fchmod(r->fd, mode) != 0)
+        return error_set(err, "%s: cannot give the temporary file %s the mode %04o: %s", path, r->temporary,
+                         (unsigned)mode, strerror(errno));
+    return 0;
 }
 
 int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *err)
@@ -122,7 +174,8 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
     r->fd = -1;
     if (!*path)
         return error_set(err, "no file name given");
-    r->target = replacement_target(path, err);
+    mode_t mode;
+    r->target = replacement_target(path, &mode, err);
     if (!r->target)
         return -1;
     size_t size = strlen(r->target) + 64;
@@ -136,9 +189,17 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
     for (int attempt = 0; attempt < FILE_TEMPORARY_ATTEMPTS; attempt++) {
         snprintf(r->temporary, size, "%s.tmp-%ld-%ld", r->target, (long)getpid(),
                  (long)(now.tv_nsec / 1000) + attempt);
-        r->fd = open(r->temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-        if (r->fd >= 0)
+        /* created with no more permission than the file it replaces: no
+         * other user may open it in the moment before keep_mode */
+        r->fd = open(r->temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                     mode != 0 ? mode & FILE_KEPT_MODE_BITS : 0666);
+        if (r->fd >= 0) {
+            if (mode != 0 && keep_mode(r, path, mode, err) != 0) {
+                file_replacement_release(r);
+                return -1;
+            }
             return 0;
+        }
         if (errno != EEXIST)
             break;
     }
@@ -152,8 +213,7 @@ int file_replacement_begin(file_replacement *r, const char *path, bmoe_error *er
 /* Syncs the folder holding path, so that the rename survives a crash. */
 static int sync_directory_of(const char *path, bmoe_error *err)
 {
-    const char *slash = strrchr(path, '/');
-    char *directory = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *directory = folder_of(path);
     if (!directory)
         return error_set(err, "%s: out of memory", path);
     int status = 0;

@@ -5,11 +5,13 @@
  * failed write leaves the old file as it was, and the only file ever removed
  * is that temporary. Targets that are not regular files (devices, FIFOs,
  * directories) are refused before anything is written; a symbolic link is
- * written through (the file it points to is replaced, the link stays).
- * Every failed system call is reported with its reason. */
+ * written through (the file it points to is replaced, the link stays), and
+ * a replaced file keeps its permission bits. Every failed system call is
+ * reported with its reason. */
 #ifndef BMOE_BASE_FILE_H
 #define BMOE_BASE_FILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +19,11 @@
 
 /* "a FIFO", "a directory", ... for a st_mode, for messages. */
 const char *file_kind_name(mode_t mode);
+
+/* Whether two paths name one file, whatever the names (symbolic and hard
+ * links, "./", ".."): an existing file by its device and inode, a file not
+ * created yet by its name in the same folder. */
+bool file_same(const char *path, const char *other);
 
 /* Opens path read-only (close-on-exec): open non-blocking, fstat, refuse
  * anything but a regular file, then clear the non-blocking flag. Returns the

@@ -133,6 +133,20 @@ void cli_replay_free(cli_replay *replay);
 /* The bmoe_route_override for a loaded replay. */
 bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
 
+/* Signals (cli_signals.c): SIGINT, SIGTERM and SIGHUP stop the run through
+ * its error path (outputs discarded), SIGPIPE and SIGXFSZ make writes fail.
+ * Installed before a job that loads a model. */
+void cli_signals_install(void);
+/* The contexts' abort callback: true once a stop signal came. */
+bool cli_stop_requested(void *user);
+/* The read end of a pipe that a stop signal writes a byte to (for the
+ * session's reader); -1 when no pipe could be made (the stop signals then
+ * kill as they would without bmoe-cli's handlers). */
+int cli_stop_descriptor(void);
+/* The exit: after a stop signal, one line saying so and the process ends
+ * by that signal; otherwise status. */
+int cli_signals_exit(int status);
+
 /* Writes bytes to stream and flushes it (text appears as it is generated).
  * Returns 0, or prints why it failed (a full disk, a closed pipe) and returns
  * -1. */

@@ -728,6 +728,36 @@ static int cli_apply_environment(cli_options *options, const bool *given)
     return 0;
 }
 
+/* An output replaces its file at the end of the run: on the model, it would
+ * destroy what the run reads (a split model's every shard counts); on
+ * another output, one would replace the other. Compared as files, whatever
+ * names the paths use (links, "./"). Returns 0 or -1 (message printed). */
+static int cli_check_outputs(const cli_options *options, const char *const given_as[F_COUNT])
+{
+    const flag_id outputs[] = {F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS,
+                               F_LOGITS_OUT};
+    const char *paths[] = {options->csv_path, options->route_trace_path, options->io_trace_path,
+                           options->compute_trace_path, options->compute_trace_layers_path, options->logits_out};
+    size_t count = sizeof outputs / sizeof outputs[0];
+    for (size_t a = 0; a < count; a++) {
+        if (!paths[a])
+            continue;
+        if (options->model_path && bmoe_is_model_file(paths[a], options->model_path)) {
+            cli_fail("%s %s is a file of the model %s; refusing to overwrite it", given_as[outputs[a]], paths[a],
+                     options->model_path);
+            return -1;
+        }
+        for (size_t b = a + 1; b < count; b++) {
+            if (paths[b] && bmoe_same_file(paths[a], paths[b])) {
+                cli_fail("%s %s and %s %s name the same file", given_as[outputs[a]], paths[a],
+                         given_as[outputs[b]], paths[b]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int cli_parse_args(int argc, char **argv, cli_options *options)
 {
     memset(options, 0, sizeof *options);
@@ -884,18 +914,8 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         cli_fail("--no-think needs --chat (a raw prompt has no reasoning to turn off)");
         return cli_refuse(options, 1);
     }
-    /* two telemetry files at one path would replace each other */
-    const flag_id outputs[] = {F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS};
-    const char *paths[] = {options->csv_path, options->route_trace_path, options->io_trace_path,
-                           options->compute_trace_path, options->compute_trace_layers_path};
-    for (size_t a = 0; a < sizeof outputs / sizeof outputs[0]; a++) {
-        for (size_t b = a + 1; b < sizeof outputs / sizeof outputs[0]; b++) {
-            if (paths[a] && paths[b] && strcmp(paths[a], paths[b]) == 0) {
-                cli_fail("%s and %s name the same file (%s)", given_as[outputs[a]], given_as[outputs[b]], paths[a]);
-                return cli_refuse(options, 1);
-            }
-        }
-    }
+    if (cli_check_outputs(options, given_as) != 0)
+        return cli_refuse(options, 1);
     if (cli_apply_environment(options, given) != 0)
         return cli_refuse(options, 1);
     return 0;

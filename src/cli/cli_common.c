@@ -19,6 +19,10 @@
 
 int cli_fail(const char *fmt, ...)
 {
+    /* after a stop signal, the failures that follow (an aborted evaluation,
+     * an interrupted write) are its echo: the exit names the signal */
+    if (cli_stop_requested(NULL))
+        return 1;
     /* Messages quote flag values and paths: escaped, so that no byte of
      * them reaches the terminal as a control. */
     char message[4096], escaped[4 * sizeof message];
@@ -130,6 +134,7 @@ bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx
         params.n_threads = options->n_threads;
     params.n_threads_batch = options->n_threads_batch;
     params.kv_type = options->kv_type;
+    params.abort_callback = cli_stop_requested;
     return params;
 }
 

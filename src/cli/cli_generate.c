@@ -36,9 +36,10 @@ static const char *cli_stop_text(enum bmoe_stop_reason stop)
 /* The prompt's tokens (the ids, or the text tokenized as
  * bmoe_generation_start_text would: BOS as the vocabulary asks, special
  * tokens parsed), so that the prompt length is known before the prefill.
- * Returns 0 or -1 (message printed); *owned is set when tokens must be freed. */
-static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options, int32_t **tokens,
-                             int32_t *n_tokens, bool *owned, cli_chat_prompt_result *chat)
+ * text: the -f file's bytes (NULL: -p). Returns 0 or -1 (message printed);
+ * *owned is set when tokens must be freed. */
+static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options, const char *text, size_t length,
+                             int32_t **tokens, int32_t *n_tokens, bool *owned, cli_chat_prompt_result *chat)
 {
     *owned = false;
     if (options->prompt_ids) {
@@ -46,15 +47,10 @@ static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options
         *n_tokens = options->n_prompt_ids;
         return 0;
     }
-    char *text = NULL;
-    size_t length = 0;
-    if (options->prompt_file && cli_read_file(options->prompt_file, &text, &length) != 0)
-        return -1;
     const char *prompt = text ? text : options->prompt ? options->prompt : "";
     size_t prompt_length = text ? length : strlen(prompt);
     if (options->chat) {
         int status = cli_chat_prompt(options, model, prompt, prompt_length, chat) == 0 ? 0 : -1;
-        free(text);
         if (status == 0) {
             *tokens = chat->tokens;
             *n_tokens = chat->n_tokens;
@@ -62,7 +58,6 @@ static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options
         return status;
     }
     int status = cli_tokenize(model, prompt, prompt_length, true, true, tokens, n_tokens);
-    free(text);
     *owned = status == 0;
     return status;
 }
@@ -97,9 +92,16 @@ int cli_run_generate(const cli_options *options)
     double load_seconds = 0.0;
     cli_replay replay = {0, 0, 0, NULL, 0};
     cli_chat_prompt_result chat = {0};
+    /* the prompt file first: a read that waits (standard input) holds no
+     * output open, so a stop signal then has nothing to clean */
+    char *prompt_text = NULL;
+    size_t prompt_text_length = 0;
+    if (options->prompt_file && cli_read_file(options->prompt_file, &prompt_text, &prompt_text_length) != 0)
+        return 1;
     cli_telemetry telemetry;
     if (cli_telemetry_open(&telemetry, options) != 0) {
         cli_telemetry_close(&telemetry);
+        free(prompt_text);
         return 1;
     }
     bool progress = options->progress;
@@ -136,7 +138,8 @@ int cli_run_generate(const cli_options *options)
     if (!options->seed_given)
         params.sampler.seed = cli_clock_seed();
     int32_t n_prompt = 0;
-    if (cli_prompt_tokens(model, options, &prompt, &n_prompt, &prompt_owned, &chat) != 0)
+    if (cli_prompt_tokens(model, options, prompt_text, prompt_text_length, &prompt, &n_prompt, &prompt_owned,
+                          &chat) != 0)
         goto done;
     cli_telemetry_set_reasoning(&telemetry, chat.reasoning);
     replay.first_position = n_prompt;
@@ -204,6 +207,9 @@ int cli_run_generate(const cli_options *options)
         cli_fail("%s", error.message);
         goto done;
     }
+    /* stopped by a signal (the only abort here): the files are not published */
+    if (cli_stop_requested(NULL))
+        goto done;
 
     const bmoe_stats *prefill = bmoe_generation_prefill_stats(generation);
     const bmoe_stats *decode = bmoe_generation_decode_stats(generation);
@@ -222,6 +228,7 @@ int cli_run_generate(const cli_options *options)
 
 done:
     cli_telemetry_close(&telemetry);
+    free(prompt_text);
     cli_replay_free(&replay);
     cli_chat_prompt_free(&chat);
     free(kept);

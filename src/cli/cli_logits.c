@@ -97,6 +97,8 @@ int cli_run_logits(const cli_options *options)
         if (cli_write_floats(out, logits, (size_t)n_vocab) != 0)
             goto done;
     }
+    if (cli_stop_requested(NULL)) /* a stop signal after the last evaluation */
+        goto done;
     bmoe_output *committing = out;
     out = NULL;
     if (bmoe_output_commit(committing, &error) != 0) {

@@ -1,8 +1,7 @@
 /* --session: the command line's model, context, sampling and telemetry
- * settings as the session's configuration (src/session does the rest). A
- * client that closes its end of stdout must not kill the process with
- * SIGPIPE: the write fails and the session ends. */
-#include <signal.h>
+ * settings as the session's configuration (src/session does the rest),
+ * and the stop signals' pipe (cli_signals.c), which ends the session at
+ * once with its CSV discarded. */
 #include <string.h>
 #include <unistd.h>
 
@@ -42,9 +41,8 @@ int cli_run_session(const cli_options *options)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;
     config.cache_auto = options->model_params.stream.cache_mb < 0;
-    signal(SIGPIPE, SIG_IGN);
     int output_error;
-    int status = session_run(&config, STDIN_FILENO, stdout, &output_error);
+    int status = session_run(&config, STDIN_FILENO, cli_stop_descriptor(), stdout, &output_error);
     if (output_error)
         cli_fail("cannot write to standard output: %s", strerror(output_error));
     return status;

@@ -1,7 +1,8 @@
 /* bmoe-cli: the command-line front end. Parses flags, then hands the work to
  * one job: --info, generation, teacher-forced logits or perplexity
  * (the public library). Every failure is one line on stderr and a non-zero
- * exit. */
+ * exit; a job that loads a model hears the stop signals (cli_signals.c)
+ * and, once it has cleaned up, ends by the signal that stopped it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -40,6 +41,9 @@ int main(int argc, char **argv)
     if (refused != 0)
         return refused;
     int status = 1;
+    if (options.mode == CLI_MODE_GENERATE || options.mode == CLI_MODE_LOGITS ||
+        options.mode == CLI_MODE_PERPLEXITY || options.mode == CLI_MODE_SESSION)
+        cli_signals_install();
     switch (options.mode) {
     case CLI_MODE_HELP:
         cli_print_usage(stdout);
@@ -78,5 +82,5 @@ int main(int argc, char **argv)
      * (a job that failed already said why) */
     if (status == 0 && cli_close_stdout() != 0)
         status = 1;
-    return status;
+    return cli_signals_exit(status);
 }

@@ -1,6 +1,7 @@
 /* The public file helpers (bmoe.h "Files"): safe output files over the one
- * replacement mechanism of src/base/file.c, and whole-file reads that never
- * block on a FIFO. */
+ * replacement mechanism of src/base/file.c, the file identities that keep
+ * an output off the model and off another output, and whole-file reads
+ * that never block on a FIFO. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../gguf/gguf.h"
 #include "engine.h"
 
 struct bmoe_output {
@@ -73,6 +75,29 @@ void bmoe_output_discard(bmoe_output *output)
         return;
     file_replacement_release(&output->replacement);
     free(output);
+}
+
+bool bmoe_same_file(const char *path, const char *other)
+{
+    return path && other && file_same(path, other);
+}
+
+bool bmoe_is_model_file(const char *path, const char *model_path)
+{
+    if (!path || !model_path)
+        return false;
+    if (file_same(path, model_path))
+        return true;
+    uint32_t count = gguf_split_shard_count(model_path);
+    for (uint32_t shard = 0; shard < count; shard++) {
+        char *shard_path = gguf_split_shard_path(model_path, shard);
+        /* out of memory: refusing is the answer that cannot destroy a shard */
+        bool same = !shard_path || file_same(path, shard_path);
+        free(shard_path);
+        if (same)
+            return true;
+    }
+    return false;
 }
 
 int bmoe_read_file(const char *path, size_t max_bytes, char **data, size_t *length, bmoe_error *error)

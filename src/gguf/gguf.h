@@ -76,6 +76,12 @@ typedef struct gguf_model gguf_model;
  * without blocking). NULL on failure with a one-line message in err. */
 gguf_model *gguf_open(const char *path, bmoe_error *err);
 void gguf_close(gguf_model *model);
+/* The files gguf_open opens for path, by its name alone: for a name ending
+ * in -NNNNN-of-MMMMM.gguf (MMMMM above 1) the MMMMM shards PREFIX-00001-of-
+ * MMMMM.gguf to PREFIX-MMMMM-of-MMMMM.gguf, else path itself. The path of
+ * shard s (0-based) is a new string (NULL: out of memory). */
+uint32_t gguf_split_shard_count(const char *path);
+char *gguf_split_shard_path(const char *path, uint32_t shard);
 /* Opens a GGUF image held in memory (fuzzing, tests): the same validation as
  * gguf_open; data must outlive the model; name is used in messages; split
  * models are refused; gguf_shard_fd returns -1. */

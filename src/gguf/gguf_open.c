@@ -223,6 +223,26 @@ static bool parse_split_suffix(const char *path, unsigned *number, unsigned *tot
     return true;
 }
 
+uint32_t gguf_split_shard_count(const char *path)
+{
+    unsigned number = 0, total = 0;
+    return parse_split_suffix(path, &number, &total) && total > 1 ? (uint32_t)total : 1;
+}
+
+char *gguf_split_shard_path(const char *path, uint32_t shard)
+{
+    if (gguf_split_shard_count(path) == 1)
+        return strdup(path);
+    size_t prefix_length = strlen(path) - GGUF_SPLIT_SUFFIX_LENGTH;
+    char *shard_path = malloc(prefix_length + 32);
+    if (!shard_path)
+        return NULL;
+    memcpy(shard_path, path, prefix_length);
+    snprintf(shard_path + prefix_length, 32, "-%05" PRIu32 "-of-%05" PRIu32 ".gguf", shard + 1,
+             gguf_split_shard_count(path));
+    return shard_path;
+}
+
 /* "split.count is 3" or "split.count is absent", for messages. */
 static void describe_split_key(char *out, size_t size, const char *key, int found, int64_t value)
 {
@@ -289,24 +309,19 @@ static uint32_t split_count_of(const gguf_shard *first, bool check_name, bmoe_er
 static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
 {
     const char *path = model->shards[0].path;
-    size_t length = strlen(path);
-    unsigned number = 0, total = 0;
-    if (!parse_split_suffix(path, &number, &total))
+    if (gguf_split_shard_count(path) != count)
         return error_set(err, "%s: split model (split.count %" PRIu32 "), but the name does not end in"
                          " -00001-of-%05" PRIu32 ".gguf", path, count, count);
-    size_t prefix_length = length - GGUF_SPLIT_SUFFIX_LENGTH;
-    char *shard_path = malloc(prefix_length + 32);
-    if (!shard_path)
-        return error_set(err, "%s: out of memory", path);
     int status = 0;
     for (uint32_t s = 1; s < count && status == 0; s++) {
-        memcpy(shard_path, path, prefix_length);
-        snprintf(shard_path + prefix_length, 32, "-%05" PRIu32 "-of-%05" PRIu32 ".gguf",
-                 s + 1, count);
+        char *shard_path = gguf_split_shard_path(path, s);
+        if (!shard_path)
+            return error_set(err, "%s: out of memory", path);
         bmoe_error inner;
         if (shard_open(&model->shards[s], shard_path, &inner) != 0) {
             status = error_set(err, "split model %s: shard %" PRIu32 " of %" PRIu32 ": %s", path, s + 1, count,
                                inner.message);
+            free(shard_path);
             break;
         }
         model->shard_count = s + 1;
@@ -321,8 +336,8 @@ static int open_other_shards(gguf_model *model, uint32_t count, bmoe_error *err)
         else if (has_count == 0 || count_found != count)
             status = error_set(err, "%s: split.count is %s%" PRId64 ", expected %" PRIu32, shard_path,
                                has_count ? "" : "missing, ", count_found, count);
+        free(shard_path);
     }
-    free(shard_path);
     return status;
 }
 

@@ -143,7 +143,7 @@ static int session_open(session *s)
     return session_emit(s);
 }
 
-int session_run(const session_config *config, int input, FILE *output, int *output_error)
+int session_run(const session_config *config, int input, int stop, FILE *output, int *output_error)
 {
     *output_error = 0;
     session s;
@@ -166,8 +166,8 @@ int session_run(const session_config *config, int input, FILE *output, int *outp
     memset(&reader, 0, sizeof reader);
     reader.wake[0] = reader.wake[1] = -1;
     if (status == 0 &&
-        session_reader_start(&reader, input, config->max_line ? config->max_line : SESSION_MAX_LINE, &inbox, &out,
-                             config->log) != 0)
+        session_reader_start(&reader, input, stop, config->max_line ? config->max_line : SESSION_MAX_LINE, &inbox,
+                             &out, config->log) != 0)
         status = session_error(&s, 0, true, "cannot start the request reader thread");
     session_request request;
     while (status == 0 && session_inbox_take(&inbox, &request)) {
@@ -185,6 +185,8 @@ int session_run(const session_config *config, int input, FILE *output, int *outp
             status = -1;
     }
     session_reader_stop(&reader);
+    if (session_inbox_stopped(&inbox))
+        status = -1;
     bmoe_error error = {0};
     const char *flag = NULL;
     if (status == 0 && tm_files_commit(&s.files, &flag, &error) != 0) {

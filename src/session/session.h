@@ -41,10 +41,13 @@ typedef struct session_config {
 } session_config;
 
 /* Runs a session on input (a descriptor) and output until close, EOF, or a
- * fatal error. Returns the process exit status: 0 after a clean end, 1
- * after a fatal BMOE_ERROR (the model did not load, the output failed).
- * *output_error: the errno of a failed write to output (then nothing more
- * could be said there), else 0. */
-int session_run(const session_config *config, int input, FILE *output, int *output_error);
+ * fatal error. stop (-1: none) is a descriptor that becomes readable when
+ * the session must end at once (an application's signal handler writes to
+ * it): the request in flight is cancelled, the queue dropped, and the session
+ * ends as failed, its files discarded. Returns the process exit status: 0 after a clean end,
+ * 1 after a fatal BMOE_ERROR (the model did not load, the output failed)
+ * or a stop. *output_error: the errno of a failed write to output (then
+ * nothing more could be said there), else 0. */
+int session_run(const session_config *config, int input, int stop, FILE *output, int *output_error);
 
 #endif

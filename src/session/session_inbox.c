@@ -71,12 +71,31 @@ void session_inbox_close(session_inbox *inbox)
     pthread_mutex_unlock(&inbox->lock);
 }
 
+void session_inbox_stop(session_inbox *inbox)
+{
+    pthread_mutex_lock(&inbox->lock);
+    inbox->stopped = true;
+    inbox->closing = true;
+    if (inbox->running)
+        atomic_store(&inbox->cancel, true);
+    pthread_cond_signal(&inbox->changed);
+    pthread_mutex_unlock(&inbox->lock);
+}
+
+bool session_inbox_stopped(session_inbox *inbox)
+{
+    pthread_mutex_lock(&inbox->lock);
+    bool stopped = inbox->stopped;
+    pthread_mutex_unlock(&inbox->lock);
+    return stopped;
+}
+
 bool session_inbox_take(session_inbox *inbox, session_request *request)
 {
     pthread_mutex_lock(&inbox->lock);
     while (inbox->count == 0 && !inbox->closing)
         pthread_cond_wait(&inbox->changed, &inbox->lock);
-    bool taken = inbox->count > 0;
+    bool taken = inbox->count > 0 && !inbox->stopped; /* a stopped session starts nothing */
     if (taken) {
         *request = inbox->waiting[inbox->first];
         memset(&inbox->waiting[inbox->first], 0, sizeof inbox->waiting[inbox->first]);

@@ -3,7 +3,7 @@
  * that every answer comes in its turn), at most SESSION_QUEUE_MAX waiting
  * besides the one running; the cancel flag the context's abort callback
  * reads; and the close (a close line or EOF: the session ends once the
- * queue has drained). */
+ * queue has drained; a stop: at once, the running request cancelled). */
 #ifndef BMOE_SESSION_INBOX_H
 #define BMOE_SESSION_INBOX_H
 
@@ -28,6 +28,7 @@ typedef struct session_inbox {
     int64_t running_id;
     bool running_has_id;
     bool closing;
+    bool stopped;         /* the application stopped the session: it ends as failed */
     atomic_bool cancel;
 } session_inbox;
 
@@ -42,6 +43,10 @@ int session_inbox_offer(session_inbox *inbox, session_request *request);
  * nothing to cancel. */
 bool session_inbox_cancel(session_inbox *inbox, bool has_id, int64_t id);
 void session_inbox_close(session_inbox *inbox);
+/* Ends the session at once: cancels the running request, drops the waiting
+ * ones and closes the inbox; session_inbox_stopped says so after. */
+void session_inbox_stop(session_inbox *inbox);
+bool session_inbox_stopped(session_inbox *inbox);
 /* Waits for the next request: true with it moved into *request (the cancel
  * flag set when it was cancelled while waiting), false once the inbox is
  * closing and empty. */

@@ -124,11 +124,15 @@ static void *reader_main(void *user)
     session_reader *reader = user;
     static const size_t chunk = SESSION_READ_BYTES;
     char buffer[SESSION_READ_BYTES];
-    struct pollfd waits[2] = {{reader->fd, POLLIN, 0}, {reader->wake[0], POLLIN, 0}};
+    struct pollfd waits[3] = {{reader->fd, POLLIN, 0}, {reader->wake[0], POLLIN, 0}, {reader->stop, POLLIN, 0}};
     for (;;) {
-        int ready = poll(waits, 2, -1);
+        int ready = poll(waits, reader->stop >= 0 ? 3 : 2, -1);
         if (ready < 0 && errno == EINTR)
             continue;
+        if (ready > 0 && reader->stop >= 0 && (waits[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+            session_inbox_stop(reader->inbox);
+            break;
+        }
         if (ready < 0 || (waits[1].revents & (POLLIN | POLLHUP | POLLERR)))
             break;
         ssize_t got = read(reader->fd, buffer, chunk);
@@ -145,11 +149,12 @@ static void *reader_main(void *user)
     return NULL;
 }
 
-int session_reader_start(session_reader *reader, int fd, size_t max_line, session_inbox *inbox,
+int session_reader_start(session_reader *reader, int fd, int stop, size_t max_line, session_inbox *inbox,
                          session_output *output, FILE *log)
 {
     memset(reader, 0, sizeof *reader);
     reader->fd = fd;
+    reader->stop = stop;
     reader->log = log;
     reader->inbox = inbox;
     reader->output = output;

@@ -7,7 +7,8 @@
  * key name). A request past the queue's bound is refused at once. A close
  * line or EOF closes the inbox and ends the thread; so does
  * session_reader_stop, which wakes it from its wait through a pipe of its
- * own. */
+ * own, and the application's stop descriptor, which also cancels the
+ * request in flight. */
 #ifndef BMOE_SESSION_READER_H
 #define BMOE_SESSION_READER_H
 
@@ -22,6 +23,7 @@
 
 typedef struct session_reader {
     int fd;
+    int stop;                /* the application's stop descriptor; -1: none */
     int wake[2];             /* written by session_reader_stop */
     pthread_t thread;
     bool started;
@@ -34,8 +36,10 @@ typedef struct session_reader {
     int n_noted;
 } session_reader;
 
-/* Starts the thread. Returns 0 or -1 (errno says why). */
-int session_reader_start(session_reader *reader, int fd, size_t max_line, session_inbox *inbox,
+/* Starts the thread. stop (-1: none) readable stops the inbox
+ * (session_inbox_stop) and ends the thread. Returns 0 or -1 (errno says
+ * why). */
+int session_reader_start(session_reader *reader, int fd, int stop, size_t max_line, session_inbox *inbox,
                          session_output *output, FILE *log);
 /* Ends the thread (if it still runs) and frees what it holds. */
 void session_reader_stop(session_reader *reader);

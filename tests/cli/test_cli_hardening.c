@@ -1,8 +1,10 @@
 /* bmoe-cli against hostile paths and conditions (the hardening issue), each
  * asserting the clean outcome: a failed write never removes or damages the
  * path the user named (a symbolic link, a device) and leaves no temporary;
- * FIFOs never hang; output into a full disk is an error, in every job; a
- * model computing NaN is an error, not text or "PPL = nan"; flags that mean
+ * an output onto the model (by any name, any shard) or onto another output
+ * is refused up front; a replaced output keeps its permission bits; FIFOs
+ * never hang; output into a full disk is an error, in every job; a model
+ * computing NaN is an error, not text or "PPL = nan"; flags that mean
  * nothing in the job are refused; numbers follow one rule; a context longer
  * than trained is one warning; control bytes in a flag, a path or a
  * template's message reach stderr escaped. */
@@ -84,6 +86,171 @@ static void test_outputs(void)
     CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
     unlink(link);
     unlink(target);
+}
+
+/* A file's bytes compared with a copy taken before. */
+static bool unchanged(const char *path, const char *before, size_t before_length)
+{
+    size_t length = 0;
+    char *now = cli_read_all(path, &length);
+    bool same = now && length == before_length && memcmp(now, before, length) == 0;
+    free(now);
+    return same;
+}
+
+/* Every output flag given the model's own file, under every kind of name
+ * (itself, "./", a symbolic link, a hard link; a split model's second
+ * shard), one-shot and in a session, is refused before anything runs and
+ * the model is left byte for byte as it was; so is a second output naming
+ * the first one's file by another path. */
+static void test_model_as_output(void)
+{
+    char model[1200], dotted[1300], soft[1200], hard[1200], split[1200], shard[1200], shard_link[1200];
+    char script[4096];
+    snprintf(model, sizeof model, "%s/model.gguf", dir);
+    snprintf(dotted, sizeof dotted, "%s/./model.gguf", dir);
+    snprintf(soft, sizeof soft, "%s/model.link", dir);
+    snprintf(hard, sizeof hard, "%s/model.hard", dir);
+    snprintf(split, sizeof split, "%s/split-00001-of-00002.gguf", dir);
+    snprintf(shard, sizeof shard, "%s/split-00002-of-00002.gguf", dir);
+    snprintf(shard_link, sizeof shard_link, "%s/shard.link", dir);
+    snprintf(script, sizeof script, "cp '%s' '%s'", stories, model);
+    CHECK(system(script) == 0);
+    unlink(soft);
+    unlink(hard);
+    unlink(shard_link);
+    CHECK(symlink(model, soft) == 0);
+    CHECK(link(model, hard) == 0);
+    size_t model_length = 0;
+    char *model_bytes = cli_read_all(model, &model_length);
+    CHECK(model_bytes && model_length > 0);
+
+    const char *names[] = {model, dotted, soft, hard};
+    /* %1$s the model, %2$s the output; the session's stdin ends at once, so
+     * that a session that was not refused would run to its end */
+    const char *forms[] = {
+        "-m '%1$s' -p Once -n 2 --csv '%2$s'",
+        "-m '%1$s' -p Once -n 2 --moe-stream --route-trace '%2$s'",
+        "-m '%1$s' -p Once -n 2 --moe-stream --io-trace '%2$s'",
+        "-m '%1$s' -p Once -n 2 --compute-trace '%2$s'",
+        "-m '%1$s' -p Once -n 2 --compute-trace-layers '%2$s'",
+        "-m '%1$s' --prompt-ids 1,403 --logits-out '%2$s'",
+        "-m '%1$s' --session --csv '%2$s' < /dev/null",
+    };
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        for (size_t i = 0; i < 2 * sizeof forms / sizeof forms[0]; i++) {
+            /* every form again with the model opened through its link */
+            const char *opened = i < sizeof forms / sizeof forms[0] ? model : soft;
+            char arguments[3000];
+            snprintf(arguments, sizeof arguments, forms[i % (sizeof forms / sizeof forms[0])], opened, names[n]);
+            snprintf(script, sizeof script, "exec timeout 60 \"$BMOE_CLI\" %s", arguments);
+            cli_result r;
+            run_shell("model as output", script, &r);
+            CHECK_MSG(r.signal == 0 && r.exit_code != 0 && cli_one_line_error(&r) &&
+                          strstr(r.err, "file of the model"),
+                      "%s: exit %d signal %d, stderr %s", arguments, r.exit_code, r.signal, r.err);
+            CHECK_MSG(!strstr(r.out, "BMOE_READY"), "%s: the run started", arguments);
+            cli_result_free(&r);
+            CHECK_MSG(unchanged(model, model_bytes, model_length), "%s: the model changed", arguments);
+            CHECK(no_temporary_left("model.gguf"));
+        }
+    }
+    free(model_bytes);
+
+    /* a split model: any shard, by any name */
+    char maker[1024];
+    snprintf(maker, sizeof maker, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    char split_base[1200];
+    snprintf(split_base, sizeof split_base, "%s/split.gguf", dir);
+    const char *make[] = {maker, "--shape", "tiny-qwen3moe", "--layers", "2", "--experts", "4", "--experts-used",
+                          "2", "--vocab", "320", "--quiet", "--split", "2", "-o", split_base, NULL};
+    cli_result r;
+    CHECK(cli_spawn(make, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    CHECK(symlink(shard, shard_link) == 0);
+    size_t shard_length = 0;
+    char *shard_bytes = cli_read_all(shard, &shard_length);
+    CHECK(shard_bytes && shard_length > 0);
+    const char *shard_names[] = {split, shard, shard_link};
+    for (size_t n = 0; n < sizeof shard_names / sizeof shard_names[0]; n++) {
+        const char *args[] = {"-m", split, "-p", "Once", "-n", "2", "--compute-trace", shard_names[n], NULL};
+        CHECK(cli_run(args, &r) == 0);
+        CHECK_MSG(r.exit_code != 0 && cli_one_line_error(&r) && strstr(r.err, "file of the model"),
+                  "shard name %zu: exit %d, stderr %s", n, r.exit_code, r.err);
+        cli_result_free(&r);
+        CHECK_MSG(unchanged(shard, shard_bytes, shard_length), "shard name %zu: the shard changed", n);
+    }
+    free(shard_bytes);
+    /* the split model itself still runs */
+    const char *runs[] = {"-m", split, "-p", "Once", "-n", "2", NULL};
+    CHECK(cli_run(runs, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+
+    /* two outputs, one file: by name (refused before), by "./" and by a hard
+     * link to an existing file */
+    char csv[1200], csv_dotted[1300], csv_hard[1200];
+    snprintf(csv, sizeof csv, "%s/twice.csv", dir);
+    snprintf(csv_dotted, sizeof csv_dotted, "%s/./twice.csv", dir);
+    snprintf(csv_hard, sizeof csv_hard, "%s/twice.hard", dir);
+    unlink(csv);
+    unlink(csv_hard);
+    const char *pairs[][2] = {{csv, csv}, {csv, csv_dotted}, {csv, csv_hard}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        if (i == 2) {
+            FILE *file = fopen(csv, "w");
+            CHECK(file && fclose(file) == 0);
+            CHECK(link(csv, csv_hard) == 0);
+        }
+        const char *args[] = {"-m", model, "-p", "Once", "-n", "2", "--csv", pairs[i][0],
+                              "--compute-trace", pairs[i][1], NULL};
+        CHECK(cli_run(args, &r) == 0);
+        CHECK_MSG(r.exit_code != 0 && cli_one_line_error(&r) && strstr(r.err, "name the same file"),
+                  "outputs pair %zu: exit %d, stderr %s", i, r.exit_code, r.err);
+        cli_result_free(&r);
+    }
+    unlink(csv);
+    unlink(csv_hard);
+    unlink(shard_link);
+    unlink(split);
+    unlink(shard);
+    unlink(soft);
+    unlink(hard);
+    unlink(model);
+}
+
+/* Outputs written over existing files keep their permission bits: a 0600
+ * --csv stays 0600; through a symbolic link the file it leads to keeps its
+ * mode and the link stays a link (--logits-out). */
+static void test_kept_mode(void)
+{
+    char csv[1200], logits[1200], soft[1200];
+    snprintf(csv, sizeof csv, "%s/private.csv", dir);
+    snprintf(logits, sizeof logits, "%s/private.f32", dir);
+    snprintf(soft, sizeof soft, "%s/private.link", dir);
+    const char *files[] = {csv, logits};
+    for (int i = 0; i < 2; i++) {
+        FILE *file = fopen(files[i], "w");
+        CHECK(file && fclose(file) == 0);
+        CHECK(chmod(files[i], i == 0 ? 0600 : 0640) == 0);
+    }
+    unlink(soft);
+    CHECK(symlink(logits, soft) == 0);
+    const char *generate[] = {"-m", stories, "-p", "Once", "-n", "2", "--csv", csv, NULL};
+    const char *teacher[] = {"-m", stories, "--prompt-ids", "1,403", "--logits-out", soft, NULL};
+    cli_result r;
+    CHECK(cli_run(generate, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    CHECK(cli_run(teacher, &r) == 0 && r.exit_code == 0);
+    cli_result_free(&r);
+    struct stat st;
+    CHECK_MSG(stat(csv, &st) == 0 && st.st_size > 0 && (st.st_mode & 07777) == 0600, "--csv came back %04o",
+              (unsigned)(st.st_mode & 07777));
+    CHECK(lstat(soft, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK_MSG(stat(logits, &st) == 0 && st.st_size == 2 * 512 * 4 && (st.st_mode & 07777) == 0640,
+              "--logits-out through a link came back %04o", (unsigned)(st.st_mode & 07777));
+    unlink(soft);
+    unlink(logits);
+    unlink(csv);
 }
 
 static void test_fifos(void)
@@ -308,6 +475,8 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/cli-hardening", test_tmp_dir());
     mkdir(dir, 0755);
     test_outputs();
+    test_model_as_output();
+    test_kept_mode();
     test_fifos();
     test_full_disk();
     test_closed_streams();

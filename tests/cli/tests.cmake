@@ -8,7 +8,8 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 
 # Perplexity tokenizes two whole corpora (2.4 MB): about 6 s in Release but
 # a minute under ASan, so it is "slow" (Release stage only).
-foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained)
+foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained
+        signals)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
@@ -30,7 +31,9 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
 endforeach()
-# The --chat and model-change tests generate their models.
+# These tests generate their models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
+add_dependencies(test_cli_hardening bmoe-mkmodel)
+add_dependencies(test_cli_signals bmoe-mkmodel)
 add_dependencies(test_cli_reference bmoe-mkmodel)
 add_dependencies(test_cli_model_changes bmoe-mkmodel)

@@ -2,7 +2,8 @@
  * presented as one model; a missing shard, a wrong split.no or split.count, a
  * tensor duplicated across shards, a wrong split.tensors.count, a badly named
  * first shard, a name the split keys contradict, a shard that is a FIFO and
- * a broken shard each give a clean one-line error. */
+ * a broken shard each give a clean one-line error. The shard names follow
+ * from the first shard's name alone. */
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -277,8 +278,29 @@ static void test_name_disagrees(void)
     }
 }
 
+/* The shard names by the first shard's name alone (what an output must not
+ * replace): every shard of a split name, the path itself otherwise. */
+static void test_shard_names(void)
+{
+    CHECK(gguf_split_shard_count("dir/m-00001-of-00003.gguf") == 3);
+    const char *expected[] = {"dir/m-00001-of-00003.gguf", "dir/m-00002-of-00003.gguf", "dir/m-00003-of-00003.gguf"};
+    for (uint32_t s = 0; s < 3; s++) {
+        char *name = gguf_split_shard_path("dir/m-00001-of-00003.gguf", s);
+        CHECK_MSG(name && strcmp(name, expected[s]) == 0, "shard %u: %s", s, name ? name : "(null)");
+        free(name);
+    }
+    const char *single[] = {"m.gguf", "m-00001-of-00001.gguf", "m-1-of-3.gguf", "m-00001-of-00003.bin"};
+    for (size_t i = 0; i < sizeof single / sizeof single[0]; i++) {
+        CHECK_MSG(gguf_split_shard_count(single[i]) == 1, "%s", single[i]);
+        char *name = gguf_split_shard_path(single[i], 0);
+        CHECK(name && strcmp(name, single[i]) == 0);
+        free(name);
+    }
+}
+
 int main(void)
 {
+    test_shard_names();
     test_fifo_shard();
     test_name_disagrees();
 
