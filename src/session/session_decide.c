@@ -154,7 +154,7 @@ int session_decide(session *s, const session_request *r)
     if (!generation) {
         if (error.status != BMOE_ERR_ABORTED) {
             snprintf(message, sizeof message, "decide: %s", error.message);
-            status = session_error(s, id, true, message);
+            status = session_error(s, id, !session_recoverable(error.status), message);
             goto done;
         }
         session_format_decide(&s->lines, id, true, -1, NULL, r->n_choices, n_tokens, 0, &none);

@@ -236,7 +236,10 @@ int session_generate(session *s, const session_request *r)
         if (error.status != BMOE_ERR_ABORTED) {
             snprintf(message, sizeof message, "generate: %s", error.message);
             turn_free(&t);
-            return session_error(s, id, true, message);
+            bool fatal = !session_recoverable(error.status);
+            if (!fatal)
+                session_conversation_truncate(&s->conversation, kept);
+            return session_error(s, id, fatal, message);
         }
         cancelled = true; /* during the prefill */
     }
@@ -249,6 +252,13 @@ int session_generate(session *s, const session_request *r)
         tm_files_after_eval(&s->files);
         if (stepped < 0) {
             snprintf(message, sizeof message, "generate: %s", error.message);
+            if (session_recoverable(error.status)) {
+                session_conversation_truncate(&s->conversation, kept);
+                status = session_error(s, id, false, message);
+                bmoe_generation_free(generation);
+                turn_free(&t);
+                return status;
+            }
             status = session_error(s, id, true, message);
             if (status == 0)
                 status = -1;

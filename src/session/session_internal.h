@@ -47,6 +47,14 @@ typedef struct session {
 int session_generate(session *s, const session_request *request);
 int session_decide(session *s, const session_request *request);
 
+/* Whether an evaluation's failure leaves the session usable: a read that
+ * failed (the next request reads again) or non-finite logits; the request
+ * is answered with a BMOE_ERROR of fatal false and its turn rolled back. */
+static inline bool session_recoverable(int status)
+{
+    return status == BMOE_ERR_IO || status == BMOE_ERR_NUMERIC;
+}
+
 /* A request cancelled while it waited: BMOE_BEGIN, then BMOE_DONE or
  * BMOE_DECIDE as cancelled, with nothing run (the conversation and the
  * cache as they were). Returns as session_generate. */

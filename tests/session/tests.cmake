@@ -7,3 +7,11 @@ bmoe_add_test(test_session
   TIMEOUT 900)
 target_include_directories(test_session PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
 add_dependencies(test_session bmoe-cli bmoe-mkmodel)
+
+# A soak: 200 requests against a streamed model whose reads fail 1 % of the
+# time, the session run in the test's process (its read seam injected).
+bmoe_add_test(test_session_soak
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_soak.c
+  LIBS bmoe_session bmoe PkgConfig::CJSON Threads::Threads m
+  TIMEOUT 600)
+add_dependencies(test_session_soak bmoe-mkmodel)
