@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "line_reader.h"
 
 #define WAIT_MS 120000
 #define N_CTX "4096"
@@ -42,9 +43,7 @@ static char tmp[1024], model[1100], template_path[1100], gptoss_model[1100], gpt
 typedef struct child {
     pid_t pid;
     int in, out;
-    char *buffer;
-    size_t length, capacity;
-    bool eof;
+    line_reader lines;       /* of out */
     char err_path[1200];
 } child;
 
@@ -77,6 +76,7 @@ static bool child_start(child *c, const char *const *args)
     close(from_child[1]);
     c->in = to_child[1];
     c->out = from_child[0];
+    c->lines.fd = c->out;
     return spawned == 0;
 }
 
@@ -105,39 +105,7 @@ static void child_send(child *c, const char *line)
 /* The next line of stdout (malloc'd), NULL at EOF or after the wait. */
 static char *child_line(child *c)
 {
-    for (;;) {
-        char *newline = c->buffer ? memchr(c->buffer, '\n', c->length) : NULL;
-        if (newline) {
-            size_t n = (size_t)(newline - c->buffer);
-            char *line = malloc(n + 1);
-            memcpy(line, c->buffer, n);
-            line[n] = '\0';
-            memmove(c->buffer, newline + 1, c->length - n - 1);
-            c->length -= n + 1;
-            return line;
-        }
-        if (c->eof)
-            return NULL;
-        struct pollfd wait = {c->out, POLLIN, 0};
-        int ready = poll(&wait, 1, WAIT_MS);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0) {
-            CHECK_MSG(false, "no line from the session in %d ms", WAIT_MS);
-            return NULL;
-        }
-        if (c->length + 65536 > c->capacity) {
-            c->capacity = (c->length + 65536) * 2;
-            c->buffer = realloc(c->buffer, c->capacity);
-        }
-        ssize_t got = read(c->out, c->buffer + c->length, 65536);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            c->eof = true;
-        else
-            c->length += (size_t)got;
-    }
+    return line_reader_next(&c->lines, WAIT_MS);
 }
 
 /* Closes stdin, reads what is left, waits; returns the exit status (-1: a signal). */
@@ -153,7 +121,7 @@ static int child_finish(child *c)
     while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
     }
     close(c->out);
-    free(c->buffer);
+    line_reader_free(&c->lines);
     size_t length;
     char *err = cli_read_all(c->err_path, &length);
     if (err && length > 0)

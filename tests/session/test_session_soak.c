@@ -30,6 +30,7 @@
 
 #include "bmoe.h"
 #include "session.h"
+#include "line_reader.h"
 #include "test.h"
 #include "tm_buffer.h"
 #include "tm_json.h"
@@ -82,45 +83,9 @@ static void *session_thread(void *user)
     return NULL;
 }
 
-typedef struct lines {
-    int fd;
-    char *buffer;
-    size_t length, capacity;
-} lines;
-
-/* The next line (malloc'd), NULL at EOF or after WAIT_MS. */
-static char *next_line(lines *l)
+static char *next_line(line_reader *l)
 {
-    for (;;) {
-        char *newline = l->buffer ? memchr(l->buffer, '\n', l->length) : NULL;
-        if (newline) {
-            size_t n = (size_t)(newline - l->buffer);
-            char *line = malloc(n + 1);
-            memcpy(line, l->buffer, n);
-            line[n] = '\0';
-            memmove(l->buffer, newline + 1, l->length - n - 1);
-            l->length -= n + 1;
-            return line;
-        }
-        struct pollfd wait = {l->fd, POLLIN, 0};
-        int ready = poll(&wait, 1, WAIT_MS);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0) {
-            CHECK_MSG(false, "no line from the session in %d ms", WAIT_MS);
-            return NULL;
-        }
-        if (l->length + 65536 > l->capacity) {
-            l->capacity = (l->length + 65536) * 2;
-            l->buffer = realloc(l->buffer, l->capacity);
-        }
-        ssize_t got = read(l->fd, l->buffer + l->length, 65536);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return NULL;
-        l->length += (size_t)got;
-    }
+    return line_reader_next(l, WAIT_MS);
 }
 
 static void send_line(int fd, const char *line)
@@ -233,7 +198,7 @@ static void random_words(char *out, size_t size, int count)
 /* The answer to request id: "DONE", "CANCELLED", "DECIDE" or "ERROR" (the
  * parsed line in *json, the caller deletes it). Cancels after cancel_after
  * progress lines (-1: never). NULL when the session died. */
-static const char *read_answer(lines *l, int input, int64_t id, int cancel_after, cJSON **json)
+static const char *read_answer(line_reader *l, int input, int64_t id, int cancel_after, cJSON **json)
 {
     *json = NULL;
     int progress = 0;
@@ -311,7 +276,7 @@ int main(void)
     r.input = requests[0];
     r.output = fdopen(answers[1], "w");
     CHECK(pthread_create(&r.thread, NULL, session_thread, &r) == 0);
-    lines out = {answers[0], NULL, 0, 0};
+    line_reader out = {answers[0], NULL, 0, 0, false};
     char *ready = next_line(&out);
     CHECK_MSG(ready && strncmp(ready, "BMOE_READY ", 11) == 0, "%s", ready ? ready : "(none)");
     free(ready);
@@ -438,7 +403,7 @@ int main(void)
               rss_after_50, rss_most);
     for (int k = 0; k < n_history; k++)
         free(history[k].data);
-    free(out.buffer);
+    line_reader_free(&out);
     bmoe_context_free(reference_context);
     bmoe_model_free(reference);
     return test_finish();
