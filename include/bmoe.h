@@ -143,6 +143,31 @@ typedef struct bmoe_stream_params {
  * loading thread, a few hundred times per step at most. */
 typedef void (*bmoe_load_progress)(void *user, const char *step, uint64_t done, uint64_t total);
 
+/* Levers that read fewer expert bytes at a cost in quality (lossy; all off
+ * by default, and with all off no bit of the output changes). Each needs an
+ * expert cache (streaming with a cache budget above 0). */
+typedef struct bmoe_lossy_params {
+    /* 0..1; 0: off. In decode, a routed expert that is not in the cache and
+     * whose final routing weight is below drop_cold_frac x (1 / k) is
+     * skipped (never read); the top-weighted expert of a routing never is. */
+    float drop_cold_frac;
+    bool drop_no_renorm;     /* keep the survivors' weights as routed (default: scaled back to the routed total) */
+    bool drop_in_prefill;    /* drop in prompt evaluation too */
+    /* 0..1; 0: off. In decode, before the top-k is taken, every expert in
+     * the cache gains substitute_lambda x (max - min of the token's scores)
+     * in the space the top-k ranks in; the weights applied stay the
+     * router's for whichever experts are chosen. */
+    float substitute_lambda;
+    /* 0..8; 0: off. In decode, layer L's experts are chosen by L's router
+     * applied to the router input of the MoE layer route_ahead MoE layers
+     * earlier, so their reads start that early; the weights are the
+     * router's own for the chosen experts. The first route_ahead MoE layers,
+     * the first decode step after a prompt and prefill keep the router's
+     * choice. A watchdog compares the choice with the router's and turns the
+     * lever off for the context when they agree on under half the slots. */
+    int32_t route_ahead;
+} bmoe_lossy_params;
+
 typedef struct bmoe_model_params {
     enum bmoe_dense_weights dense_weights;
     bmoe_load_progress load_progress; /* may be NULL */
@@ -150,6 +175,7 @@ typedef struct bmoe_model_params {
     bool prefault;               /* map every page at load when the model fits in RAM */
     int32_t n_expert_used;       /* routing width override (lossy); 0: the model's */
     bmoe_stream_params stream;
+    bmoe_lossy_params lossy;
     bmoe_log_callback log_callback; /* warnings of the model and its contexts; may be NULL */
     void *log_user;
 } bmoe_model_params;
@@ -262,6 +288,18 @@ typedef struct bmoe_stats {
     uint64_t prefetch_bytes; /* speculative reads (a subset of read_bytes) */
     uint64_t prefetched;     /* experts read ahead */
     uint64_t prefetch_useful;/* of those, how many a later routing hit */
+    /* routing and the lossy levers (bmoe_lossy_params) */
+    uint64_t experts_routed;      /* (token, slot) routings evaluated */
+    uint64_t experts_dropped;     /* of those, skipped by drop_cold_frac */
+    uint64_t experts_reranked;    /* slots the substitution examined */
+    uint64_t experts_substituted; /* of those, given to another (cached) expert than the router's */
+    uint64_t ra_committed;        /* route-ahead: routings chosen early */
+    uint64_t ra_passthrough;      /* eligible routings that kept the router's choice */
+    uint64_t ra_slots, ra_agree_slots; /* committed slots, and those the router chose too */
+    uint64_t ra_disarmed;         /* 1 when the watchdog turned route-ahead off in this evaluation */
+    double ra_gemv_ms;            /* the early router products */
+    double ra_issue_ms;           /* issuing the committed experts' reads */
+    double ra_wd_ms;              /* the watchdog's comparison */
 } bmoe_stats;
 
 /* Adds every counter of b to a (n_tokens too): sums over steps. */

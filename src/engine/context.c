@@ -33,6 +33,18 @@ void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b)
     a->prefetch_bytes += b->prefetch_bytes;
     a->prefetched += b->prefetched;
     a->prefetch_useful += b->prefetch_useful;
+    a->experts_routed += b->experts_routed;
+    a->experts_dropped += b->experts_dropped;
+    a->experts_reranked += b->experts_reranked;
+    a->experts_substituted += b->experts_substituted;
+    a->ra_committed += b->ra_committed;
+    a->ra_passthrough += b->ra_passthrough;
+    a->ra_slots += b->ra_slots;
+    a->ra_agree_slots += b->ra_agree_slots;
+    a->ra_disarmed += b->ra_disarmed;
+    a->ra_gemv_ms += b->ra_gemv_ms;
+    a->ra_issue_ms += b->ra_issue_ms;
+    a->ra_wd_ms += b->ra_wd_ms;
 }
 
 bmoe_context_params bmoe_context_default_params(void)
