@@ -161,9 +161,8 @@ typedef struct bmoe_lossy_params {
     /* 0..8; 0: off. In decode, layer L's experts are chosen by L's router
      * applied to the router input of the MoE layer route_ahead MoE layers
      * earlier, so their reads start that early; the weights are the
-     * router's own for the chosen experts. The first route_ahead MoE layers,
-     * the first decode step after a prompt and prefill keep the router's
-     * choice. A watchdog compares the choice with the router's and turns the
+     * router's own for the chosen experts. The first route_ahead MoE layers
+     * and prefill keep the router's choice. A watchdog compares the choice with the router's and turns the
      * lever off for the context when they agree on under half the slots. */
     int32_t route_ahead;
 } bmoe_lossy_params;
@@ -319,6 +318,7 @@ typedef struct bmoe_route_event {
                                   prefetch not used before (resident models: 1) */
     const uint64_t *read_bytes;/* per slot: the bytes this routing read (only the first routing of an
                                   expert in a batch carries them) */
+    const uint8_t *dropped;    /* per slot: 1 when the drop lever skipped it (never read, not in the sum) */
     bool batch;                /* part of a batch of several tokens (prefill) */
 } bmoe_route_event;
 

@@ -351,6 +351,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
     stats_window_open(&window);
     if (context->last_eval_end > 0.0)
         cost.loop_overhead_ms = (window.wall_start - context->last_eval_end) * 1e3;
+    context->state.eval_stats = &cost;
     thread_pool_set_active(context->pool, context->n_threads_batch); /* the replay is a prefill */
     int status = context->replay_to > 0 ? replay_recurrent(context, &err) : 0;
     thread_pool_set_active(context->pool, n_tokens > 1 ? context->n_threads_batch : context->n_threads);
@@ -387,6 +388,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
         context->position += count;
         cost.n_tokens += count;
     }
+    context->state.eval_stats = NULL;
     expert_store_settle(store);
     context->last_eval_end = stats_window_close(&window, &cost);
     expert_store_set_read_observer(store, NULL, NULL);

@@ -164,6 +164,48 @@ static int check_stream_params(const bmoe_model_params *p, bmoe_error *err)
     return 0;
 }
 
+static int check_lossy_params(const bmoe_model_params *p, bmoe_error *err)
+{
+    const bmoe_lossy_params *l = &p->lossy;
+    if (!(l->drop_cold_frac >= 0.0f && l->drop_cold_frac <= 1.0f))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "model: drop_cold_frac %g is outside 0..1",
+                                (double)l->drop_cold_frac);
+    if (!(l->substitute_lambda >= 0.0f && l->substitute_lambda <= 1.0f))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "model: substitute_lambda %g is outside 0..1",
+                                (double)l->substitute_lambda);
+    if (l->route_ahead < 0 || l->route_ahead > 8)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "model: route_ahead %d is outside 0..8",
+                                l->route_ahead);
+    if (l->route_ahead > 0 && p->stream.predict_prefetch)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "model: route-ahead reads its chosen experts early itself: predictive prefetch "
+                                "excludes it");
+    return 0;
+}
+
+/* The lossy levers act on what the cache holds: without a cache they have
+ * nothing to tell a cheap expert from an expensive one. */
+static int arm_lossy_levers(bmoe_model *m, const bmoe_lossy_params *lossy, bmoe_error *err)
+{
+    const char *lever = lossy->drop_cold_frac > 0.0f     ? "drop_cold_frac"
+                        : lossy->substitute_lambda > 0.0f ? "substitute_lambda"
+                        : lossy->route_ahead > 0          ? "route_ahead"
+                                                          : NULL;
+    if (!lever)
+        return 0;
+    if (!expert_store_caches(m->experts))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "model: %s needs an expert cache (experts streamed, a cache budget above 0)", lever);
+    int k = m->model.hparams.n_expert_used;
+    if (lossy->drop_cold_frac > 0.0f && k <= 4)
+        engine_log(m, BMOE_LOG_WARNING,
+                   "drop_cold_frac %.2f with %d experts per token drops a routing weighing under %.1f %% of the "
+                   "token's",
+                   (double)lossy->drop_cold_frac, k, 100.0 * lossy->drop_cold_frac / k);
+    m->model.lossy = *lossy;
+    return 0;
+}
+
 /* Reads every expert of every layer once (--load-all), through the cache. */
 static int load_all_experts(bmoe_model *m, bmoe_error *err)
 {
@@ -469,7 +511,7 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     bmoe_error err;
     error_clear(&err);
     bmoe_model_params p = params ? *params : bmoe_model_default_params();
-    if (check_stream_params(&p, &err) != 0) {
+    if (check_stream_params(&p, &err) != 0 || check_lossy_params(&p, &err) != 0) {
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return NULL;
     }
@@ -515,7 +557,8 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
     if (choose_streaming(result, layers, &err) != 0)
         goto fail;
     p.stream = result->params.stream;
-    if (place_dense_weights(result, layers, &err) != 0 || create_expert_store(result, layers, &err) != 0)
+    if (place_dense_weights(result, layers, &err) != 0 || create_expert_store(result, layers, &err) != 0 ||
+        arm_lossy_levers(result, &p.lossy, &err) != 0)
         goto fail;
     if (!p.stream.enabled)
         advise_resident_experts(result, layers);

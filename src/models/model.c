@@ -707,6 +707,11 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->expert_read_bytes = allocate(e, sizeof(uint64_t), &failed);
         s->slot_residency = allocate(k_used, sizeof(uint8_t), &failed);
         s->slot_read_bytes = allocate(k_used, sizeof(uint64_t), &failed);
+        s->slot_dropped = allocate(rows, sizeof(uint8_t), &failed);
+        if (m->lossy.route_ahead > 0) {
+            s->ahead_experts = allocate((size_t)hp->n_layer * k_used, sizeof(int32_t), &failed);
+            s->ahead_ready = allocate((size_t)hp->n_layer, sizeof(bool), &failed);
+        }
         s->expert_handles = allocate(e, sizeof(expert_handle), &failed);
     }
     if (separate_router_input) {
@@ -747,7 +752,7 @@ void run_state_destroy(run_state *s)
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
                        s->distinct_experts, s->expert_handles, s->expert_residency, s->expert_read_bytes,
-                       s->slot_residency, s->slot_read_bytes, s->k_cache, s->v_cache, s->recurrent,
+                       s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
                        s->per_layer_gate};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)

@@ -173,6 +173,7 @@ typedef struct model {
     model_hparams hparams;
     model_weights weights;
     expert_store *experts;       /* where the MoE layers get their experts' bytes; not owned */
+    bmoe_lossy_params lossy;     /* the levers that change the routing (moe.c); all 0: exact */
     size_t max_activation_bytes; /* largest converted input row of any bound matrix */
     uint8_t *tensor_used;        /* during model_init: [gguf_tensor_count] bound by a view */
 } model;
@@ -235,6 +236,14 @@ typedef struct run_state {
     uint64_t *expert_read_bytes;/* [E] bytes read for each */
     uint8_t *slot_residency;    /* [K] one route event's */
     uint64_t *slot_read_bytes;  /* [K] */
+    uint8_t *slot_dropped;      /* [n_ubatch][K] a selection the drop lever skipped */
+
+    /* the lossy levers' state (moe.c) */
+    bmoe_stats *eval_stats;     /* the counters of the evaluation under way (routing, levers); may be NULL */
+    int32_t *ahead_experts;     /* [n_layer][K] route-ahead: each layer's experts chosen early */
+    bool *ahead_ready;          /* [n_layer] the row holds this decode step's choice */
+    bool ahead_disarmed;        /* the watchdog turned route-ahead off for this context */
+    uint64_t ahead_watch_slots, ahead_watch_agree; /* committed slots since armed, and agreeing ones */
 
     /* KV cache: layer il's keys at k_cache + kv_k_offset[il] elements,
      * [n_ctx][Hkv(il)*Dk(il)] (f16 or f32), likewise V; a layer without

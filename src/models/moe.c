@@ -1,47 +1,62 @@
 /* The mixture-of-experts layer (architectures.md 1.9): the router, whose
- * choice for each (token, layer) is made in route_token and nowhere else (the
- * route callback attaches there), then the experts. Tokens are grouped by
+ * choice for each (token, layer) is made in moe_layer's first step and
+ * nowhere else, with the lossy levers that change it (the route callback
+ * attaches there), then the experts. Tokens are grouped by
  * expert with a counting sort so each selected expert runs once over all its
  * tokens; gate and up of every selected expert form one parallel step, downs
  * another. Each token's output is the sum of its experts' weighted outputs in
  * selection order, so it does not depend on the other tokens of the batch. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "../quant/quant.h"
 #include "../stream/expert_store.h"
 #include "model.h"
 
-/* The router decision for one token: fills experts[0..K) in rank order and
- * their weights from the router logits (modified in place). replayed: the
- * experts are given (a benchmark's replayed routing), their weights come
- * from the logits as the router's would. */
-static void route_token(const moe_config *config, float *logits, const float *selection_bias, int n_expert,
-                        int n_used, int32_t *experts, float *weights, bool replayed)
+/* The router's scores from its logits, in place. */
+static void gate_scores(const moe_config *config, float *logits, int n_expert)
 {
     if (config->gating == MOE_GATING_SOFTMAX)
         softmax(logits, n_expert);
     else if (config->gating == MOE_GATING_SIGMOID)
         sigmoid(logits, n_expert);
-    /* top-K by score (the probability plus the selection bias, when there is
-     * one), highest first; ties go to the lower expert index */
+}
+
+/* What the top-k ranks: the score plus the selection bias, when there is one. */
+static void rank_keys(const float *scores, const float *selection_bias, int n_expert, float *keys)
+{
+    for (int e = 0; e < n_expert; e++)
+        keys[e] = selection_bias ? scores[e] + selection_bias[e] : scores[e];
+}
+
+/* experts[0..n_used) = the n_used highest keys, highest first; ties go to
+ * the lower expert index. */
+static void take_top_k(const float *keys, int n_expert, int n_used, int32_t *experts)
+{
     for (int k = 0; k < n_used; k++) {
         int best = -1;
-        float best_score = 0.0f;
-        for (int e = 0; e < n_expert && !replayed; e++) {
+        float best_key = 0.0f;
+        for (int e = 0; e < n_expert; e++) {
             bool taken = false;
             for (int j = 0; j < k; j++)
                 taken |= experts[j] == e;
-            float score = selection_bias ? logits[e] + selection_bias[e] : logits[e];
-            if (!taken && (best < 0 || score > best_score)) {
+            if (!taken && (best < 0 || keys[e] > best_key)) {
                 best = e;
-                best_score = score;
+                best_key = keys[e];
             }
         }
-        if (!replayed)
-            experts[k] = best;
-        weights[k] = logits[experts[k]];
+        experts[k] = best;
     }
+}
+
+/* The weights of the chosen experts from the router's scores, whoever chose
+ * them (the router, a replay or a lever). */
+static void route_weights(const moe_config *config, const float *scores, int n_used, const int32_t *experts,
+                          float *weights)
+{
+    for (int k = 0; k < n_used; k++)
+        weights[k] = scores[experts[k]];
     if (config->gating == MOE_GATING_SOFTMAX_WEIGHT)
         softmax(weights, n_used);
     if (config->normalize_weights) {
@@ -57,6 +72,16 @@ static void route_token(const moe_config *config, float *logits, const float *se
     if (config->weights_scale != 0.0f && config->weights_scale != 1.0f)
         for (int k = 0; k < n_used; k++)
             weights[k] *= config->weights_scale;
+}
+
+/* The router's own choice for one row of logits (scores left in place). */
+static void route_by_router(const moe_config *config, float *logits, const float *selection_bias, int n_expert,
+                            int n_used, int32_t *experts)
+{
+    float keys[MODEL_MAX_EXPERTS];
+    gate_scores(config, logits, n_expert);
+    rank_keys(logits, selection_bias, n_expert, keys);
+    take_top_k(keys, n_expert, n_used, experts);
 }
 
 /* A replayed routing must name distinct experts of the layer. */
@@ -79,10 +104,12 @@ static void report_routes(run_state *s, int layer, const int32_t *positions, int
 {
     for (int t = 0; t < n_tokens; t++) {
         const int32_t *experts = s->selected + t * n_used;
+        const uint8_t *dropped = s->slot_dropped + t * n_used;
         for (int k = 0; k < n_used; k++) {
-            s->slot_residency[k] = s->expert_residency[experts[k]];
-            s->slot_read_bytes[k] = s->expert_read_bytes[experts[k]];
-            s->expert_read_bytes[experts[k]] = 0;
+            s->slot_residency[k] = dropped[k] ? 0 : s->expert_residency[experts[k]];
+            s->slot_read_bytes[k] = dropped[k] ? 0 : s->expert_read_bytes[experts[k]];
+            if (!dropped[k])
+                s->expert_read_bytes[experts[k]] = 0;
         }
         bmoe_route_event event = {
             .layer = layer,
@@ -92,6 +119,7 @@ static void report_routes(run_state *s, int layer, const int32_t *positions, int
             .weights = s->selected_weights + t * n_used,
             .residency = s->slot_residency,
             .read_bytes = s->slot_read_bytes,
+            .dropped = dropped,
             .batch = n_tokens > 1,
         };
         s->route_callback(s->route_user, &event);
@@ -174,6 +202,36 @@ static void add_expert_bias(const tensor_view *bias, int expert, float *rows, in
         vector_add(rows + (int64_t)r * n, b, n);
 }
 
+/* The n-th MoE layer after layer (n >= 1), or -1. */
+static int moe_layer_ahead(const model *m, int layer, int n)
+{
+    for (int l = layer + 1; l < m->hparams.n_layer; l++)
+        if (m->weights.layers[l].ffn_gate_inp.name && --n == 0)
+            return l;
+    return -1;
+}
+
+/* Layer's router applied to one row of input: its scores. */
+static void score_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
+                              float *scores)
+{
+    const layer_weights *weights = &m->weights.layers[layer];
+    const tensor_view *router = &weights->ffn_gate_inp;
+    float *out = scores;
+    linear(s, input, m->hparams.n_embd, 1, 1, &router, &out, NULL);
+    add_bias(scores, &weights->ffn_gate_inp_bias, 1, m->hparams.n_expert);
+    gate_scores(config, scores, m->hparams.n_expert);
+}
+
+/* Layer's routing of position as a replay gives it, when one does. */
+static bool replayed_routing(run_state *s, const model *m, int layer, int32_t position, int32_t *experts)
+{
+    const model_hparams *hp = &m->hparams;
+    return s->route_override &&
+           s->route_override(s->route_override_user, layer, position, hp->n_expert_used, experts) &&
+           valid_override(experts, hp->n_expert_used, hp->n_expert);
+}
+
 /* Predictive prefetch (expert_store_prefetch) for a decode step: the next
  * MoE layer's router applied to this layer's router input ranks the experts
  * that layer is likely to route to, and the store reads the best of those it
@@ -186,26 +244,183 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
                                const float *router_input, int32_t position)
 {
     const model_hparams *hp = &m->hparams;
-    int next = layer_index + 1;
-    while (next < hp->n_layer && !m->weights.layers[next].ffn_gate_inp.name)
-        next++;
-    if (next >= hp->n_layer)
+    int next = moe_layer_ahead(m, layer_index, 1);
+    if (next < 0)
         return;
     int32_t experts[MODEL_MAX_EXPERTS];
-    bool known = s->route_override &&
-                 s->route_override(s->route_override_user, next, position, hp->n_expert_used, experts) &&
-                 valid_override(experts, hp->n_expert_used, hp->n_expert);
-    if (!known) {
-        const layer_weights *next_layer = &m->weights.layers[next];
-        const tensor_view *router = &next_layer->ffn_gate_inp;
-        float logits[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
-        float *out = logits;
-        linear(s, router_input, hp->n_embd, 1, 1, &router, &out, NULL);
-        add_bias(logits, &next_layer->ffn_gate_inp_bias, 1, hp->n_expert);
-        route_token(config, logits, next_layer->exp_probs_b.data, hp->n_expert, hp->n_expert_used, experts,
-                    weights, false);
+    if (!replayed_routing(s, m, next, position, experts)) {
+        float scores[MODEL_MAX_EXPERTS], keys[MODEL_MAX_EXPERTS];
+        score_with_router(s, m, config, next, router_input, scores);
+        rank_keys(scores, m->weights.layers[next].exp_probs_b.data, hp->n_expert, keys);
+        take_top_k(keys, hp->n_expert, hp->n_expert_used, experts);
     }
     expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
+}
+
+/* ---- The lossy levers (bmoe_lossy_params) ------------------------------
+ * Each changes which experts a token uses, never how they are computed;
+ * with every lever at 0 none of this runs. */
+
+static double now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec * 1e3 + (double)now.tv_nsec * 1e-6;
+}
+
+/* The slots of a routing below the drop threshold, drop_cold_frac x the
+ * routing's total weight / k (1/k of normalized weights), other than its
+ * top-weighted one (the lowest slot on a tie). */
+static bool below_drop_threshold(const model *m, const float *weights, int n_used, int slot)
+{
+    double total = 0.0;
+    int top = 0;
+    for (int k = 0; k < n_used; k++) {
+        total += weights[k];
+        if (weights[k] > weights[top])
+            top = k;
+    }
+    return slot != top && (double)weights[slot] < (double)m->lossy.drop_cold_frac * total / n_used;
+}
+
+/* Drop: a selection below the threshold whose expert the cache lacks is
+ * skipped (never read, left out of the sum); the survivors are scaled back
+ * to the routing's total unless drop_no_renorm. */
+static void drop_cold(const model *m, int layer, int n_used, const int32_t *experts, float *weights,
+                      uint8_t *dropped, bmoe_stats *counters)
+{
+    double total = 0.0, kept = 0.0;
+    int n_dropped = 0;
+    for (int k = 0; k < n_used; k++) {
+        dropped[k] = below_drop_threshold(m, weights, n_used, k) && !expert_store_holds(m->experts, layer, experts[k]);
+        total += weights[k];
+        kept += dropped[k] ? 0.0 : weights[k];
+        n_dropped += dropped[k];
+    }
+    counters->experts_dropped += (uint64_t)n_dropped;
+    if (n_dropped == 0 || m->lossy.drop_no_renorm || kept <= 0.0)
+        return;
+    float scale = (float)(total / kept);
+    for (int k = 0; k < n_used; k++)
+        if (!dropped[k])
+            weights[k] *= scale;
+}
+
+/* Substitution: every expert the cache holds gains substitute_lambda x
+ * (max - min) of the token's keys, and the top-k is taken again. A softmax
+ * router ranks in log-probability space, where the logits differ from the
+ * log-probabilities by one constant; other routers rank their scores plus
+ * any selection bias. */
+static void substitute_cached(const model *m, int layer, const moe_config *config, const float *logits,
+                              const float *scores, const float *selection_bias, int32_t *experts,
+                              bmoe_stats *counters)
+{
+    int n_expert = m->hparams.n_expert, n_used = m->hparams.n_expert_used;
+    float keys[MODEL_MAX_EXPERTS];
+    if (config->gating == MOE_GATING_SOFTMAX && !selection_bias)
+        memcpy(keys, logits, (size_t)n_expert * sizeof *keys);
+    else
+        rank_keys(scores, selection_bias, n_expert, keys);
+    float low = keys[0], high = keys[0];
+    for (int e = 1; e < n_expert; e++) {
+        low = keys[e] < low ? keys[e] : low;
+        high = keys[e] > high ? keys[e] : high;
+    }
+    float bonus = m->lossy.substitute_lambda * (high - low);
+    for (int e = 0; e < n_expert; e++)
+        if (expert_store_holds(m->experts, layer, e))
+            keys[e] += bonus;
+    int32_t chosen[MODEL_MAX_EXPERTS];
+    take_top_k(keys, n_expert, n_used, chosen);
+    int moved = 0;
+    for (int k = 0; k < n_used; k++) {
+        bool kept = false;
+        for (int j = 0; j < n_used; j++)
+            kept |= chosen[k] == experts[j];
+        moved += !kept;
+    }
+    counters->experts_reranked += (uint64_t)n_used;
+    counters->experts_substituted += (uint64_t)moved;
+    memcpy(experts, chosen, (size_t)n_used * sizeof *experts);
+}
+
+/* Route-ahead's watchdog: once this many committed slots were compared, a
+ * choice that agrees with the router on under half of them turns the lever
+ * off (an early layer's input that says little about a later routing). */
+#define AHEAD_WATCH_MIN_SLOTS 256
+
+/* Route-ahead at the source layer: the MoE layer route_ahead MoE layers on
+ * ranks this layer's router input with its own router; that choice is kept
+ * for it, and what of it the cache lacks is read from now on (all of it:
+ * the layer will use it), but for what the drop lever would skip. Under a
+ * replayed routing the choice is the replay's, as in predict_next_layer. */
+static void route_ahead_choose(run_state *s, const model *m, const moe_config *config, int layer,
+                               const float *router_input, int32_t position, bmoe_stats *counters)
+{
+    const model_hparams *hp = &m->hparams;
+    int target = moe_layer_ahead(m, layer, m->lossy.route_ahead);
+    if (target < 0)
+        return;
+    int n_used = hp->n_expert_used;
+    int32_t *experts = s->ahead_experts + (size_t)target * (size_t)n_used;
+    double start = now_ms();
+    float scores[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
+    score_with_router(s, m, config, target, router_input, scores);
+    if (!replayed_routing(s, m, target, position, experts)) {
+        float keys[MODEL_MAX_EXPERTS];
+        rank_keys(scores, m->weights.layers[target].exp_probs_b.data, hp->n_expert, keys);
+        take_top_k(keys, hp->n_expert, n_used, experts);
+    }
+    s->ahead_ready[target] = true;
+    double chosen = now_ms();
+    counters->ra_gemv_ms += chosen - start;
+    route_weights(config, scores, n_used, experts, weights);
+    int32_t wanted[MODEL_MAX_EXPERTS];
+    int n_wanted = 0;
+    for (int k = 0; k < n_used; k++)
+        if (m->lossy.drop_cold_frac <= 0.0f || !below_drop_threshold(m, weights, n_used, k))
+            wanted[n_wanted++] = experts[k];
+    expert_store_prefetch(m->experts, target, wanted, n_wanted, n_wanted);
+    counters->ra_issue_ms += now_ms() - chosen;
+}
+
+/* Route-ahead at the layer the choice was made for: it replaces the
+ * router's, which the watchdog compares it with. */
+static void route_ahead_commit(run_state *s, int layer, int n_used, int32_t *experts, bmoe_stats *counters)
+{
+    if (!s->ahead_ready[layer]) {
+        counters->ra_passthrough++;
+        return;
+    }
+    double start = now_ms();
+    s->ahead_ready[layer] = false;
+    const int32_t *early = s->ahead_experts + (size_t)layer * (size_t)n_used;
+    int agree = 0;
+    for (int k = 0; k < n_used; k++)
+        for (int j = 0; j < n_used; j++)
+            agree += early[k] == experts[j];
+    memcpy(experts, early, (size_t)n_used * sizeof *experts);
+    counters->ra_committed++;
+    counters->ra_slots += (uint64_t)n_used;
+    counters->ra_agree_slots += (uint64_t)agree;
+    s->ahead_watch_slots += (uint64_t)n_used;
+    s->ahead_watch_agree += (uint64_t)agree;
+    if (s->ahead_watch_slots >= AHEAD_WATCH_MIN_SLOTS && 2 * s->ahead_watch_agree < s->ahead_watch_slots) {
+        s->ahead_disarmed = true;
+        counters->ra_disarmed = 1;
+    }
+    counters->ra_wd_ms += now_ms() - start;
+}
+
+/* What a decode step reads ahead once a layer's own reads are queued: the
+ * route-ahead choice N layers on, or the predicted next layer. */
+static void read_ahead(run_state *s, const model *m, const moe_config *config, int layer_index,
+                       const float *router_input, int32_t position, bmoe_stats *counters)
+{
+    if (m->lossy.route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed)
+        route_ahead_choose(s, m, config, layer_index, router_input, position, counters);
+    else if (expert_store_predict_max(m->experts) > 0)
+        predict_next_layer(s, m, config, layer_index, router_input, position);
 }
 
 /* The layout of a layer's expert matrices. fused: one gate_up matrix whose
@@ -280,7 +495,8 @@ static int64_t run_experts(run_state *s, const layer_weights *layer, const moe_c
  * the split into two runs changes a bit. */
 static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
                      const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
-                     const size_t *strides, const float *predict_input, int32_t position, bmoe_error *err)
+                     const size_t *strides, const float *ahead_input, int32_t position, bmoe_stats *counters,
+                     bmoe_error *err)
 {
     expert_store *store = m->experts;
     expert_matrices mx = {.fused = layer->ffn_gate_up_exps.name != NULL, .up = &layer->ffn_up_exps,
@@ -294,8 +510,8 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         expert_store_release(store, NULL);
         return -1;
     }
-    if (predict_input)
-        predict_next_layer(s, m, config, layer_index, predict_input, position);
+    if (ahead_input)
+        read_ahead(s, m, config, layer_index, ahead_input, position, counters);
     const matmul_waiter *waiter = expert_store_waiter(store);
     bool pending[MODEL_MAX_EXPERTS];
     int n_ready = 0;
@@ -368,25 +584,50 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     int64_t n_embd = hp->n_embd;
     int n_rows = n_tokens * n_used;
 
-    /* 1. router */
+    /* 1. router, and the levers that change its choice (decode only but drop) */
+    bmoe_stats discarded = {0};
+    bmoe_stats *counters = s->eval_stats ? s->eval_stats : &discarded;
+    const bmoe_lossy_params *lossy = &m->lossy;
+    bool decode = n_tokens == 1;
+    bool ahead = decode && lossy->route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed;
+    if (ahead && moe_layer_ahead(m, -1, 1) == layer_index) /* a new step: no choice made yet */
+        memset(s->ahead_ready, 0, (size_t)hp->n_layer * sizeof *s->ahead_ready);
+    bool drop = lossy->drop_cold_frac > 0.0f && (decode || lossy->drop_in_prefill);
+    const float *selection_bias = layer->exp_probs_b.data;
     const tensor_view *router = &layer->ffn_gate_inp;
     linear(s, router_x ? router_x : x, n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
     add_bias(s->router_logits, &layer->ffn_gate_inp_bias, n_tokens, n_expert);
     for (int t = 0; t < n_tokens; t++) {
+        float *scores = s->router_logits + (int64_t)t * n_expert;
         int32_t *experts = s->selected + t * n_used;
-        bool replayed = s->route_override && s->route_override(s->route_override_user, layer_index, positions[t],
-                                                               n_used, experts) &&
-                        valid_override(experts, n_used, n_expert);
-        route_token(config, s->router_logits + (int64_t)t * n_expert, layer->exp_probs_b.data, n_expert, n_used,
-                    experts, s->selected_weights + t * n_used, replayed);
+        float *weights = s->selected_weights + t * n_used;
+        uint8_t *dropped = s->slot_dropped + t * n_used;
+        bool replayed = replayed_routing(s, m, layer_index, positions[t], experts);
+        bool substitute = decode && !replayed && lossy->substitute_lambda > 0.0f;
+        float logits[MODEL_MAX_EXPERTS];
+        if (substitute)
+            memcpy(logits, scores, (size_t)n_expert * sizeof *logits);
+        if (replayed)
+            gate_scores(config, scores, n_expert);
+        else
+            route_by_router(config, scores, selection_bias, n_expert, n_used, experts);
+        if (substitute)
+            substitute_cached(m, layer_index, config, logits, scores, selection_bias, experts, counters);
+        if (ahead)
+            route_ahead_commit(s, layer_index, n_used, experts, counters);
+        route_weights(config, scores, n_used, experts, weights);
+        memset(dropped, 0, (size_t)n_used);
+        if (drop)
+            drop_cold(m, layer_index, n_used, experts, weights, dropped, counters);
     }
+    counters->experts_routed += (uint64_t)n_rows;
 
     forward_trace_op(s, "MUL_MAT", "ffn_moe_router");
 
     /* 2. group the (token, rank) selections by expert, tokens in order */
     memset(s->expert_count, 0, (size_t)n_expert * sizeof *s->expert_count);
     for (int i = 0; i < n_rows; i++)
-        s->expert_count[s->selected[i]]++;
+        s->expert_count[s->selected[i]] += !s->slot_dropped[i];
     s->expert_first[0] = 0;
     for (int e = 0; e < n_expert; e++) {
         s->expert_first[e + 1] = s->expert_first[e] + s->expert_count[e];
@@ -394,6 +635,10 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     }
     for (int i = 0; i < n_rows; i++) {
         int e = s->selected[i];
+        if (s->slot_dropped[i]) {
+            s->row_of[i] = -1;
+            continue;
+        }
         int row = s->expert_first[e] + s->expert_count[e]++;
         s->row_of[i] = row;
         s->sorted_token[row] = i / n_used;
@@ -405,7 +650,8 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         gate_up[0] = &layer->ffn_gate_up_exps;
     const uint8_t *inputs[2];
     size_t strides[2];
-    gather_inputs(s, gate_up, layer->ffn_gate_up_exps.name ? 1 : 2, x, n_tokens, n_embd, n_rows, inputs, strides);
+    gather_inputs(s, gate_up, layer->ffn_gate_up_exps.name ? 1 : 2, x, n_tokens, n_embd, s->expert_first[n_expert],
+                  inputs, strides);
     if (expert_store_stages_all(m->experts) && stage_unrouted(s, m->experts, layer_index, n_expert, err) != 0)
         return -1;
     int32_t *selected = s->distinct_experts;
@@ -414,13 +660,13 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         if (s->expert_count[e] > 0)
             selected[n_selected++] = e;
     int capacity = expert_store_capacity(m->experts);
-    /* a decode step: predict the next layer's routing */
-    const float *predict_input =
-        n_tokens == 1 && expert_store_predict_max(m->experts) > 0 ? (router_x ? router_x : x) : NULL;
+    /* a decode step: choose or predict what later layers will route */
+    const float *ahead_input =
+        decode && (ahead || expert_store_predict_max(m->experts) > 0) ? (router_x ? router_x : x) : NULL;
     for (int g = 0; g < n_selected; g += capacity) {
         int n_group = n_selected - g < capacity ? n_selected - g : capacity;
         if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides,
-                      g == 0 ? predict_input : NULL, positions[0], err) != 0)
+                      g == 0 ? ahead_input : NULL, positions[0], counters, err) != 0)
             return -1;
     }
 
@@ -433,9 +679,16 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         float *o = out + (int64_t)t * n_embd;
         const float *w = s->selected_weights + t * n_used;
         const int32_t *rows = s->row_of + t * n_used;
-        vector_scale(o, s->expert_down + (int64_t)rows[0] * n_embd, w[0], n_embd);
-        for (int k = 1; k < n_used; k++)
-            vector_add_scaled(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
+        bool first = true;
+        for (int k = 0; k < n_used; k++) {
+            if (rows[k] < 0) /* dropped */
+                continue;
+            if (first)
+                vector_scale(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
+            else
+                vector_add_scaled(o, s->expert_down + (int64_t)rows[k] * n_embd, w[k], n_embd);
+            first = false;
+        }
     }
     forward_trace_op(s, "ADD", "ffn_moe_weighted_sum");
     return 0;

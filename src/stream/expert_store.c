@@ -562,6 +562,21 @@ static void prefetch_after(expert_store *store, int layer)
     io_lanes_submit(store->lanes, store->submit, n_jobs);
 }
 
+bool expert_store_caches(const expert_store *store)
+{
+    return store->config.streaming && store->config.cache_bytes > 0;
+}
+
+bool expert_store_holds(const expert_store *store, int layer, int expert)
+{
+    if (!store->config.streaming)
+        return true;
+    if (layer < 0 || layer >= store->n_layer || expert < 0 || expert >= store->n_expert)
+        return false;
+    int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)expert];
+    return slot >= 0 && store->retain && !store->slots[slot].cancelled && (slot_reading(store, slot) || !slot_failed(store, slot));
+}
+
 bool expert_store_stages_all(const expert_store *store)
 {
     return store->config.streaming && store->config.stage_all;

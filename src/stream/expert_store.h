@@ -117,6 +117,13 @@ int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts
  * (-1: prediction is off, or the store is resident or has no cache). */
 int expert_store_predict_max(const expert_store *store);
 
+/* Whether an acquire of layer's expert now would find it in the cache (its
+ * reads done or under way): what the lossy levers call resident. Always
+ * true for a resident store; without a cache, false. */
+bool expert_store_holds(const expert_store *store, int layer, int expert);
+/* Streaming with a cache budget above 0. */
+bool expert_store_caches(const expert_store *store);
+
 /* Waits for the prefetches still reading (the wrong guesses of a token's
  * last layers) and counts them, so each evaluation's counters are complete. */
 void expert_store_settle(expert_store *store);
