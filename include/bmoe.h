@@ -198,7 +198,8 @@ typedef struct bmoe_model_info {
     int32_t n_layer;
     int32_t n_moe_layers;       /* layers with routed experts */
     int32_t n_expert;           /* per MoE layer; 0 for a dense model */
-    int32_t n_expert_used;
+    int32_t n_expert_used;      /* in effect (bmoe_model_params.n_expert_used may lower it) */
+    int32_t n_expert_used_file; /* as the file states it */
     uint64_t expert_slice_bytes; /* one expert of one layer, all projections (the largest layer's) */
     uint32_t n_shards;
 } bmoe_model_info;

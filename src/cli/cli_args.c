@@ -52,6 +52,7 @@ typedef enum flag_id {
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_FORCE_CACHE, F_NO_WARM_DENSE, F_DENSE_ODIRECT, F_LIST_ARCHS, F_THREADS_BATCH, F_PRELOAD_EXPERTS,
     F_DECIDE_PREFIX_CACHE, F_DEVICES, F_GPU_LAYERS,
+    F_DROP_COLD, F_DROP_NO_RENORM, F_DROP_IN_PREFILL, F_SUBSTITUTE, F_ROUTE_AHEAD,
     F_COUNT
 } flag_id;
 
@@ -119,6 +120,12 @@ static const cli_flag cli_flags[] = {
     {F_N_EXPERT_USED, NULL, "--n-expert-used", FLAG_INT, 0, 512, NULL, FOR_MODEL, false, NULL},
     {F_THREADS_BATCH, NULL, "--threads-batch", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false, NULL},
     {F_PRELOAD_EXPERTS, NULL, "--preload-experts", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, true, NULL},
+    /* the lossy levers; the library refuses them without a cache */
+    {F_DROP_COLD, NULL, "--drop-cold-experts", FLAG_FLOAT, 0, 1, NULL, FOR_MODEL, false, NULL},
+    {F_DROP_NO_RENORM, NULL, "--drop-no-renorm", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_DROP_IN_PREFILL, NULL, "--drop-in-prefill", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
+    {F_SUBSTITUTE, NULL, "--expert-substitute", FLAG_FLOAT, 0, 1, NULL, FOR_MODEL, false, NULL},
+    {F_ROUTE_AHEAD, NULL, "--route-ahead", FLAG_INT, 1, 8, NULL, FOR_MODEL, false, NULL},
     /* the reference's: accepted as what bmoe does anyway */
     {F_FORCE_CACHE, NULL, "--force-cache", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
     {F_NO_WARM_DENSE, NULL, "--no-warm-dense", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
@@ -145,11 +152,6 @@ static const cli_flag cli_flags[] = {
     {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false, NULL},
     {F_DECIDE_PREFIX_CACHE, NULL, "--decide-prefix-cache", FLAG_CHOICE, 0, 0, "auto|on|off", FOR_SESSION, false, NULL},
     /* the reference's flags bmoe does not have */
-    UNAVAILABLE("--drop-cold-experts", FLAG_TEXT, NOT_YET_LOSSY),
-    UNAVAILABLE("--drop-no-renorm", FLAG_SWITCH, NOT_YET_LOSSY),
-    UNAVAILABLE("--drop-in-prefill", FLAG_SWITCH, NOT_YET_LOSSY),
-    UNAVAILABLE("--expert-substitute", FLAG_TEXT, NOT_YET_LOSSY),
-    UNAVAILABLE("--route-ahead", FLAG_TEXT, NOT_YET_LOSSY),
     UNAVAILABLE("--predict-log", FLAG_SWITCH, NOT_YET_LOSSY),
     UNAVAILABLE("--ppl-skip", FLAG_TEXT, NOT_YET_LOSSY),
     UNAVAILABLE("--ppl-step", FLAG_SWITCH, NOT_YET_LOSSY),
@@ -240,7 +242,7 @@ void cli_print_usage(FILE *out)
             "      --ignore-eos       keep generating past end-of-generation tokens (benchmarks)\n"
             "      --no-prefault      do not map the whole model at load (it is mapped at load\n"
             "                         when it fits in physical memory)\n"
-            "      --n-expert-used N  route each token to N experts instead of the model's (lossy; 0: the model's)\n"
+            "      --n-expert-used N  route each token to N experts instead of the model's (LOSSY; 0: the model's)\n"
             "      --prompt-ids LIST  the prompt as token ids (1,2,3) instead of text\n"
             "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
             "                         ids one single-token decode each (needs --logits-out)\n"
@@ -273,6 +275,19 @@ void cli_print_usage(FILE *out)
             "      --load-all         read every expert of every layer at each token, the routed ones\n"
             "                         computed as usual (a debugging A/B: the reads routing saves)\n"
             "      --force-cache      accepted (the reference's; bmoe refuses no cache size)\n"
+            "\n"
+            "lossy levers (fewer expert reads, different output; each needs an expert cache):\n"
+            "      --drop-cold-experts F  LOSSY: in decode, skip a routed expert the cache lacks whose\n"
+            "                         weight is under F x 1/k of the routing (0..1; never the top one);\n"
+            "                         the others are scaled back to the routing's total\n"
+            "      --drop-no-renorm   keep the surviving weights as routed\n"
+            "      --drop-in-prefill  drop in the prompt too\n"
+            "      --expert-substitute L  LOSSY: in decode, cached experts gain L x the spread of the\n"
+            "                         token's router scores before the top-k (0..1; 0.15 is mild)\n"
+            "      --route-ahead N    LOSSY: in decode, a layer's experts are chosen by its router on the\n"
+            "                         input N MoE layers earlier and read from then on (1..8); a watchdog\n"
+            "                         turns it off when the choice agrees with the router on under half\n"
+            "                         (not with --predict-prefetch)\n"
             "      --route-replay TRACE.csv\n"
             "                         benchmarks: each decode step's experts from a route trace\n"
             "                         (its n_expert_used must match, see --n-expert-used)\n"
@@ -596,6 +611,11 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_LOAD_ALL: stream->stage_all = true; break;
     case F_PRELOAD_EXPERTS: stream->load_all = true; break;
     case F_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
+    case F_DROP_COLD: options->model_params.lossy.drop_cold_frac = (float)real; break;
+    case F_DROP_NO_RENORM: options->model_params.lossy.drop_no_renorm = true; break;
+    case F_DROP_IN_PREFILL: options->model_params.lossy.drop_in_prefill = true; break;
+    case F_SUBSTITUTE: options->model_params.lossy.substitute_lambda = (float)real; break;
+    case F_ROUTE_AHEAD: options->model_params.lossy.route_ahead = number; break;
     case F_PROGRESS: options->progress = true; break;
     case F_ROUTE_REPLAY: options->route_replay = value; break;
     case F_CSV: options->csv_path = value; break;
@@ -897,6 +917,14 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             cli_fail("%s needs --moe-stream", given_as[flag->id]);
             return cli_refuse(options, 1);
         }
+    }
+    if ((given[F_DROP_NO_RENORM] || given[F_DROP_IN_PREFILL]) && !given[F_DROP_COLD]) {
+        cli_fail("%s needs --drop-cold-experts", given_as[given[F_DROP_NO_RENORM] ? F_DROP_NO_RENORM : F_DROP_IN_PREFILL]);
+        return cli_refuse(options, 1);
+    }
+    if (given[F_ROUTE_AHEAD] && given[F_PREDICT_PREFETCH]) {
+        cli_fail("--route-ahead and --predict-prefetch exclude each other (route-ahead reads its own choice early)");
+        return cli_refuse(options, 2);
     }
     if (given[F_DECIDE_PREFIX_CACHE] && !options->decide) {
         cli_fail("--decide-prefix-cache needs --decide");

@@ -26,6 +26,7 @@ struct bmoe_model {
     dense_weights *dense;  /* the dense weights' residency */
     bmoe_model_params params; /* as resolved at load (cache_mb as sized) */
     bool cache_auto;       /* the expert cache was sized from the free memory */
+    int32_t n_expert_used_file; /* the routing width the file states (params.n_expert_used: in effect) */
     tokenizer *tokenizer;  /* NULL when the file has no vocabulary */
     char *chat_template;   /* NUL-terminated copy; NULL when absent */
     bmoe_log_callback log_callback;

@@ -541,6 +541,7 @@ bmoe_model *bmoe_model_load(const char *path, const bmoe_model_params *params, b
         goto fail;
     if (model_init(&result->model, result->file, &err) != 0)
         goto fail;
+    result->n_expert_used_file = result->model.hparams.n_expert_used;
     if (p.n_expert_used > 0) {
         model_hparams *hp = &result->model.hparams;
         if (hp->n_expert <= 0 || p.n_expert_used > hp->n_expert) {
@@ -688,6 +689,7 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
     if (info->n_moe_layers > 0) {
         info->n_expert = hp->n_expert;
         info->n_expert_used = hp->n_expert_used;
+        info->n_expert_used_file = m->n_expert_used_file;
     }
 }
 

@@ -13,6 +13,7 @@
 #include "../quant/quant.h"
 #include "../stream/expert_store.h"
 #include "model.h"
+#include "route_levers.h"
 
 /* The router's scores from its logits, in place. */
 static void gate_scores(const moe_config *config, float *logits, int n_expert)
@@ -28,26 +29,6 @@ static void rank_keys(const float *scores, const float *selection_bias, int n_ex
 {
     for (int e = 0; e < n_expert; e++)
         keys[e] = selection_bias ? scores[e] + selection_bias[e] : scores[e];
-}
-
-/* experts[0..n_used) = the n_used highest keys, highest first; ties go to
- * the lower expert index. */
-static void take_top_k(const float *keys, int n_expert, int n_used, int32_t *experts)
-{
-    for (int k = 0; k < n_used; k++) {
-        int best = -1;
-        float best_key = 0.0f;
-        for (int e = 0; e < n_expert; e++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++)
-                taken |= experts[j] == e;
-            if (!taken && (best < 0 || keys[e] > best_key)) {
-                best = e;
-                best_key = keys[e];
-            }
-        }
-        experts[k] = best;
-    }
 }
 
 /* The weights of the chosen experts from the router's scores, whoever chose
@@ -81,7 +62,7 @@ static void route_by_router(const moe_config *config, float *logits, const float
     float keys[MODEL_MAX_EXPERTS];
     gate_scores(config, logits, n_expert);
     rank_keys(logits, selection_bias, n_expert, keys);
-    take_top_k(keys, n_expert, n_used, experts);
+    route_top_k(keys, n_expert, n_used, experts);
 }
 
 /* A replayed routing must name distinct experts of the layer. */
@@ -252,7 +233,7 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
         float scores[MODEL_MAX_EXPERTS], keys[MODEL_MAX_EXPERTS];
         score_with_router(s, m, config, next, router_input, scores);
         rank_keys(scores, m->weights.layers[next].exp_probs_b.data, hp->n_expert, keys);
-        take_top_k(keys, hp->n_expert, hp->n_expert_used, experts);
+        route_top_k(keys, hp->n_expert, hp->n_expert_used, experts);
     }
     expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
 }
@@ -268,80 +249,36 @@ static double now_ms(void)
     return (double)now.tv_sec * 1e3 + (double)now.tv_nsec * 1e-6;
 }
 
-/* The slots of a routing below the drop threshold, drop_cold_frac x the
- * routing's total weight / k (1/k of normalized weights), other than its
- * top-weighted one (the lowest slot on a tie). */
-static bool below_drop_threshold(const model *m, const float *weights, int n_used, int slot)
-{
-    double total = 0.0;
-    int top = 0;
-    for (int k = 0; k < n_used; k++) {
-        total += weights[k];
-        if (weights[k] > weights[top])
-            top = k;
-    }
-    return slot != top && (double)weights[slot] < (double)m->lossy.drop_cold_frac * total / n_used;
-}
-
-/* Drop: a selection below the threshold whose expert the cache lacks is
- * skipped (never read, left out of the sum); the survivors are scaled back
- * to the routing's total unless drop_no_renorm. */
+/* Drop (route_drop) with the cache's answer for each selection. */
 static void drop_cold(const model *m, int layer, int n_used, const int32_t *experts, float *weights,
                       uint8_t *dropped, bmoe_stats *counters)
 {
-    double total = 0.0, kept = 0.0;
-    int n_dropped = 0;
-    for (int k = 0; k < n_used; k++) {
-        dropped[k] = below_drop_threshold(m, weights, n_used, k) && !expert_store_holds(m->experts, layer, experts[k]);
-        total += weights[k];
-        kept += dropped[k] ? 0.0 : weights[k];
-        n_dropped += dropped[k];
-    }
-    counters->experts_dropped += (uint64_t)n_dropped;
-    if (n_dropped == 0 || m->lossy.drop_no_renorm || kept <= 0.0)
-        return;
-    float scale = (float)(total / kept);
+    bool cached[MODEL_MAX_EXPERTS];
     for (int k = 0; k < n_used; k++)
-        if (!dropped[k])
-            weights[k] *= scale;
+        cached[k] = expert_store_holds(m->experts, layer, experts[k]);
+    counters->experts_dropped += (uint64_t)route_drop(weights, cached, n_used, m->lossy.drop_cold_frac,
+                                                      !m->lossy.drop_no_renorm, dropped);
 }
 
-/* Substitution: every expert the cache holds gains substitute_lambda x
- * (max - min) of the token's keys, and the top-k is taken again. A softmax
- * router ranks in log-probability space, where the logits differ from the
- * log-probabilities by one constant; other routers rank their scores plus
- * any selection bias. */
+/* Substitution (route_substitute). A softmax router ranks in
+ * log-probability space, where the logits differ from the log-probabilities
+ * by one constant; other routers rank their scores plus any selection bias. */
 static void substitute_cached(const model *m, int layer, const moe_config *config, const float *logits,
                               const float *scores, const float *selection_bias, int32_t *experts,
                               bmoe_stats *counters)
 {
     int n_expert = m->hparams.n_expert, n_used = m->hparams.n_expert_used;
     float keys[MODEL_MAX_EXPERTS];
+    bool cached[MODEL_MAX_EXPERTS];
     if (config->gating == MOE_GATING_SOFTMAX && !selection_bias)
         memcpy(keys, logits, (size_t)n_expert * sizeof *keys);
     else
         rank_keys(scores, selection_bias, n_expert, keys);
-    float low = keys[0], high = keys[0];
-    for (int e = 1; e < n_expert; e++) {
-        low = keys[e] < low ? keys[e] : low;
-        high = keys[e] > high ? keys[e] : high;
-    }
-    float bonus = m->lossy.substitute_lambda * (high - low);
     for (int e = 0; e < n_expert; e++)
-        if (expert_store_holds(m->experts, layer, e))
-            keys[e] += bonus;
-    int32_t chosen[MODEL_MAX_EXPERTS];
-    take_top_k(keys, n_expert, n_used, chosen);
-    int moved = 0;
-    for (int k = 0; k < n_used; k++) {
-        bool kept = false;
-        for (int j = 0; j < n_used; j++)
-            kept |= chosen[k] == experts[j];
-        moved += !kept;
-    }
+        cached[e] = expert_store_holds(m->experts, layer, e);
     counters->experts_reranked += (uint64_t)n_used;
-    counters->experts_substituted += (uint64_t)moved;
-    memcpy(experts, chosen, (size_t)n_used * sizeof *experts);
+    counters->experts_substituted +=
+        (uint64_t)route_substitute(keys, cached, n_expert, n_used, m->lossy.substitute_lambda, experts);
 }
 
 /* Route-ahead's watchdog: once this many committed slots were compared, a
@@ -369,7 +306,7 @@ static void route_ahead_choose(run_state *s, const model *m, const moe_config *c
     if (!replayed_routing(s, m, target, position, experts)) {
         float keys[MODEL_MAX_EXPERTS];
         rank_keys(scores, m->weights.layers[target].exp_probs_b.data, hp->n_expert, keys);
-        take_top_k(keys, hp->n_expert, n_used, experts);
+        route_top_k(keys, hp->n_expert, n_used, experts);
     }
     s->ahead_ready[target] = true;
     double chosen = now_ms();
@@ -378,7 +315,8 @@ static void route_ahead_choose(run_state *s, const model *m, const moe_config *c
     int32_t wanted[MODEL_MAX_EXPERTS];
     int n_wanted = 0;
     for (int k = 0; k < n_used; k++)
-        if (m->lossy.drop_cold_frac <= 0.0f || !below_drop_threshold(m, weights, n_used, k))
+        if (m->lossy.drop_cold_frac <= 0.0f ||
+            !route_below_drop_threshold(weights, n_used, m->lossy.drop_cold_frac, k))
             wanted[n_wanted++] = experts[k];
     expert_store_prefetch(m->experts, target, wanted, n_wanted, n_wanted);
     counters->ra_issue_ms += now_ms() - chosen;
@@ -395,10 +333,7 @@ static void route_ahead_commit(run_state *s, int layer, int n_used, int32_t *exp
     double start = now_ms();
     s->ahead_ready[layer] = false;
     const int32_t *early = s->ahead_experts + (size_t)layer * (size_t)n_used;
-    int agree = 0;
-    for (int k = 0; k < n_used; k++)
-        for (int j = 0; j < n_used; j++)
-            agree += early[k] == experts[j];
+    int agree = route_overlap(early, experts, n_used);
     memcpy(experts, early, (size_t)n_used * sizeof *experts);
     counters->ra_committed++;
     counters->ra_slots += (uint64_t)n_used;

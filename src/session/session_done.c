@@ -66,6 +66,11 @@ void session_format_done(tm_buffer *out, int64_t id, bool cancelled, const tm_su
     key_number(out, "token_demand_mib", s->token_demand_mib, 3, -1.0);
     tm_buffer_append_string(out, ",\"mtp_drafted\":0,\"mtp_accepted\":0,\"mtp_decodes\":0,\"mtp_draft_s_tok\":0.0000"
                                  ",\"drafted_steps\":0");
+    tm_buffer_printf(out,
+                     ",\"experts_routed\":%" PRIu64 ",\"experts_dropped\":%" PRIu64 ",\"experts_reranked\":%" PRIu64
+                     ",\"experts_substituted\":%" PRIu64 ",\"ra_committed\":%" PRIu64 ",\"ra_passthrough\":%" PRIu64,
+                     d->experts_routed, d->experts_dropped, d->experts_reranked, d->experts_substituted,
+                     d->ra_committed, d->ra_passthrough);
     key_number(out, "loop_overhead_s_tok", tm_totals_per_token(d, (d->loop_overhead_ms + s->tail_ms) * 1e-3), 4,
                0.0);
     tm_buffer_append_string(out, ",\"reasoning\":");

@@ -591,7 +591,7 @@ int expert_store_predict_max(const expert_store *store)
 
 int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses)
 {
-    if (expert_store_predict_max(store) < 0 || layer < 0 || layer >= store->n_layer ||
+    if (!expert_store_caches(store) || layer < 0 || layer >= store->n_layer ||
         store->layers[layer].n_projections == 0)
         return 0;
     for (int k = 0; k < n; k++)

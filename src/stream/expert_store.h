@@ -108,8 +108,8 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
  * (what was computed from them must be discarded). */
 int expert_store_release(expert_store *store, bmoe_error *err);
 
-/* Predictive prefetch: experts of layer predicted for the coming routing,
- * best first. The first max_misses of them not in the cache are read on idle
+/* Reads ahead (predictive prefetch, route-ahead; needs a cache): experts of
+ * layer predicted or chosen for the coming routing, best first. The first max_misses of them not in the cache are read on idle
  * lanes (after every demand read), admitted at the cold end and counted with
  * the prefetches; the others are left alone. Returns how many it read. */
 int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses);

@@ -19,6 +19,7 @@ void tm_config_from_model(tm_config *config, const bmoe_model *model, const char
     config->n_moe_layers = info.n_moe_layers;
     config->n_expert = info.n_expert;
     config->n_expert_used = info.n_expert_used;
+    config->n_expert_used_file = info.n_expert_used_file;
     config->moe_stream = state.streaming;
     /* the store's budget (whole slots) can fall just under the MiB the
      * parameters floor it to: the budget in effect, to the nearest MiB and
@@ -39,7 +40,15 @@ void tm_config_from_model(tm_config *config, const bmoe_model *model, const char
     config->predict_spec_max = config->predict_prefetch ? params.stream.predict_spec_max : 0;
     config->dense_anon = params.dense_weights == BMOE_DENSE_WEIGHTS_ANON;
     config->cache_frequency = state.streaming && params.stream.cache_policy == BMOE_CACHE_POLICY_FREQUENCY;
+    config->lossy = params.lossy;
     config->engine = bmoe_version();
+}
+
+bool tm_config_lossy(const tm_config *config)
+{
+    const bmoe_lossy_params *l = &config->lossy;
+    return l->drop_cold_frac > 0.0f || l->substitute_lambda > 0.0f || l->route_ahead > 0 ||
+           config->n_expert_used < config->n_expert_used_file;
 }
 
 const char *tm_config_dense_name(const tm_config *config)

@@ -18,6 +18,7 @@ typedef struct tm_config {
     const char *model_path;     /* as given */
     const char *arch;
     int32_t n_layer, n_moe_layers, n_expert, n_expert_used;
+    int32_t n_expert_used_file; /* the file's own (n_expert_used lower: a lossy override) */
     /* the context */
     int32_t threads, n_ctx, n_ubatch;
     bool chatml;
@@ -38,6 +39,7 @@ typedef struct tm_config {
     int32_t predict_spec_max;   /* its predicted misses per layer */
     bool dense_anon;            /* dense weights in engine memory (anon) or the mapping (mmap) */
     bool cache_frequency;       /* the cache keeps the most often used (freq), else the most recent (lru) */
+    bmoe_lossy_params lossy;    /* the levers armed (all 0: an exact run) */
     /* sampling */
     float temp, top_p;
     int32_t top_k;
@@ -50,6 +52,9 @@ typedef struct tm_config {
 /* Fills the model's part of config (everything above "the context") and
  * the streaming part from the resolved parameters and the expert store. */
 void tm_config_from_model(tm_config *config, const bmoe_model *model, const char *model_path);
+
+/* Any lossy lever armed (a top-k below the model's counts too). */
+bool tm_config_lossy(const tm_config *config);
 
 /* "mmap" or "anon". */
 const char *tm_config_dense_name(const tm_config *config);

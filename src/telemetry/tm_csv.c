@@ -31,13 +31,16 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
     tm_buffer_printf(out,
                      "# moe_stream=%d cache_mb=%" PRId64 " cache_auto=%d cache_floor_mb=%" PRId64
                      " cache_ceil_mb=%" PRId64 " cache_cycle_mb=%.0f force_cache=0 load_all=%d io_threads=%d"
-                     " o_direct=%d overlap=%d io_two_wave=0 prefetch=%d route_ahead=0 predict_prefetch=%d"
-                     " predict_log=0 predict_spec_max=%d prefetch_sync=0 dense_weights=%s drop_cold_frac=0"
-                     " drop_renorm=0 drop_prefill=0 substitute_lambda=0 cache_policy=%s preload_experts=%d\n",
+                     " o_direct=%d overlap=%d io_two_wave=0 prefetch=%d route_ahead=%d predict_prefetch=%d"
+                     " predict_log=0 predict_spec_max=%d prefetch_sync=0 dense_weights=%s drop_cold_frac=%g"
+                     " drop_renorm=%d drop_prefill=%d substitute_lambda=%g cache_policy=%s preload_experts=%d\n",
                      c->moe_stream, c->cache_mb, c->cache_auto, c->cache_floor_mb, c->cache_ceil_mb,
                      ceil(tm_finite(c->cache_cycle_mb, 0.0)), c->load_all, (int)c->io_threads, c->o_direct,
-                     c->overlap, (int)c->prefetch, c->predict_prefetch, (int)c->predict_spec_max,
-                     tm_config_dense_name(c), c->cache_frequency ? "freq" : "lru", c->preload_experts);
+                     c->overlap, (int)c->prefetch, (int)c->lossy.route_ahead, c->predict_prefetch,
+                     (int)c->predict_spec_max, tm_config_dense_name(c), (double)c->lossy.drop_cold_frac,
+                     c->lossy.drop_cold_frac > 0.0f && !c->lossy.drop_no_renorm,
+                     c->lossy.drop_cold_frac > 0.0f && c->lossy.drop_in_prefill, (double)c->lossy.substitute_lambda,
+                     c->cache_frequency ? "freq" : "lru", c->preload_experts);
     tm_buffer_printf(out,
                      "# temp=%g top_k=%d top_p=%g seed=%" PRIu64 " compute_trace_layers=%d spec=off"
                      " spec_draft_max=0 mtp_p_min=0 ngram_min_match=0\n",
@@ -65,10 +68,11 @@ void tm_csv_format_row(tm_buffer *out, int32_t turn, const tm_token *t, const tm
     tm_csv_hit_pct(out, t->cache_hit_pct);
     tm_buffer_printf(out, ",%.3f,%.3f,%" PRId64 ",%.3f,%.3f,", tm_finite(t->stall_ms, 0), tm_finite(t->mgmt_ms, 0),
                      t->majflt, tm_finite(t->cpu_ms, 0), tm_finite(t->dense_resident_frac, -1));
-    tm_buffer_printf(out, "%" PRId32 ",%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,1,0,0,0,0,0\n", turn,
+    tm_buffer_printf(out, "%" PRId32 ",%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,1,0,0,0,%.3f,%.3f\n", turn,
                      (double)t->majflt * (double)page_bytes / TM_MIB, tm_finite(cache_budget_mib, 0), m->rss_mib,
                      m->rss_anon_mib, m->rss_file_mib, m->swap_mib, m->mem_available_mib, m->mem_free_mib,
-                     m->swap_free_mib, tm_finite(t->loop_overhead_ms, 0));
+                     m->swap_free_mib, tm_finite(t->loop_overhead_ms, 0), tm_finite(t->ra_issue_ms, 0),
+                     tm_finite(t->ra_wd_ms, 0));
 }
 
 void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
@@ -90,14 +94,19 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
                      s->cache_resident_mib, s->cache_budget_mib, tm_totals_per_token(d, (double)d->majflt),
                      tm_totals_per_token(d, d->cpu_ms * 1e-3));
     tm_buffer_printf(out, " token_demand_MiB=%.3f layer_demand_MiB=%.3f experts_routed=%" PRIu64
-                     " experts_dropped=0 experts_reranked=0 experts_substituted=0",
-                     tm_finite(s->token_demand_mib, -1), tm_finite(s->layer_demand_mib, -1), s->experts_routed);
+                     " experts_dropped=%" PRIu64 " experts_reranked=%" PRIu64 " experts_substituted=%" PRIu64,
+                     tm_finite(s->token_demand_mib, -1), tm_finite(s->layer_demand_mib, -1), s->experts_routed,
+                     d->experts_dropped, d->experts_reranked, d->experts_substituted);
     tm_buffer_append_string(out, " row_table_MiB=0 row_resident_MiB=0 row_rows=0 row_reads=0 row_read_MiB=0"
                                  " row_evictions=0 row_io_errors=0");
     tm_buffer_printf(out, " loop_overhead_s/tok=%.4f drain_s/tok=0 adopt_s/tok=0",
                      tm_totals_per_token(d, (d->loop_overhead_ms + s->tail_ms) * 1e-3));
-    tm_buffer_append_string(out, " ra_committed=0 ra_passthrough=0 ra_agree_pct=-1 ra_gemv_ms/tok=0"
-                                 " ra_issue_ms/tok=0 ra_wd_ms/tok=0");
+    tm_buffer_printf(out, " ra_committed=%" PRIu64 " ra_passthrough=%" PRIu64 " ra_agree_pct=%.2f"
+                     " ra_gemv_ms/tok=%.4f ra_issue_ms/tok=%.4f ra_wd_ms/tok=%.4f",
+                     d->ra_committed, d->ra_passthrough,
+                     d->ra_slots > 0 ? 100.0 * (double)d->ra_agree_slots / (double)d->ra_slots : -1.0,
+                     tm_totals_per_token(d, d->ra_gemv_ms), tm_totals_per_token(d, d->ra_issue_ms),
+                     tm_totals_per_token(d, d->ra_wd_ms));
     /* the readers' names for the speculative reads, then bmoe's earlier ones */
     tm_buffer_printf(out, " evictions=%" PRIu64 " rereads=%" PRIu64 " spec_read_MiB=%.3f spec_experts=%" PRIu64
                      " spec_useful=%" PRIu64 " prefetch_MiB=%.3f prefetched=%" PRIu64 " prefetch_useful=%" PRIu64,

@@ -54,6 +54,8 @@ void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_
     token->majflt = stats->majflt;
     token->cpu_ms = stats->cpu_ms;
     token->loop_overhead_ms = stats->loop_overhead_ms;
+    token->ra_issue_ms = stats->ra_issue_ms;
+    token->ra_wd_ms = stats->ra_wd_ms;
     if (token->decoded) {
         /* the previous probe sits in this gap and is already in a row's wall */
         token->loop_overhead_ms -= meter->pending_probe_ms;

@@ -39,7 +39,22 @@ void tm_report_mode_line(tm_buffer *out, const tm_config *c)
         tm_buffer_printf(out, "%" PRId64 " MiB", c->cache_mb);
     else
         tm_buffer_append_string(out, "off");
-    tm_buffer_printf(out, ", dense %s%s\n", dense, c->overlap ? ", overlap" : "");
+    tm_buffer_printf(out, ", dense %s%s", dense, c->overlap ? ", overlap" : "");
+    if (tm_config_lossy(c)) {
+        /* the levers that change the output, named so no one takes the run for an exact one */
+        tm_buffer_append_string(out, "; LOSSY:");
+        if (c->lossy.drop_cold_frac > 0.0f)
+            tm_buffer_printf(out, " drop-cold-experts %g%s%s", (double)c->lossy.drop_cold_frac,
+                             c->lossy.drop_no_renorm ? " (no renorm)" : "",
+                             c->lossy.drop_in_prefill ? " (prefill too)" : "");
+        if (c->lossy.substitute_lambda > 0.0f)
+            tm_buffer_printf(out, " expert-substitute %g", (double)c->lossy.substitute_lambda);
+        if (c->lossy.route_ahead > 0)
+            tm_buffer_printf(out, " route-ahead %d", (int)c->lossy.route_ahead);
+        if (c->n_expert_used < c->n_expert_used_file)
+            tm_buffer_printf(out, " n-expert-used %d of %d", (int)c->n_expert_used, (int)c->n_expert_used_file);
+    }
+    tm_buffer_append_string(out, "\n");
 }
 
 void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
@@ -81,9 +96,34 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
         tm_buffer_printf(out, "\nmoe-cache: %" PRIu64 " evictions, %" PRIu64 " re-reads (%.2f/token)\n",
                          d->evictions, d->rereads, tm_totals_per_token(d, (double)d->rereads));
     }
-    if (c->prefetch > 0 || c->predict_prefetch)
+    bool ahead = c->lossy.route_ahead > 0;
+    if (c->prefetch > 0 || c->predict_prefetch || ahead)
         tm_buffer_printf(out, "moe-prefetch: %.2f MiB speculative, %" PRIu64 "/%" PRIu64 " experts useful (%.1f%%)%s\n",
                          (double)d->prefetch_bytes / TM_MIB, d->prefetch_useful, d->prefetched,
                          d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
-                         c->predict_prefetch ? " [stale-gate]" : "");
+                         ahead ? " [route-ahead]" : c->predict_prefetch ? " [stale-gate]" : "");
+    if (c->lossy.drop_cold_frac > 0.0f)
+        tm_buffer_printf(out, "moe-drop: %" PRIu64 "/%" PRIu64 " routed experts dropped (%.1f%%), threshold %g x uniform\n",
+                         d->experts_dropped, d->experts_routed,
+                         d->experts_routed > 0 ? 100.0 * (double)d->experts_dropped / (double)d->experts_routed : 0.0,
+                         (double)c->lossy.drop_cold_frac);
+    if (c->lossy.substitute_lambda > 0.0f)
+        tm_buffer_printf(out, "moe-substitute: %" PRIu64 "/%" PRIu64 " slots moved to a cached expert (%.1f%%), lambda %g\n",
+                         d->experts_substituted, d->experts_reranked,
+                         d->experts_reranked > 0 ? 100.0 * (double)d->experts_substituted / (double)d->experts_reranked
+                                                 : 0.0,
+                         (double)c->lossy.substitute_lambda);
+    if (ahead) {
+        tm_buffer_printf(out, "moe-route-ahead: %d layers early - %" PRIu64 " routings committed, %" PRIu64
+                              " passed through; committed selection agreed with the router on ",
+                         (int)c->lossy.route_ahead, d->ra_committed, d->ra_passthrough);
+        if (d->ra_slots > 0)
+            tm_buffer_printf(out, "%.1f%% of slots", 100.0 * (double)d->ra_agree_slots / (double)d->ra_slots);
+        else
+            tm_buffer_append_string(out, "- (nothing committed)");
+        tm_buffer_printf(out, "; router products %.3f ms/token, issue %.3f ms/token, watchdog %.3f ms/token%s\n",
+                         tm_totals_per_token(d, d->ra_gemv_ms), tm_totals_per_token(d, d->ra_issue_ms),
+                         tm_totals_per_token(d, d->ra_wd_ms),
+                         d->ra_disarmed ? "; DISARMED by the watchdog (agreement under 50 %)" : "");
+    }
 }

@@ -33,8 +33,8 @@ void tm_route_trace_format_event(tm_buffer *out, const tm_stamp *stamp, const bm
             tm_buffer_printf(out, "%.6g", (double)e->weights[k]);
         else
             tm_buffer_append_string(out, "nan");
-        tm_buffer_printf(out, ",%d,%" PRIu64 ",0\n", e->residency ? (int)e->residency[k] : 1,
-                         e->read_bytes ? e->read_bytes[k] : 0);
+        tm_buffer_printf(out, ",%d,%" PRIu64 ",%d\n", e->residency ? (int)e->residency[k] : 1,
+                         e->read_bytes ? e->read_bytes[k] : 0, e->dropped ? (int)e->dropped[k] : 0);
     }
 }
 

@@ -27,8 +27,5 @@ void tm_summary_fill(tm_summary *summary, const tm_config *config, const tm_layo
     summary->token_demand_mib = token_demand > 0 ? (double)token_demand / TM_MIB : -1.0;
     uint64_t layer_demand = tm_layout_layer_demand(layout, config->n_expert_used);
     summary->layer_demand_mib = layer_demand > 0 ? (double)layer_demand / TM_MIB : -1.0;
-    /* every decode routes k experts in each MoE layer; streaming counts them */
-    summary->experts_routed = state->streaming ? d->hits + d->misses
-                                               : (uint64_t)d->decoded * (uint64_t)config->n_moe_layers *
-                                                     (uint64_t)(config->n_expert_used > 0 ? config->n_expert_used : 0);
+    summary->experts_routed = d->experts_routed;
 }

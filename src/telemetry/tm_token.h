@@ -22,6 +22,8 @@ typedef struct tm_token {
     double cpu_ms;              /* process CPU time in the decode; 0: unmeasured */
     double dense_resident_frac; /* the latest sample; -1: unmeasured */
     double loop_overhead_ms;    /* wall time since the previous decode ended */
+    double ra_issue_ms;         /* route-ahead: issuing the early reads (inside compute) */
+    double ra_wd_ms;            /* route-ahead: the watchdog's comparison (inside compute) */
 } tm_token;
 
 /* compute = wall - io - mgmt (serial) or wall - stall - mgmt (overlap),

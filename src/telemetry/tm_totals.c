@@ -22,6 +22,18 @@ void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *s
     totals->prefetch_bytes += stats->prefetch_bytes;
     totals->prefetched += stats->prefetched;
     totals->prefetch_useful += stats->prefetch_useful;
+    totals->experts_routed += stats->experts_routed;
+    totals->experts_dropped += stats->experts_dropped;
+    totals->experts_reranked += stats->experts_reranked;
+    totals->experts_substituted += stats->experts_substituted;
+    totals->ra_committed += stats->ra_committed;
+    totals->ra_passthrough += stats->ra_passthrough;
+    totals->ra_slots += stats->ra_slots;
+    totals->ra_agree_slots += stats->ra_agree_slots;
+    totals->ra_disarmed += stats->ra_disarmed;
+    totals->ra_gemv_ms += stats->ra_gemv_ms;
+    totals->ra_issue_ms += stats->ra_issue_ms;
+    totals->ra_wd_ms += stats->ra_wd_ms;
 }
 
 void tm_lookups_add(tm_lookups *lookups, const bmoe_stats *stats)

@@ -30,6 +30,10 @@ typedef struct tm_totals {
     /* the expert store's counters over the decodes */
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetch_bytes, prefetched, prefetch_useful;
+    /* the routing and the lossy levers over the decodes */
+    uint64_t experts_routed, experts_dropped, experts_reranked, experts_substituted;
+    uint64_t ra_committed, ra_passthrough, ra_slots, ra_agree_slots, ra_disarmed;
+    double ra_gemv_ms, ra_issue_ms, ra_wd_ms;
 } tm_totals;
 
 /* Adds one token (its record and the stats record it came from). */
