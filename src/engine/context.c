@@ -286,6 +286,7 @@ static int replay_recurrent(bmoe_context *context, bmoe_error *err)
     run_state *s = &context->state;
     const model *m = &context->model->model;
     run_state_clear_recurrent(s);
+    s->single_token = false;
     bmoe_route_callback route_callback = s->route_callback;
     bmoe_trace_callback trace_callback = s->trace_callback;
     s->route_callback = NULL;
@@ -376,6 +377,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
             batch.first_output = count - 1;
             batch.logits = logits;
         }
+        context->state.single_token = n_tokens == 1;
         if (m->arch->forward(m, &context->state, &batch, &err) != 0) {
             /* the failed ubatch may have advanced the recurrent state of some layers */
             if (context->state.recurrent_floats > 0 && context->position > 0)

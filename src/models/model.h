@@ -238,6 +238,11 @@ typedef struct run_state {
     uint64_t *slot_read_bytes;  /* [K] */
     uint8_t *slot_dropped;      /* [n_ubatch][K] a selection the drop lever skipped */
 
+    /* The forward pass evaluates one token: a decode step. Its last layers
+     * may run on one row in a prefill too (only the rows that give logits),
+     * so n_tokens alone cannot say it. */
+    bool single_token;
+
     /* the lossy levers' state (moe.c) */
     bmoe_stats *eval_stats;     /* the counters of the evaluation under way (routing, levers); may be NULL */
     int32_t *ahead_experts;     /* [n_layer][K] route-ahead: each layer's experts chosen early */

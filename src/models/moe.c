@@ -101,7 +101,7 @@ static void report_routes(run_state *s, int layer, const int32_t *positions, int
             .residency = s->slot_residency,
             .read_bytes = s->slot_read_bytes,
             .dropped = dropped,
-            .batch = n_tokens > 1,
+            .batch = !s->single_token,
         };
         s->route_callback(s->route_user, &event);
     }
@@ -523,8 +523,11 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     bmoe_stats discarded = {0};
     bmoe_stats *counters = s->eval_stats ? s->eval_stats : &discarded;
     const bmoe_lossy_params *lossy = &m->lossy;
-    bool decode = n_tokens == 1;
-    bool ahead = decode && lossy->route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed;
+    bool decode = s->single_token;
+    bool ahead_armed = decode && lossy->route_ahead > 0 && s->ahead_experts;
+    bool ahead = ahead_armed && !s->ahead_disarmed;
+    if (ahead_armed && !ahead) /* turned off by the watchdog: the router's choice from now on */
+        counters->ra_passthrough++;
     if (ahead && moe_layer_ahead(m, -1, 1) == layer_index) /* a new step: no choice made yet */
         memset(s->ahead_ready, 0, (size_t)hp->n_layer * sizeof *s->ahead_ready);
     bool drop = lossy->drop_cold_frac > 0.0f && (decode || lossy->drop_in_prefill);

@@ -101,10 +101,13 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
                                  " row_evictions=0 row_io_errors=0");
     tm_buffer_printf(out, " loop_overhead_s/tok=%.4f drain_s/tok=0 adopt_s/tok=0",
                      tm_totals_per_token(d, (d->loop_overhead_ms + s->tail_ms) * 1e-3));
-    tm_buffer_printf(out, " ra_committed=%" PRIu64 " ra_passthrough=%" PRIu64 " ra_agree_pct=%.2f"
-                     " ra_gemv_ms/tok=%.4f ra_issue_ms/tok=%.4f ra_wd_ms/tok=%.4f",
-                     d->ra_committed, d->ra_passthrough,
-                     d->ra_slots > 0 ? 100.0 * (double)d->ra_agree_slots / (double)d->ra_slots : -1.0,
+    tm_buffer_printf(out, " ra_committed=%" PRIu64 " ra_passthrough=%" PRIu64 " ra_agree_pct=", d->ra_committed,
+                     d->ra_passthrough);
+    if (d->ra_slots > 0)
+        tm_buffer_printf(out, "%.2f", 100.0 * (double)d->ra_agree_slots / (double)d->ra_slots);
+    else
+        tm_buffer_append_string(out, "-1"); /* nothing committed: no agreement to measure */
+    tm_buffer_printf(out, " ra_gemv_ms/tok=%.4g ra_issue_ms/tok=%.4g ra_wd_ms/tok=%.4g",
                      tm_totals_per_token(d, d->ra_gemv_ms), tm_totals_per_token(d, d->ra_issue_ms),
                      tm_totals_per_token(d, d->ra_wd_ms));
     /* the readers' names for the speculative reads, then bmoe's earlier ones */

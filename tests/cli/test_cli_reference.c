@@ -29,9 +29,7 @@ static void test_refused_flags(void)
     static const struct {
         const char *flag, *value, *says;
     } refused[] = {
-        {"--drop-cold-experts", "0.75", "not implemented"}, {"--drop-no-renorm", NULL, "not implemented"},
-        {"--drop-in-prefill", NULL, "not implemented"},    {"--expert-substitute", "0.15", "not implemented"},
-        {"--route-ahead", "2", "not implemented"},         {"--predict-log", NULL, "not implemented"},
+        {"--predict-log", NULL, "not implemented"},
         {"--ppl-skip", "8", "not implemented"},            {"--ppl-step", NULL, "not implemented"},
         {"--ppl-list", "x.txt", "not implemented"},        {"--ppl-choices", "a,b", "not implemented"},
         {"--mtp", NULL, "not implemented"},                {"--ngram", NULL, "not implemented"},

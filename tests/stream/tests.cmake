@@ -23,3 +23,4 @@ add_dependencies(test_stream_contexts bmoe-mkmodel)
 bmoe_add_test(test_mapping_changes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mapping_changes.c LIBS bmoe_engine m
   TIMEOUT 300)
 add_dependencies(test_mapping_changes bmoe-mkmodel)
+bmoe_add_test(test_lossy_levers SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lossy_levers.c LIBS bmoe_engine m TIMEOUT 300)

@@ -147,7 +147,8 @@ static void test_row(void)
     CHECK(strcmp(tm_csv_header, want_header) == 0);
     tm_token t = {.step = 3, .steps = 128, .decoded = true, .wall_ms = 12.5, .io_ms = 7.25, .compute_ms = 4.0,
                   .mgmt_ms = 1.25, .stall_ms = 0.0, .read_bytes = 1048576, .cache_hit_pct = 62.5, .majflt = 256,
-                  .cpu_ms = 30.0, .dense_resident_frac = 0.75, .loop_overhead_ms = 0.125};
+                  .cpu_ms = 30.0, .dense_resident_frac = 0.75, .loop_overhead_ms = 0.125,
+                  .ra_issue_ms = 0.5, .ra_wd_ms = 0.25};
     tm_memory m = {.rss_mib = 100.5, .rss_anon_mib = 60.0, .rss_file_mib = 40.5, .swap_mib = 0.0,
                    .mem_available_mib = 5000.0, .mem_free_mib = 1000.0, .swap_free_mib = 2048.0};
     tm_buffer out;
@@ -155,7 +156,7 @@ static void test_row(void)
     tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
     /* majflt_mib = 256 x 4096 / 2^20 = 1 */
     const char *want = "3,128,12.500,7.250,4.000,1048576,62.50,0.000,1.250,256,30.000,0.750,0,1.000,4000.0,100.5,60.0,"
-                       "40.5,0.0,5000.0,1000.0,2048.0,0.125,1,0,0,0,0,0\n";
+                       "40.5,0.0,5000.0,1000.0,2048.0,0.125,1,0,0,0,0.500,0.250\n";
     CHECK_MSG(strcmp(tm_buffer_text(&out), want) == 0, "row:\n%s\nwant:\n%s", tm_buffer_text(&out), want);
     size_t commas = 0;
     for (const char *c = want_header; *c; c++)
