@@ -38,7 +38,17 @@
 # (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
 # the streamed rows again (replay-oracle: that routing read one layer ahead;
 # replay-lru: the LRU policy; replay-2g and replay-lru-2g: a 2000 MiB cache,
-# a phone's, with each policy). Each row: decode tok/s, prefill tok/s, flash MiB per
+# a phone's, with each policy); and with the routing of the small trained model
+# in the repository (models/qwen3moe-shakespeare-q8_0.gguf continuing the first
+# 200 characters of models/heldout.txt, sampled, recorded before the rounds)
+# widened to this shape and top-8 by bench/widen-route-trace.awk, the rows
+# trained-resident, trained-overlap (auto cache), trained-2g and trained-lru-2g
+# (2000 MiB, each policy). The widening keeps each trained layer's skew and its
+# step-to-step reuse (each half of a full routing is a real routing of one
+# trained layer); it invents the pairing of two moments in one routing, the 8
+# full layers made from each trained one (the same layer at 8 moments) and the
+# spread of the ids over 128 (by a real bit of the next trained layer).
+# Each row: decode tok/s, prefill tok/s, flash MiB per
 # token, cache hit rate, stall per token, and the I/O bound: the disk's
 # bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
 # depth over the bytes a token read. The disk's speed drifts within minutes,
@@ -76,6 +86,8 @@ iobench=$build/bin/bench-iobench
 memcap=$shared/tools/memcap
 llama=$shared/tools/llama-bench
 trace=$shared/data/route-traces/qwen.route.csv
+trained_model=models/qwen3moe-shakespeare-q8_0.gguf
+heldout=models/heldout.txt
 threads=2
 io_threads=4
 
@@ -96,10 +108,12 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 own_trace=$work/own.route.csv
+wide_trace=$work/trained-wide.route.csv
 
 declare -A flags=(
   [resident]="--no-moe-stream"
   [replay-resident]="--no-moe-stream --n-expert-used 6 --route-replay $trace"
+  [trained-resident]="--no-moe-stream --n-expert-used 8 --route-replay $wide_trace"
   [mmap]="--no-moe-stream"
   [stream-0]="--moe-stream --cache-mb 0"
   [stream-0-overlap]="--moe-stream --cache-mb 0 --overlap"
@@ -120,8 +134,11 @@ declare -A flags=(
   [replay-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 6 --route-replay $trace"
   [replay-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
   [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
+  [trained-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 8 --route-replay $wide_trace"
+  [trained-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 8 --route-replay $wide_trace"
+  [trained-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 8 --route-replay $wide_trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident trained-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle trained-overlap trained-2g trained-lru-2g"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 # the binaries measured are copies: a rebuild during the run changes nothing
@@ -160,6 +177,24 @@ case " $configs " in
     "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 \
       ${flags[overlap]} --io-threads "$io_threads" --route-trace "$own_trace" > "$work/own.route.log" 2>&1 ||
       fail "recording the own routing failed: $(tail -n 1 "$work/own.route.log")"
+    ;;
+esac
+
+case " $configs " in
+  *" trained-"*)
+    echo "== recording the trained model's routing and widening it for the trained-* rows"
+    for file in "$trained_model" "$heldout"; do
+      [ -f "$file" ] || fail "$file is missing"
+    done
+    head -c 200 "$heldout" > "$work/trained.prompt"
+    # sampled: this model's greedy text soon repeats itself, and so would its
+    # routing. -c 512 is the context it was trained on, and it ends the
+    # generation before -n does: routing past it would not be the model's.
+    "$cli" -m "$trained_model" -f "$work/trained.prompt" -n 512 -c 512 --temp 0.8 --seed 1 -t "$threads" \
+      --moe-stream --route-trace "$work/trained.route.csv" > "$work/trained.route.log" 2>&1 ||
+      fail "recording the trained routing failed: $(tail -n 1 "$work/trained.route.log")"
+    awk -v n_layer=48 -f bench/widen-route-trace.awk "$work/trained.route.csv" > "$wide_trace" ||
+      fail "widening the trained routing failed"
     ;;
 esac
 
@@ -239,13 +274,15 @@ run_share() {
   awk -v t="$(summary tok/s "$1")" -v b="$(run_bound "$1" "${2:-disk}")" 'BEGIN { if (b > 0) printf "%.1f\n", 100 * t / b }'
 }
 # resident_of CSV: the resident run of the same round and routing (the replayed
-# rows route 6 experts of the trace, the others 8 of their own)
+# rows route 6 experts of the phone's trace, the trained rows 8 of the widened
+# trace, the others 8 of their own)
 resident_of() {
   local name round
   name=$(basename "$1" .csv)
   round=${name##*.}
   case "$name" in
     replay-*) echo "$work/replay-resident.$round.csv" ;;
+    trained-*) echo "$work/trained-resident.$round.csv" ;;
     *) echo "$work/resident.$round.csv" ;;
   esac
 }
