@@ -115,9 +115,9 @@ int cli_run_generate(const cli_options *options)
             goto done;
         bmoe_model_params resolved;
         bmoe_model_get_params(model, &resolved);
-        if (replay.n_layer != bmoe_model_n_layer(model) || replay.n_used != resolved.n_expert_used) {
+        if (replay.n_layer != bmoe_model_n_layer(model) || replay.n_used < resolved.n_expert_used) {
             cli_fail("--route-replay: the trace routes %d layers to %d experts, the model has %d layers routed to %d "
-                     "(see --n-expert-used)",
+                     "(it needs as many layers and at least as many experts, see --n-expert-used)",
                      replay.n_layer, replay.n_used, bmoe_model_n_layer(model), resolved.n_expert_used);
             goto done;
         }

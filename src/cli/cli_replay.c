@@ -3,7 +3,9 @@
  * trace v1) instead of the router, so a streamed run on random weights sees
  * the reuse pattern of a real model; everything else is computed normally.
  * The trace's decode steps are replayed in order from the first generated
- * token on, wrapping around past its end. */
+ * token on, wrapping around past its end. A routing narrower than the
+ * trace's (--n-expert-used) takes each recorded routing's first experts:
+ * the trace lists them in the router's rank order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +121,7 @@ int cli_replay_load(cli_replay *replay, const char *path)
 bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts)
 {
     const cli_replay *replay = user;
-    if (position < replay->first_position || layer >= replay->n_layer || n_used != replay->n_used)
+    if (position < replay->first_position || layer >= replay->n_layer || n_used > replay->n_used)
         return false;
     int32_t step = (position - replay->first_position) % replay->n_steps;
     const int32_t *recorded = replay->experts + ((size_t)step * (size_t)replay->n_layer + (size_t)layer) *

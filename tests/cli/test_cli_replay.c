@@ -21,9 +21,9 @@ static char *run_ok(const char *const *args)
     return out;
 }
 
-/* The decode rows' experts of a route trace, as one string "step,layer,slot,expert;..." relative to the
- * first decode step. */
-static char *decode_routing(const char *path)
+/* The decode rows' experts of a route trace in slots below max_slots, as one string
+ * "step,layer,slot,expert;..." relative to the first decode step. */
+static char *decode_routing_slots(const char *path, long max_slots)
 {
     size_t length;
     char *text = cli_read_all(path, &length);
@@ -36,7 +36,7 @@ static char *decode_routing(const char *path)
         char *next = strchr(line, '\n');
         long f[6];
         if (line[0] >= '0' && line[0] <= '9' && sscanf(line, "%ld,%ld,%ld,%ld,%ld,%ld", &f[0], &f[1], &f[2], &f[3],
-                                                       &f[4], &f[5]) == 6 && f[1] == 1) {
+                                                       &f[4], &f[5]) == 6 && f[1] == 1 && f[4] < max_slots) {
             if (first < 0)
                 first = f[2];
             used += (size_t)snprintf(out + used, capacity - used, "%ld,%ld,%ld,%ld;", f[2] - first, f[3], f[4], f[5]);
@@ -45,6 +45,11 @@ static char *decode_routing(const char *path)
     }
     free(text);
     return out;
+}
+
+static char *decode_routing(const char *path)
+{
+    return decode_routing_slots(path, 1L << 30);
 }
 
 /* Decode rows of a route trace at layers after the first whose residency
@@ -147,8 +152,21 @@ int main(void)
     free(plain_text);
     free(foresight_text);
 
-    /* a trace of another width: one line, exit 1 */
-    const char *wrong[] = {"-m", model, "--moe-stream", "--n-expert-used", "2", "-p", "Hello", "-n", "2",
+    /* a narrower routing (--n-expert-used below the trace's) replays the trace's first experts of each
+     * routing, the router's best */
+    char narrow[1300];
+    snprintf(narrow, sizeof narrow, "%s/narrow.csv", dir);
+    const char *narrower[] = {"-m", model, "--moe-stream", "--n-expert-used", "2", "-p", "Hello there", "-n", "10", "--ignore-eos",
+                              "--route-replay", trace, "--route-trace", narrow, NULL};
+    free(run_ok(narrower));
+    char *want_narrow = decode_routing_slots(trace, 2), *got_narrow = decode_routing(narrow);
+    CHECK_MSG(want_narrow && got_narrow && strlen(want_narrow) > 100 && strcmp(want_narrow, got_narrow) == 0,
+              "a top-2 replay of a top-4 trace:\n%s\nwant\n%s", got_narrow, want_narrow);
+    free(want_narrow);
+    free(got_narrow);
+
+    /* a trace narrower than the routing: one line, exit 1 */
+    const char *wrong[] = {"-m", model, "--moe-stream", "--n-expert-used", "6", "-p", "Hello", "-n", "2",
                            "--route-replay", trace, NULL};
     cli_result r;
     CHECK(cli_run(wrong, &r) == 0);
