@@ -10,7 +10,7 @@ bmoe_add_test(test_analyze_cache
 target_include_directories(test_analyze_cache PRIVATE ${CMAKE_SOURCE_DIR}/tools/analyze
   ${CMAKE_SOURCE_DIR}/src/stream)
 
-foreach(analyze_test route csv traces errors)
+foreach(analyze_test route drop csv traces errors)
   bmoe_add_test(test_analyze_${analyze_test}
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_analyze_${analyze_test}.c
     LIBS m

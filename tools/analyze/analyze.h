@@ -3,7 +3,8 @@
  * --compute-trace, --io-trace; formats in the telemetry contract) and never
  * links the engine. The pieces: table.c (the CSV reader), stats.c
  * (percentiles, the bootstrap), cache.c (LRU and Belady simulators, reuse
- * distance), svg.c (the SVG writer), one view_*.c per command, main.c. */
+ * distance), svg.c (the SVG writer), one view_*.c per command, route_drop.c
+ * (the route view's --drop replay), main.c. */
 #ifndef BMOE_TOOLS_ANALYZE_H
 #define BMOE_TOOLS_ANALYZE_H
 
@@ -177,6 +178,7 @@ void svg_name_for(const char *input_path, const char *suffix, char *buffer, size
 enum phase_filter { PHASE_DEFAULT, PHASE_DECODE, PHASE_PREFILL, PHASE_ALL };
 
 #define ANALYZE_MAX_BUDGETS 64
+#define ANALYZE_MAX_DROPS 32
 
 typedef struct {
     const char *file;
@@ -185,12 +187,44 @@ typedef struct {
     int n_budgets;
     const char *svg_dir;
     uint64_t seed;
+    double drops[ANALYZE_MAX_DROPS]; /* route --drop thresholds, each in [0, 1] */
+    int n_drops;
 } analyze_options;
 
 int view_route(const analyze_options *options);
 int view_io(const analyze_options *options);
 int view_compute(const analyze_options *options);
 int view_csv(const analyze_options *options);
+
+/* ---- route_drop.c: the route view's --drop replay ------------------------ */
+
+/* What one rule removes from the decode routings. */
+typedef struct {
+    size_t slots;
+    uint64_t bytes; /* expert_bytes: flash reads no longer made */
+    double mass;    /* weights */
+} drop_removed;
+
+typedef struct {
+    size_t routings, slots, misses;
+    uint64_t bytes; /* every decode slot's expert_bytes */
+    double mass;    /* every known decode weight */
+    size_t unknown_weights, unknown_routings, recorded_drops, unnormalized_routings;
+    int k_min, k_max; /* slots per routing */
+    bool has_phase;
+    enum phase_filter phase; /* the view's --phase, which the replay does not follow */
+    int n_thresholds;
+    double thresholds[ANALYZE_MAX_DROPS];
+    drop_removed by_threshold[ANALYZE_MAX_DROPS];
+    int n_fewer; /* top-k = k_max - 1 and k_max - 2, those >= 1 */
+    int fewer_k[2];
+    drop_removed by_fewer[2];
+} drop_replay;
+
+/* Replays OPTIONS->drops on T's decode rows; -1 with a one-line message on
+ * a missing column, a bad cell, a slot listed twice or no decode rows. */
+int drop_replay_run(const table *t, const analyze_options *options, drop_replay *d);
+void drop_replay_print(const drop_replay *d);
 
 /* " VALUE" in WIDTH columns with DECIMALS; a figure without data (NaN: a
  * rate over no time, a percentile of no reads) is "-". */

@@ -62,6 +62,11 @@ static void print_usage(FILE *out)
             "      --phase decode|prefill|all   rows to use (default decode)\n"
             "      --svg DIR               write the reuse-distance histogram and the hit-rate\n"
             "                              curve as SVG files into DIR\n"
+            "      --drop F[,F...]         replay bmoe's --drop-cold-experts F (each F in [0, 1];\n"
+            "                              a list, or the flag repeated) on the decode routings\n"
+            "                              as recorded: per F, the share of the decode reads and\n"
+            "                              of the router mass dropped, next to what\n"
+            "                              --n-expert-used k-1 and k-2 would remove\n"
             "  io FILE       an --io-trace: latency percentiles, request vs read size, bandwidth\n"
             "                per lane, speculative vs demand reads\n"
             "      --phase decode|prefill|all   (default all)\n"
@@ -108,6 +113,43 @@ static int parse_budgets(analyze_options *options, const char *text)
     if (options->n_budgets == 0)
         return usage_error("--budget-mib: no budget given");
     return 0;
+}
+
+/* Thresholds as --drop-cold-experts takes them. Items are split by hand, not
+ * by strtok, so that an empty item ("0.5,", ",0.5", "") is refused rather
+ * than silently skipped. */
+static int parse_drops(analyze_options *options, const char *text)
+{
+    const char *item = text;
+    for (;;) {
+        const char *comma = strchr(item, ',');
+        size_t length = comma ? (size_t)(comma - item) : strlen(item);
+        char buffer[64];
+        double value = NAN;
+        if (length < sizeof buffer) {
+            memcpy(buffer, item, length);
+            buffer[length] = '\0';
+            char *end;
+            errno = 0;
+            value = strtod(buffer, &end);
+            if (end == buffer || *end || errno == ERANGE)
+                value = NAN;
+        }
+        if (!(value >= 0 && value <= 1)) {
+            int shown = (int)(length < 64 ? length : 64);
+            if (strchr(text, ','))
+                return usage_error("--drop: '%.*s' is not a threshold in [0, 1] (in '%s')", shown,
+                                   item, text);
+            return usage_error("--drop: '%.*s' is not a threshold in [0, 1]", shown, item);
+        }
+        if (options->n_drops == ANALYZE_MAX_DROPS)
+            return usage_error("--drop: at most %d thresholds", ANALYZE_MAX_DROPS);
+        /* + 0.0 turns "-0" into 0, so the report does not say F=-0. */
+        options->drops[options->n_drops++] = value + 0.0;
+        if (!comma)
+            return 0;
+        item = comma + 1;
+    }
 }
 
 /* A number, or numbers separated by commas ("1000" or "1000,2000"). */
@@ -166,6 +208,12 @@ int main(int argc, char **argv)
                 if (status)
                     return status;
             }
+        } else if (strcmp(arg, "--drop") == 0 && run == view_route) {
+            if (!has_value)
+                return usage_error("--drop needs a value");
+            int status = parse_drops(&options, argv[++i]);
+            if (status)
+                return status;
         } else if (strcmp(arg, "--phase") == 0 && run != view_csv) {
             if (!has_value)
                 return usage_error("--phase needs a value");

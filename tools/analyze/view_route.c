@@ -4,7 +4,8 @@
  * "# layer=" preamble lines, else the largest expert_bytes a row of that
  * layer carries). Reports per-layer popularity, reuse distance, and the hit
  * rates of the expert cache's policies (LRU and aged frequency, the engine's
- * own code) and of Belady's MIN (cache.c) over a sweep of byte budgets. */
+ * own code) and of Belady's MIN (cache.c) over a sweep of byte budgets,
+ * and with --drop the dropping replay of route_drop.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -796,6 +797,11 @@ int view_route(const analyze_options *options)
         analyze_error("%s: no %s rows to analyse", r.t.path, phase_name(phase));
         goto done;
     }
+    /* Computed before anything is printed, so that a trace the replay
+     * refuses prints only its one-line error. */
+    drop_replay drops;
+    if (options->n_drops > 0 && drop_replay_run(&r.t, options, &drops) != 0)
+        goto done;
     if (build_keys(&r) != 0 || simulate(&r, options) != 0)
         goto done;
     print_header(&r, options);
@@ -803,6 +809,8 @@ int view_route(const analyze_options *options)
     if (print_popularity(&r) != 0 || print_reuse(&r) != 0)
         goto done;
     print_cache(&r);
+    if (options->n_drops > 0)
+        drop_replay_print(&drops);
     if (options->svg_dir &&
         (write_reuse_svg(&r, options->svg_dir) != 0 || write_hit_svg(&r, options->svg_dir) != 0))
         goto done;
