@@ -151,14 +151,15 @@ static void test_rule(void)
     CHECK(an_run("route '%s'", path) == 0 && strstr(an_out, "drop replay") == NULL);
 }
 
-/* Weights that do not sum to 1, where even the top-weighted slot is under
- * F/k; k = 2, every slot a 1 MiB miss:
+/* Weights that do not sum to 1: the threshold is F x each routing's total
+ * / k (the engine's rule), under which 1/k alone would drop every slot here;
+ * k = 2, every slot a 1 MiB miss:
  *   A: 0.2, 0.1   B: 0.1, 0.3 (the top is slot 1)   C: 0.2, 0.2 (a tie:
  *   slot 0 is the top). Reads 6 MiB, mass 0.3 + 0.4 + 0.4 = 1.1.
- *   F=1 (under 0.5, every slot): the top stays: A slot 1, B slot 0, C slot
- *       1: 3 MiB, 0.4. Without the pin all 6 would go.
- *   F=0.3 (under 0.15): A slot 1, B slot 0: 2 MiB, 0.2.
- *   top-k=1 (k-2 = 0 is no top-k): the same slots as F=1. */
+ *   F=1 (under 0.15, 0.2, 0.2): A slot 1, B slot 0; C's 0.2 is not below
+ *       0.2: 2 MiB, 0.2.
+ *   F=0.3 (under 0.045, 0.06, 0.06): nothing.
+ *   top-k=1 (k-2 = 0 is no top-k): A slot 1, B slot 0, C slot 1: 3 MiB, 0.4. */
 static void test_top_pinned(void)
 {
     const char *path = an_path("top.route.csv");
@@ -173,8 +174,8 @@ static void test_top_pinned(void)
     drop_row rows[8];
     int n = read_drops(rows, 8);
     CHECK_MSG(n == 3, "%d rows:\n%s", n, an_out);
-    expect_row(rows, n, "F=1", 3, 6, 50, 3, 0.4 / 1.1 * 100);
-    expect_row(rows, n, "F=0.3", 2, 6, 100.0 / 3, 2, 0.2 / 1.1 * 100);
+    expect_row(rows, n, "F=1", 2, 6, 100.0 / 3, 2, 0.2 / 1.1 * 100);
+    expect_row(rows, n, "F=0.3", 0, 6, 0, 0, 0);
     expect_row(rows, n, "top-k=1", 3, 6, 50, 3, 0.4 / 1.1 * 100);
     CHECK(strstr(an_out, "3 routings' weights do not sum to 1") != NULL);
 }

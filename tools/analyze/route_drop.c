@@ -4,7 +4,10 @@
  *
  * A routing is one (turn, step, layer) group of decode rows; k is its slot
  * count. A slot is dropped iff its residency was a miss, its weight is below
- * F x (1/k), and it is not the routing's top-weighted slot. The recorded
+ * F x the routing's total weight / k (F/k of normalized weights: the
+ * engine's rule, route_levers.h), and it is not the routing's top-weighted
+ * slot. A routing with an unknown (nan) weight has no known total: there
+ * the threshold is F/k. The recorded
  * residency stands: a run that really drops never caches what it skips, so
  * its later misses differ, and the replay is the first-order estimate the
  * trace can give, not a simulation of that run. */
@@ -85,7 +88,11 @@ static void removed_add(drop_removed *removed, const drop_slot *s)
 static void replay_routing(drop_replay *d, const drop_slot *slots, size_t n)
 {
     bool all_known = !isnan(slots[n - 1].weight);
-    double total = 0;
+    double total = 0, share = 0; /* share: the total the threshold is a part of (1 when unknown) */
+    for (size_t i = 0; i < n; i++)
+        share += slots[i].weight;
+    if (!all_known)
+        share = 1.0;
     for (size_t i = 0; i < n; i++) {
         const drop_slot *s = &slots[i];
         d->slots++;
@@ -100,7 +107,7 @@ static void replay_routing(drop_replay *d, const drop_slot *slots, size_t n)
         total += s->weight;
         /* slots[0] is the top-weighted slot, never dropped. */
         for (int f = 0; i > 0 && f < d->n_thresholds; f++)
-            if (s->residency == 0 && s->weight < d->thresholds[f] / (double)n)
+            if (s->residency == 0 && s->weight < d->thresholds[f] * share / (double)n)
                 removed_add(&d->by_threshold[f], s);
         /* A lower top-k keeps each routing's k' heaviest slots; with an
          * unknown weight in the routing its ranks are unknown, so nothing is
@@ -220,7 +227,7 @@ void drop_replay_print(const drop_replay *d)
 {
     printf("\ndrop replay (--drop: bmoe's --drop-cold-experts F on the recorded decode routings; "
            "a routing is one (turn, step, layer), k its slots; a slot is dropped iff it was a miss "
-           "(residency 0), its weight is below F x 1/k, and it is not the routing's top-weighted "
+           "(residency 0), its weight is below F x the routing's total / k, and it is not the routing's top-weighted "
            "slot; the recorded residency stands, so the misses a dropping run would cause or "
            "avoid later are not modelled)\n");
     if (!d->has_phase)
@@ -248,8 +255,8 @@ void drop_replay_print(const drop_replay *d)
                "like any slot\n",
                d->recorded_drops);
     if (d->unnormalized_routings)
-        printf("  %zu routings' weights do not sum to 1: the threshold there is F x 1/k of the "
-               "weights as recorded, not F x their mean\n",
+        printf("  %zu routings' weights do not sum to 1: the threshold there is F x their total / k, "
+               "as the engine's\n",
                d->unnormalized_routings);
     printf("  reads%% and reads_MiB: the decode expert reads (expert_bytes) removed; mass%%: the "
            "router mass (weights) removed; top-k=K: what --n-expert-used K would remove instead, "
