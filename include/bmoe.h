@@ -389,6 +389,10 @@ typedef struct bmoe_context_params {
     bool trace_ops;                     /* the trace callback also gets one event per building block */
     bmoe_route_override route_override; /* replayed routing (benchmarks); may be NULL */
     void *route_override_user;
+    /* The prediction probe (a diagnostic: two router products per MoE layer
+     * and decode step): how well three predictors foretell each decode
+     * routing, read with bmoe_context_predict_log. Changes no output. */
+    bool predict_log;
 } bmoe_context_params;
 
 BMOE_API bmoe_context_params bmoe_context_default_params(void);
@@ -420,6 +424,24 @@ BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_t
  * the kept positions (one prefill of them, same results as the first time,
  * its routes not reported). */
 BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
+
+/* The prediction probe's score at one MoE layer since the context was
+ * created (bmoe_context_params.predict_log), against the experts the
+ * router chose (before any lossy lever), per predictor: the stale gate (this
+ * layer's router on the previous MoE layer's router input, what
+ * --predict-prefetch reads ahead by), the previous token's routing at this
+ * layer (what --prefetch bets on), and the control (this layer's router on
+ * its own input: 100 % unless the arithmetic differs). rows: routings
+ * scored; slots: their slots; slot_hits: slots the predictor named; exact:
+ * routings it named whole. unranked: routings the stale gate could not rank
+ * (the first MoE layer of a step). */
+enum { BMOE_PREDICT_STALE = 0, BMOE_PREDICT_PREVIOUS = 1, BMOE_PREDICT_CONTROL = 2, BMOE_PREDICTORS = 3 };
+typedef struct bmoe_predict_score {
+    uint64_t rows[BMOE_PREDICTORS], slots[BMOE_PREDICTORS], slot_hits[BMOE_PREDICTORS], exact[BMOE_PREDICTORS];
+    uint64_t unranked;
+} bmoe_predict_score;
+/* Returns 0, or BMOE_ERR_INVALID_ARGUMENT when the probe is off or layer is out of range. */
+BMOE_API int bmoe_context_predict_log(const bmoe_context *context, int32_t layer, bmoe_predict_score *score);
 
 /* What a context holds in memory. */
 typedef struct bmoe_context_memory {

@@ -50,6 +50,7 @@ typedef struct cli_options {
     const char *route_replay; /* --route-replay TRACE.csv */
     /* telemetry (generation) */
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
+    bool predict_log;                /* --predict-log: the prediction probe's lines after the run */
     const char *csv_path;            /* --csv */
     const char *route_trace_path;    /* --route-trace */
     const char *io_trace_path;       /* --io-trace */

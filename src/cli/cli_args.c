@@ -52,7 +52,7 @@ typedef enum flag_id {
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_FORCE_CACHE, F_NO_WARM_DENSE, F_DENSE_ODIRECT, F_LIST_ARCHS, F_THREADS_BATCH, F_PRELOAD_EXPERTS,
     F_DECIDE_PREFIX_CACHE, F_DEVICES, F_GPU_LAYERS,
-    F_DROP_COLD, F_DROP_NO_RENORM, F_DROP_IN_PREFILL, F_SUBSTITUTE, F_ROUTE_AHEAD,
+    F_DROP_COLD, F_DROP_NO_RENORM, F_DROP_IN_PREFILL, F_SUBSTITUTE, F_ROUTE_AHEAD, F_PREDICT_LOG,
     F_COUNT
 } flag_id;
 
@@ -126,6 +126,7 @@ static const cli_flag cli_flags[] = {
     {F_DROP_IN_PREFILL, NULL, "--drop-in-prefill", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
     {F_SUBSTITUTE, NULL, "--expert-substitute", FLAG_FLOAT, 0, 1, NULL, FOR_MODEL, false, NULL},
     {F_ROUTE_AHEAD, NULL, "--route-ahead", FLAG_INT, 1, 8, NULL, FOR_MODEL, false, NULL},
+    {F_PREDICT_LOG, NULL, "--predict-log", FLAG_SWITCH, 0, 0, NULL, FOR_GENERATE, false, NULL},
     /* the reference's: accepted as what bmoe does anyway */
     {F_FORCE_CACHE, NULL, "--force-cache", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
     {F_NO_WARM_DENSE, NULL, "--no-warm-dense", FLAG_SWITCH, 0, 0, NULL, FOR_MODEL, false, NULL},
@@ -152,7 +153,6 @@ static const cli_flag cli_flags[] = {
     {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false, NULL},
     {F_DECIDE_PREFIX_CACHE, NULL, "--decide-prefix-cache", FLAG_CHOICE, 0, 0, "auto|on|off", FOR_SESSION, false, NULL},
     /* the reference's flags bmoe does not have */
-    UNAVAILABLE("--predict-log", FLAG_SWITCH, NOT_YET_LOSSY),
     UNAVAILABLE("--ppl-skip", FLAG_TEXT, NOT_YET_LOSSY),
     UNAVAILABLE("--ppl-step", FLAG_SWITCH, NOT_YET_LOSSY),
     UNAVAILABLE("--ppl-list", FLAG_TEXT, NOT_YET_LOSSY),
@@ -203,7 +203,7 @@ static const struct {
     {"BMOE_OVERLAP", F_OVERLAP, NULL},
     {"BMOE_PREFETCH", F_PREFETCH, NULL},
     {"BMOE_N_EXPERT_USED", F_N_EXPERT_USED, NULL},
-    {"BMOE_PREDICT_LOG", F_UNAVAILABLE, "--predict-log"},
+    {"BMOE_PREDICT_LOG", F_PREDICT_LOG, NULL},
     {"BMOE_PREDICT_PREFETCH", F_PREDICT_PREFETCH, NULL},
 };
 
@@ -288,6 +288,10 @@ void cli_print_usage(FILE *out)
             "                         input N MoE layers earlier and read from then on (1..8); a watchdog\n"
             "                         turns it off when the choice agrees with the router on under half\n"
             "                         (not with --predict-prefetch)\n"
+            "      --predict-log      after the run, how well three predictors foretold each decode\n"
+            "                         routing, per layer: the next layer's router on this layer's input\n"
+            "                         (stale-gate), the previous token's routing, and a control (a\n"
+            "                         diagnostic: two router products per layer and token)\n"
             "      --route-replay TRACE.csv\n"
             "                         benchmarks: each decode step's experts from a route trace\n"
             "                         (n_expert_used at least the model's: a narrower --n-expert-used\n"
@@ -322,9 +326,7 @@ void cli_print_usage(FILE *out)
             "      --devices all|cpu, --gpu-layers 0\n"
             "                         accepted: this build computes on the CPU alone\n"
             "\n"
-            "The reference CLI's other flags are refused, each with the reason: the lossy levers\n"
-            "(--drop-cold-experts, --drop-no-renorm, --drop-in-prefill, --expert-substitute,\n"
-            "--route-ahead, --predict-log, --ppl-skip, --ppl-step, --ppl-list, --ppl-choices) and\n"
+            "The reference CLI's other flags are refused, each with the reason:\n"
             "speculation (--mtp, --ngram, --draft, --mtp-p-min, --ngram-min-match, --ngram-max-match)\n"
             "and the planner (--describe-params, --show-config, --auto, --plan-run, --plan, --plan-only,\n"
             "--plan-explain, --probe, --probe-io, --no-probe-io, --probe-mem, --no-probe-mem) are not\n"
@@ -617,6 +619,7 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_DROP_IN_PREFILL: options->model_params.lossy.drop_in_prefill = true; break;
     case F_SUBSTITUTE: options->model_params.lossy.substitute_lambda = (float)real; break;
     case F_ROUTE_AHEAD: options->model_params.lossy.route_ahead = number; break;
+    case F_PREDICT_LOG: options->predict_log = true; break;
     case F_PROGRESS: options->progress = true; break;
     case F_ROUTE_REPLAY: options->route_replay = value; break;
     case F_CSV: options->csv_path = value; break;

@@ -109,6 +109,7 @@ int cli_run_generate(const cli_options *options)
     if (!model)
         goto done;
     bmoe_context_params context_params = cli_context_params(options, options->n_ctx);
+    context_params.predict_log = options->predict_log;
     cli_telemetry_context_params(&telemetry, &context_params);
     if (options->route_replay) {
         if (cli_replay_load(&replay, options->route_replay) != 0)
@@ -225,6 +226,8 @@ int cli_run_generate(const cli_options *options)
         fprintf(stderr, "bmoe-cli: seed: %llu\n", (unsigned long long)params.sampler.seed);
     fprintf(stderr, "bmoe-cli: peak RSS: %.1f MiB\n", cli_peak_rss_mib());
     status = cli_telemetry_finish(&telemetry, generation, load_seconds);
+    if (status == 0 && options->predict_log)
+        status = cli_print_predict_log(context);
 
 done:
     cli_telemetry_close(&telemetry);

@@ -1,6 +1,7 @@
 /* The generation job's telemetry (cli_telemetry.h). */
 #include "cli_telemetry.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -252,4 +253,21 @@ void cli_telemetry_close(cli_telemetry *t)
     tm_buffer_free(&t->answer);
     tm_buffer_free(&t->split_reasoning);
     tm_buffer_free(&t->split_text);
+}
+
+int cli_print_predict_log(const bmoe_context *context)
+{
+    int32_t n_layer = bmoe_model_n_layer(bmoe_context_model(context));
+    bmoe_predict_score *scores = calloc((size_t)n_layer, sizeof *scores);
+    if (!scores)
+        return cli_fail("out of memory for the prediction probe's report");
+    for (int32_t il = 0; il < n_layer; il++)
+        bmoe_context_predict_log(context, il, &scores[il]);
+    tm_buffer out;
+    tm_buffer_init(&out);
+    tm_report_predict(&out, scores, n_layer);
+    free(scores);
+    int status = cli_write(stdout, tm_buffer_text(&out), out.length) != 0 || cli_flush(stdout) != 0 ? 1 : 0;
+    tm_buffer_free(&out);
+    return status;
 }

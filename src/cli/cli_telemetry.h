@@ -70,4 +70,7 @@ int cli_telemetry_finish(cli_telemetry *telemetry, const bmoe_generation *genera
 /* Frees everything; files not published are discarded. */
 void cli_telemetry_close(cli_telemetry *telemetry);
 
+/* --predict-log: the prediction probe's lines on stdout, after the run's. */
+int cli_print_predict_log(const bmoe_context *context);
+
 #endif

@@ -194,6 +194,12 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->state.trace_callback = p.trace_callback;
     context->state.trace_user = p.trace_user;
     context->state.trace_ops = p.trace_ops;
+    if (p.predict_log && m->model.hparams.n_expert > 0 && run_state_enable_probe(&context->state, &m->model) != 0) {
+        error_set_status(&err, BMOE_ERR_OUT_OF_MEMORY, "context: out of memory for the prediction probe");
+        bmoe_context_free(context);
+        engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        return NULL;
+    }
     context->io_callback = p.io_callback;
     context->io_user = p.io_user;
     return context;
@@ -412,6 +418,15 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
                          "eval: the model computed non-finite logits (NaN or Inf in its weights or activations)");
         return engine_report(&err, BMOE_ERR_NUMERIC, error);
     }
+    return 0;
+}
+
+int bmoe_context_predict_log(const bmoe_context *context, int32_t layer, bmoe_predict_score *score)
+{
+    const run_state *s = &context->state;
+    if (!s->probe || layer < 0 || layer >= context->model->model.hparams.n_layer)
+        return BMOE_ERR_INVALID_ARGUMENT;
+    *score = s->probe[layer];
     return 0;
 }
 

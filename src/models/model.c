@@ -744,6 +744,19 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     return 0;
 }
 
+int run_state_enable_probe(run_state *s, const model *m)
+{
+    const model_hparams *hp = &m->hparams;
+    bool failed = false;
+    size_t layers = (size_t)hp->n_layer, k_used = hp->n_expert_used > 0 ? (size_t)hp->n_expert_used : 1;
+    s->probe = allocate(layers, sizeof *s->probe, &failed);
+    s->probe_input = allocate((size_t)hp->n_embd, sizeof(float), &failed);
+    s->probe_previous = allocate(layers * k_used, sizeof(int32_t), &failed);
+    s->probe_previous_ready = allocate(layers, sizeof(bool), &failed);
+    s->probe_input_layer = -1;
+    return failed ? -1 : 0;
+}
+
 void run_state_destroy(run_state *s)
 {
     void *buffers[] = {s->positions, s->h, s->x, s->q, s->k, s->v, s->attn, s->block_out, s->rope_cache,
@@ -752,7 +765,8 @@ void run_state_destroy(run_state *s)
                        s->router_logits, s->selected, s->selected_weights, s->expert_count, s->expert_first,
                        s->sorted_token, s->row_of, s->expert_gate, s->expert_up, s->expert_down, s->jobs,
                        s->distinct_experts, s->expert_handles, s->expert_residency, s->expert_read_bytes,
-                       s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->k_cache, s->v_cache, s->recurrent,
+                       s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->probe, s->probe_input,
+                       s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
                        s->per_layer_gate};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)

@@ -248,6 +248,12 @@ typedef struct run_state {
     int32_t *ahead_experts;     /* [n_layer][K] route-ahead: each layer's experts chosen early */
     bool *ahead_ready;          /* [n_layer] the row holds this decode step's choice */
     bool ahead_disarmed;        /* the watchdog turned route-ahead off for this context */
+    /* the prediction probe (bmoe_context_predict_log); NULL: off */
+    bmoe_predict_score *probe;  /* [n_layer] */
+    float *probe_input;         /* [n_embd] the previous MoE layer's router input in this step */
+    int probe_input_layer;      /* its layer; -1: none yet this step */
+    int32_t *probe_previous;    /* [n_layer][K] the previous decode step's router choice */
+    bool *probe_previous_ready; /* [n_layer] */
     uint64_t ahead_watch_slots, ahead_watch_agree; /* committed slots since armed, and agreeing ones */
 
     /* KV cache: layer il's keys at k_cache + kv_k_offset[il] elements,
@@ -310,6 +316,9 @@ const model_arch *model_arch_at(int index);
  * (block_count, ...) contradict the tensors, and is an error. */
 int model_init(model *m, const gguf_model *file, bmoe_error *err);
 void model_release(model *m);
+
+/* Turns the prediction probe on (its buffers); -1 when out of memory. */
+int run_state_enable_probe(run_state *s, const model *m);
 
 int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
                      thread_pool *pool, bmoe_error *err);

@@ -347,6 +347,57 @@ static void route_ahead_commit(run_state *s, int layer, int n_used, int32_t *exp
     counters->ra_wd_ms += now_ms() - start;
 }
 
+/* ---- The prediction probe (bmoe_context_predict_log) ---- */
+
+/* One predictor's guess scored against the router's choice. */
+static void probe_score(bmoe_predict_score *score, int predictor, const int32_t *guess, const int32_t *chosen,
+                        int n_used)
+{
+    int hits = route_overlap(guess, chosen, n_used);
+    score->rows[predictor]++;
+    score->slots[predictor] += (uint64_t)n_used;
+    score->slot_hits[predictor] += (uint64_t)hits;
+    score->exact[predictor] += hits == n_used;
+}
+
+/* Layer's router ranking input: its top-k. */
+static void probe_rank(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
+                       int32_t *experts)
+{
+    float scores[MODEL_MAX_EXPERTS], keys[MODEL_MAX_EXPERTS];
+    score_with_router(s, m, config, layer, input, scores);
+    rank_keys(scores, m->weights.layers[layer].exp_probs_b.data, m->hparams.n_expert, keys);
+    route_top_k(keys, m->hparams.n_expert, m->hparams.n_expert_used, experts);
+}
+
+/* Scores the three predictors on a decode step's routing at layer (the
+ * router's own choice), then keeps what the next layer and the next step
+ * predict from. */
+static void probe_decode_routing(run_state *s, const model *m, const moe_config *config, int layer,
+                                 const float *router_input, const int32_t *chosen)
+{
+    int n_used = m->hparams.n_expert_used;
+    bmoe_predict_score *score = &s->probe[layer];
+    int32_t guess[MODEL_MAX_EXPERTS];
+    if (moe_layer_ahead(m, -1, 1) == layer)
+        s->probe_input_layer = -1; /* a new step */
+    if (s->probe_input_layer >= 0) {
+        probe_rank(s, m, config, layer, s->probe_input, guess);
+        probe_score(score, BMOE_PREDICT_STALE, guess, chosen, n_used);
+    } else {
+        score->unranked++;
+    }
+    int32_t *previous = s->probe_previous + (size_t)layer * (size_t)n_used;
+    if (s->probe_previous_ready[layer])
+        probe_score(score, BMOE_PREDICT_PREVIOUS, previous, chosen, n_used);
+    probe_rank(s, m, config, layer, router_input, guess);
+    probe_score(score, BMOE_PREDICT_CONTROL, guess, chosen, n_used);
+    memcpy(previous, chosen, (size_t)n_used * sizeof *previous);
+    s->probe_previous_ready[layer] = true;
+    memcpy(s->probe_input, router_input, (size_t)m->hparams.n_embd * sizeof *s->probe_input);
+    s->probe_input_layer = layer;
+}
+
 /* What a decode step reads ahead once a layer's own reads are queued: the
  * route-ahead choice N layers on, or the predicted next layer. */
 static void read_ahead(run_state *s, const model *m, const moe_config *config, int layer_index,
@@ -549,6 +600,10 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
             gate_scores(config, scores, n_expert);
         else
             route_by_router(config, scores, selection_bias, n_expert, n_used, experts);
+        if (s->probe && decode && !replayed)
+            probe_decode_routing(s, m, config, layer_index, router_x ? router_x : x, experts);
+        else if (s->probe) /* a prefill: the previous token's routing is not known */
+            s->probe_previous_ready[layer_index] = false;
         if (substitute)
             substitute_cached(m, layer_index, config, logits, scores, selection_bias, experts, counters);
         if (ahead)

@@ -127,3 +127,51 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          d->ra_disarmed ? "; DISARMED by the watchdog (agreement under 50 %)" : "");
     }
 }
+
+/* A share as "<pct>%", or "-" without data (never 0.0 for nothing scored). */
+static void tm_report_share(tm_buffer *out, uint64_t part, uint64_t whole, const char *width)
+{
+    if (whole > 0)
+        tm_buffer_printf(out, width[0] ? "%7.1f%%" : "%.1f%%", 100.0 * (double)part / (double)whole);
+    else
+        tm_buffer_append_string(out, width[0] ? "       -" : "-");
+}
+
+void tm_report_predict(tm_buffer *out, const bmoe_predict_score *scores, int32_t n_layer)
+{
+    bmoe_predict_score all = {0};
+    for (int32_t il = 0; il < n_layer; il++) {
+        for (int p = 0; p < BMOE_PREDICTORS; p++) {
+            all.rows[p] += scores[il].rows[p];
+            all.slots[p] += scores[il].slots[p];
+            all.slot_hits[p] += scores[il].slot_hits[p];
+            all.exact[p] += scores[il].exact[p];
+        }
+        all.unranked += scores[il].unranked;
+    }
+    static const char *const names[BMOE_PREDICTORS] = {"stale-gate", "prev-token", "fresh-gate control"};
+    tm_buffer_append_string(out, "moe-predict:");
+    for (int p = 0; p < BMOE_PREDICTORS; p++) {
+        tm_buffer_printf(out, "%s %s ", p ? " |" : "", names[p]);
+        tm_report_share(out, all.slot_hits[p], all.slots[p], "");
+        tm_buffer_append_string(out, p ? " (" : " of routed slots (");
+        tm_report_share(out, all.exact[p], all.rows[p], "");
+        tm_buffer_append_string(out, p ? ")" : " whole routings)");
+    }
+    tm_buffer_printf(out,
+                     "\nmoe-predict: scored - stale-gate %" PRIu64 " routings/%" PRIu64 " slots, prev-token %" PRIu64
+                     "/%" PRIu64 ", control %" PRIu64 "/%" PRIu64 "; %" PRIu64
+                     " routings the stale-gate could not rank\n",
+                     all.rows[0], all.slots[0], all.rows[1], all.slots[1], all.rows[2], all.slots[2], all.unranked);
+    tm_buffer_append_string(out, "  layer   stale    prev    ctrl   routings\n");
+    for (int32_t il = 0; il < n_layer; il++) {
+        const bmoe_predict_score *s = &scores[il];
+        uint64_t routings = s->rows[BMOE_PREDICT_CONTROL];
+        if (routings == 0 && s->unranked == 0)
+            continue;
+        tm_buffer_printf(out, "  %5d ", (int)il);
+        for (int p = 0; p < BMOE_PREDICTORS; p++)
+            tm_report_share(out, s->slot_hits[p], s->slots[p], "w");
+        tm_buffer_printf(out, " %10" PRIu64 "\n", routings);
+    }
+}

@@ -19,6 +19,11 @@
 #include "tm_summary.h"
 
 void tm_report_format(tm_buffer *out, const tm_config *config, const tm_summary *summary);
+
+/* The prediction probe's lines (--predict-log): the two moe-predict: lines
+ * and the per-layer table, from scores[0..n_layer) (a layer without experts:
+ * all zero, not printed). */
+void tm_report_predict(tm_buffer *out, const bmoe_predict_score *scores, int32_t n_layer);
 /* The load-time line the app reads the read mode from, on streamed runs
  * only (nothing otherwise): "bmoe: expert streaming ON  n_expert=<n>
  * o_direct=<0|1>" and more key=value pairs. */

@@ -29,7 +29,6 @@ static void test_refused_flags(void)
     static const struct {
         const char *flag, *value, *says;
     } refused[] = {
-        {"--predict-log", NULL, "not implemented"},
         {"--ppl-skip", "8", "not implemented"},            {"--ppl-step", NULL, "not implemented"},
         {"--ppl-list", "x.txt", "not implemented"},        {"--ppl-choices", "a,b", "not implemented"},
         {"--mtp", NULL, "not implemented"},                {"--ngram", NULL, "not implemented"},
@@ -294,9 +293,16 @@ static void test_environment(void)
         CHECK(r.exit_code == 0 && strstr(r.out, "BMOE_PROGRESS {") && strstr(r.out, "=== perf ==="));
         cli_result_free(&r);
     }
-    /* malformed values, and what bmoe does not have: one line naming the variable */
+    /* BMOE_PREDICT_LOG=1: the prediction probe's lines */
+    snprintf(script, sizeof script, "BMOE_PREDICT_LOG=1 \"$BMOE_CLI\" -m '%s' -p Hi -n 4 -t 1", model);
+    if (cli_run_shell(script, &r) == 0) {
+        CHECK_MSG(r.exit_code == 0 && strstr(r.out, "\nmoe-predict: stale-gate ") && strstr(r.out, "  layer   stale"),
+                  "BMOE_PREDICT_LOG=1: %s", r.out);
+        cli_result_free(&r);
+    }
+    /* malformed values: one line naming the variable */
     static const char *const bad[] = {"BMOE_CACHE_MB=lots", "BMOE_IO_THREADS=99", "BMOE_OVERLAP=yes",
-                                      "BMOE_PREFETCH=-1", "BMOE_N_EXPERT_USED=1.5", "BMOE_PREDICT_LOG=1",
+                                      "BMOE_PREFETCH=-1", "BMOE_N_EXPERT_USED=1.5", "BMOE_PREDICT_LOG=yes",
                                       "BMOE_PROGRESS=0x1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char variable[64];

@@ -120,6 +120,8 @@ typedef struct lever_run {
     int32_t tokens[STEPS];
     bmoe_stats decode;
     route_log *log; /* may be NULL */
+    bool probe;     /* the prediction probe on; its scores per layer below */
+    bmoe_predict_score scores[8];
 } lever_run;
 
 static bmoe_model_params streamed(int64_t cache_mb, bmoe_lossy_params lossy)
@@ -137,8 +139,10 @@ static bmoe_model_params streamed(int64_t cache_mb, bmoe_lossy_params lossy)
 static void lever_run_model(const char *path, const bmoe_model_params *params, int steps, lever_run *r)
 {
     route_log *log = r->log;
+    bool probe = r->probe;
     memset(r, 0, sizeof *r);
     r->log = log;
+    r->probe = probe;
     if (log)
         memset(log, 0, sizeof *log);
     bmoe_error error = {0};
@@ -153,6 +157,7 @@ static void lever_run_model(const char *path, const bmoe_model_params *params, i
     bmoe_context_params cp = bmoe_context_default_params();
     cp.n_ctx = 256;
     cp.n_threads = 2;
+    cp.predict_log = r->probe;
     cp.route_callback = log ? log_route : NULL;
     cp.route_user = log;
     bmoe_context *context = n_prompt > 0 ? bmoe_context_create(model, &cp, &error) : NULL;
@@ -174,6 +179,8 @@ static void lever_run_model(const char *path, const bmoe_model_params *params, i
         memcpy(r->logits[s], row, (size_t)n_vocab * sizeof *row);
         bmoe_stats_add(&r->decode, &step);
     }
+    for (int il = 0; ok && probe && il < 8 && il < bmoe_model_n_layer(model); il++)
+        ok = bmoe_context_predict_log(context, il, &r->scores[il]) == 0;
     if (!ok)
         snprintf(r->error, sizeof r->error, "%s", error.message);
     r->ok = ok;
@@ -331,6 +338,35 @@ static void test_watchdog(void)
     CHECK(run_a.decode.ra_committed + run_a.decode.ra_passthrough == STEPS * 3);
 }
 
+/* The prediction probe changes no output, scores every decode routing
+ * (the stale gate all but the first MoE layer's, the previous token all but
+ * the first step's), and its control, the same router on the same input,
+ * names every routing whole. */
+static void test_predict_log(void)
+{
+    bmoe_model_params p = bmoe_model_default_params();
+    lever_run_model(TRAINED, &p, STEPS, &run_exact);
+    run_a.probe = true;
+    lever_run_model(TRAINED, &p, STEPS, &run_a);
+    run_a.probe = false;
+    CHECK_MSG(same_run(&run_a, &run_exact, STEPS), "the probe changed the output: %s", run_a.error);
+    uint64_t stale_hits = 0, stale_slots = 0;
+    for (int il = 0; il < 6; il++) {
+        const bmoe_predict_score *s = &run_a.scores[il];
+        CHECK(s->rows[BMOE_PREDICT_CONTROL] == STEPS && s->exact[BMOE_PREDICT_CONTROL] == STEPS &&
+              s->slot_hits[BMOE_PREDICT_CONTROL] == STEPS * 4);
+        CHECK(s->rows[BMOE_PREDICT_PREVIOUS] == STEPS - 1 && s->slots[BMOE_PREDICT_PREVIOUS] == (STEPS - 1) * 4);
+        CHECK(il == 0 ? s->rows[BMOE_PREDICT_STALE] == 0 && s->unranked == STEPS
+                      : s->rows[BMOE_PREDICT_STALE] == STEPS && s->unranked == 0);
+        CHECK(s->slot_hits[BMOE_PREDICT_PREVIOUS] <= s->slots[BMOE_PREDICT_PREVIOUS]);
+        stale_hits += s->slot_hits[BMOE_PREDICT_STALE];
+        stale_slots += s->slots[BMOE_PREDICT_STALE];
+    }
+    /* a trained model's next layer is foretold by far more than chance (4 of 32: 12.5 %) */
+    CHECK_MSG(stale_hits * 2 > stale_slots, "stale gate %llu of %llu", (unsigned long long)stale_hits,
+              (unsigned long long)stale_slots);
+}
+
 static void test_refusals(void)
 {
     bmoe_error error = {0};
@@ -371,6 +407,7 @@ int main(void)
     test_substitute();
     test_route_ahead();
     test_watchdog();
+    test_predict_log();
     test_refusals();
     return test_finish();
 }
