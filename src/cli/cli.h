@@ -16,7 +16,7 @@ typedef enum cli_mode {
     CLI_MODE_INFO,
     CLI_MODE_HELP,
     CLI_MODE_LOGITS,     /* --prompt-ids / --force-ids / --logits-out */
-    CLI_MODE_PERPLEXITY, /* --ppl */
+    CLI_MODE_PERPLEXITY, /* --ppl, --ppl-list, --ppl-choices */
     CLI_MODE_VERSION,
     CLI_MODE_SESSION,    /* --session */
     CLI_MODE_RENDER,     /* --render-template */
@@ -47,6 +47,12 @@ typedef struct cli_options {
     const char *logits_out;   /* --logits-out */
     const char *ppl_path;     /* --ppl */
     int32_t ppl_chunks;       /* --chunks; -1: all */
+    const char *ppl_list_path;/* --ppl-list: one text a line */
+    char **ppl_choices;       /* --ppl-choices, owned (one allocation: the strings follow the pointers) */
+    int32_t n_ppl_choices;
+    int32_t ppl_skip;         /* --ppl-skip: rows before this position are not scored */
+    bool ppl_skip_given;      /* --ppl keeps the llama.cpp rule (n_ctx/2) unless --ppl-skip is typed */
+    bool ppl_step;            /* --ppl-step: one token per evaluation (the decode path) */
     const char *route_replay; /* --route-replay TRACE.csv */
     /* telemetry (generation) */
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */

@@ -51,7 +51,7 @@ typedef enum flag_id {
     F_PROGRESS, F_CSV, F_ROUTE_TRACE, F_IO_TRACE, F_COMPUTE_TRACE, F_COMPUTE_TRACE_LAYERS, F_ROUTE_REPLAY,
     F_RENDER_TEMPLATE, F_TEMPLATE_CONTEXT, F_TEMPLATE_NOW, F_CHAT, F_NO_THINK, F_SESSION, F_DECIDE,
     F_FORCE_CACHE, F_NO_WARM_DENSE, F_DENSE_ODIRECT, F_LIST_ARCHS, F_THREADS_BATCH, F_PRELOAD_EXPERTS,
-    F_DECIDE_PREFIX_CACHE, F_DEVICES, F_GPU_LAYERS,
+    F_DECIDE_PREFIX_CACHE, F_DEVICES, F_GPU_LAYERS, F_PPL_SKIP, F_PPL_STEP, F_PPL_LIST, F_PPL_CHOICES,
     F_DROP_COLD, F_DROP_NO_RENORM, F_DROP_IN_PREFILL, F_SUBSTITUTE, F_ROUTE_AHEAD, F_PREDICT_LOG,
     F_COUNT
 } flag_id;
@@ -68,7 +68,6 @@ typedef struct cli_flag {
 } cli_flag;
 
 /* Why the reference's flags that bmoe does not have are refused. */
-#define NOT_YET_LOSSY "is not implemented in bmoe yet (the lossy levers: drop, substitution, route-ahead, ppl-step)"
 #define NOT_YET_SPEC "is not implemented in bmoe yet (speculative decoding: --ngram, --mtp)"
 #define NOT_YET_PLAN "is not implemented in bmoe yet (the parameter table and the planner)"
 #define NOT_HERE "is not implemented in bmoe (a switch of the reference's own experiments and tests)"
@@ -79,7 +78,7 @@ typedef struct cli_flag {
 
 static const cli_flag cli_flags[] = {
     {F_MODEL, "-m", "--model", FLAG_TEXT, 0, 0, NULL, FOR_MODEL, false, NULL},
-    {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false, NULL},
+    {F_PROMPT, "-p", "--prompt", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE | FOR_PPL, false, NULL}, /* --ppl-choices' */
     {F_FILE, "-f", "--file", FLAG_TEXT, 0, 0, NULL, FOR_GENERATE, false, NULL},
     {F_N_PREDICT, "-n", "--n-predict", FLAG_INT, -1, INT32_MAX, NULL, FOR_CHAT, false, NULL},
     {F_THREADS, "-t", "--threads", FLAG_INT, 1, 1024, NULL, FOR_MODEL, false, NULL},
@@ -101,6 +100,10 @@ static const cli_flag cli_flags[] = {
     {F_LOGITS_OUT, NULL, "--logits-out", FLAG_TEXT, 0, 0, NULL, FOR_LOGITS, false, NULL},
     {F_PPL, NULL, "--ppl", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
     {F_CHUNKS, NULL, "--chunks", FLAG_INT, 1, INT32_MAX, NULL, FOR_PPL, false, NULL},
+    {F_PPL_SKIP, NULL, "--ppl-skip", FLAG_INT, 0, INT32_MAX, NULL, FOR_PPL, false, NULL},
+    {F_PPL_STEP, NULL, "--ppl-step", FLAG_SWITCH, 0, 0, NULL, FOR_PPL, false, NULL},
+    {F_PPL_LIST, NULL, "--ppl-list", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
+    {F_PPL_CHOICES, NULL, "--ppl-choices", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
     {F_INFO, NULL, "--info", FLAG_TEXT, 0, 0, NULL, 0, false, NULL},
     {F_HELP, "-h", "--help", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
     {F_VERSION, NULL, "--version", FLAG_SWITCH, 0, 0, NULL, 0, false, NULL},
@@ -153,10 +156,6 @@ static const cli_flag cli_flags[] = {
     {F_DECIDE, NULL, "--decide", FLAG_SWITCH, 0, 0, NULL, FOR_SESSION, false, NULL},
     {F_DECIDE_PREFIX_CACHE, NULL, "--decide-prefix-cache", FLAG_CHOICE, 0, 0, "auto|on|off", FOR_SESSION, false, NULL},
     /* the reference's flags bmoe does not have */
-    UNAVAILABLE("--ppl-skip", FLAG_TEXT, NOT_YET_LOSSY),
-    UNAVAILABLE("--ppl-step", FLAG_SWITCH, NOT_YET_LOSSY),
-    UNAVAILABLE("--ppl-list", FLAG_TEXT, NOT_YET_LOSSY),
-    UNAVAILABLE("--ppl-choices", FLAG_TEXT, NOT_YET_LOSSY),
     UNAVAILABLE("--mtp", FLAG_SWITCH, NOT_YET_SPEC),
     UNAVAILABLE("--ngram", FLAG_SWITCH, NOT_YET_SPEC),
     UNAVAILABLE("--draft", FLAG_TEXT, NOT_YET_SPEC),
@@ -211,7 +210,9 @@ void cli_print_usage(FILE *out)
 {
     fprintf(out,
             "usage: bmoe-cli -m MODEL [-p PROMPT | -f FILE] [options]\n"
-            "       bmoe-cli -m MODEL --ppl FILE [-c N] [--chunks N]\n"
+            "       bmoe-cli -m MODEL --ppl FILE [-c N] [--chunks N] [--ppl-skip N] [--ppl-step]\n"
+            "       bmoe-cli -m MODEL --ppl-list FILE [-c N] [--ppl-skip N] [--ppl-step]\n"
+            "       bmoe-cli -m MODEL -p PROMPT --ppl-choices A,B,... [--ppl-step]\n"
             "       bmoe-cli -m MODEL --prompt-ids 1,2,3 [--force-ids 7,8,9] --logits-out FILE\n"
             "       bmoe-cli -m MODEL --session [--chat] [--decide] [options]\n"
             "       bmoe-cli --render-template FILE --template-context CONTEXT.json\n"
@@ -247,9 +248,36 @@ void cli_print_usage(FILE *out)
             "      --force-ids LIST   teacher forcing: after the prompt ids as one prefill, these\n"
             "                         ids one single-token decode each (needs --logits-out)\n"
             "      --logits-out FILE  write every row of logits as float32 little-endian\n"
-            "      --ppl FILE         perplexity of FILE (chunks of -c tokens, second halves scored)\n"
-            "      --chunks N         at most N chunks for --ppl\n"
             "      --info MODEL       print metadata, tensor table and totals of a GGUF model\n"
+            "\n"
+            "perplexity (teacher-forced: text tokenized with BOS as the vocabulary asks, special\n"
+            "text not parsed; the row at position p predicts the token at p+1):\n"
+            "      --ppl FILE         perplexity of FILE as llama.cpp counts it: chunks of -c tokens,\n"
+            "                         each from an empty context, rows n_ctx/2..n_ctx-2 scored; prints\n"
+            "                         [i]running-PPL per chunk and 'Final estimate: PPL = P +/- E'\n"
+            "      --chunks N         at most N chunks for --ppl\n"
+            "      --ppl-list FILE    one text per line (empty lines skipped), each from an empty\n"
+            "                         context; a line longer than the context is refused; prints\n"
+            "                         'ppl-line: LINE SCORED nll M perplexity P hits H' per line\n"
+            "      --ppl-skip N       rows at positions N.. are scored, 0 or more (default 8): with\n"
+            "                         --ppl-list the tokens at positions 0..N (BOS included) are context\n"
+            "                         only, a line of fewer than N+2 tokens scores nothing; --ppl's\n"
+            "                         chunks start scoring at N when it is given (else at n_ctx/2)\n"
+            "      --ppl-choices A,B,...\n"
+            "                         with -p PROMPT: for each choice, from an empty context, the sum\n"
+            "                         of log p(choice tokens | everything before); the choice's tokens\n"
+            "                         are those of PROMPT+choice after the longest common prefix with\n"
+            "                         PROMPT's own; '\\,' is a comma inside a choice, '\\\\' a backslash;\n"
+            "                         prints 'ppl-choices: best I of N' (0-based, the highest total)\n"
+            "                         and 'ppl-choice: I logprob S tokens N mean S/N' per choice\n"
+            "      --ppl-step         evaluate every token alone (the decode path, where the lossy\n"
+            "                         levers act and a streamed cache evolves as in generation): the\n"
+            "                         same figures as a batch when no lever is on; adds 'ppl-policy:\n"
+            "                         D/R routed experts dropped (%%), S/K slots substituted (%%)'\n"
+            "   --ppl and --ppl-list end with 'ppl: N tokens scored, nll M, perplexity P, next-token\n"
+            "   hits H/N (%%)' (a hit: the row's most likely token, the lowest id on ties, is the\n"
+            "   target); on a streamed model every perplexity run adds 'ppl-stream: MiB read,\n"
+            "   MiB/token, cache hit %%'\n"
             "\n"
             "expert streaming (models larger than RAM):\n"
             "      --moe-stream       read each routed expert from the file into a bounded cache\n"
@@ -460,6 +488,52 @@ static int cli_parse_id_list(const char *name, const char *text, int32_t **ids, 
     return 0;
 }
 
+/* --ppl-choices' "A,B,C" into a new array of strings (one allocation, the
+ * strings after the pointers): a comma separates choices, "\," is a comma
+ * in one and "\\" a backslash (any other backslash is itself). An empty
+ * choice is refused: it has no token to score. Returns 0 or -1 (message
+ * printed). */
+static int cli_parse_choice_list(const char *name, const char *text, char ***choices, int32_t *n_choices)
+{
+    size_t length = strlen(text);
+    size_t count = 1;
+    for (const char *c = text; *c; c++)
+        count += *c == ',';
+    if (count > (size_t)CLI_MAX_ID_LIST) {
+        cli_fail("%s: more than %d choices", name, CLI_MAX_ID_LIST);
+        return -1;
+    }
+    char **list = malloc(count * sizeof *list + length + 1);
+    if (!list) {
+        cli_fail("%s: out of memory", name);
+        return -1;
+    }
+    char *out = (char *)(list + count);
+    int32_t n = 0;
+    list[n++] = out;
+    for (const char *c = text; *c; c++) {
+        if (*c == '\\' && (c[1] == ',' || c[1] == '\\')) {
+            *out++ = *++c;
+        } else if (*c == ',') {
+            *out++ = '\0';
+            list[n++] = out;
+        } else {
+            *out++ = *c;
+        }
+    }
+    *out = '\0';
+    for (int32_t i = 0; i < n; i++) {
+        if (!list[i][0]) {
+            cli_fail("%s: choice %d of '%s' is empty", name, i, text);
+            free(list);
+            return -1;
+        }
+    }
+    *choices = list;
+    *n_choices = n;
+    return 0;
+}
+
 /* Index of value among flag->choices, or -1 (message printed). */
 static int cli_parse_choice(const cli_flag *flag, const char *name, const char *value)
 {
@@ -499,8 +573,11 @@ void cli_options_free(cli_options *options)
 {
     free(options->prompt_ids);
     free(options->force_ids);
+    free(options->ppl_choices);
     options->prompt_ids = NULL;
     options->force_ids = NULL;
+    options->ppl_choices = NULL;
+    options->n_ppl_choices = 0;
 }
 
 static const cli_flag *cli_find_flag(const char *arg)
@@ -594,6 +671,16 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     case F_LOGITS_OUT: options->logits_out = value; break;
     case F_PPL: options->ppl_path = value; break;
     case F_CHUNKS: options->ppl_chunks = number; break;
+    case F_PPL_SKIP:
+        options->ppl_skip = number;
+        options->ppl_skip_given = true;
+        break;
+    case F_PPL_STEP: options->ppl_step = true; break;
+    case F_PPL_LIST: options->ppl_list_path = value; break;
+    case F_PPL_CHOICES:
+        free(options->ppl_choices);
+        options->ppl_choices = NULL;
+        return cli_parse_choice_list(name, value, &options->ppl_choices, &options->n_ppl_choices) == 0 ? 0 : 1;
     case F_INFO: options->info_path = value; break;
     case F_MOE_STREAM: stream->enabled = true; break;
     case F_NO_MOE_STREAM: stream->auto_enable = false; break;
@@ -674,15 +761,17 @@ static int cli_apply(const cli_flag *flag, const char *name, const char *value, 
     return 0;
 }
 
-static const char *cli_mode_name(cli_mode mode)
+/* The job's name in messages: for perplexity, the flag that chose it. */
+static const char *cli_mode_name(const cli_options *options)
 {
-    switch (mode) {
+    switch (options->mode) {
     case CLI_MODE_GENERATE: return "generation";
     case CLI_MODE_INFO: return "--info";
     case CLI_MODE_HELP: return "--help";
     case CLI_MODE_VERSION: return "--version";
     case CLI_MODE_LOGITS: return "--logits-out";
-    case CLI_MODE_PERPLEXITY: return "--ppl";
+    case CLI_MODE_PERPLEXITY:
+        return options->ppl_list_path ? "--ppl-list" : options->ppl_choices ? "--ppl-choices" : "--ppl";
     case CLI_MODE_SESSION: return "--session";
     case CLI_MODE_RENDER: return "--render-template";
     case CLI_MODE_LIST_ARCHS: return "--list-archs";
@@ -791,6 +880,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->ppl_chunks = -1;
+    options->ppl_skip = 8;
     options->decide_prefix_cache = true;
     bool given[F_COUNT] = {false};
     const char *given_as[F_COUNT] = {NULL};
@@ -844,7 +934,9 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     /* Which job, and do the flags agree with it. Switches that contradict
      * each other are status 2, what is missing or misplaced 1. */
     const char *problem = NULL;
+    char problem_text[160];
     int status = 1;
+    bool perplexity = options->ppl_path || options->ppl_list_path || options->ppl_choices;
     if (options->info_path) {
         options->mode = CLI_MODE_INFO;
     } else if (options->render_template) {
@@ -861,14 +953,29 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         problem = "no model given (-m MODEL)";
     } else if (given[F_SESSION]) {
         options->mode = CLI_MODE_SESSION;
-        if (options->ppl_path) {
-            problem = "--ppl and --session are different jobs";
+        if (perplexity) {
+            snprintf(problem_text, sizeof problem_text, "%s and --session are different jobs",
+                     options->ppl_path ? "--ppl" : options->ppl_list_path ? "--ppl-list" : "--ppl-choices");
+            problem = problem_text;
             status = 2;
         } else if (options->n_predict == 0) {
             problem = "--session: -n must not be 0";
         }
-    } else if (options->ppl_path) {
+    } else if (perplexity) {
         options->mode = CLI_MODE_PERPLEXITY;
+        if (options->ppl_path && options->ppl_list_path) {
+            problem = "--ppl and --ppl-list cannot be used together (chunks of one text, or one text a line)";
+        } else if (options->ppl_choices && (options->ppl_path || options->ppl_list_path)) {
+            snprintf(problem_text, sizeof problem_text, "--ppl-choices scores choices after -p, not a file (%s)",
+                     options->ppl_path ? "--ppl" : "--ppl-list");
+            problem = problem_text;
+        } else if (options->ppl_choices && !options->prompt) {
+            problem = "--ppl-choices needs -p PROMPT (the text the choices continue)";
+        } else if (options->prompt && !options->ppl_choices) {
+            snprintf(problem_text, sizeof problem_text, "%s cannot be combined with a prompt or token ids (%s)",
+                     options->ppl_path ? "--ppl" : "--ppl-list", given_as[F_PROMPT]);
+            problem = problem_text;
+        }
     } else if (given[F_PROMPT_IDS] && (options->prompt || options->prompt_file)) {
         problem = "--prompt-ids cannot be combined with -p or -f";
         status = 2;
@@ -904,17 +1011,23 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         if (!(flag->modes & mode_bit)) {
             if (flag->id == F_CHUNKS)
                 cli_fail("--chunks needs --ppl");
+            else if (flag->id == F_PPL_SKIP || flag->id == F_PPL_STEP)
+                cli_fail("%s needs --ppl, --ppl-list or --ppl-choices", given_as[flag->id]);
             else if (flag->id == F_TEMPLATE_CONTEXT)
                 cli_fail("--template-context needs --render-template");
             else if (flag->id == F_DECIDE || flag->id == F_DECIDE_PREFIX_CACHE)
                 cli_fail("%s needs --session", given_as[flag->id]);
             else if (options->mode == CLI_MODE_INFO)
                 cli_fail("--info takes only the model path (%s does nothing there)", given_as[flag->id]);
-            else if (options->mode == CLI_MODE_PERPLEXITY && (flag->id == F_PROMPT || flag->id == F_FILE ||
-                                                             flag->id == F_PROMPT_IDS || flag->id == F_FORCE_IDS))
-                cli_fail("--ppl cannot be combined with a prompt or token ids (%s)", given_as[flag->id]);
+            else if (options->mode == CLI_MODE_PERPLEXITY && options->ppl_choices &&
+                     (flag->id == F_FILE || flag->id == F_PROMPT_IDS))
+                cli_fail("--ppl-choices takes its prompt from -p (not %s)", given_as[flag->id]);
+            else if (options->mode == CLI_MODE_PERPLEXITY && (flag->id == F_FILE || flag->id == F_PROMPT_IDS ||
+                                                             flag->id == F_FORCE_IDS))
+                cli_fail("%s cannot be combined with a prompt or token ids (%s)", cli_mode_name(options),
+                         given_as[flag->id]);
             else
-                cli_fail("%s does nothing with %s", given_as[flag->id], cli_mode_name(options->mode));
+                cli_fail("%s does nothing with %s", given_as[flag->id], cli_mode_name(options));
             return cli_refuse(options, 1);
         }
         if (flag->streaming && !options->model_params.stream.enabled) {
@@ -929,6 +1042,14 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     if (given[F_ROUTE_AHEAD] && given[F_PREDICT_PREFETCH]) {
         cli_fail("--route-ahead and --predict-prefetch exclude each other (route-ahead reads its own choice early)");
         return cli_refuse(options, 2);
+    }
+    if (options->mode == CLI_MODE_PERPLEXITY && given[F_CHUNKS] && !options->ppl_path) {
+        cli_fail("--chunks needs --ppl (%s has no chunks)", cli_mode_name(options));
+        return cli_refuse(options, 1);
+    }
+    if (options->mode == CLI_MODE_PERPLEXITY && given[F_PPL_SKIP] && options->ppl_choices) {
+        cli_fail("%s does nothing with --ppl-choices (every token of a choice is scored)", given_as[F_PPL_SKIP]);
+        return cli_refuse(options, 1);
     }
     if (given[F_DECIDE_PREFIX_CACHE] && !options->decide) {
         cli_fail("--decide-prefix-cache needs --decide");

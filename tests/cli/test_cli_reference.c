@@ -29,8 +29,6 @@ static void test_refused_flags(void)
     static const struct {
         const char *flag, *value, *says;
     } refused[] = {
-        {"--ppl-skip", "8", "not implemented"},            {"--ppl-step", NULL, "not implemented"},
-        {"--ppl-list", "x.txt", "not implemented"},        {"--ppl-choices", "a,b", "not implemented"},
         {"--mtp", NULL, "not implemented"},                {"--ngram", NULL, "not implemented"},
         {"--draft", "3", "not implemented"},               {"--mtp-p-min", "0.5", "not implemented"},
         {"--ngram-min-match", "3", "not implemented"},     {"--ngram-max-match", "12", "not implemented"},
@@ -214,6 +212,11 @@ static void test_exit_codes(void)
         {{"-m", "M", "--dense-weights", "mmap", "--dense-odirect", NULL}, 2, "both set the dense weights"},
         {{"-m", "M", "--no-warm-dense", "--dense-odirect", NULL}, 2, "both set the dense weights"},
         {{"-m", "M", "--session", "--ppl", "x", NULL}, 2, "different jobs"},
+        {{"-m", "M", "--session", "--ppl-list", "x", NULL}, 2, "different jobs"},
+        {{"-m", "M", "-p", "x", "--ppl-step", NULL}, 1, "--ppl-step needs --ppl"},
+        {{"-m", "M", "--ppl-skip", "2", NULL}, 1, "--ppl-skip needs --ppl"},
+        {{"-m", "M", "--ppl-choices", "a,b", NULL}, 1, "needs -p"},
+        {{"-m", "M", "--ppl", "x", "--ppl-list", "y", NULL}, 1, "cannot be used together"},
         {{"-m", "M", "--prompt-ids", "1", "-p", "x", NULL}, 2, "cannot be combined"},
         {{"-m", "M", "--decide-prefix-cache", "off", NULL}, 1, "needs --session"},
         {{"-m", "M", "--session", "--decide-prefix-cache", "off", NULL}, 1, "needs --decide"},

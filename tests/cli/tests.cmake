@@ -10,7 +10,7 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 # a minute under ASan, so it is "slow" (Release stage only); so is the
 # trained model's (sixteen 512-token chunks four times: 3 minutes under ASan).
 foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained
-        signals)
+        signals ppl_pricing)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
@@ -23,6 +23,8 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
   elseif(cli_test STREQUAL "perplexity" OR cli_test STREQUAL "trained")
     set(cli_libs m)
     set(cli_labels slow)
+  elseif(cli_test STREQUAL "ppl_pricing")
+    set(cli_libs bmoe_engine m) # the library's tokenizer gives the ids whose logits the test scores
   endif()
   bmoe_add_test(test_cli_${cli_test}
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_${cli_test}.c
