@@ -89,7 +89,9 @@ quality() {
   local expert_bytes cache_mb k
   expert_bytes=$("$cli" --info "$trained" | awk '/expert bytes/ { print $3; exit }')
   k=$("$cli" --info "$trained" | awk -F'= ' '/expert_used_count/ { print $2; exit }')
-  [ -n "$expert_bytes" ] && [ -n "$k" ] || fail "cannot read the trained model's expert bytes and top-k"
+  if [ -z "$expert_bytes" ] || [ -z "$k" ]; then
+    fail "cannot read the trained model's expert bytes and top-k"
+  fi
   cache_mb=$(awk -v b="$expert_bytes" 'BEGIN { m = int(b / 3 / 1048576 + 0.5); print (m < 1 ? 1 : m) }')
   echo "== quality: $trained, --moe-stream --cache-mb $cache_mb --overlap (a third of its $((expert_bytes / 1048576)) MiB" \
     "of experts), --ppl-step over $chunks chunks of 512 held-out tokens, $items choice items"
