@@ -204,6 +204,16 @@ static void score_with_router(run_state *s, const model *m, const moe_config *co
     gate_scores(config, scores, m->hparams.n_expert);
 }
 
+/* Layer's router applied to one row of input: its scores and its top-k. */
+static void rank_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
+                             float *scores, int32_t *experts)
+{
+    float keys[MODEL_MAX_EXPERTS];
+    score_with_router(s, m, config, layer, input, scores);
+    rank_keys(scores, m->weights.layers[layer].exp_probs_b.data, m->hparams.n_expert, keys);
+    route_top_k(keys, m->hparams.n_expert, m->hparams.n_expert_used, experts);
+}
+
 /* Layer's routing of position as a replay gives it, when one does. */
 static bool replayed_routing(run_state *s, const model *m, int layer, int32_t position, int32_t *experts)
 {
@@ -230,10 +240,8 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
         return;
     int32_t experts[MODEL_MAX_EXPERTS];
     if (!replayed_routing(s, m, next, position, experts)) {
-        float scores[MODEL_MAX_EXPERTS], keys[MODEL_MAX_EXPERTS];
-        score_with_router(s, m, config, next, router_input, scores);
-        rank_keys(scores, m->weights.layers[next].exp_probs_b.data, hp->n_expert, keys);
-        route_top_k(keys, hp->n_expert, hp->n_expert_used, experts);
+        float scores[MODEL_MAX_EXPERTS];
+        rank_with_router(s, m, config, next, router_input, scores, experts);
     }
     expert_store_prefetch(m->experts, next, experts, hp->n_expert_used, expert_store_predict_max(m->experts));
 }
@@ -302,12 +310,10 @@ static void route_ahead_choose(run_state *s, const model *m, const moe_config *c
     int32_t *experts = s->ahead_experts + (size_t)target * (size_t)n_used;
     double start = now_ms();
     float scores[MODEL_MAX_EXPERTS], weights[MODEL_MAX_EXPERTS];
-    score_with_router(s, m, config, target, router_input, scores);
-    if (!replayed_routing(s, m, target, position, experts)) {
-        float keys[MODEL_MAX_EXPERTS];
-        rank_keys(scores, m->weights.layers[target].exp_probs_b.data, hp->n_expert, keys);
-        route_top_k(keys, hp->n_expert, n_used, experts);
-    }
+    int32_t ranked[MODEL_MAX_EXPERTS];
+    rank_with_router(s, m, config, target, router_input, scores, ranked);
+    if (!replayed_routing(s, m, target, position, experts))
+        memcpy(experts, ranked, (size_t)n_used * sizeof *experts);
     s->ahead_ready[target] = true;
     double chosen = now_ms();
     counters->ra_gemv_ms += chosen - start;
@@ -360,16 +366,6 @@ static void probe_score(bmoe_predict_score *score, int predictor, const int32_t 
     score->exact[predictor] += hits == n_used;
 }
 
-/* Layer's router ranking input: its top-k. */
-static void probe_rank(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
-                       int32_t *experts)
-{
-    float scores[MODEL_MAX_EXPERTS], keys[MODEL_MAX_EXPERTS];
-    score_with_router(s, m, config, layer, input, scores);
-    rank_keys(scores, m->weights.layers[layer].exp_probs_b.data, m->hparams.n_expert, keys);
-    route_top_k(keys, m->hparams.n_expert, m->hparams.n_expert_used, experts);
-}
-
 /* Scores the three predictors on a decode step's routing at layer (the
  * router's own choice), then keeps what the next layer and the next step
  * predict from. */
@@ -379,10 +375,11 @@ static void probe_decode_routing(run_state *s, const model *m, const moe_config 
     int n_used = m->hparams.n_expert_used;
     bmoe_predict_score *score = &s->probe[layer];
     int32_t guess[MODEL_MAX_EXPERTS];
+    float scores[MODEL_MAX_EXPERTS];
     if (moe_layer_ahead(m, -1, 1) == layer)
         s->probe_input_layer = -1; /* a new step */
     if (s->probe_input_layer >= 0) {
-        probe_rank(s, m, config, layer, s->probe_input, guess);
+        rank_with_router(s, m, config, layer, s->probe_input, scores, guess);
         probe_score(score, BMOE_PREDICT_STALE, guess, chosen, n_used);
     } else {
         score->unranked++;
@@ -390,7 +387,7 @@ static void probe_decode_routing(run_state *s, const model *m, const moe_config 
     int32_t *previous = s->probe_previous + (size_t)layer * (size_t)n_used;
     if (s->probe_previous_ready[layer])
         probe_score(score, BMOE_PREDICT_PREVIOUS, previous, chosen, n_used);
-    probe_rank(s, m, config, layer, router_input, guess);
+    rank_with_router(s, m, config, layer, router_input, scores, guess);
     probe_score(score, BMOE_PREDICT_CONTROL, guess, chosen, n_used);
     memcpy(previous, chosen, (size_t)n_used * sizeof *previous);
     s->probe_previous_ready[layer] = true;
