@@ -1,0 +1,115 @@
+/* The hardware planner (--auto): a pure function from a description of the
+ * model and one of the machine to a configuration, each decision with its
+ * reason and a tag that says where it came from. The probes beside it fill
+ * the two descriptions (the model through bmoe.h, the machine through
+ * /proc, the cgroup and timed reads of the model file itself); the planner
+ * never sees the engine's internals and never prints. */
+#ifndef BMOE_PLAN_H
+#define BMOE_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bmoe.h"
+
+/* What the model needs, in bytes. */
+typedef struct plan_model {
+    uint64_t file_bytes;         /* all shards */
+    uint64_t dense_bytes;        /* tensors other than the routed experts */
+    uint64_t expert_bytes;       /* the routed experts (0: a dense model) */
+    uint64_t expert_slice_bytes; /* one expert of one layer, all its projections (the read unit) */
+    uint64_t cycle_bytes;        /* one token's routed bytes: n_expert_used x the MoE layers' slices */
+    uint64_t context_bytes;      /* the contexts' memory at the planned context size (KV and buffers) */
+    int32_t n_moe_layers, n_expert, n_expert_used;
+} plan_model;
+
+/* Storage read rates are measured at these lane counts. */
+#define PLAN_LANE_STEPS 4
+extern const int32_t plan_lane_counts[PLAN_LANE_STEPS]; /* 1, 2, 4, 8 */
+
+/* What the machine offers. A rate of 0 is "not probed". */
+typedef struct plan_machine {
+    uint64_t memory_bytes;       /* what this process may still take: MemAvailable, the cgroup's room if smaller */
+    bool memory_capped_by_cgroup;
+    int32_t n_cores;             /* online cores this process may run on */
+    double read_bytes_per_s[PLAN_LANE_STEPS]; /* the model file's device, slice-sized reads, per lane count */
+    double memory_bytes_per_s;   /* streaming read bandwidth of memory */
+} plan_machine;
+
+typedef enum plan_tag {
+    PLAN_MEASURED, /* from a probe of this machine or this file */
+    PLAN_DERIVED,  /* computed from measured figures */
+    PLAN_POLICY,   /* a rule of the planner, nothing measured */
+    PLAN_OPERATOR, /* typed by the user (a flag or an environment variable): pinned */
+    PLAN_UNPROBED, /* a probe was turned off or failed; a default stands in */
+} plan_tag;
+
+typedef enum plan_regime {
+    PLAN_REGIME_FITS,           /* the whole model fits: no streaming */
+    PLAN_REGIME_EXPERTS_STREAM, /* the dense set fits, the experts stream through a cache */
+    PLAN_REGIME_DENSE_OVERSIZED /* not even the dense set fits: refused */
+} plan_regime;
+
+/* What the user typed: the plan keeps each pinned value as it is. */
+typedef struct plan_pins {
+    bool stream_set, stream;             /* --moe-stream / --no-moe-stream */
+    bool cache_mb_set; int64_t cache_mb; /* --cache-mb (-1: auto) */
+    bool io_threads_set; int32_t io_threads;
+    bool overlap_set; bool overlap;
+    bool dense_set; enum bmoe_dense_weights dense;
+    bool cache_floor_set; int64_t cache_floor_mb;
+    bool lossy_set;                      /* a lossy lever typed: kept, never armed by the plan */
+} plan_pins;
+
+#define PLAN_MAX_DECISIONS 12
+
+typedef struct plan_decision {
+    const char *key;      /* the parameter's key in the parameter table ("cache_mb") */
+    char value[48];       /* as a flag's value would say it ("6144", "on", "anon") */
+    plan_tag tag;
+    char reason[200];     /* one sentence: why this value */
+} plan_decision;
+
+typedef struct plan {
+    plan_regime regime;
+    bool stream;
+    int64_t cache_mb;     /* streaming: the cache budget (0: none) */
+    int32_t io_threads;
+    bool overlap;
+    enum bmoe_dense_weights dense;
+    double predicted_hit;             /* expected cache hit rate, 0..1 */
+    double predicted_seconds_per_token; /* 0: not predictable (no rates probed) */
+    plan_decision decisions[PLAN_MAX_DECISIONS];
+    int32_t n_decisions;
+    char flags[256];      /* the bmoe-cli flags that reproduce the plan */
+    char refusal[256];    /* PLAN_REGIME_DENSE_OVERSIZED: why, in one line */
+} plan;
+
+/* The planner: pure, no I/O. Returns 0, or -1 when the model cannot run
+ * here (regime dense-oversized; plan->refusal says why). */
+int plan_make(const plan_model *model, const plan_machine *machine, const plan_pins *pins, plan *out);
+
+const char *plan_regime_name(plan_regime regime); /* "fits", "experts-stream", "dense-oversized" */
+const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... */
+
+/* Probes. Each returns 0, or -1 with a one-line reason in error. */
+
+/* The model's bytes (loads it cheaply: mapped dense weights, no cache, no
+ * prefault) and its contexts' memory at n_ctx. */
+int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, char *error, size_t error_size);
+
+/* The machine. probe_io: timed reads of the model file (O_DIRECT where it
+ * can, slice-sized, at 1/2/4/8 lanes, at most about a second each);
+ * probe_mem: a timed read of a memory buffer. Either off leaves its rates 0.
+ * cache_dir: where probe results are kept per model file and machine (a
+ * small JSON file, reused while the file's size, mtime and inode and the
+ * machine's memory and cores are unchanged); NULL: no cache. */
+int plan_probe_machine(const char *model_path, uint64_t slice_bytes, bool probe_io, bool probe_mem,
+                       const char *cache_dir, plan_machine *machine, char *error, size_t error_size);
+
+/* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe or
+ * $HOME/.cache/bmoe; NULL when neither is set. Written into buffer. */
+const char *plan_cache_dir(char *buffer, size_t size);
+
+#endif
