@@ -7,6 +7,9 @@
 # 0 and 2048, -t 2. Prints each side's median over the rounds and the ratio
 # bmoe / llama.cpp. A benchmark, not a test.
 #
+# Run: bench/compare.sh
+#   BMOE_BENCH_MODELS=qwen3-30b-a3b BMOE_BENCH_ROUNDS=2 bench/compare.sh
+#
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_ROUNDS (default 3),
 # BMOE_BENCH_MODELS (default "qwen3-30b-a3b gpt-oss-20b"), BMOE_SHARED_DIR
 # (default ../shared).

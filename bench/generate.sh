@@ -8,6 +8,9 @@
 # (fixed token ids) and 32 generated tokens (--ignore-eos, greedy) and prints
 # the median prefill and decode tok/s.
 #
+# Run: bench/generate.sh
+#   BMOE_BENCH_RUNS=5 BMOE_BENCH_TOKENS=64 bench/generate.sh
+#
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_THREADS (default 2),
 # BMOE_BENCH_RUNS (default 3), BMOE_BENCH_PROMPT (default 64),

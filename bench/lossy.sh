@@ -1,30 +1,24 @@
 #!/usr/bin/env bash
 # bench/lossy.sh: what each lossy lever buys and what it costs, in two tables.
+# Levers: drop 0.5 / 0.75 / 1.0, substitute 0.1 / 0.15 / 0.3, route-ahead 1 / 2,
+# top-k k-1 and k-2, each against the exact run.
 #
-# 1. Quality, on the trained qwen3moe in models/ (real routing, real text),
-#    streamed through a cache that holds about a third of its experts
-#    (--overlap): for the exact run and each lever (drop 0.5 / 0.75 / 1.0,
-#    substitute 0.1 / 0.15 / 0.3, route-ahead 1 / 2, top-k k-1 and k-2), the
-#    flash MiB per token and the cache hit rate, and the perplexity of the
-#    held-out text through the decode path (--ppl-step: every token alone, the
-#    cache evolving as in generation, so a cache-dependent lever is priced as
-#    a user meets it) against the exact run's; then the accuracy of choice
-#    scoring (--ppl-choices) on a multiple-choice set built from the held-out
-#    text: a passage, its true continuation and three continuations taken
-#    from elsewhere in the text, the answer being the most probable one.
-# 2. Speed, on the full-size Qwen3-30B-A3B-shaped file (as bench/stream.sh
-#    writes it) under ../shared/tools/memcap --drop-caches 8G, -t 2, 32 decode
-#    tokens after a 64-token prompt, --cache-mb auto --overlap, the real phone
-#    routing replayed (../shared/data/route-traces/qwen.route.csv at its
-#    top-6): decode tok/s and MiB/token of each lever against the exact run,
-#    interleaved in every round so the machine's drift cancels. Under a
-#    replayed routing drop acts on the replayed experts (weights from this
-#    file's random router), route-ahead commits the replayed routing early
-#    (what its reads buy at best) and a lower top-k takes each recorded
-#    routing's first experts; substitution, which must choose among the
-#    router's own scores, is measured on the file's own (random) routing
-#    against the exact run of that routing ("own" rows).
-# A benchmark, not a test.
+# quality: the trained qwen3moe in models/, streamed through a cache of about
+#   a third of its experts (--overlap): MiB per token, hit rate, perplexity of
+#   models/heldout.txt through the decode path (--ppl-step) against the exact
+#   run's, and multiple-choice accuracy (--ppl-choices) on items built from
+#   the held-out text (a passage, its true continuation, three from elsewhere).
+# speed: the full-size qwen3-30b-a3b shape under ../shared/tools/memcap
+#   --drop-caches 8G, -t 2, 32 decode tokens after a 64-token prompt,
+#   --cache-mb auto --overlap, the real phone routing replayed
+#   (../shared/data/route-traces/qwen.route.csv at top-6), levers interleaved
+#   in every round: decode tok/s and MiB per token against the exact run.
+#   Substitution needs the router's own scores, so its "own" rows run the
+#   file's own (random) routing against an exact run of that routing.
+#
+# Run (as root, for memcap): bench/lossy.sh
+#   BMOE_BENCH_PARTS=quality BMOE_BENCH_CHUNKS=8 BMOE_BENCH_ITEMS=24 bench/lossy.sh
+#   BMOE_BENCH_PARTS=speed BMOE_BENCH_ROUNDS=1 bench/lossy.sh
 #
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 2),
@@ -32,6 +26,7 @@
 # BMOE_BENCH_CHUNKS (held-out chunks of 512 tokens for --ppl-step, default
 # 16), BMOE_BENCH_ITEMS (multiple-choice items, default 40),
 # BMOE_SHARED_DIR (default ../shared).
+# A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,77 +1,39 @@
 #!/usr/bin/env bash
-# bench/stream.sh: expert streaming on a model bigger than the memory it may
-# use. The full-size Qwen3-30B-A3B-shaped file (bmoe-mkmodel --shape
-# qwen3-30b-a3b, 17.3 GiB of tensors) runs under ../shared/tools/memcap
-# --drop-caches 8G, -t 2, 32 decode tokens after a 64-token prompt, in these
-# configurations, interleaved in every round so the machine's drift cancels:
-#   resident    no cap, the whole file in the page cache: no read while decoding,
-#               so its decode rate is what the compute alone allows (this row and
-#               mmap pass --no-moe-stream: a model larger than the memory the
-#               process may take is otherwise streamed without being asked)
-#   replay-resident  the same with the replayed routing below
-#   mmap        the baseline: --no-moe-stream, experts faulted in through the mapping
-#   llama       the peer under the same cap: ../shared/tools/llama-bench -lm
-#               mmap with every tensor in its plain CPU buffer (-ot '.*=CPU',
-#               no repacked copy), decode only (-p 0), 8 tokens; "OOM" when
-#               the cap's OOM killer ends it (on 2026-12-03 it did in every
-#               load mode tried: mmap, that, --no-host 1)
-#   stream-0    --moe-stream --cache-mb 0
-#   stream-0-overlap  the same with --overlap: every expert is read every token,
-#               so the disk is the bottleneck and "of bound" measures how much
-#               of the layers' compute the reads hide
-#   auto        --moe-stream --cache-mb auto
-#   overlap     --moe-stream --cache-mb auto --overlap
-#   prefetch    --moe-stream --cache-mb auto --overlap --prefetch 1
-#   lru         overlap with --cache-policy lru (the cache keeps the most
-#               recently used experts; every other streamed row runs the
-#               default, freq: the most often used, recent uses counting more)
-#   predict     --moe-stream --cache-mb auto --overlap --predict-prefetch (the
-#               next layer's router ranks this layer's input; 2 guesses a layer;
-#               predict-1, predict-4, predict-8: 1, 4 and 8, not in the default list)
-#   oracle      overlap with a predictor that is never wrong: the run's own
-#               routing, recorded once by an overlap run before the rounds, is
-#               replayed, and --predict-prefetch --predict-spec-max 8 then reads
-#               each layer's misses while the layer before it computes (under a
-#               replay the guess is the next layer's replayed routing itself).
-#               What any predictor one layer ahead could give at best.
-# and, with the real Qwen3-30B-A3B routing replayed at top-6
-# (--route-replay ../shared/data/route-traces/qwen.route.csv --n-expert-used 6),
-# the streamed rows again (replay-oracle: that routing read one layer ahead;
-# replay-lru: the LRU policy; replay-2g and replay-lru-2g: a 2000 MiB cache,
-# a phone's, with each policy); and with the routing of the small trained model
-# in the repository (models/qwen3moe-shakespeare-q8_0.gguf continuing the first
-# 200 characters of models/heldout.txt, sampled, recorded before the rounds)
-# widened to this shape and top-8 by bench/widen-route-trace.awk, the rows
-# trained-resident, trained-overlap (auto cache), trained-2g and trained-lru-2g
-# (2000 MiB, each policy). The widening keeps each trained layer's skew and its
-# step-to-step reuse (each half of a full routing is a real routing of one
-# trained layer); it invents the pairing of two moments in one routing, the 8
-# full layers made from each trained one (the same layer at 8 moments) and the
-# spread of the ids over 128 (by a real bit of the next trained layer).
-# Each row: decode tok/s, prefill tok/s, flash MiB per
-# token, cache hit rate, stall per token, and the I/O bound: the disk's
-# bandwidth for random O_DIRECT reads of one expert slice at the lanes' queue
-# depth over the bytes a token read. The disk's speed drifts within minutes,
-# so bench-iobench measures it right before and right after every streamed
-# run (4 s each) and each run is set against its own bound (the mean); the table gives medians over the
-# rounds of the rates, the bounds and the runs' shares of their bounds. A second
-# bound ("re-read") issues the run's own decode reads (its --io-trace) again,
-# back to back at the same queue depth, right after it: what those very bytes,
-# with their sizes and places, cost the disk with no compute between them. A
-# run can pass neither its I/O bound nor the rate of the same round's resident
-# run (same routing): "of best" sets it against the lower of the two. Both I/O bounds
-# read into huge-page memory like the cache's slots (on this machine's virtual
-# disk, reads into 4 KiB pages run at under half the rate). Then, without a cap, the resident run (the
-# model in the page cache) against streaming with a cache that holds every
-# expert (--preload-experts), interleaved: streaming should cost under 5 % there.
-# A benchmark, not a test.
+# bench/stream.sh: expert streaming on a model larger than the memory it may
+# use. The full-size qwen3-30b-a3b shape (bmoe-mkmodel, written on first use)
+# runs under ../shared/tools/memcap --drop-caches 8G, -t 2, --io-threads 4,
+# 32 decode tokens after a 64-token prompt, every configuration interleaved in
+# each round so the machine's drift cancels; the table gives medians.
+#
+# Configurations (BMOE_BENCH_CONFIGS picks them; the flags are in the table
+# below): resident (no cap, no reads: what the compute allows), mmap
+# (--no-moe-stream under the cap), llama (llama-bench -lm mmap under the cap;
+# "OOM" when the cap's OOM killer ends it), stream-0, stream-0-overlap, auto,
+# overlap, prefetch, lru, predict (predict-1/-4/-8 on request), oracle (the
+# run's own routing, recorded first, replayed one layer ahead: a predictor
+# that is never wrong); replay-*: the same with the real Qwen3-30B-A3B routing
+# of ../shared/data/route-traces/qwen.route.csv at top-6 (replay-2g,
+# replay-lru-2g: a 2000 MiB cache); trained-*: the routing of the trained
+# model in models/, recorded first and widened to this shape by
+# bench/widen-route-trace.awk. Then, without a cap, resident against a cache
+# holding every expert (--preload-experts).
+#
+# Columns: decode and prefill tok/s, MiB read per token, hit rate, stall per
+# token; the I/O bound (bench-iobench's rate for random O_DIRECT reads of one
+# expert slice, measured before and after each run, over the MiB per token)
+# and the run's share of it; the same against the run's own reads issued
+# again (re-read); and "of best", against the lower of the bound and the same
+# round's resident run. docs/benchmarks.md says how to read them.
+#
+# Run (as root, for memcap): bench/stream.sh
+#   BMOE_BENCH_CONFIGS="resident overlap replay-overlap" bench/stream.sh
 #
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODEL (default
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 2),
-# BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all, e.g.
-# "overlap replay-overlap"; empty: none), BMOE_BENCH_WHOLE_ROUNDS (rounds of
-# the resident / whole-cache pair, default BMOE_BENCH_ROUNDS, 0: none),
-# BMOE_SHARED_DIR (default ../shared).
+# BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all; empty: none),
+# BMOE_BENCH_WHOLE_ROUNDS (rounds of the resident / whole-cache pair, default
+# BMOE_BENCH_ROUNDS, 0: none), BMOE_SHARED_DIR (default ../shared).
+# A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
