@@ -108,6 +108,16 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, c
 int plan_probe_machine(const char *model_path, uint64_t slice_bytes, bool probe_io, bool probe_mem,
                        const char *cache_dir, plan_machine *machine, char *error, size_t error_size);
 
+/* The probe cache file of a model in cache_dir: cache_dir/probe-<hash of
+ * the model's real path>.json, written into buffer. NULL when the model's
+ * path does not resolve or the name does not fit. */
+const char *plan_cache_path(const char *cache_dir, const char *model_path, char *buffer, size_t size);
+
+/* The hit rate the plan predicts for an expert cache of cache_bytes over
+ * expert_bytes of experts: (cache / experts)^0.3, 1 from the whole set up,
+ * 0 without a cache. */
+double plan_hit_rate(uint64_t cache_bytes, uint64_t expert_bytes);
+
 /* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe or
  * $HOME/.cache/bmoe; NULL when neither is set. Written into buffer. */
 const char *plan_cache_dir(char *buffer, size_t size);
