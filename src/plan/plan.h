@@ -86,25 +86,38 @@ typedef struct plan {
     char refusal[256];    /* PLAN_REGIME_DENSE_OVERSIZED: why, in one line */
 } plan;
 
-/* The planner: pure, no I/O. Returns 0, or -1 when the model cannot run
- * here (regime dense-oversized; plan->refusal says why). */
+/* The planner: pure, no I/O. pins may be NULL (nothing typed). Returns 0,
+ * or -1 when the model cannot run here (regime dense-oversized;
+ * plan->refusal says why). A memory_bytes of 0 (unknown) is taken to fit. */
 int plan_make(const plan_model *model, const plan_machine *machine, const plan_pins *pins, plan *out);
+
+/* The plan as text for --plan and --plan-explain: a first line "plan:
+ * <regime>, <predicted s/token>: <flags>" (a refused plan: "plan:
+ * dense-oversized: <refusal>"), then, with explain, one line per decision,
+ * "  <key> = <value> (<tag>): <reason>". Every line ends in a newline.
+ * Writes what fits of it into out (size > 0, NUL-terminated) and returns
+ * the length of the whole text, as snprintf does. */
+size_t plan_format(const plan *p, bool explain, char *out, size_t size);
 
 const char *plan_regime_name(plan_regime regime); /* "fits", "experts-stream", "dense-oversized" */
 const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... */
 
 /* Probes. Each returns 0, or -1 with a one-line reason in error. */
 
-/* The model's bytes (loads it cheaply: mapped dense weights, no cache, no
- * prefault) and its contexts' memory at n_ctx. */
+/* The model's bytes (loads it cheaply: mapped, not streaming, no prefault:
+ * nothing is read or copied) and its contexts' memory at n_ctx (0: the
+ * library's default context size). A dense model has its expert fields 0. */
 int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, char *error, size_t error_size);
 
 /* The machine. probe_io: timed reads of the model file (O_DIRECT where it
- * can, slice-sized, at 1/2/4/8 lanes, at most about a second each);
- * probe_mem: a timed read of a memory buffer. Either off leaves its rates 0.
- * cache_dir: where probe results are kept per model file and machine (a
- * small JSON file, reused while the file's size, mtime and inode and the
- * machine's memory and cores are unchanged); NULL: no cache. */
+ * can, slice-sized, at 1/2/4/8 lanes, about 0.4 s each; never written);
+ * probe_mem: a timed read of a memory buffer (0.3 s at most). Either off
+ * leaves its rates 0. cache_dir: where probe results are kept per model
+ * file and machine (a small JSON file, reused while the file's size, mtime
+ * and inode, the read size and the machine's memory and cores are
+ * unchanged; a corrupt one is rewritten; memory_bytes is never cached);
+ * NULL: no cache. On -1, machine keeps what was measured before the
+ * failure (the memory and the cores always are). */
 int plan_probe_machine(const char *model_path, uint64_t slice_bytes, bool probe_io, bool probe_mem,
                        const char *cache_dir, plan_machine *machine, char *error, size_t error_size);
 

@@ -302,7 +302,7 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
         out->predicted_hit = 1;
         out->predicted_seconds_per_token = compute;
         decide(out, "predicted", compute > 0 ? PLAN_DERIVED : PLAN_UNPROBED,
-               compute > 0 ? "%.3f s/token|the weights a token reads, at the probed memory bandwidth"
+               compute > 0 ? "%.4g s/token|the weights a token reads, at the probed memory bandwidth"
                            : "unknown|the memory bandwidth was not probed",
                compute);
         return;
@@ -321,7 +321,7 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
     int hit_percent = (int)lround(out->predicted_hit * 100);
     if (seconds > 0)
         decide(out, "predicted", PLAN_DERIVED,
-               "%.3f s/token, hit %d %%|hit = (cache/experts)^0.3, fit to measured runs (2000 MiB of 16 GiB of experts "
+               "%.4g s/token, hit %d %%|hit = (cache/experts)^0.3, fit to measured runs (2000 MiB of 16 GiB of experts "
                "hit 55 %%); %s of compute and the misses' reads",
                seconds, hit_percent, out->overlap ? "the larger" : "the sum");
     else

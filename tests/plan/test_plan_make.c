@@ -377,6 +377,36 @@ static void test_cycle_rounding(void)
     CHECK(d && d->tag == PLAN_UNPROBED);
 }
 
+static void test_format(void)
+{
+    plan_model model = model_30b();
+    plan_machine machine = machine_with(5976);
+    plan p;
+    CHECK(plan_make(&model, &machine, NULL, &p) == 0);
+    char text[4096];
+    size_t length = plan_format(&p, false, text, sizeof text);
+    CHECK(length == strlen(text));
+    CHECK_MSG(strcmp(text, "plan: experts-stream, no prediction: --moe-stream --cache-mb 2904 --io-threads 4 "
+                           "--overlap\n") == 0,
+              "[%s]", text);
+    length = plan_format(&p, true, text, sizeof text);
+    CHECK(length == strlen(text));
+    int lines = 0;
+    for (const char *c = text; *c; c++)
+        lines += *c == '\n';
+    CHECK(lines == 1 + p.n_decisions);
+    CHECK(strstr(text, "\n  cache_mb = 2904 (derived): ") != NULL);
+    /* cut short: what fits, NUL-terminated, and the whole length */
+    char small[16];
+    CHECK(plan_format(&p, true, small, sizeof small) == length);
+    CHECK(strlen(small) == sizeof small - 1 && strncmp(small, text, sizeof small - 1) == 0);
+
+    machine = machine_with(1000);
+    CHECK(plan_make(&model, &machine, NULL, &p) == -1);
+    plan_format(&p, true, text, sizeof text);
+    CHECK(strncmp(text, "plan: dense-oversized: the model cannot run here", 48) == 0);
+}
+
 int main(void)
 {
     test_table();
@@ -386,5 +416,6 @@ int main(void)
     test_hit_rate();
     test_names();
     test_cycle_rounding();
+    test_format();
     return test_finish();
 }
