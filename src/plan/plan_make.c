@@ -283,7 +283,7 @@ static void decide_lanes(plan *out, const plan_machine *machine, const plan_pins
     }
     double rate = read_rate_at(machine, out->io_threads);
     if (rate > 0)
-        decide(out, "read_rate", PLAN_MEASURED, "%.0f MiB/s|slice-sized reads of the model file at %" PRId32 " lanes",
+        decide(out, "read_rate", PLAN_MEASURED, "%.0f MiB/s|slice-sized reads of the model file, %" PRId32 " at a time",
                rate / (double)MIB, out->io_threads);
     else
         decide(out, "read_rate", PLAN_UNPROBED, "unknown|the model file's read rate was not probed");
@@ -315,15 +315,17 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
     bool readable = missed <= 0 || rate > 0;
     double reads = missed > 0 && rate > 0 ? missed / rate : 0;
     double seconds = 0;
+    bool overlapped = out->overlap && !cache_is_page_cache;
     if (compute > 0 && readable)
-        seconds = out->overlap ? fmax(compute, reads) : compute + reads;
+        seconds = overlapped ? fmax(compute, reads) : compute + reads;
     out->predicted_seconds_per_token = seconds;
     int hit_percent = (int)lround(out->predicted_hit * 100);
     if (seconds > 0)
         decide(out, "predicted", PLAN_DERIVED,
                "%.4g s/token, hit %d %%|hit = (cache/experts)^0.3, fit to measured runs (2000 MiB of 16 GiB of experts "
-               "hit 55 %%); %s of compute and the misses' reads",
-               seconds, hit_percent, out->overlap ? "the larger" : "the sum");
+               "hit 55 %%); %s of compute and the misses' reads%s",
+               seconds, hit_percent, overlapped ? "the larger" : "the sum",
+               cache_is_page_cache ? " (mapped: the page cache as the cache, one fault at a time)" : "");
     else
         decide(out, "predicted", PLAN_UNPROBED,
                "unknown, hit %d %%|hit = (cache/experts)^0.3 (2000 MiB of 16 GiB of experts hit 55 %%); a rate it "
@@ -363,9 +365,15 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
         return -1;
     }
 
-    /* streaming */
+    /* streaming: the CLI takes --cache-mb, --io-threads and --overlap only
+     * with --moe-stream, so typing one asks for streaming */
     bool planned_stream = out->regime == PLAN_REGIME_EXPERTS_STREAM;
-    if (pins->stream_set) {
+    bool asks_stream = pins->cache_mb_set || pins->io_threads_set || (pins->overlap_set && pins->overlap);
+    if (!pins->stream_set && asks_stream && !planned_stream && !dense_model) {
+        out->stream = true;
+        decide(out, "moe_stream", PLAN_OPERATOR,
+               "on|the model fits, but a streaming flag was typed (--cache-mb, --io-threads or --overlap)");
+    } else if (pins->stream_set) {
         out->stream = pins->stream && !dense_model;
         if (!pins->stream && planned_stream)
             decide(out, "moe_stream", PLAN_OPERATOR,

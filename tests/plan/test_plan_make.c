@@ -114,6 +114,11 @@ static void check_case(const plan_case *c)
         const plan_decision *d = find_decision(&p, keys[i]);
         CHECK_MSG(d && d->value[0] && d->reason[0], "%s: decision %s missing, repeated or empty", c->name, keys[i]);
     }
+    /* no reason cut short by its field */
+    for (int i = 0; i < p.n_decisions; i++)
+        CHECK_MSG(strlen(p.decisions[i].reason) < sizeof p.decisions[i].reason - 1 &&
+                      strlen(p.decisions[i].value) < sizeof p.decisions[i].value - 1,
+                  "%s: %s's text fills its field: %s", c->name, p.decisions[i].key, p.decisions[i].reason);
     /* the planner arms no lossy lever, whatever was typed */
     static const char *const lossy_flags[] = {"--drop-cold", "--expert-substitute", "--route-ahead",
                                               "--n-expert-used"};
@@ -185,6 +190,10 @@ static void test_table(void)
         {.name = "moe-stream pinned on a model that fits", .model = m30, .machine = machine_with(65536),
          .pins = {.stream_set = true, .stream = true}, .status = 0, .regime = PLAN_REGIME_FITS, .stream = true,
          .cache_mb = 16384, .key = "moe_stream", .tag = PLAN_OPERATOR},
+        {.name = "a streaming flag typed on a model that fits", .model = m30, .machine = machine_with(65536),
+         .pins = {.cache_mb_set = true, .cache_mb = 4000}, .status = 0, .regime = PLAN_REGIME_FITS,
+         .stream = true, .cache_mb = 4000, .flags = "--moe-stream --cache-mb 4000 --io-threads 4 --overlap",
+         .key = "moe_stream", .tag = PLAN_OPERATOR, .reason_has = "--cache-mb"},
         {.name = "overlap, lanes and dense pinned", .model = m30, .machine = machine_with(5976),
          .pins = {.overlap_set = true, .overlap = false, .io_threads_set = true, .io_threads = 2,
                   .dense_set = true, .dense = BMOE_DENSE_WEIGHTS_MMAP},
@@ -377,6 +386,31 @@ static void test_cycle_rounding(void)
     CHECK(d && d->tag == PLAN_UNPROBED);
 }
 
+/* Descriptions from outside may be absurd: sums saturate, nothing wraps. */
+static void test_extremes(void)
+{
+    plan p;
+    plan_model empty = {0};
+    plan_machine none = {0};
+    CHECK(plan_make(&empty, &none, NULL, &p) == 0 && p.regime == PLAN_REGIME_FITS && !p.stream);
+
+    plan_model huge = model_30b();
+    huge.file_bytes = huge.dense_bytes = huge.expert_bytes = huge.cycle_bytes = huge.context_bytes = UINT64_MAX;
+    plan_machine machine = machine_with(65536);
+    CHECK(plan_make(&huge, &machine, NULL, &p) == -1 && p.regime == PLAN_REGIME_DENSE_OVERSIZED);
+
+    plan_model model = model_30b();
+    plan_pins pins = {.cache_floor_set = true, .cache_floor_mb = INT64_MAX};
+    CHECK(plan_make(&model, &machine, &pins, &p) == -1);
+    pins = (plan_pins){.cache_mb_set = true, .cache_mb = INT64_MAX, .io_threads_set = true, .io_threads = 0};
+    machine.memory_bytes = 5976 * MIB;
+    machine.memory_bytes_per_s = 1e10;
+    machine.read_bytes_per_s[0] = 1e9;
+    CHECK(plan_make(&model, &machine, &pins, &p) == 0 && p.predicted_hit == 1);
+    machine.memory_bytes = UINT64_MAX;
+    CHECK(plan_make(&model, &machine, NULL, &p) == 0 && p.regime == PLAN_REGIME_FITS);
+}
+
 static void test_format(void)
 {
     plan_model model = model_30b();
@@ -416,6 +450,7 @@ int main(void)
     test_hit_rate();
     test_names();
     test_cycle_rounding();
+    test_extremes();
     test_format();
     return test_finish();
 }
