@@ -33,9 +33,11 @@
  * under two seconds on a slow disk and read at most 2 GiB on a fast one. */
 #define PLAN_STEP_SECONDS 0.4
 #define PLAN_STEP_BYTES (512 * MIB)
-/* The memory probe: a buffer well past the last-level cache, summed a few
- * times by every core, bounded in time. */
-#define PLAN_MEMORY_BUFFER (128 * MIB)
+/* The memory probe: a buffer past the last-level cache of most machines,
+ * summed a few times by every core, bounded in time. Faulting its pages in
+ * costs more than summing them (0.33 s for 128 MiB on a 2-core VM against
+ * 6 ms for one pass), hence not larger. */
+#define PLAN_MEMORY_BUFFER (64 * MIB)
 #define PLAN_MEMORY_PASSES 4
 #define PLAN_MEMORY_SECONDS 0.3
 #define PLAN_MEMORY_MAX_THREADS 16
