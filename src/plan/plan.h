@@ -131,8 +131,9 @@ const char *plan_cache_path(const char *cache_dir, const char *model_path, char 
  * 0 without a cache. */
 double plan_hit_rate(uint64_t cache_bytes, uint64_t expert_bytes);
 
-/* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe or
- * $HOME/.cache/bmoe; NULL when neither is set. Written into buffer. */
+/* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe (an
+ * absolute one; the XDG rule ignores a relative one) or $HOME/.cache/bmoe;
+ * NULL when neither is set or buffer is too small. Written into buffer. */
 const char *plan_cache_dir(char *buffer, size_t size);
 
 #endif
