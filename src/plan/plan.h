@@ -86,30 +86,54 @@ typedef struct plan {
     char refusal[256];    /* PLAN_REGIME_DENSE_OVERSIZED: why, in one line */
 } plan;
 
-/* The planner: pure, no I/O. Returns 0, or -1 when the model cannot run
- * here (regime dense-oversized; plan->refusal says why). */
+/* The planner: pure, no I/O. pins may be NULL (nothing typed). Returns 0,
+ * or -1 when the model cannot run here (regime dense-oversized;
+ * plan->refusal says why). A memory_bytes of 0 (unknown) is taken to fit. */
 int plan_make(const plan_model *model, const plan_machine *machine, const plan_pins *pins, plan *out);
+
+/* The plan as text for --plan and --plan-explain: a first line "plan:
+ * <regime>, <predicted s/token>: <flags>" (a refused plan: "plan:
+ * dense-oversized: <refusal>"), then, with explain, one line per decision,
+ * "  <key> = <value> (<tag>): <reason>". Every line ends in a newline.
+ * Writes what fits of it into out (size > 0, NUL-terminated) and returns
+ * the length of the whole text, as snprintf does. */
+size_t plan_format(const plan *p, bool explain, char *out, size_t size);
 
 const char *plan_regime_name(plan_regime regime); /* "fits", "experts-stream", "dense-oversized" */
 const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... */
 
 /* Probes. Each returns 0, or -1 with a one-line reason in error. */
 
-/* The model's bytes (loads it cheaply: mapped dense weights, no cache, no
- * prefault) and its contexts' memory at n_ctx. */
+/* The model's bytes (loads it cheaply: mapped, not streaming, no prefault:
+ * nothing is read or copied) and its contexts' memory at n_ctx (0: the
+ * library's default context size). A dense model has its expert fields 0. */
 int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, char *error, size_t error_size);
 
 /* The machine. probe_io: timed reads of the model file (O_DIRECT where it
- * can, slice-sized, at 1/2/4/8 lanes, at most about a second each);
- * probe_mem: a timed read of a memory buffer. Either off leaves its rates 0.
- * cache_dir: where probe results are kept per model file and machine (a
- * small JSON file, reused while the file's size, mtime and inode and the
- * machine's memory and cores are unchanged); NULL: no cache. */
+ * can, slice-sized, at 1/2/4/8 lanes, about 0.4 s each; never written);
+ * probe_mem: a timed read of a memory buffer (0.3 s at most). Either off
+ * leaves its rates 0. cache_dir: where probe results are kept per model
+ * file and machine (a small JSON file, reused while the file's size, mtime
+ * and inode, the read size and the machine's memory and cores are
+ * unchanged; a corrupt one is rewritten; memory_bytes is never cached);
+ * NULL: no cache. On -1, machine keeps what was measured before the
+ * failure (the memory and the cores always are). */
 int plan_probe_machine(const char *model_path, uint64_t slice_bytes, bool probe_io, bool probe_mem,
                        const char *cache_dir, plan_machine *machine, char *error, size_t error_size);
 
-/* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe or
- * $HOME/.cache/bmoe; NULL when neither is set. Written into buffer. */
+/* The probe cache file of a model in cache_dir: cache_dir/probe-<hash of
+ * the model's real path>.json, written into buffer. NULL when the model's
+ * path does not resolve or the name does not fit. */
+const char *plan_cache_path(const char *cache_dir, const char *model_path, char *buffer, size_t size);
+
+/* The hit rate the plan predicts for an expert cache of cache_bytes over
+ * expert_bytes of experts: (cache / experts)^0.3, 1 from the whole set up,
+ * 0 without a cache. */
+double plan_hit_rate(uint64_t cache_bytes, uint64_t expert_bytes);
+
+/* The user's cache directory for probe results: $XDG_CACHE_HOME/bmoe (an
+ * absolute one; the XDG rule ignores a relative one) or $HOME/.cache/bmoe;
+ * NULL when neither is set or buffer is too small. Written into buffer. */
 const char *plan_cache_dir(char *buffer, size_t size);
 
 #endif

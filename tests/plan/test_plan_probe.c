@@ -1,0 +1,243 @@
+/* The planner's probes on real files: the model probe's byte counts on a
+ * tiny MoE model of the oracle and a dense one, its errors; the machine
+ * probe's memory and cores, its timed reads of the model file, and the
+ * probe cache: written, read back, and rewritten when it is corrupt or
+ * describes another file. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plan.h"
+#include "test.h"
+
+static double now_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+static void test_model_probe(const char *moe_path, const char *dense_path)
+{
+    plan_model model;
+    char error[512] = "";
+    CHECK_MSG(plan_probe_model(moe_path, 256, &model, error, sizeof error) == 0, "%s", error);
+    struct stat st;
+    CHECK(stat(moe_path, &st) == 0 && model.file_bytes == (uint64_t)st.st_size);
+    CHECK(model.dense_bytes > 0 && model.expert_bytes > 0);
+    CHECK(model.dense_bytes + model.expert_bytes <= model.file_bytes);
+    /* qwen3moe-tiny: 3 layers of 16 experts, top-4, every layer alike */
+    CHECK(model.n_moe_layers == 3 && model.n_expert == 16 && model.n_expert_used == 4);
+    CHECK(model.expert_slice_bytes > 0);
+    CHECK(model.cycle_bytes ==
+          (uint64_t)model.n_expert_used * (uint64_t)model.n_moe_layers * model.expert_slice_bytes);
+    CHECK(model.expert_bytes == (uint64_t)model.n_expert * (uint64_t)model.n_moe_layers * model.expert_slice_bytes);
+    CHECK(model.context_bytes > 0);
+    /* a larger context holds more */
+    plan_model larger;
+    CHECK(plan_probe_model(moe_path, 1024, &larger, error, sizeof error) == 0);
+    CHECK(larger.context_bytes > model.context_bytes);
+
+    CHECK_MSG(plan_probe_model(dense_path, 0, &model, error, sizeof error) == 0, "%s", error);
+    CHECK(model.expert_bytes == 0 && model.cycle_bytes == 0 && model.n_expert == 0);
+    CHECK(model.dense_bytes > 0 && model.dense_bytes <= model.file_bytes && model.context_bytes > 0);
+
+    char missing[1024];
+    snprintf(missing, sizeof missing, "%s/plan-no-such-dir/model.gguf", test_tmp_dir());
+    error[0] = '\0';
+    CHECK(plan_probe_model(missing, 256, &model, error, sizeof error) == -1);
+    CHECK_MSG(error[0] != '\0' && strchr(error, '\n') == NULL, "missing: [%s]", error);
+
+    char not_gguf[1024];
+    snprintf(not_gguf, sizeof not_gguf, "%s/plan-not-a-model.gguf", test_tmp_dir());
+    FILE *file = fopen(not_gguf, "wb");
+    CHECK(file != NULL);
+    if (file) {
+        fputs("this is not a GGUF file, only some text long enough to look at\n", file);
+        fclose(file);
+    }
+    error[0] = '\0';
+    CHECK(plan_probe_model(not_gguf, 256, &model, error, sizeof error) == -1);
+    CHECK_MSG(error[0] != '\0', "not a GGUF: no message");
+    unlink(not_gguf);
+}
+
+/* Sets one field of the cache file's JSON object (replacing it), or writes
+ * text instead when field is NULL. */
+static void edit_cache(const char *path, const char *field, cJSON *value, const char *text)
+{
+    char *written = NULL;
+    if (field) {
+        char *old = test_read_file(path, NULL);
+        cJSON *root = old ? cJSON_Parse(old) : NULL;
+        free(old);
+        CHECK(root != NULL);
+        if (!root) {
+            cJSON_Delete(value);
+            return;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(root, field);
+        cJSON_AddItemToObject(root, field, value);
+        written = cJSON_Print(root);
+        cJSON_Delete(root);
+        text = written;
+    }
+    FILE *file = fopen(path, "wb");
+    CHECK(file != NULL);
+    if (file) {
+        fputs(text, file);
+        fclose(file);
+    }
+    cJSON_free(written);
+}
+
+/* The cache file parses, names the model and holds what was probed. */
+static void check_cache_file(const char *path, bool want_reads, bool want_memory)
+{
+    char *text = test_read_file(path, NULL);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK_MSG(root != NULL, "cache file %s missing or not JSON", path);
+    if (!root)
+        return;
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(root, "path")));
+    CHECK(cJSON_IsArray(cJSON_GetObjectItem(root, "read_bytes_per_s")) == want_reads);
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(root, "memory_bytes_per_s")) == want_memory);
+    cJSON_Delete(root);
+}
+
+static void test_machine_probe(const char *model_path)
+{
+    struct stat before;
+    CHECK(stat(model_path, &before) == 0);
+    plan_machine machine;
+    char error[512] = "";
+    CHECK_MSG(plan_probe_machine(NULL, 0, false, false, NULL, &machine, error, sizeof error) == 0, "%s", error);
+    CHECK(machine.memory_bytes > 0 && machine.n_cores >= 1);
+    CHECK(machine.read_bytes_per_s[0] == 0 && machine.memory_bytes_per_s == 0);
+    CHECK(plan_probe_machine(NULL, 0, true, false, NULL, &machine, error, sizeof error) == -1 && error[0]);
+
+    char cache_dir[1024], cache_file[2048];
+    snprintf(cache_dir, sizeof cache_dir, "%s/plan-cache-%d/nested/bmoe", test_tmp_dir(), (int)getpid());
+    CHECK(plan_cache_path(cache_dir, model_path, cache_file, sizeof cache_file) != NULL);
+    unlink(cache_file);
+
+    /* the first run times the reads and keeps them */
+    double start = now_seconds();
+    CHECK_MSG(plan_probe_machine(model_path, 200000, true, false, cache_dir, &machine, error, sizeof error) == 0,
+              "%s", error);
+    double probe_seconds = now_seconds() - start;
+    CHECK_MSG(probe_seconds < 3.0, "the storage probe took %.2f s", probe_seconds);
+    for (int i = 0; i < PLAN_LANE_STEPS; i++)
+        CHECK_MSG(machine.read_bytes_per_s[i] > 0, "rate at %d lanes: %g", plan_lane_counts[i],
+                  machine.read_bytes_per_s[i]);
+    CHECK(machine.memory_bytes_per_s == 0);
+    struct stat st;
+    CHECK(stat(cache_dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    check_cache_file(cache_file, true, false);
+
+    /* the second reads them back */
+    double first[PLAN_LANE_STEPS];
+    memcpy(first, machine.read_bytes_per_s, sizeof first);
+    start = now_seconds();
+    CHECK(plan_probe_machine(model_path, 200000, true, false, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK_MSG(now_seconds() - start < 0.2, "the cached probe took %.2f s", now_seconds() - start);
+    CHECK(memcmp(first, machine.read_bytes_per_s, sizeof first) == 0);
+
+    /* the memory probe adds its rate beside the cached reads */
+    CHECK(plan_probe_machine(model_path, 200000, true, true, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK(memcmp(first, machine.read_bytes_per_s, sizeof first) == 0);
+    CHECK(machine.memory_bytes_per_s > 0);
+    check_cache_file(cache_file, true, true);
+
+    /* what the file says is what comes back: the cache is read, not re-probed */
+    edit_cache(cache_file, "memory_bytes_per_s", cJSON_CreateNumber(12345), NULL);
+    CHECK(plan_probe_machine(model_path, 200000, false, true, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK_MSG(machine.memory_bytes_per_s == 12345, "memory rate %g", machine.memory_bytes_per_s);
+    CHECK(machine.read_bytes_per_s[0] == 0); /* not asked for */
+
+    /* another slice size reads differently: not that entry */
+    CHECK(plan_probe_machine(model_path, 3 << 20, false, true, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK(machine.memory_bytes_per_s > 0 && machine.memory_bytes_per_s != 12345);
+
+    /* corrupt: ignored and rewritten */
+    edit_cache(cache_file, "memory_bytes_per_s", cJSON_CreateNumber(12345), NULL);
+    edit_cache(cache_file, NULL, NULL, "{\"format\": \"bmoe-probe-cache\", \"version\": 1, \"pa");
+    CHECK(plan_probe_machine(model_path, 3 << 20, false, true, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK(machine.memory_bytes_per_s > 0 && machine.memory_bytes_per_s != 12345);
+    check_cache_file(cache_file, false, true);
+
+    /* another file's entry (a hash collision, a moved cache): ignored and rewritten */
+    edit_cache(cache_file, "memory_bytes_per_s", cJSON_CreateNumber(12345), NULL);
+    edit_cache(cache_file, "path", cJSON_CreateString("/somewhere/else.gguf"), NULL);
+    CHECK(plan_probe_machine(model_path, 3 << 20, false, true, cache_dir, &machine, error, sizeof error) == 0);
+    CHECK(machine.memory_bytes_per_s > 0 && machine.memory_bytes_per_s != 12345);
+    char *text = test_read_file(cache_file, NULL);
+    CHECK(text && !strstr(text, "/somewhere/else.gguf"));
+    free(text);
+
+    /* no temporary files left beside it, and the model file untouched */
+    DIR *folder = opendir(cache_dir);
+    CHECK(folder != NULL);
+    int entries = 0;
+    for (struct dirent *entry; folder && (entry = readdir(folder)) != NULL;)
+        if (entry->d_name[0] != '.')
+            entries++;
+    if (folder)
+        closedir(folder);
+    CHECK_MSG(entries == 1, "%d files in the cache folder", entries);
+    struct stat after;
+    CHECK(stat(model_path, &after) == 0 && after.st_size == before.st_size &&
+          after.st_mtim.tv_sec == before.st_mtim.tv_sec && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+
+    char missing[1024];
+    snprintf(missing, sizeof missing, "%s/plan-no-such-model.gguf", test_tmp_dir());
+    error[0] = '\0';
+    CHECK(plan_probe_machine(missing, 200000, true, false, cache_dir, &machine, error, sizeof error) == -1);
+    CHECK(error[0] != '\0');
+    CHECK(machine.memory_bytes > 0); /* what was measured stays */
+
+    unlink(cache_file);
+    rmdir(cache_dir);
+    *strrchr(cache_dir, '/') = '\0';
+    rmdir(cache_dir);
+    *strrchr(cache_dir, '/') = '\0';
+    rmdir(cache_dir);
+}
+
+static void test_cache_dir(void)
+{
+    char buffer[256];
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    char *saved_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    setenv("XDG_CACHE_HOME", "/x/cache", 1);
+    setenv("HOME", "/h", 1);
+    CHECK(plan_cache_dir(buffer, sizeof buffer) && strcmp(buffer, "/x/cache/bmoe") == 0);
+    setenv("XDG_CACHE_HOME", "relative", 1);
+    CHECK(plan_cache_dir(buffer, sizeof buffer) && strcmp(buffer, "/h/.cache/bmoe") == 0);
+    unsetenv("XDG_CACHE_HOME");
+    CHECK(plan_cache_dir(buffer, sizeof buffer) && strcmp(buffer, "/h/.cache/bmoe") == 0);
+    CHECK(plan_cache_dir(buffer, 8) == NULL);
+    unsetenv("HOME");
+    CHECK(plan_cache_dir(buffer, sizeof buffer) == NULL);
+    if (saved_home)
+        setenv("HOME", saved_home, 1);
+    if (saved_xdg)
+        setenv("XDG_CACHE_HOME", saved_xdg, 1);
+    free(saved_home);
+    free(saved_xdg);
+}
+
+int main(void)
+{
+    char moe_path[1024], dense_path[1024];
+    test_shared_path(moe_path, sizeof moe_path, "oracle/models/qwen3moe-tiny-f32.gguf");
+    test_shared_path(dense_path, sizeof dense_path, "data/models/stories260K/stories260K.gguf");
+    test_model_probe(moe_path, dense_path);
+    test_machine_probe(moe_path);
+    test_cache_dir();
+    return test_finish();
+}
