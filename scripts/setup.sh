@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libpcre2-dev libcjson-dev zlib1g-dev
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
-  hyperfine
+  hyperfine python3 python3-jsonschema
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "bmoe.h"
+#include "params.h"
 
 typedef enum cli_mode {
     CLI_MODE_GENERATE = 0,
@@ -21,7 +22,17 @@ typedef enum cli_mode {
     CLI_MODE_SESSION,    /* --session */
     CLI_MODE_RENDER,     /* --render-template */
     CLI_MODE_LIST_ARCHS, /* --list-archs */
+    CLI_MODE_HELP_ALL,   /* --help-all */
+    CLI_MODE_DESCRIBE_PARAMS, /* --describe-params */
+    CLI_MODE_HELP_MARKDOWN,   /* --help-markdown: docs/flags.md */
 } cli_mode;
+
+/* The planner's part of a run. */
+typedef enum cli_plan_mode {
+    CLI_PLAN_OFF,
+    CLI_PLAN_RUN,  /* --auto: plan, then run the job */
+    CLI_PLAN_ONLY, /* --plan: print the plan, then exit */
+} cli_plan_mode;
 
 typedef struct cli_options {
     cli_mode mode;
@@ -70,6 +81,16 @@ typedef struct cli_options {
     bool no_think;                   /* --no-think */
     bool decide;                     /* --decide: decide requests in the session */
     bool decide_prefix_cache;        /* --decide-prefix-cache: reuse the kept prefix (off: never) */
+    /* the planner and the configuration */
+    cli_plan_mode plan_mode;         /* --auto / --plan */
+    bool plan_explain;               /* --plan-explain */
+    bool probe_again;                /* --probe: measure again, not from the kept results */
+    bool probe_io, probe_mem;        /* --no-probe-io / --no-probe-mem clear them */
+    bool show_config;                /* --show-config */
+    param_values values;             /* every value set, with where it came from */
+    const struct plan *plan;         /* --auto's plan (main owns it), for the plan: line */
+    int argc;
+    char **argv;
 } cli_options;
 
 /* Parses argv into options (which the caller releases with
@@ -78,7 +99,19 @@ typedef struct cli_options {
  * a bad --dense-weights value, 1: anything else). */
 int cli_parse_args(int argc, char **argv, cli_options *options);
 void cli_options_free(cli_options *options);
-void cli_print_usage(FILE *out);
+/* --help (all: --help-all): the synopsis, then the parameter table's flags. */
+void cli_print_usage(FILE *out, bool all);
+
+/* The planner (cli_plan.c). prepare: with --auto or --plan, probes, plans
+ * and writes the plan into options where the user typed nothing (result is
+ * the caller's); report: the plan on stdout (--plan) or stderr (--auto);
+ * show_config: --show-config's document; line: after a run, the plan:
+ * line (predicted against measured s/token). Each returns the exit status. */
+struct plan;
+int cli_plan_prepare(cli_options *options, struct plan *result);
+int cli_plan_report(const cli_options *options, const struct plan *result);
+int cli_show_config(const cli_options *options, const struct plan *result);
+int cli_plan_line(const cli_options *options, const bmoe_stats *decode);
 
 /* Jobs: each returns the exit status. */
 int cli_run_generate(const cli_options *options);

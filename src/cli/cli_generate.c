@@ -226,6 +226,8 @@ int cli_run_generate(const cli_options *options)
         fprintf(stderr, "bmoe-cli: seed: %llu\n", (unsigned long long)params.sampler.seed);
     fprintf(stderr, "bmoe-cli: peak RSS: %.1f MiB\n", cli_peak_rss_mib());
     status = cli_telemetry_finish(&telemetry, generation, load_seconds);
+    if (status == 0)
+        status = cli_plan_line(options, decode);
     if (status == 0 && options->predict_log)
         status = cli_print_predict_log(context);
 

@@ -8,6 +8,7 @@
 #include "tm_memory.h"
 #include "tm_progress.h"
 #include "tm_reasoning.h"
+#include "plan.h"
 #include "tm_report.h"
 #include "tm_summary.h"
 
@@ -100,6 +101,7 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     if (c->n_ubatch > c->n_ctx)
         c->n_ubatch = c->n_ctx;
     c->chatml = o->chat;
+    c->regime = o->plan ? plan_regime_name(o->plan->regime) : NULL;
     c->cache_auto = c->moe_stream && o->model_params.stream.cache_mb < 0;
     c->temp = o->sampler.temperature;
     c->top_k = o->sampler.top_k;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "plan.h"
 
 static int run_info(const char *path)
 {
@@ -41,13 +42,39 @@ int main(int argc, char **argv)
     if (refused != 0)
         return refused;
     int status = 1;
+    plan run_plan;
+    if (options.plan_mode != CLI_PLAN_OFF) {
+        status = cli_plan_prepare(&options, &run_plan);
+        if (status == 0)
+            status = cli_plan_report(&options, &run_plan);
+        if (status != 0 || options.plan_mode == CLI_PLAN_ONLY) {
+            if (status == 0 && options.show_config)
+                status = cli_show_config(&options, &run_plan);
+            cli_options_free(&options);
+            return status;
+        }
+        options.plan = &run_plan;
+    }
+    if (options.show_config) {
+        status = cli_show_config(&options, &run_plan);
+        cli_options_free(&options);
+        return status;
+    }
     if (options.mode == CLI_MODE_GENERATE || options.mode == CLI_MODE_LOGITS ||
         options.mode == CLI_MODE_PERPLEXITY || options.mode == CLI_MODE_SESSION)
         cli_signals_install();
     switch (options.mode) {
     case CLI_MODE_HELP:
-        cli_print_usage(stdout);
+    case CLI_MODE_HELP_ALL:
+        cli_print_usage(stdout, options.mode == CLI_MODE_HELP_ALL);
         status = cli_flush(stdout) == 0 ? 0 : 1; /* now, while errno still says why */
+        break;
+    case CLI_MODE_HELP_MARKDOWN:
+        params_print_markdown(stdout);
+        status = cli_flush(stdout) == 0 ? 0 : 1;
+        break;
+    case CLI_MODE_DESCRIBE_PARAMS:
+        status = params_describe_json(stdout) == 0 && cli_flush(stdout) == 0 ? 0 : cli_fail("--describe-params: out of memory");
         break;
     case CLI_MODE_VERSION:
         printf("bmoe-cli %s\n", bmoe_version());

@@ -116,10 +116,12 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, c
  * file and machine (a small JSON file, reused while the file's size, mtime
  * and inode, the read size and the machine's memory and cores are
  * unchanged; a corrupt one is rewritten; memory_bytes is never cached);
- * NULL: no cache. On -1, machine keeps what was measured before the
- * failure (the memory and the cores always are). */
+ * NULL: no cache. refresh: measure what probe_io and probe_mem ask for
+ * even when the cache holds it, and keep the new rates (--probe). On -1,
+ * machine keeps what was measured before the failure (the memory and the
+ * cores always are). */
 int plan_probe_machine(const char *model_path, uint64_t slice_bytes, bool probe_io, bool probe_mem,
-                       const char *cache_dir, plan_machine *machine, char *error, size_t error_size);
+                       const char *cache_dir, bool refresh, plan_machine *machine, char *error, size_t error_size);
 
 /* The probe cache file of a model in cache_dir: cache_dir/probe-<hash of
  * the model's real path>.json, written into buffer. NULL when the model's

@@ -10,7 +10,7 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 # a minute under ASan, so it is "slow" (Release stage only); so is the
 # trained model's (sixteen 512-token chunks four times: 3 minutes under ASan).
 foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained
-        signals ppl_pricing)
+        signals ppl_pricing params)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
@@ -23,6 +23,8 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
   elseif(cli_test STREQUAL "perplexity" OR cli_test STREQUAL "trained")
     set(cli_libs m)
     set(cli_labels slow)
+  elseif(cli_test STREQUAL "params")
+    set(cli_libs bmoe_params PkgConfig::CJSON m) # the table is what the help and the schema must list
   elseif(cli_test STREQUAL "ppl_pricing")
     set(cli_libs bmoe_engine m) # the library's tokenizer gives the ids whose logits the test scores
   endif()
@@ -40,3 +42,11 @@ add_dependencies(test_cli_hardening bmoe-mkmodel)
 add_dependencies(test_cli_signals bmoe-mkmodel)
 add_dependencies(test_cli_reference bmoe-mkmodel)
 add_dependencies(test_cli_model_changes bmoe-mkmodel)
+add_dependencies(test_cli_params bmoe-mkmodel)
+
+# --describe-params against its JSON schema (tests/cli/describe-params.schema.json),
+# checked by Debian's python3-jsonschema.
+add_test(NAME test_cli_params_schema
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_describe_params.py
+          ${CMAKE_CURRENT_LIST_DIR}/describe-params.schema.json ${CMAKE_BINARY_DIR}/bin/bmoe-cli)
+set_tests_properties(test_cli_params_schema PROPERTIES LABELS unit TIMEOUT 60)
