@@ -88,7 +88,8 @@ typedef struct cli_options {
     bool probe_io, probe_mem;        /* --no-probe-io / --no-probe-mem clear them */
     bool show_config;                /* --show-config */
     param_values values;             /* every value set, with where it came from */
-    const struct plan *plan;         /* --auto's plan (main owns it), for the plan: line */
+    const struct plan *plan;         /* the plan (main owns it): --auto's, or the regime a run without a
+                                        streaming flag was given; NULL when the planner did not decide */
     int argc;
     char **argv;
 } cli_options;
@@ -104,7 +105,8 @@ void cli_print_usage(FILE *out, bool all);
 
 /* The planner (cli_plan.c). prepare: with --auto or --plan, probes, plans
  * and writes the plan into options where the user typed nothing (result is
- * the caller's); report: the plan on stdout (--plan) or stderr (--auto);
+ * the caller's); without them, the planner's regime alone decides whether
+ * the model streams when no streaming flag was typed; report: the plan on stdout (--plan) or stderr (--auto);
  * show_config: --show-config's document; line: after a run, the plan:
  * line (predicted against measured s/token). Each returns the exit status. */
 struct plan;

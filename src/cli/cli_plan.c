@@ -100,11 +100,48 @@ static char *cli_plan_json(const plan *result)
     return text;
 }
 
+/* Without --auto, and with neither --moe-stream nor --no-moe-stream typed,
+ * the planner's regime (no probe, nothing else of the plan) decides whether
+ * the model streams. A probe that fails says nothing: the load that follows
+ * reports the problem in its own words, the library deciding as before. */
+static int cli_plan_regime(cli_options *options, plan *result)
+{
+    const param_value *value = options->values.value;
+    if (value[P_MOE_STREAM].text || value[P_NO_MOE_STREAM].text || !options->model_path)
+        return 0;
+    char error[320];
+    plan_model model;
+    plan_machine machine;
+    if (plan_probe_model(options->model_path, options->n_ctx, &model, error, sizeof error) != 0 ||
+        plan_probe_machine(NULL, 0, false, false, NULL, false, &machine, error, sizeof error) != 0)
+        return 0;
+    plan_pins pins = cli_plan_pins(options);
+    if (plan_make(&model, &machine, &pins, result) != 0)
+        return cli_fail("%s", result->refusal);
+    options->plan = result;
+    bmoe_stream_params *stream = &options->model_params.stream;
+    if (result->regime == PLAN_REGIME_EXPERTS_STREAM) {
+        stream->enabled = true;
+        stream->overlap = true;
+        const char *reason = "";
+        for (int32_t i = 0; i < result->n_decisions; i++)
+            if (strcmp(result->decisions[i].key, "regime") == 0)
+                reason = result->decisions[i].reason;
+        fprintf(stderr, "bmoe-cli: stream: regime %s (%s): its experts are streamed from the file, with overlap\n",
+                plan_regime_name(result->regime), reason);
+    } else {
+        stream->auto_enable = false;
+    }
+    return 0;
+}
+
 int cli_plan_prepare(cli_options *options, plan *result)
 {
     memset(result, 0, sizeof *result);
+    bool model_job = options->mode == CLI_MODE_GENERATE || options->mode == CLI_MODE_LOGITS ||
+                     options->mode == CLI_MODE_PERPLEXITY || options->mode == CLI_MODE_SESSION;
     if (options->plan_mode == CLI_PLAN_OFF)
-        return 0;
+        return model_job && !options->show_config ? cli_plan_regime(options, result) : 0;
     char error[320];
     plan_model model;
     int32_t n_ctx = options->n_ctx > 0 ? options->n_ctx : 4096;

@@ -43,6 +43,10 @@ int main(int argc, char **argv)
         return refused;
     int status = 1;
     plan run_plan;
+    if (options.plan_mode == CLI_PLAN_OFF && (status = cli_plan_prepare(&options, &run_plan)) != 0) {
+        cli_options_free(&options);
+        return status;
+    }
     if (options.plan_mode != CLI_PLAN_OFF) {
         status = cli_plan_prepare(&options, &run_plan);
         if (status == 0)

@@ -22,7 +22,7 @@ typedef struct tm_config {
     /* the context */
     int32_t threads, n_ctx, n_ubatch;
     bool chatml;
-    const char *regime;         /* the planner's regime under --auto ("experts-stream"), else NULL */
+    const char *regime;         /* the planner's regime ("experts-stream") when it decided, else NULL */
     /* streaming, resolved */
     bool moe_stream;
     int64_t cache_mb;           /* the budget as sized, nearest MiB (0: no cache) */

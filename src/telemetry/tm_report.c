@@ -20,16 +20,12 @@ void tm_report_mode_line(tm_buffer *out, const tm_config *c)
 {
     const char *dense = tm_config_dense_name(c);
     if (!c->moe_stream) {
-        if (c->regime)
-            tm_buffer_printf(out, "mode: resident, dense %s; planned regime %s (--auto): the model fits, the "
-                                  "experts are used from the file mapping\n",
-                             dense, c->regime);
-        else if (c->n_moe_layers > 0)
+        if (c->n_moe_layers > 0)
             tm_buffer_printf(out,
-                             "mode: resident baseline, dense %s: without --moe-stream the experts are used from the "
-                             "file mapping and no moe-* line follows, so this is not a measurement of expert "
+                             "mode: resident baseline, dense %s%s%s: without --moe-stream the experts are used from "
+                             "the file mapping and no moe-* line follows, so this is not a measurement of expert "
                              "streaming\n",
-                             dense);
+                             dense, c->regime ? ", regime " : "", c->regime ? c->regime : "");
         else
             tm_buffer_printf(out, "mode: resident, dense %s: %s has no routed experts, not an architecture this "
                                   "build streams\n",
@@ -45,7 +41,7 @@ void tm_report_mode_line(tm_buffer *out, const tm_config *c)
         tm_buffer_append_string(out, "off");
     tm_buffer_printf(out, ", dense %s%s", dense, c->overlap ? ", overlap" : "");
     if (c->regime)
-        tm_buffer_printf(out, "; planned regime %s (--auto)", c->regime);
+        tm_buffer_printf(out, ", regime %s", c->regime);
     if (tm_config_lossy(c)) {
         /* the levers that change the output, named so no one takes the run for an exact one */
         tm_buffer_append_string(out, "; LOSSY:");

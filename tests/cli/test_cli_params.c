@@ -262,7 +262,23 @@ static void test_planner_flags(void)
              model);
     if (cli_run_shell(script, &r) == 0) {
         CHECK_MSG(r.exit_code == 0 && strstr(r.out, "\nplan: fits, no prediction (rates not probed), measured ") &&
+                      strstr(r.out, "\nmode: resident baseline, dense anon, regime fits: ") &&
                       strstr(r.err, "plan: fits, no prediction: --no-moe-stream\n"),
+                  "exit %d: %s%s", r.exit_code, r.out, r.err);
+        cli_result_free(&r);
+    }
+    /* without --auto the planner's regime alone decides, and the mode: line names it; a typed
+     * streaming flag is the user's choice, no regime */
+    snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' -p hi -n 2 -t 1", model);
+    if (cli_run_shell(script, &r) == 0) {
+        CHECK_MSG(r.exit_code == 0 && strstr(r.out, "\nmode: resident baseline, dense anon, regime fits: ") &&
+                      !strstr(r.out, "\nplan: "),
+                  "exit %d: %s%s", r.exit_code, r.out, r.err);
+        cli_result_free(&r);
+    }
+    snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' -p hi -n 2 -t 1 --moe-stream --cache-mb 1", model);
+    if (cli_run_shell(script, &r) == 0) {
+        CHECK_MSG(r.exit_code == 0 && strstr(r.out, "\nmode: expert streaming, cache 1 MiB, dense anon\n"),
                   "exit %d: %s%s", r.exit_code, r.out, r.err);
         cli_result_free(&r);
     }
