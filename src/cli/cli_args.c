@@ -69,12 +69,6 @@ static int cli_parse_int(const param_def *flag, const char *name, const char *te
     return params_parse_int(flag, name, text, value, error, sizeof error) == 0 ? 0 : cli_fail("%s", error) * -1;
 }
 
-static int cli_parse_float(const param_def *flag, const char *name, const char *text, float *value)
-{
-    char error[320];
-    return params_parse_float(flag, name, text, value, error, sizeof error) == 0 ? 0 : cli_fail("%s", error) * -1;
-}
-
 static int cli_parse_seed(const char *name, const char *text, uint64_t *value)
 {
     char error[320];
@@ -192,69 +186,25 @@ void cli_options_free(cli_options *options)
  * the message printed. */
 static int cli_apply(const param_def *flag, const char *name, const char *value, cli_options *options)
 {
-    int32_t number = 0;
-    float real = 0.0f;
-    int choice;
-    switch (flag->type) {
-    case PARAM_INT:
-        if (cli_parse_int(flag, name, value, &number) != 0)
-            return 1;
-        break;
-    case PARAM_FLOAT:
-        if (cli_parse_float(flag, name, value, &real) != 0)
-            return 1;
-        break;
-    case PARAM_MIB:
-        if (strcmp(value, "auto") != 0 && cli_parse_int(flag, name, value, &number) != 0)
-            return 1;
-        if (strcmp(value, "auto") == 0)
-            number = -1;
-        break;
-    default:
-        break;
+    char error[320];
+    params_engine engine = {&options->model_params, &options->sampler, &options->n_threads,
+                            &options->n_threads_batch, &options->n_ctx, &options->n_ubatch, &options->kv_type,
+                            &options->seed_given};
+    int engine_status = params_apply_engine(flag, name, value, &engine, error, sizeof error);
+    if (engine_status != PARAMS_NOT_ENGINE) {
+        if (engine_status != 0)
+            cli_fail("%s", error);
+        return engine_status;
     }
-    bmoe_stream_params *stream = &options->model_params.stream;
+    int32_t number = 0;
+    int choice;
+    if (flag->type == PARAM_INT && cli_parse_int(flag, name, value, &number) != 0)
+        return 1;
     switch (flag->id) {
     case P_MODEL: options->model_path = value; break;
     case P_PROMPT: options->prompt = value; break;
     case P_FILE: options->prompt_file = value; break;
     case P_N_PREDICT: options->n_predict = number; break;
-    case P_THREADS: options->n_threads = number; break;
-    case P_CTX: options->n_ctx = number; break;
-    case P_UBATCH: options->n_ubatch = number; break;
-    case P_KV_TYPE:
-        if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return 1;
-        options->kv_type = choice == 0 ? BMOE_KV_F16 : BMOE_KV_F32;
-        break;
-    case P_DENSE:
-        if (strcmp(value, "ahwb") == 0) {
-            cli_fail("%s ahwb needs Android's hardware buffers, which this build does not have", name);
-            return 1;
-        }
-        if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return 2; /* the reference's status for a bad --dense-weights value */
-        options->model_params.dense_weights = choice == 0   ? BMOE_DENSE_WEIGHTS_ANON
-                                              : choice == 1 ? BMOE_DENSE_WEIGHTS_MMAP
-                                                            : BMOE_DENSE_WEIGHTS_WARM;
-        break;
-    case P_TEMP: options->sampler.temperature = real; break;
-    case P_TOP_K: options->sampler.top_k = number; break;
-    case P_TOP_P: options->sampler.top_p = real; break;
-    case P_MIN_P: options->sampler.min_p = real; break;
-    case P_REPEAT_PENALTY:
-        if (real <= 0.0f) {
-            cli_fail("%s: %s must be greater than 0", name, value);
-            return 1;
-        }
-        options->sampler.repeat_penalty = real;
-        break;
-    case P_REPEAT_LAST_N: options->sampler.repeat_last_n = number; break;
-    case P_SEED:
-        if (cli_parse_seed(name, value, &options->sampler.seed) != 0)
-            return 1;
-        options->seed_given = true;
-        break;
     case P_IGNORE_EOS: options->ignore_eos = true; break;
     case P_NO_PREFAULT: options->no_prefault = true; break;
     case P_PROMPT_IDS:
@@ -279,30 +229,6 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         options->ppl_choices = NULL;
         return cli_parse_choice_list(name, value, &options->ppl_choices, &options->n_ppl_choices) == 0 ? 0 : 1;
     case P_INFO: options->info_path = value; break;
-    case P_MOE_STREAM: stream->enabled = true; break;
-    case P_NO_MOE_STREAM: stream->auto_enable = false; break;
-    case P_CACHE_MB: stream->cache_mb = number; break;
-    case P_CACHE_POLICY:
-        if ((choice = cli_parse_choice(flag, name, value)) < 0)
-            return 1;
-        stream->cache_policy = choice == 0 ? BMOE_CACHE_POLICY_LRU : BMOE_CACHE_POLICY_FREQUENCY;
-        break;
-    case P_CACHE_FLOOR: stream->cache_floor_mb = number; break;
-    case P_CACHE_CEIL: stream->cache_ceil_mb = number; break;
-    case P_IO_THREADS: stream->io_threads = number; break;
-    case P_NO_ODIRECT: stream->direct = false; break;
-    case P_OVERLAP: stream->overlap = true; break;
-    case P_PREFETCH: stream->prefetch = number; break;
-    case P_PREDICT_PREFETCH: stream->predict_prefetch = true; break;
-    case P_PREDICT_SPEC_MAX: stream->predict_spec_max = number; break;
-    case P_LOAD_ALL: stream->stage_all = true; break;
-    case P_PRELOAD_EXPERTS: stream->load_all = true; break;
-    case P_N_EXPERT_USED: options->model_params.n_expert_used = number; break;
-    case P_DROP_COLD: options->model_params.lossy.drop_cold_frac = (float)real; break;
-    case P_DROP_NO_RENORM: options->model_params.lossy.drop_no_renorm = true; break;
-    case P_DROP_IN_PREFILL: options->model_params.lossy.drop_in_prefill = true; break;
-    case P_SUBSTITUTE: options->model_params.lossy.substitute_lambda = (float)real; break;
-    case P_ROUTE_AHEAD: options->model_params.lossy.route_ahead = number; break;
     case P_PREDICT_LOG: options->predict_log = true; break;
     case P_PROGRESS: options->progress = true; break;
     case P_ROUTE_REPLAY: options->route_replay = value; break;
@@ -333,10 +259,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
             return 1;
         options->decide_prefix_cache = choice != 2; /* auto and on: the kept prefix is reused */
         break;
-    case P_THREADS_BATCH: options->n_threads_batch = number; break;
     case P_FORCE_CACHE: break; /* bmoe has no 1..1499 MiB band to allow */
-    case P_NO_WARM_DENSE: options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_MMAP; break;
-    case P_DENSE_ODIRECT: options->model_params.dense_weights = BMOE_DENSE_WEIGHTS_ANON; break;
     case P_DEVICES:
         if (cli_parse_choice(flag, name, value) < 0)
             return 1;
@@ -347,6 +270,14 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
             return 1;
         }
         break;
+    case P_THREADS: case P_THREADS_BATCH: case P_CTX: case P_UBATCH: case P_KV_TYPE: case P_DENSE:
+    case P_NO_WARM_DENSE: case P_DENSE_ODIRECT: case P_TEMP: case P_TOP_K: case P_TOP_P: case P_MIN_P:
+    case P_REPEAT_PENALTY: case P_REPEAT_LAST_N: case P_SEED: case P_MOE_STREAM: case P_NO_MOE_STREAM:
+    case P_CACHE_MB: case P_CACHE_POLICY: case P_CACHE_FLOOR: case P_CACHE_CEIL: case P_IO_THREADS:
+    case P_NO_ODIRECT: case P_OVERLAP: case P_PREFETCH: case P_PREDICT_PREFETCH: case P_PREDICT_SPEC_MAX:
+    case P_LOAD_ALL: case P_PRELOAD_EXPERTS: case P_N_EXPERT_USED: case P_DROP_COLD: case P_DROP_NO_RENORM:
+    case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD:
+        break; /* params_apply_engine set it */
     case P_UNAVAILABLE:
         cli_fail("%s %s", name, flag->refusal);
         return 1;

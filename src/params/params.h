@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bmoe.h"
+
 typedef enum param_id {
     P_UNAVAILABLE, /* a reference flag bmoe does not have: the row's refusal says why */
     P_MODEL, P_PROMPT, P_FILE, P_N_PREDICT, P_THREADS, P_THREADS_BATCH, P_CTX, P_UBATCH, P_KV_TYPE, P_DENSE,
@@ -117,6 +119,26 @@ int params_parse_choice(const param_def *param, const char *name, const char *te
                         size_t error_size);
 /* An environment variable's switch value: an integer, non-zero on. 1, 0 or -1 (error). */
 int params_parse_switch(const char *name, const char *text, char *error, size_t error_size);
+
+/* Where the engine's parameters go: the library's model and sampler
+ * parameters and the context's sizes, as the application holds them. */
+typedef struct params_engine {
+    bmoe_model_params *model;
+    bmoe_sampler_params *sampler;
+    int32_t *n_threads, *n_threads_batch, *n_ctx, *n_ubatch; /* 0: the library's default */
+    enum bmoe_kv_type *kv_type;
+    bool *seed_given;
+} params_engine;
+
+/* Sets an engine parameter (the model, the context, streaming, the lossy
+ * levers, sampling) from text, as every program reads it (a switch's text
+ * is ignored). Returns 0 when it set one, PARAMS_NOT_ENGINE when param is
+ * not the engine's (the application's own, e.g. the prompt: nothing set),
+ * or the exit status with a one-line message in error: 2 for a bad
+ * --dense-weights value (the reference's), 1 for the rest. */
+#define PARAMS_NOT_ENGINE (-1)
+int params_apply_engine(const param_def *param, const char *name, const char *text, const params_engine *engine,
+                        char *error, size_t error_size);
 
 /* --help: the rows at most max_level, by group, each flag with its value
  * name, default and help wrapped to the terminal's 100 columns. */

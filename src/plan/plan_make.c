@@ -245,8 +245,8 @@ static void decide_regime(plan *out, const plan_model *model, const plan_machine
                mib_of(floor), mib_of(machine->memory_bytes));
     else
         decide(out, "regime", tag,
-               "%s|the file (%" PRIu64 " MiB) does not fit in %" PRIu64 " MiB; the dense set, the contexts, the floor "
-               "and one token's experts (%" PRIu64 " MiB together) do",
+               "%s|the file (%" PRIu64 " MiB) does not fit in %" PRIu64 " MiB; the dense set, the contexts and one "
+               "token's experts (%" PRIu64 " MiB together) do",
                plan_regime_name(out->regime), mib_of(model->file_bytes), mib_of(machine->memory_bytes),
                mib_of(dense_need));
 }
@@ -343,8 +343,9 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
     uint64_t floor = floor_bytes_of(pins->cache_floor_set ? pins->cache_floor_mb : PLAN_DEFAULT_FLOOR_MB);
     uint64_t memory = machine->memory_bytes;
     uint64_t whole = add_bytes(add_bytes(model->file_bytes, model->context_bytes), floor);
-    uint64_t dense_need =
-        add_bytes(add_bytes(add_bytes(model->dense_bytes, model->context_bytes), floor), model->cycle_bytes);
+    /* the floor is room the cache gives up first, not a need: a model runs
+     * while its dense set, its contexts and one token's experts fit */
+    uint64_t dense_need = add_bytes(add_bytes(model->dense_bytes, model->context_bytes), model->cycle_bytes);
     bool dense_model = model->expert_bytes == 0;
     if (memory == 0 || whole <= memory)
         out->regime = PLAN_REGIME_FITS;
@@ -358,9 +359,9 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
     if (out->regime == PLAN_REGIME_DENSE_OVERSIZED) {
         snprintf(out->refusal, sizeof out->refusal,
                  "the model cannot run here: its dense weights (%" PRIu64 " MiB), contexts (%" PRIu64
-                 " MiB), one token's experts (%" PRIu64 " MiB) and the %" PRIu64 " MiB floor need %" PRIu64
-                 " MiB; %" PRIu64 " MiB are available",
-                 mib_of(model->dense_bytes), mib_of(model->context_bytes), mib_of(model->cycle_bytes), mib_of(floor),
+                 " MiB) and one token's experts (%" PRIu64 " MiB) need %" PRIu64 " MiB; %" PRIu64
+                 " MiB are available",
+                 mib_of(model->dense_bytes), mib_of(model->context_bytes), mib_of(model->cycle_bytes),
                  mib_of(dense_need), mib_of(memory));
         return -1;
     }

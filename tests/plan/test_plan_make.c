@@ -169,7 +169,8 @@ static void test_table(void)
         /* exactly the dense set, the contexts, the floor and one cycle: the cache is the cycle */
         {.name = "floored at the cycle", .model = m120, .machine = machine_with(2048 + 512 + 1024 + 1920),
          .status = 0, .regime = PLAN_REGIME_EXPERTS_STREAM, .stream = true, .cache_mb = 1920},
-        {.name = "dense set too large", .model = m30, .machine = machine_with(4095), .status = -1,
+        /* the dense set, the contexts and one cycle need 3072: the floor is the cache's to give up */
+        {.name = "dense set too large", .model = m30, .machine = machine_with(3071), .status = -1,
          .regime = PLAN_REGIME_DENSE_OVERSIZED},
         {.name = "cgroup cap", .model = m30,
          .machine = {.memory_bytes = 5976 * MIB, .memory_capped_by_cgroup = true, .n_cores = 8}, .status = 0,
@@ -225,12 +226,12 @@ static void test_table(void)
 static void test_refusal_message(void)
 {
     plan_model model = model_30b();
-    plan_machine machine = machine_with(4000);
+    plan_machine machine = machine_with(3000);
     plan p;
     CHECK(plan_make(&model, &machine, NULL, &p) == -1);
     CHECK(p.regime == PLAN_REGIME_DENSE_OVERSIZED);
-    /* 1536 + 512 + 1024 + 1024 needed, 4000 there */
-    CHECK_MSG(strstr(p.refusal, "4096 MiB") && strstr(p.refusal, "4000 MiB"), "refusal: %s", p.refusal);
+    /* 1536 + 512 + 1024 needed, 3000 there */
+    CHECK_MSG(strstr(p.refusal, "3072 MiB") && strstr(p.refusal, "3000 MiB"), "refusal: %s", p.refusal);
     CHECK(strchr(p.refusal, '\n') == NULL);
     /* the cycle moves a model over the line: the same memory takes a smaller cycle */
     model.cycle_bytes = 0;
@@ -401,7 +402,8 @@ static void test_extremes(void)
 
     plan_model model = model_30b();
     plan_pins pins = {.cache_floor_set = true, .cache_floor_mb = INT64_MAX};
-    CHECK(plan_make(&model, &machine, &pins, &p) == -1);
+    /* a floor past all memory leaves the cache its one token's experts */
+    CHECK(plan_make(&model, &machine, &pins, &p) == 0 && p.stream && p.cache_mb == 1024);
     pins = (plan_pins){.cache_mb_set = true, .cache_mb = INT64_MAX, .io_threads_set = true, .io_threads = 0};
     machine.memory_bytes = 5976 * MIB;
     machine.memory_bytes_per_s = 1e10;

@@ -1,0 +1,99 @@
+/* The engine's parameters from text: one mapping of the table's rows onto
+ * the library's model, context and sampler parameters, for every program
+ * (the CLI, the server). */
+#include <stdio.h>
+#include <string.h>
+
+#include "params.h"
+
+static int params_engine_error(char *error, size_t error_size, int status, const char *message, const char *name,
+                               const char *text)
+{
+    if (error && error_size)
+        snprintf(error, error_size, message, name, text);
+    return status;
+}
+
+int params_apply_engine(const param_def *param, const char *name, const char *text, const params_engine *engine,
+                        char *error, size_t error_size)
+{
+    int32_t number = 0;
+    float real = 0.0f;
+    int choice = 0;
+    if (param->type == PARAM_SWITCH)
+        text = "";
+    if (param->type == PARAM_INT && params_parse_int(param, name, text, &number, error, error_size) != 0)
+        return 1;
+    if (param->type == PARAM_FLOAT && params_parse_float(param, name, text, &real, error, error_size) != 0)
+        return 1;
+    if (param->type == PARAM_MIB) {
+        if (strcmp(text, "auto") == 0)
+            number = -1;
+        else if (params_parse_int(param, name, text, &number, error, error_size) != 0)
+            return 1;
+    }
+    if (param->type == PARAM_CHOICE && param->id != P_DENSE &&
+        params_parse_choice(param, name, text, &choice, error, error_size) != 0)
+        return 1;
+    bmoe_model_params *model = engine->model;
+    bmoe_stream_params *stream = &model->stream;
+    bmoe_lossy_params *lossy = &model->lossy;
+    bmoe_sampler_params *sampler = engine->sampler;
+    switch (param->id) {
+    case P_THREADS: *engine->n_threads = number; break;
+    case P_THREADS_BATCH: *engine->n_threads_batch = number; break;
+    case P_CTX: *engine->n_ctx = number; break;
+    case P_UBATCH: *engine->n_ubatch = number; break;
+    case P_KV_TYPE: *engine->kv_type = choice == 0 ? BMOE_KV_F16 : BMOE_KV_F32; break;
+    case P_DENSE:
+        if (strcmp(text, "ahwb") == 0)
+            return params_engine_error(error, error_size, 1,
+                                       "%s %s needs Android's hardware buffers, which this build does not have", name,
+                                       text);
+        if (params_parse_choice(param, name, text, &choice, error, error_size) != 0)
+            return 2; /* the reference's status for a bad --dense-weights value */
+        model->dense_weights = choice == 0   ? BMOE_DENSE_WEIGHTS_ANON
+                               : choice == 1 ? BMOE_DENSE_WEIGHTS_MMAP
+                                             : BMOE_DENSE_WEIGHTS_WARM;
+        break;
+    case P_NO_WARM_DENSE: model->dense_weights = BMOE_DENSE_WEIGHTS_MMAP; break;
+    case P_DENSE_ODIRECT: model->dense_weights = BMOE_DENSE_WEIGHTS_ANON; break;
+    case P_TEMP: sampler->temperature = real; break;
+    case P_TOP_K: sampler->top_k = number; break;
+    case P_TOP_P: sampler->top_p = real; break;
+    case P_MIN_P: sampler->min_p = real; break;
+    case P_REPEAT_PENALTY:
+        if (real <= 0.0f)
+            return params_engine_error(error, error_size, 1, "%s: %s must be greater than 0", name, text);
+        sampler->repeat_penalty = real;
+        break;
+    case P_REPEAT_LAST_N: sampler->repeat_last_n = number; break;
+    case P_SEED:
+        if (params_parse_u64(name, text, &sampler->seed, error, error_size) != 0)
+            return 1;
+        *engine->seed_given = true;
+        break;
+    case P_MOE_STREAM: stream->enabled = true; break;
+    case P_NO_MOE_STREAM: stream->auto_enable = false; break;
+    case P_CACHE_MB: stream->cache_mb = number; break;
+    case P_CACHE_POLICY: stream->cache_policy = choice == 0 ? BMOE_CACHE_POLICY_LRU : BMOE_CACHE_POLICY_FREQUENCY; break;
+    case P_CACHE_FLOOR: stream->cache_floor_mb = number; break;
+    case P_CACHE_CEIL: stream->cache_ceil_mb = number; break;
+    case P_IO_THREADS: stream->io_threads = number; break;
+    case P_NO_ODIRECT: stream->direct = false; break;
+    case P_OVERLAP: stream->overlap = true; break;
+    case P_PREFETCH: stream->prefetch = number; break;
+    case P_PREDICT_PREFETCH: stream->predict_prefetch = true; break;
+    case P_PREDICT_SPEC_MAX: stream->predict_spec_max = number; break;
+    case P_LOAD_ALL: stream->stage_all = true; break;
+    case P_PRELOAD_EXPERTS: stream->load_all = true; break;
+    case P_N_EXPERT_USED: model->n_expert_used = number; break;
+    case P_DROP_COLD: lossy->drop_cold_frac = real; break;
+    case P_DROP_NO_RENORM: lossy->drop_no_renorm = true; break;
+    case P_DROP_IN_PREFILL: lossy->drop_in_prefill = true; break;
+    case P_SUBSTITUTE: lossy->substitute_lambda = real; break;
+    case P_ROUTE_AHEAD: lossy->route_ahead = number; break;
+    default: return PARAMS_NOT_ENGINE;
+    }
+    return 0;
+}
