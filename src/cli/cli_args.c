@@ -47,14 +47,14 @@ void cli_print_usage(FILE *out, bool all)
           "       bmoe-cli --render-template FILE --template-context CONTEXT.json\n"
           "       bmoe-cli --info MODEL | --version | --list-archs | --describe-params\n",
           out);
-    params_print_help(out, all ? PARAM_DEBUG : PARAM_ADVANCED);
+    params_print_help(out, all ? PARAM_DEBUG : PARAM_ADVANCED, PARAM_JOBS_CLI);
     fputs(all ? "" : "\n--help-all adds the experimental and debugging flags and those refused.\n", out);
     fputs("\nenvironment (a flag typed wins, even when it says the default; switches: an integer, non-zero on):\n ",
           out);
     size_t count = 0;
     const param_def *rows = params_table(&count);
     for (size_t i = 0; i < count; i++)
-        if (rows[i].env)
+        if (rows[i].env && (rows[i].jobs & PARAM_JOBS_CLI))
             fprintf(out, " %s (%s)", rows[i].env, rows[i].flag);
     fputs("\n\nexit status: 0 success; 1 a usage error (unknown flag, missing or bad value, a flag out\n"
           "of place), a refused flag or a failed run; 2 switches that contradict each other, or a\n"

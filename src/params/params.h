@@ -67,6 +67,7 @@ typedef enum param_job {
     PARAM_JOB_SESSION = 1u << 3,
     PARAM_JOB_RENDER = 1u << 4,
 } param_job;
+#define PARAM_JOBS_CLI (PARAM_JOB_GENERATE | PARAM_JOB_LOGITS | PARAM_JOB_PERPLEXITY | PARAM_JOB_SESSION | PARAM_JOB_RENDER)
 
 typedef struct param_def {
     param_id id;
@@ -140,9 +141,11 @@ typedef struct params_engine {
 int params_apply_engine(const param_def *param, const char *name, const char *text, const params_engine *engine,
                         char *error, size_t error_size);
 
-/* --help: the rows at most max_level, by group, each flag with its value
- * name, default and help wrapped to the terminal's 100 columns. */
-void params_print_help(FILE *out, param_level max_level);
+/* --help: the rows at most max_level whose jobs meet jobs (rows with no
+ * job, which choose the job themselves, are bmoe-cli's: shown when jobs
+ * holds any of its jobs), by group, each flag with its value name, default
+ * and help wrapped to the terminal's 100 columns. */
+void params_print_help(FILE *out, param_level max_level, unsigned jobs);
 /* The flag reference as Markdown (docs/flags.md). */
 void params_print_markdown(FILE *out);
 

@@ -55,7 +55,13 @@ static void params_description(const param_def *row, bool with_default, char *bu
              shown ? " [default " : "", shown ? row->default_text : "", shown ? "]" : "", row->env ? " [env " : "", row->env ? row->env : "", row->env ? "]" : "");
 }
 
-void params_print_help(FILE *out, param_level max_level)
+/* Whether a row belongs in the help of a program of these jobs. */
+static bool params_row_for(const param_def *row, unsigned jobs)
+{
+    return row->jobs ? (row->jobs & jobs) != 0 : (jobs & PARAM_JOBS_CLI) != 0;
+}
+
+void params_print_help(FILE *out, param_level max_level, unsigned jobs)
 {
     size_t count = 0;
     const param_def *rows = params_table(&count);
@@ -64,7 +70,8 @@ void params_print_help(FILE *out, param_level max_level)
         bool header = false;
         for (size_t i = 0; i < count; i++) {
             const param_def *row = &rows[i];
-            if ((int)row->group != group || row->level > max_level || row->id == P_UNAVAILABLE)
+            if ((int)row->group != group || row->level > max_level || row->id == P_UNAVAILABLE ||
+                !params_row_for(row, jobs))
                 continue;
             if (!header) {
                 fprintf(out, "\n%s:\n", params_group_name(row->group));
@@ -82,7 +89,7 @@ void params_print_help(FILE *out, param_level max_level)
             params_wrap(out, description, column);
         }
     }
-    if (max_level < PARAM_DEBUG)
+    if (max_level < PARAM_DEBUG || !(jobs & PARAM_JOBS_CLI))
         return;
     fprintf(out, "\n%s (each refused with the reason):\n", params_group_name(PARAM_GROUP_UNAVAILABLE));
     for (size_t i = 0; i < count; i++) {
