@@ -3,16 +3,16 @@
  * DeltaNet), resident (1 and 2 threads) and streamed through a small expert
  * cache (greedy on 1 thread, sampled on 2), greedy and seeded sampling with
  * every filter and the repeat penalty on, a generation with n-gram drafts
- * (1, 3, 8 per step), with
- * drafts forced to plain decoding's tokens (all accepted), forced wrong
- * (none accepted) and half right at random (rejections in the middle of a
- * batch, so a hybrid's recurrent state is cut back inside it) gives the
- * tokens, text, stop and final context position of plain decoding. A stop
- * string or n_predict inside an accepted run, and a generation freed early,
- * leave the context where plain decoding leaves it. The counters add up;
- * the n-gram drafter finds the longest, most recent match; MTP on a model
- * without a nextn block, bad sizes and the lossy levers are refused at
- * start. */
+ * (1, 3, 8 per step), with drafts forced to plain decoding's tokens (all
+ * accepted), forced wrong (none accepted) and half right at random
+ * (rejections in the middle of a batch, so a hybrid's recurrent state is cut
+ * back inside it) gives the tokens, text, stop and final context position
+ * of plain decoding. A stop string, n_predict or the context's end inside an
+ * accepted run, and a generation freed early, leave the context where plain
+ * decoding leaves it. The counters add up and agree with the routes a trace
+ * sees; the n-gram drafter finds the longest, most recent match; MTP on a
+ * model without a nextn block, bad sizes and the lossy levers are refused
+ * at start. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +41,23 @@ typedef struct outcome {
     bmoe_spec_stats spec;
     bool ok;
 } outcome;
+
+/* The routes of one MoE layer (the first reported), as a trace sees them. */
+typedef struct route_count {
+    int32_t layer;           /* -1 until the first event */
+    int64_t tokens, batched; /* tokens routed, of those in a batch of several */
+} route_count;
+
+static void count_route(void *user, const bmoe_route_event *event)
+{
+    route_count *count = user;
+    if (count->layer < 0)
+        count->layer = event->layer;
+    if (event->layer != count->layer)
+        return;
+    count->tokens++;
+    count->batched += event->batch;
+}
 
 /* Drafts for the callback source: the tokens plain decoding produced
  * (plain, n_plain: prompt then generated), all of them right (mode 0), all
@@ -85,6 +102,7 @@ typedef struct run_config {
     int32_t n_predict;
     const char *stop;          /* NULL: none */
     int free_after;            /* > 0: free the generation after this many steps */
+    int32_t n_ctx;             /* 0: 256 */
     bmoe_speculation_params speculation;
 } run_config;
 
@@ -93,9 +111,12 @@ static void generate(const run_config *config, outcome *out)
     memset(out, 0, sizeof *out);
     bmoe_error error = {0};
     bmoe_context_params context_params = bmoe_context_default_params();
-    context_params.n_ctx = 256;
+    context_params.n_ctx = config->n_ctx > 0 ? config->n_ctx : 256;
     context_params.n_ubatch = 0;
     context_params.n_threads = config->threads;
+    route_count routes = {.layer = -1};
+    context_params.route_callback = count_route;
+    context_params.route_user = &routes;
     bmoe_context *context = bmoe_context_create(config->model, &context_params, &error);
     CHECK_MSG(context != NULL, "context: %s", error.message);
     if (!context)
@@ -124,6 +145,7 @@ static void generate(const run_config *config, outcome *out)
         return;
     }
     out->n_prompt = bmoe_generation_n_prompt(generation);
+    routes.tokens = routes.batched = 0; /* the prefill's */
     bmoe_step step;
     int status;
     int steps = 0;
@@ -147,6 +169,15 @@ static void generate(const run_config *config, outcome *out)
     out->ok = status >= 0;
     bmoe_generation_spec_stats(generation, &out->spec);
     CHECK(bmoe_generation_decode_stats(generation)->n_tokens == out->step_tokens);
+    /* the counters against the trace: every token a verify batch evaluated
+     * routed once, as part of a batch; a rollback's re-evaluation is not
+     * reported */
+    CHECK_MSG(routes.tokens == out->step_tokens - out->spec.rollback_tokens &&
+                  routes.batched == out->spec.drafted + out->spec.verify_batches,
+              "routed %lld (%lld batched); evaluated %lld, drafted %lld in %lld batches, re-evaluated %lld",
+              (long long)routes.tokens, (long long)routes.batched, (long long)out->step_tokens,
+              (long long)out->spec.drafted, (long long)out->spec.verify_batches,
+              (long long)out->spec.rollback_tokens);
     bmoe_generation_free(generation);
     out->position = bmoe_context_position(context);
     bmoe_context_free(context);
@@ -290,6 +321,18 @@ static void check_stops(bmoe_model *model, const char *label)
     generate(&config, &got);
     CHECK_MSG(same_output(&plain_short, &got), "%s: n_predict inside accepted drafts", label);
     CHECK(got.position == got.n_prompt + 14 && got.spec.accepted == got.spec.drafted);
+
+    /* the context's end 12 tokens past the prompt: drafts never run past it */
+    config.n_predict = N_PREDICT;
+    config.n_ctx = plain.n_prompt + 12;
+    config.speculation = drafting(BMOE_DRAFT_NONE, 3, NULL);
+    outcome plain_full;
+    generate(&config, &plain_full);
+    CHECK(plain_full.stop == BMOE_STOP_CONTEXT_FULL);
+    config.speculation = drafting(BMOE_DRAFT_CALLBACK, 8, &forced);
+    generate(&config, &got);
+    CHECK_MSG(same_output(&plain_full, &got), "%s: the context's end inside accepted drafts", label);
+    config.n_ctx = 0;
 
     /* freed after 5 steps, inside the first batch's accepted run */
     config.n_predict = N_PREDICT;
