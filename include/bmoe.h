@@ -482,6 +482,42 @@ enum bmoe_stop_reason {
     BMOE_STOP_ABORTED,          /* the abort callback asked to stop */
 };
 
+/* Where speculative decoding takes its drafts from (bmoe_speculation_params). */
+enum bmoe_draft_source {
+    BMOE_DRAFT_NONE = 0,     /* plain decoding, one token per evaluation (the default) */
+    BMOE_DRAFT_NGRAM = 1,    /* the continuation of the longest earlier match of the text's end */
+    BMOE_DRAFT_MTP = 2,      /* the model's next-token head (nextn block): not in this build yet */
+    BMOE_DRAFT_CALLBACK = 3, /* the params' draft_callback */
+};
+
+/* Proposes up to max_drafts tokens to follow history[0..n_history) (the
+ * context's tokens: the prompt, the generated tokens and last the token
+ * about to be evaluated). Writes them to drafts and returns how many
+ * (0..max_drafts; 0: a plain decode). Drafts only cost time: whatever they
+ * are, the output is the same. */
+typedef int32_t (*bmoe_draft_callback)(void *user, const int32_t *history, int32_t n_history, int32_t *drafts,
+                                       int32_t max_drafts);
+
+/* Speculative decoding, exact: a step evaluates the next token and up to
+ * n_draft drafted tokens in one batch, samples every position as plain
+ * decoding would (same sampler state, same random draws in the same order,
+ * same repeat-penalty history) and keeps the drafts up to the first one that
+ * differs from the sampled token. Tokens, text, stop rules and the context
+ * position at the end are byte-identical to plain decoding (the engine's
+ * logits do not depend on how many tokens share a batch). Refused at start
+ * with the lossy levers on (they act on single-token decodes only). The
+ * context's route, trace and I/O callbacks see each verify batch as it ran
+ * (rejected drafts included, as a batch); a hybrid model's rollback, which
+ * evaluates the kept tokens again, is not reported to them. */
+typedef struct bmoe_speculation_params {
+    enum bmoe_draft_source source;
+    int32_t n_draft;          /* 1..8 tokens drafted per step (default 3) */
+    int32_t ngram_min_match;  /* n-gram: the shortest match that drafts (default 3) */
+    int32_t ngram_max_match;  /* n-gram: matches are compared up to this many tokens (default 12) */
+    bmoe_draft_callback draft_callback; /* source CALLBACK */
+    void *draft_user;
+} bmoe_speculation_params;
+
 typedef struct bmoe_generation_params {
     int32_t n_predict;             /* tokens to generate; -1: until another stop */
     bool ignore_eos;               /* generate past end-of-generation tokens */
@@ -490,6 +526,7 @@ typedef struct bmoe_generation_params {
     const char *const *stop_strings; /* the text ends before the first of these (not included) */
     int32_t n_stop_strings;
     bmoe_sampler_params sampler;
+    bmoe_speculation_params speculation; /* off by default */
 } bmoe_generation_params;
 
 /* One step of a generation: a token, or the end. */
@@ -499,7 +536,11 @@ typedef struct bmoe_step {
     const char *text;            /* text that became final with this step (valid UTF-8, may be ""); */
     size_t text_length;          /*   valid until the next call on the generation */
     enum bmoe_stop_reason stop;  /* NONE while generating */
-    bmoe_stats stats;            /* the decode of this token (n_tokens 0 when none ran) */
+    /* the decode of this token (n_tokens 0 when none ran). With drafting, a
+     * verify batch's whole cost (its drafts, and the re-evaluation a hybrid
+     * model's rollback needs) is on the step of the batch's first token;
+     * the accepted drafts' steps that follow show n_tokens 0. */
+    bmoe_stats stats;
 } bmoe_step;
 
 BMOE_API bmoe_generation_params bmoe_generation_default_params(void); /* greedy, n_predict 128 */
@@ -517,7 +558,11 @@ BMOE_API bmoe_generation *bmoe_generation_start_text(bmoe_context *context, cons
 /* Samples the next token, checks the stop rules and decodes it so the next
  * logits are ready. Fills step; returns 1 while generating, 0 on the final
  * step (step->stop says why; its text holds what was still held back), and
- * a negative bmoe_status on error (the generation is then finished). */
+ * a negative bmoe_status on error (the generation is then finished). With
+ * drafting on, one step's decode may settle several tokens (a verify
+ * batch); the steps after it hand them out one at a time, each through the
+ * stop rules, and a stop among them cuts the context back to where plain
+ * decoding would have it (so does bmoe_generation_free before the end). */
 BMOE_API int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_error *error);
 
 /* Called for every step, the final one included; returning false stops the
@@ -530,8 +575,19 @@ BMOE_API int bmoe_generation_run(bmoe_generation *generation, bmoe_step_callback
 BMOE_API int32_t bmoe_generation_n_prompt(const bmoe_generation *generation);   /* prompt tokens */
 BMOE_API int32_t bmoe_generation_n_reused(const bmoe_generation *generation);   /* of those, from the cache */
 BMOE_API const bmoe_stats *bmoe_generation_prefill_stats(const bmoe_generation *generation);
-/* Sum over the decode steps so far. */
+/* Sum over the decode steps so far (with drafting, n_tokens counts every
+ * token evaluated, rejected drafts included). */
 BMOE_API const bmoe_stats *bmoe_generation_decode_stats(const bmoe_generation *generation);
+
+/* Speculative decoding's counters since the generation started. */
+typedef struct bmoe_spec_stats {
+    int64_t verify_batches;   /* evaluations of a token with drafts (steps that drafted nothing not counted) */
+    int64_t drafted;          /* draft tokens evaluated in them */
+    int64_t accepted;         /* of those, equal to the token sampled at their position */
+    int64_t rollback_tokens;  /* tokens re-evaluated to cut a recurrent state back (hybrid models) */
+    double draft_ms;          /* wall time spent drafting (outside every bmoe_stats) */
+} bmoe_spec_stats;
+BMOE_API void bmoe_generation_spec_stats(const bmoe_generation *generation, bmoe_spec_stats *stats);
 BMOE_API int32_t bmoe_generation_n_generated(const bmoe_generation *generation);
 /* The row of n_vocab logits the next token will be sampled from. */
 BMOE_API const float *bmoe_generation_logits(const bmoe_generation *generation);

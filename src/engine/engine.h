@@ -3,6 +3,8 @@
  *   model_api.c    loading, accessors, tokenizer entry points
  *   context.c      contexts: thread pool, run state, the cached tokens, eval
  *   generation.c   the generation loop: prefix reuse, prefill, sampling, stops
+ *   speculation.c  exact speculative decoding: verify batches, rollback, the token queue
+ *   draft_ngram.c  n-gram drafts from the token history
  *   text_stream.c  joining token pieces into whole UTF-8 and stop strings
  *   process_stats.c the clocks and process counters around an evaluation
  *   sampler.c      the sampler

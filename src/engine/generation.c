@@ -2,14 +2,17 @@
  * from a prompt on a context (keeping the cached prefix the prompt shares),
  * prefill, then per step sample a token, apply the stop rules, append its
  * text and decode it so the next logits are ready. Each step reports its
- * token, the text that became final and what its decode cost.
- * Owns: the sampler, the logits row, the text stream and a copy of the
- * prompt; the context stays the caller's. */
+ * token, the text that became final and what its decode cost. With drafting
+ * on (speculation.c), a decode may settle several tokens at once; they are
+ * handed out one per step, each through the same stop rules.
+ * Owns: the sampler, the logits row, the text stream, the speculation state
+ * and a copy of the prompt; the context stays the caller's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "process_stats.h"
+#include "speculation.h"
 #include "text_stream.h"
 
 /* Token pieces longer than this take the heap buffer. */
@@ -26,6 +29,11 @@ struct bmoe_generation {
     int32_t large_piece_size;
     int32_t n_prompt, n_reused, n_generated;
     bmoe_stats prefill, decode;
+    /* the context position plain decoding would have now: the prompt and
+     * the tokens handed out and decoded; the context may hold more (drafts
+     * a verify batch accepted that are not handed out yet) */
+    int32_t committed;
+    speculation spec;
     enum bmoe_stop_reason pending_stop; /* the stop the next step reports */
     bool finished;
 };
@@ -40,6 +48,15 @@ bmoe_generation_params bmoe_generation_default_params(void)
         .stop_strings = NULL,
         .n_stop_strings = 0,
         .sampler = bmoe_sampler_default_params(),
+        .speculation =
+            {
+                .source = BMOE_DRAFT_NONE,
+                .n_draft = 3,
+                .ngram_min_match = 3,
+                .ngram_max_match = 12,
+                .draft_callback = NULL,
+                .draft_user = NULL,
+            },
     };
     return params;
 }
@@ -48,6 +65,13 @@ void bmoe_generation_free(bmoe_generation *generation)
 {
     if (!generation)
         return;
+    /* stopped early: the drafts accepted past the last handed-out token go */
+    if (generation->spec.enabled && generation->context->position > generation->committed) {
+        bmoe_error ignored;
+        if (speculation_rollback(&generation->spec, generation->context, generation->committed, NULL, &ignored) != 0)
+            bmoe_context_truncate(generation->context, generation->committed);
+    }
+    speculation_free(&generation->spec);
     generation->context->generating = false;
     bmoe_sampler_free(generation->sampler);
     free(generation->logits);
@@ -95,6 +119,8 @@ static int32_t shared_prefix(const bmoe_context *context, const int32_t *prompt,
 static bmoe_generation *start_failed(bmoe_generation *generation, bmoe_error *err, bmoe_status fallback,
                                      bmoe_error *error)
 {
+    if (generation)
+        speculation_free(&generation->spec); /* nothing drafted: the context stays as the prefill left it */
     bmoe_generation_free(generation);
     engine_report(err, fallback, error);
     return NULL;
@@ -162,6 +188,8 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
     }
     if (text_stream_init(&generation->text, p.stop_strings, p.n_stop_strings, &err) != 0)
         return start_failed(generation, &err, BMOE_ERR_OUT_OF_MEMORY, error);
+    if (speculation_init(&generation->spec, &p.speculation, context, &err) != 0)
+        return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
     for (int32_t i = 0; i < n_prompt; i++) {
         if (prompt[i] < 0 || prompt[i] >= n_vocab) {
             error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "generation: prompt token %d (index %d) is outside the "
@@ -178,6 +206,7 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
     if (bmoe_eval(context, prompt + generation->n_reused, n_new, generation->logits, false, &generation->prefill,
                   &err) != 0)
         return start_failed(generation, &err, BMOE_ERR_BAD_MODEL, error);
+    generation->committed = context->position;
     return generation;
 }
 
@@ -223,12 +252,25 @@ bmoe_generation *bmoe_generation_start_text(bmoe_context *context, const bmoe_ge
     return NULL;
 }
 
+/* Tokens a verify batch evaluated past the ones handed out and decoded go
+ * when the generation stops, so the context ends where plain decoding's
+ * does. */
+static int drop_undecided(bmoe_generation *generation, bmoe_step *step, bmoe_error *err)
+{
+    if (generation->context->position <= generation->committed)
+        return 0;
+    return speculation_rollback(&generation->spec, generation->context, generation->committed, &step->stats, err);
+}
+
 /* The final step: whatever text is still held, and why it ended. */
 static int final_step(bmoe_generation *generation, enum bmoe_stop_reason stop, bmoe_step *step, bmoe_error *err)
 {
     generation->finished = true;
     step->token = -1;
     step->stop = stop;
+    if (drop_undecided(generation, step, err) != 0)
+        return -1;
+    bmoe_stats_add(&generation->decode, &step->stats);
     if (text_stream_finish(&generation->text, err) != 0)
         return -1;
     step->text = text_stream_take(&generation->text, &step->text_length);
@@ -265,7 +307,12 @@ int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_erro
         return 0;
     }
 
-    int32_t token = bmoe_sampler_sample(generation->sampler, generation->logits, context->tokens, context->position);
+    /* a token a verify batch decided was sampled there, in plain decoding's
+     * order; row_after: its logits when the batch evaluated it too */
+    int32_t token;
+    const float *row_after = NULL;
+    if (!speculation_pop(&generation->spec, m->model.hparams.n_vocab, &token, &row_after))
+        token = bmoe_sampler_sample(generation->sampler, generation->logits, context->tokens, context->position);
     if (token < 0 || (!p->ignore_eos && tokenizer_is_end_of_generation(m->tokenizer, token))) {
         if (final_step(generation, BMOE_STOP_END_OF_GENERATION, step, &err) != 0)
             return engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
@@ -282,6 +329,16 @@ int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_erro
     step->text = text_stream_take(&generation->text, &step->text_length);
     if (found) {
         generation->pending_stop = BMOE_STOP_STRING;
+        if (drop_undecided(generation, step, &err) != 0) {
+            generation->finished = true;
+            return engine_report(&err, BMOE_ERR_BAD_MODEL, error);
+        }
+        bmoe_stats_add(&generation->decode, &step->stats);
+        return 1;
+    }
+    if (row_after) { /* an accepted draft: decoded already, its cost on the batch's first step */
+        generation->committed++;
+        memcpy(generation->logits, row_after, (size_t)m->model.hparams.n_vocab * sizeof *generation->logits);
         return 1;
     }
     /* decode it, so the next step's logits are ready (and the cache holds
@@ -290,7 +347,13 @@ int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_erro
         generation->pending_stop = BMOE_STOP_CONTEXT_FULL;
         return 1;
     }
-    int status = bmoe_eval(context, &token, 1, generation->logits, false, &step->stats, &err);
+    /* drafts never reach past n_predict or the context's end: plain
+     * decoding evaluates nothing there */
+    int32_t room = context->n_ctx - context->position - 1;
+    if (p->n_predict >= 0 && p->n_predict - generation->n_generated < room)
+        room = p->n_predict - generation->n_generated;
+    int status = speculation_decode(&generation->spec, context, generation->sampler, token, room, generation->logits,
+                                    &step->stats, &err);
     if (status == BMOE_ERR_ABORTED) {
         generation->pending_stop = BMOE_STOP_ABORTED;
         return 1;
@@ -299,6 +362,7 @@ int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_erro
         generation->finished = true;
         return engine_report(&err, BMOE_ERR_BAD_MODEL, error);
     }
+    generation->committed++;
     bmoe_stats_add(&generation->decode, &step->stats);
     return 1;
 }
@@ -346,6 +410,11 @@ int32_t bmoe_generation_n_generated(const bmoe_generation *generation)
 const float *bmoe_generation_logits(const bmoe_generation *generation)
 {
     return generation->logits;
+}
+
+void bmoe_generation_spec_stats(const bmoe_generation *generation, bmoe_spec_stats *stats)
+{
+    *stats = generation->spec.counters;
 }
 
 uint64_t bmoe_generation_seed(const bmoe_generation *generation)
