@@ -1,0 +1,77 @@
+/* bmoe-server: an OpenAI-shaped HTTP API on the generation library. One
+ * model, one context: generations take turns in arrival order (a bounded
+ * line of waiters), each on the context the previous one left, so a request
+ * that extends the last conversation prefills only its new suffix. */
+#ifndef BMOE_SERVER_H
+#define BMOE_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bmoe.h"
+
+/* What the command line set: the server's own settings and the request
+ * defaults (a request's fields override the sampling ones). */
+typedef struct server_config {
+    const char *model_path;
+    const char *host;
+    int32_t port;
+    const char *api_key;        /* NULL: no key asked */
+    int32_t max_queue;          /* requests that may wait behind the running one */
+    size_t max_body;            /* bytes */
+    int32_t n_predict;          /* -1: until the end of generation or a full context */
+    bool no_think;
+    int64_t template_now;       /* the template's clock; 0: now */
+    bool seed_given;
+    bmoe_sampler_params sampler;
+    bmoe_model_params model_params;
+    int32_t n_threads, n_threads_batch, n_ctx, n_ubatch;
+    enum bmoe_kv_type kv_type;
+} server_config;
+
+typedef struct server {
+    const server_config *config;
+    bmoe_model *model;
+    bmoe_context *context;
+    bmoe_chat *chat;            /* NULL: the model has no chat template */
+    const char *model_id;       /* the name /v1/models lists */
+    /* the turn line: a ticket per admitted generation, served in order */
+    pthread_mutex_t lock;
+    pthread_cond_t turn_over;
+    uint64_t next_ticket, serving;
+    atomic_bool cancel;         /* the running generation stops at its next check */
+    atomic_bool stopping;       /* shutting down: every generation is cancelled */
+    atomic_uint_fast64_t next_id;
+} server;
+
+/* The context's abort callback: the cancel flag. */
+bool server_abort_requested(void *user);
+
+/* The turn line. Returns 0 with the turn held, or -1 when the line is
+ * full (the caller answers 429). */
+int server_turn_acquire(server *s);
+void server_turn_release(server *s);
+
+/* An HTTP answer: status and a malloc'ed JSON body. */
+typedef struct server_reply {
+    unsigned status;
+    char *body;
+    size_t length;
+    const char *retry_after;    /* a Retry-After value, or NULL */
+} server_reply;
+
+/* An OpenAI-shaped error: {"error":{"message","type","param","code"}}. */
+void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
+                        const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
+
+/* POST /v1/chat/completions (chat true) and /v1/completions, non-streamed:
+ * the reply to a body. */
+void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply);
+
+/* Starts listening; runs until SIGINT or SIGTERM. Returns the exit status. */
+int server_http_run(server *s);
+
+#endif
