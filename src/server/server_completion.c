@@ -387,7 +387,10 @@ static void generate(server *s, const completion_request *q, const char *text, s
     free(tokens);
     if (!g) {
         bmoe_reasoning_free(reasoning);
-        server_error_reply(reply, 500, "server_error", NULL, NULL, "the generation: %s", error.message);
+        if (atomic_load(&s->cancel))
+            server_error_reply(reply, 503, "server_error", NULL, "cancelled", "the generation was cancelled in its prefill");
+        else
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "the generation: %s", error.message);
         return;
     }
     bmoe_step step = {0};
