@@ -55,13 +55,34 @@ bool server_abort_requested(void *user);
 int server_turn_acquire(server *s);
 void server_turn_release(server *s);
 
-/* An HTTP answer: status and a malloc'ed JSON body. */
+struct MHD_Response;
+
+/* An HTTP answer: status and a malloc'ed JSON body, or a stream (an event
+ * stream response of its own). */
 typedef struct server_reply {
     unsigned status;
     char *body;
     size_t length;
     const char *retry_after;    /* a Retry-After value, or NULL */
+    struct MHD_Response *stream;
 } server_reply;
+
+#define SERVER_MAX_STOPS 4
+
+/* What one request asks for. */
+typedef struct completion_request {
+    bool chat;
+    bool stream;
+    bmoe_chat_message *messages;
+    int32_t n_messages;
+    int32_t n_owned;           /* slots of the joined-parts list */
+    const char *prompt;
+    int32_t n_predict;
+    bmoe_sampler_params sampler;
+    const char *stops[SERVER_MAX_STOPS];
+    int32_t n_stops;
+} completion_request;
+
 
 /* An OpenAI-shaped error: {"error":{"message","type","param","code"}}. */
 void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
@@ -70,6 +91,21 @@ void server_error_reply(server_reply *reply, unsigned status, const char *type, 
 /* POST /v1/chat/completions (chat true) and /v1/completions, non-streamed:
  * the reply to a body. */
 void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply);
+
+/* The prompt tokenized and checked against the context, the generation
+ * started (its prefill run) and the reasoning split made, in the caller's
+ * turn. 0, or -1 with the reply filled. */
+int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply);
+/* "stop", "length" or "cancelled". */
+const char *server_finish_reason(enum bmoe_stop_reason stop);
+/* The run's figures as the "bmoe" object of root. */
+struct cJSON;
+void server_add_figures(struct cJSON *root, const bmoe_generation *g, const server *s, bool cancelled);
+/* stream: true. Called holding the turn: the reply's stream releases it
+ * when it ends (or the reply is an error and the turn is released). */
+void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                         bool prefill, server_reply *reply);
 
 /* Starts listening; runs until SIGINT or SIGTERM. Returns the exit status. */
 int server_http_run(server *s);

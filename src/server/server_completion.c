@@ -13,21 +13,8 @@
 
 #include "server.h"
 
-#define SERVER_MAX_STOPS 4
 #define SERVER_MAX_MESSAGES 4096
 
-/* What one request asks for. */
-typedef struct completion_request {
-    bool chat;
-    bmoe_chat_message *messages;
-    int32_t n_messages;
-    int32_t n_owned;           /* slots of the joined-parts list */
-    const char *prompt;
-    int32_t n_predict;
-    bmoe_sampler_params sampler;
-    const char *stops[SERVER_MAX_STOPS];
-    int32_t n_stops;
-} completion_request;
 
 /* Fields accepted that do not change the answer. */
 static bool harmless(const char *key)
@@ -181,8 +168,7 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
         } else if (strcmp(key, "stream") == 0) {
             if (!null && !cJSON_IsBool(field))
                 BAD("stream", "stream must be true or false");
-            if (cJSON_IsTrue(field))
-                BAD("stream", "stream: true is not implemented by this bmoe-server yet");
+            q->stream = cJSON_IsTrue(field);
         } else if (strcmp(key, "max_tokens") == 0 || strcmp(key, "max_completion_tokens") == 0) {
             if (null)
                 continue;
@@ -319,7 +305,7 @@ static int32_t prompt_tokens(const server *s, bool chat, const char *text, size_
     return again == count ? count : BMOE_ERR_INVALID_ARGUMENT;
 }
 
-static const char *finish_reason(enum bmoe_stop_reason stop)
+const char *server_finish_reason(enum bmoe_stop_reason stop)
 {
     switch (stop) {
     case BMOE_STOP_N_PREDICT:
@@ -329,7 +315,7 @@ static const char *finish_reason(enum bmoe_stop_reason stop)
     }
 }
 
-static void add_figures(cJSON *root, const bmoe_generation *g, const server *s, bool cancelled)
+void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, bool cancelled)
 {
     const bmoe_stats *prefill = bmoe_generation_prefill_stats(g), *decode = bmoe_generation_decode_stats(g);
     bmoe_stream_state state;
@@ -354,9 +340,8 @@ static void add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
-/* Runs the generation in the caller's turn and fills the reply. */
-static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
-                     server_reply *reply)
+int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply)
 {
     bmoe_error error = {0};
     int32_t *tokens = NULL;
@@ -366,14 +351,14 @@ static void generate(server *s, const completion_request *q, const char *text, s
         free(tokens);
         server_error_reply(reply, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL,
                            "the prompt has no tokens%s%s", error.message[0] ? ": " : "", error.message);
-        return;
+        return -1;
     }
     if (n_prompt >= n_ctx) {
         free(tokens);
         server_error_reply(reply, 400, "invalid_request_error", q->chat ? "messages" : "prompt",
                            "context_length_exceeded", "the prompt has %d tokens; the context holds %d", n_prompt,
                            n_ctx);
-        return;
+        return -1;
     }
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = q->n_predict;
@@ -391,8 +376,23 @@ static void generate(server *s, const completion_request *q, const char *text, s
             server_error_reply(reply, 503, "server_error", NULL, "cancelled", "the generation was cancelled in its prefill");
         else
             server_error_reply(reply, 500, "server_error", NULL, NULL, "the generation: %s", error.message);
-        return;
+        return -1;
     }
+    *generation = g;
+    *split = reasoning;
+    return 0;
+}
+
+/* Runs the generation in the caller's turn and fills the reply. */
+static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
+                     server_reply *reply)
+{
+    bmoe_generation *g = NULL;
+    bmoe_reasoning *reasoning = NULL;
+    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
+        return;
+    bmoe_error error = {0};
+    int32_t n_prompt = bmoe_generation_n_prompt(g);
     bmoe_step step = {0};
     bmoe_reasoning_delta delta;
     int status;
@@ -443,13 +443,13 @@ static void generate(server *s, const completion_request *q, const char *text, s
     }
     free(answer_text);
     free(thinking_text);
-    cJSON_AddStringToObject(choice, "finish_reason", finish_reason(step.stop));
+    cJSON_AddStringToObject(choice, "finish_reason", server_finish_reason(step.stop));
     cJSON *usage = cJSON_AddObjectToObject(root, "usage");
     int32_t generated = bmoe_generation_n_generated(g);
     cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(usage, "completion_tokens", generated);
     cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
-    add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
+    server_add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
     bmoe_generation_free(g);
     bmoe_reasoning_free(reasoning);
     reply->status = 200;
@@ -479,6 +479,9 @@ void server_completion(server *s, const char *body, size_t length, bool chat, se
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
                                "%d requests already wait for the model; try again later", s->config->max_queue);
             reply->retry_after = "1";
+        } else if (q.stream) {
+            /* the stream's response holds the turn until it ends */
+            server_stream_begin(s, &q, text, text_length, prefill, reply);
         } else {
             generate(s, &q, text, text_length, prefill, reply);
             server_turn_release(s);

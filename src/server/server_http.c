@@ -263,12 +263,17 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     r->status = reply.status;
     fprintf(stderr, "bmoe-server: %s %s %u\n", method, url, reply.status);
     struct MHD_Response *response =
-        MHD_create_response_from_buffer(reply.length, reply.body, MHD_RESPMEM_MUST_FREE);
+        reply.stream ? reply.stream : MHD_create_response_from_buffer(reply.length, reply.body, MHD_RESPMEM_MUST_FREE);
     if (!response) {
         free(reply.body);
         return MHD_NO;
     }
-    MHD_add_response_header(response, "Content-Type", "application/json");
+    if (reply.stream) {
+        MHD_add_response_header(response, "Content-Type", "text/event-stream");
+        MHD_add_response_header(response, "Cache-Control", "no-cache");
+    } else {
+        MHD_add_response_header(response, "Content-Type", "application/json");
+    }
     if (reply.retry_after)
         MHD_add_response_header(response, "Retry-After", reply.retry_after);
     enum MHD_Result result = MHD_queue_response(connection, reply.status, response);

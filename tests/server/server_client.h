@@ -178,4 +178,27 @@ static inline int test_request(int port, const char *method, const char *path, c
     return fd < 0 ? -1 : test_response_read(fd, response);
 }
 
+/* A chunked body decoded in place (the chunks' sizes and CRLFs taken
+ * out). Returns the decoded length, or -1 when it is not well-formed. */
+static inline long test_dechunk(char *body)
+{
+    char *in = body, *out = body;
+    for (;;) {
+        char *end = NULL;
+        long size = strtol(in, &end, 16);
+        if (end == in || size < 0 || strncmp(end, "\r\n", 2) != 0)
+            return -1;
+        in = end + 2;
+        if (size == 0)
+            break;
+        if ((long)strlen(in) < size + 2 || strncmp(in + size, "\r\n", 2) != 0)
+            return -1;
+        memmove(out, in, (size_t)size);
+        out += size;
+        in += size + 2;
+    }
+    *out = '\0';
+    return out - body;
+}
+
 #endif

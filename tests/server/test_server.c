@@ -135,6 +135,53 @@ static char *chat(int port, const char *body, int *n_reused)
     return text;
 }
 
+/* The streamed answer to a chat body: the content deltas joined, after
+ * checking the events' shape (role first, finish_reason last, [DONE]). */
+static char *chat_streamed(int port, const char *body)
+{
+    test_response response;
+    char *text = NULL;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) != 0) {
+        CHECK(false);
+        return NULL;
+    }
+    CHECK_MSG(response.status == 200 && strstr(response.raw, "Content-Type: text/event-stream"), "stream: %.200s",
+              response.raw);
+    char *events = (char *)response.body;
+    CHECK_MSG(test_dechunk(events) >= 0, "the stream's chunked body does not decode");
+    size_t capacity = strlen(events) + 1, used = 0;
+    text = calloc(capacity, 1);
+    int n = 0;
+    bool finished = false, done = false;
+    for (char *line = strtok(events, "\n"); text && line; line = strtok(NULL, "\n"), n++) {
+        CHECK_MSG(strncmp(line, "data: ", 6) == 0 && !done, "stray line %s", line);
+        if (strcmp(line, "data: [DONE]") == 0) {
+            done = true;
+            continue;
+        }
+        cJSON *chunk = cJSON_Parse(line + 6);
+        const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
+        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(delta, "content");
+        const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+        CHECK_MSG(delta && !finished, "chunk %d: %s", n, line);
+        if (n == 0)
+            CHECK(cJSON_HasObjectItem(delta, "role"));
+        if (cJSON_IsString(content)) {
+            size_t length = strlen(content->valuestring);
+            if (used + length < capacity) {
+                memcpy(text + used, content->valuestring, length);
+                used += length;
+            }
+        }
+        finished = cJSON_IsString(finish);
+        cJSON_Delete(chunk);
+    }
+    CHECK_MSG(finished && done, "the stream did not end with finish_reason and [DONE]");
+    free(response.raw);
+    return text;
+}
+
 static void test_chat_equals_cli(int port)
 {
     char *expected = cli_chat_text("Hello");
@@ -145,6 +192,12 @@ static void test_chat_equals_cli(int port)
                      NULL);
     CHECK_MSG(expected && got && strcmp(expected, got) == 0, "server \"%s\" != bmoe-cli --chat \"%s\"",
               got ? got : "(none)", expected ? expected : "(none)");
+    char *streamed = chat_streamed(port, "{\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                                         "\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                                         "\"max_tokens\":" N_PREDICT "}");
+    CHECK_MSG(expected && streamed && strcmp(expected, streamed) == 0, "streamed \"%s\" != bmoe-cli --chat \"%s\"",
+              streamed ? streamed : "(none)", expected ? expected : "(none)");
+    free(streamed);
     free(expected);
     free(got);
     test_response response;
@@ -155,6 +208,23 @@ static void test_chat_equals_cli(int port)
                   response.body);
         free(text);
     }
+    free(response.raw);
+}
+
+/* A client that goes away mid-stream frees the model: the next request is
+ * answered. */
+static void test_disconnect(int port)
+{
+    const char *body = "{\"stream\":true,\"max_tokens\":3000,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}]}";
+    int fd = test_request_send(port, "POST", "/v1/chat/completions", NULL, body, strlen(body));
+    if (fd >= 0) {
+        char some[256];
+        CHECK(recv(fd, some, sizeof some, 0) > 0);
+        close(fd);
+    }
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hi\",\"max_tokens\":2}", &response) == 0)
+        CHECK_MSG(response.status == 200, "after a disconnect: %d", response.status);
     free(response.raw);
 }
 
@@ -340,6 +410,7 @@ int main(void)
     test_reuse(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
+    test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
     test_api_key();
     return test_finish();
