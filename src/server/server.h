@@ -65,6 +65,7 @@ typedef struct server_reply {
     size_t length;
     const char *retry_after;    /* a Retry-After value, or NULL */
     struct MHD_Response *stream;
+    const char *content_type;   /* NULL: application/json */
 } server_reply;
 
 #define SERVER_MAX_STOPS 4
@@ -106,6 +107,9 @@ void server_add_figures(struct cJSON *root, const bmoe_generation *g, const serv
  * when it ends (or the reply is an error and the turn is released). */
 void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
                          bool prefill, server_reply *reply);
+
+/* GET /: the page, NUL-terminated. */
+extern const char server_page[];
 
 /* Starts listening; runs until SIGINT or SIGTERM. Returns the exit status. */
 int server_http_run(server *s);

@@ -60,6 +60,7 @@ void server_turn_release(server *s)
 static void reply_json(server_reply *reply, unsigned status, cJSON *json)
 {
     reply->status = status;
+    reply->content_type = NULL;
     reply->body = json ? cJSON_PrintUnformatted(json) : NULL;
     cJSON_Delete(json);
     if (!reply->body) {
@@ -200,7 +201,14 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
                            "the request body exceeds %zu bytes", s->config->max_body);
         return;
     }
-    if (strcmp(url, "/health") == 0 && get) {
+    if (strcmp(url, "/") == 0 && get) {
+        reply->status = 200;
+        reply->body = strdup(server_page);
+        reply->length = reply->body ? strlen(reply->body) : 0;
+        reply->content_type = "text/html; charset=utf-8";
+        if (!reply->body)
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (strcmp(url, "/health") == 0 && get) {
         reply_json(reply, 200, cJSON_CreateRaw("{\"status\":\"ok\"}"));
     } else if (strcmp(url, "/v1/models") == 0 && get) {
         models_reply(s, reply);
@@ -272,7 +280,8 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         MHD_add_response_header(response, "Content-Type", "text/event-stream");
         MHD_add_response_header(response, "Cache-Control", "no-cache");
     } else {
-        MHD_add_response_header(response, "Content-Type", "application/json");
+        MHD_add_response_header(response, "Content-Type",
+                                reply.content_type ? reply.content_type : "application/json");
     }
     if (reply.retry_after)
         MHD_add_response_header(response, "Retry-After", reply.retry_after);

@@ -98,6 +98,11 @@ static void test_read_only(int port)
         cJSON_Delete(root);
     }
     free(response.raw);
+    if (test_request(port, "GET", "/", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.raw, "Content-Type: text/html") &&
+              strstr(response.body, "<html") && strstr(response.body, "/v1/chat/completions") &&
+              !strstr(response.body, "http://") && !strstr(response.body, "https://"));
+    free(response.raw);
     if (test_request(port, "GET", "/nowhere", NULL, NULL, &response) == 0)
         check_error(&response, 404, NULL, "unknown path");
     free(response.raw);
