@@ -473,12 +473,15 @@ void server_completion(server *s, const char *body, size_t length, bool chat, se
     char *text = NULL;
     size_t text_length = 0;
     bool prefill = false;
-    if (read_request(s, root, chat, &q, &owned, reply) == 0 &&
-        render_prompt(s, &q, &text, &text_length, &prefill, reply) == 0) {
+    /* the template is rendered in the turn: the chat object is the one
+     * model's, used by one generation at a time like the context */
+    if (read_request(s, root, chat, &q, &owned, reply) == 0) {
         if (server_turn_acquire(s) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
                                "%d requests already wait for the model; try again later", s->config->max_queue);
             reply->retry_after = "1";
+        } else if (render_prompt(s, &q, &text, &text_length, &prefill, reply) != 0) {
+            server_turn_release(s);
         } else if (q.stream) {
             /* the stream's response holds the turn until it ends */
             server_stream_begin(s, &q, text, text_length, prefill, reply);
