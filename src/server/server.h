@@ -45,7 +45,13 @@ typedef struct server {
     atomic_bool cancel;         /* the running generation stops at its next check */
     atomic_bool stopping;       /* shutting down: every generation is cancelled */
     atomic_uint_fast64_t next_id;
+    /* /metrics: totals since start, under lock */
+    uint64_t generations, prompt_tokens, reused_tokens, completion_tokens;
+    double decode_ms, last_tok_s;
 } server;
+
+/* Adds a finished generation to the totals /metrics reports. */
+void server_count_generation(server *s, const bmoe_generation *g);
 
 /* The context's abort callback: the cancel flag. */
 bool server_abort_requested(void *user);

@@ -450,6 +450,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
     cJSON_AddNumberToObject(usage, "completion_tokens", generated);
     cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
     server_add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
+    server_count_generation(s, g);
     bmoe_generation_free(g);
     bmoe_reasoning_free(reasoning);
     reply->status = 200;

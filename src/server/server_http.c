@@ -159,6 +159,61 @@ static void cancel_reply(server *s, server_reply *reply)
     reply_json(reply, 200, root);
 }
 
+void server_count_generation(server *s, const bmoe_generation *g)
+{
+    const bmoe_stats *decode = bmoe_generation_decode_stats(g);
+    pthread_mutex_lock(&s->lock);
+    s->generations++;
+    s->prompt_tokens += (uint64_t)bmoe_generation_n_prompt(g);
+    s->reused_tokens += (uint64_t)bmoe_generation_n_reused(g);
+    s->completion_tokens += (uint64_t)bmoe_generation_n_generated(g);
+    s->decode_ms += decode->wall_ms;
+    if (decode->wall_ms > 0)
+        s->last_tok_s = decode->n_tokens / (decode->wall_ms * 1e-3);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* GET /metrics: Prometheus text. */
+static void metrics_reply(server *s, server_reply *reply)
+{
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(s->model, &state);
+    pthread_mutex_lock(&s->lock);
+    uint64_t waiting = s->next_ticket - s->serving;
+    char *text = NULL;
+    size_t length = 0;
+    FILE *out = open_memstream(&text, &length);
+    if (out) {
+        fprintf(out,
+                "# TYPE bmoe_generations_total counter\nbmoe_generations_total %llu\n"
+                "# TYPE bmoe_prompt_tokens_total counter\nbmoe_prompt_tokens_total %llu\n"
+                "# TYPE bmoe_reused_tokens_total counter\nbmoe_reused_tokens_total %llu\n"
+                "# TYPE bmoe_completion_tokens_total counter\nbmoe_completion_tokens_total %llu\n"
+                "# TYPE bmoe_decode_seconds_total counter\nbmoe_decode_seconds_total %.6f\n"
+                "# TYPE bmoe_last_decode_tokens_per_second gauge\nbmoe_last_decode_tokens_per_second %.3f\n"
+                "# TYPE bmoe_requests_in_line gauge\nbmoe_requests_in_line %llu\n"
+                "# TYPE bmoe_flash_read_bytes_total counter\nbmoe_flash_read_bytes_total %llu\n"
+                "# TYPE bmoe_cache_hits_total counter\nbmoe_cache_hits_total %llu\n"
+                "# TYPE bmoe_cache_misses_total counter\nbmoe_cache_misses_total %llu\n"
+                "# TYPE bmoe_cache_budget_bytes gauge\nbmoe_cache_budget_bytes %lld\n",
+                (unsigned long long)s->generations, (unsigned long long)s->prompt_tokens,
+                (unsigned long long)s->reused_tokens, (unsigned long long)s->completion_tokens, s->decode_ms * 1e-3,
+                s->last_tok_s, (unsigned long long)waiting, (unsigned long long)state.read_bytes,
+                (unsigned long long)state.hits, (unsigned long long)state.misses,
+                (long long)state.cache_budget_bytes);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!out || fclose(out) != 0) {
+        free(text);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    reply->status = 200;
+    reply->body = text;
+    reply->length = length;
+    reply->content_type = "text/plain; version=0.0.4";
+}
+
 /* A request with an Origin that is not this server's own page is a
  * browser sent by another site: refused, so a page cannot drive the model. */
 static bool foreign_origin(struct MHD_Connection *connection)
@@ -208,6 +263,8 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
         reply->content_type = "text/html; charset=utf-8";
         if (!reply->body)
             server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (strcmp(url, "/metrics") == 0 && get) {
+        metrics_reply(s, reply);
     } else if (strcmp(url, "/health") == 0 && get) {
         reply_json(reply, 200, cJSON_CreateRaw("{\"status\":\"ok\"}"));
     } else if (strcmp(url, "/v1/models") == 0 && get) {

@@ -150,6 +150,7 @@ static int next_events(stream *st)
         cJSON_AddNumberToObject(usage, "completion_tokens", generated);
         cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
         server_add_figures(chunk, st->generation, st->s, step.stop == BMOE_STOP_ABORTED);
+        server_count_generation(st->s, st->generation);
         st->finished = true;
         return push_event(st, chunk);
     }

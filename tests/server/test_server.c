@@ -103,6 +103,10 @@ static void test_read_only(int port)
               strstr(response.body, "<html") && strstr(response.body, "/v1/chat/completions") &&
               !strstr(response.body, "http://") && !strstr(response.body, "https://"));
     free(response.raw);
+    if (test_request(port, "GET", "/metrics", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.body, "\nbmoe_generations_total ") &&
+              strstr(response.body, "\nbmoe_requests_in_line 0\n"));
+    free(response.raw);
     if (test_request(port, "GET", "/nowhere", NULL, NULL, &response) == 0)
         check_error(&response, 404, NULL, "unknown path");
     free(response.raw);
