@@ -32,6 +32,8 @@ typedef struct server_config {
     enum bmoe_kv_type kv_type;
 } server_config;
 
+#define SERVER_EVENTS 256
+
 typedef struct server {
     const server_config *config;
     bmoe_model *model;
@@ -48,6 +50,10 @@ typedef struct server {
     /* /metrics: totals since start, under lock */
     uint64_t generations, prompt_tokens, reused_tokens, completion_tokens;
     double decode_ms, last_tok_s;
+    /* /api/events: the last SERVER_EVENTS tokens' figures (JSON), under lock */
+    char *events[SERVER_EVENTS];
+    uint64_t events_next;
+    pthread_cond_t events_changed;
 } server;
 
 /* Adds a finished generation to the totals /metrics reports. */
@@ -62,6 +68,7 @@ int server_turn_acquire(server *s);
 void server_turn_release(server *s);
 
 struct MHD_Response;
+struct cJSON;
 
 /* An HTTP answer: status and a malloc'ed JSON body, or a stream (an event
  * stream response of its own). */
@@ -107,12 +114,19 @@ int server_generation_begin(server *s, const completion_request *q, const char *
 /* "stop", "length" or "cancelled". */
 const char *server_finish_reason(enum bmoe_stop_reason stop);
 /* The run's figures as the "bmoe" object of root. */
-struct cJSON;
 void server_add_figures(struct cJSON *root, const bmoe_generation *g, const server *s, bool cancelled);
 /* stream: true. Called holding the turn: the reply's stream releases it
  * when it ends (or the reply is an error and the turn is released). */
 void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
                          bool prefill, server_reply *reply);
+
+/* A token's figures as the "bmoe" object of parent. */
+void server_step_figures(struct cJSON *parent, const bmoe_step *step);
+/* Hands a token's figures to every /api/events listener. */
+void server_publish_step(server *s, const bmoe_step *step);
+/* GET /api/events: the reply's stream follows the published tokens. */
+void server_events_reply(server *s, server_reply *reply);
+void server_events_free(server *s);
 
 /* GET /: the page, NUL-terminated. */
 extern const char server_page[];

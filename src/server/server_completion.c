@@ -401,6 +401,8 @@ static void generate(server *s, const completion_request *q, const char *text, s
             status = -1;
             break;
         }
+        if (step.stats.n_tokens > 0)
+            server_publish_step(s, &step);
         if (status == 0)
             break;
     }

@@ -263,6 +263,8 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
         reply->content_type = "text/html; charset=utf-8";
         if (!reply->body)
             server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (strcmp(url, "/api/events") == 0 && get) {
+        server_events_reply(s, reply);
     } else if (strcmp(url, "/metrics") == 0 && get) {
         metrics_reply(s, reply);
     } else if (strcmp(url, "/health") == 0 && get) {
@@ -396,8 +398,11 @@ int server_http_run(server *s)
     sigwait(&signals, &received);
     fprintf(stderr, "bmoe-server: %s: shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
     /* a running generation stops at its next token so the daemon's threads can end */
+    pthread_mutex_lock(&s->lock);
     atomic_store(&s->stopping, true);
     atomic_store(&s->cancel, true);
+    pthread_cond_broadcast(&s->events_changed); /* the listeners end */
+    pthread_mutex_unlock(&s->lock);
     MHD_stop_daemon(daemon);
     return 0;
 }

@@ -145,6 +145,7 @@ int main(int argc, char **argv)
     atomic_init(&s.next_id, 1);
     pthread_mutex_init(&s.lock, NULL);
     pthread_cond_init(&s.turn_over, NULL);
+    pthread_cond_init(&s.events_changed, NULL);
     context_params.abort_callback = server_abort_requested;
     context_params.abort_user = &s;
     s.context = bmoe_context_create(s.model, &context_params, &error);
@@ -165,6 +166,8 @@ int main(int argc, char **argv)
     bmoe_context_free(s.context);
     bmoe_model_free(s.model);
     pthread_cond_destroy(&s.turn_over);
+    pthread_cond_destroy(&s.events_changed);
+    server_events_free(&s);
     pthread_mutex_destroy(&s.lock);
     return status;
 }

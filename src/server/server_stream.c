@@ -87,21 +87,6 @@ static cJSON *text_chunk(const stream *st, const char *text, size_t text_length,
     return chunk;
 }
 
-/* The token's own figures (its decode). */
-static void token_figures(cJSON *chunk, const bmoe_step *step)
-{
-    const bmoe_stats *t = &step->stats;
-    cJSON *figures = cJSON_AddObjectToObject(chunk, "bmoe");
-    cJSON_AddNumberToObject(figures, "token", step->index);
-    cJSON_AddNumberToObject(figures, "wall_ms", t->wall_ms);
-    cJSON_AddNumberToObject(figures, "io_ms", t->io_ms);
-    cJSON_AddNumberToObject(figures, "stall_ms", t->stall_ms);
-    cJSON_AddNumberToObject(figures, "mgmt_ms", t->mgmt_ms);
-    cJSON_AddNumberToObject(figures, "read_mib", (double)t->read_bytes / 1048576.0);
-    cJSON_AddNumberToObject(figures, "cache_hits", (double)t->cache_hits);
-    cJSON_AddNumberToObject(figures, "cache_misses", (double)t->cache_misses);
-}
-
 /* One more token's events (or the end's). 0, or -1 (the stream ends). */
 static int next_events(stream *st)
 {
@@ -157,7 +142,8 @@ static int next_events(stream *st)
     /* a reset replaces what was delivered: a stream cannot take text back,
      * so the snapshots go out marked, for a client that can redraw */
     cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
-    token_figures(chunk, &step);
+    server_step_figures(chunk, &step);
+    server_publish_step(st->s, &step);
     if (delta.reset)
         cJSON_AddBoolToObject(cJSON_GetObjectItemCaseSensitive(chunk, "bmoe"), "reset", true);
     return push_event(st, chunk);

@@ -220,6 +220,32 @@ static void test_chat_equals_cli(int port)
     free(response.raw);
 }
 
+/* /api/events carries the tokens of a generation another client asked for. */
+static void test_events(int port)
+{
+    int fd = test_request_send(port, "GET", "/api/events", NULL, NULL, 0);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    char head[512] = {0};
+    CHECK(recv(fd, head, sizeof head - 1, 0) > 0 && strstr(head, "text/event-stream"));
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"The cat sat\",\"max_tokens\":3}",
+                     &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+    char events[4096] = {0};
+    size_t used = 0;
+    while (used < sizeof events - 1 && !strstr(events, "\"token\":")) {
+        ssize_t got = recv(fd, events + used, sizeof events - 1 - used, 0);
+        if (got <= 0)
+            break;
+        used += (size_t)got;
+    }
+    CHECK_MSG(strstr(events, "data: {\"token\":1,") != NULL, "no token event: %s", events);
+    close(fd);
+}
+
 /* A client that goes away mid-stream frees the model: the next request is
  * answered. */
 static void test_disconnect(int port)
@@ -425,6 +451,7 @@ int main(void)
     test_read_only(server.port);
     test_chat_equals_cli(server.port);
     test_reuse(server.port);
+    test_events(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
