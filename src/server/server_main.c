@@ -54,13 +54,14 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
     return 0;
 }
 
-/* Reads argv into config. Returns -1 to go on, else the exit status (help,
+/* Reads argv, then the environment variables of the rows not typed, into config. Returns -1 to go on, else the exit status (help,
  * version, or an error already printed). */
 static int parse_args(int argc, char **argv, server_config *config)
 {
     params_engine engine = {&config->model_params, &config->sampler, &config->n_threads, &config->n_threads_batch,
                             &config->n_ctx, &config->n_ubatch, &config->kv_type, &config->seed_given};
     char error[320];
+    bool given[P_COUNT] = {false};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const param_def *row = params_find_flag(arg);
@@ -88,6 +89,7 @@ static int parse_args(int argc, char **argv, server_config *config)
             printf("bmoe-server %s\n", bmoe_version());
             return 0;
         }
+        given[row->id] = true;
         const char *value = "";
         if (row->type != PARAM_SWITCH) {
             if (i + 1 >= argc) {
@@ -99,6 +101,29 @@ static int parse_args(int argc, char **argv, server_config *config)
         int status = params_apply_engine(row, arg, value, &engine, error, sizeof error);
         if (status == PARAMS_NOT_ENGINE)
             status = apply_own(row, arg, value, config, error, sizeof error);
+        if (status != 0) {
+            server_fail(error);
+            return status;
+        }
+    }
+    /* the environment, for what was not typed (a typed flag wins, even when it says the default) */
+    size_t count = 0;
+    const param_def *rows = params_table(&count);
+    for (size_t k = 0; k < count; k++) {
+        const param_def *row = &rows[k];
+        const char *text = row->env && (row->jobs & PARAM_JOB_SERVE) ? getenv(row->env) : NULL;
+        if (!text || !*text || given[row->id])
+            continue;
+        if (row->type == PARAM_SWITCH) {
+            int on = params_parse_switch(row->env, text, error, sizeof error);
+            if (on < 0)
+                return server_fail(error);
+            if (!on)
+                continue;
+        }
+        int status = params_apply_engine(row, row->env, text, &engine, error, sizeof error);
+        if (status == PARAMS_NOT_ENGINE)
+            status = apply_own(row, row->env, text, config, error, sizeof error);
         if (status != 0) {
             server_fail(error);
             return status;
