@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
-  libpcre2-dev libcjson-dev zlib1g-dev
+  libpcre2-dev libcjson-dev zlib1g-dev libmicrohttpd-dev
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   hyperfine python3 python3-jsonschema
 )

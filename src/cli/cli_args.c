@@ -303,6 +303,12 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_LIST_ARCHS:
     case P_HELP:
     case P_VERSION:
+    /* bmoe-server's own: the job check refuses them here */
+    case P_HOST:
+    case P_PORT:
+    case P_API_KEY:
+    case P_MAX_QUEUE:
+    case P_MAX_BODY:
     case P_COUNT: break;
     }
     return 0;

@@ -188,7 +188,7 @@ static cJSON *params_choice_array(const char *choices)
     return array;
 }
 
-static const char *const params_job_names[] = {"generate", "logits", "perplexity", "session", "render"};
+static const char *const params_job_names[] = {"generate", "logits", "perplexity", "session", "render", "serve"};
 
 int params_describe_json(FILE *out)
 {

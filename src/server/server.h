@@ -1,0 +1,137 @@
+/* bmoe-server: an OpenAI-shaped HTTP API on the generation library. One
+ * model, one context: generations take turns in arrival order (a bounded
+ * line of waiters), each on the context the previous one left, so a request
+ * that extends the last conversation prefills only its new suffix. */
+#ifndef BMOE_SERVER_H
+#define BMOE_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bmoe.h"
+
+/* What the command line set: the server's own settings and the request
+ * defaults (a request's fields override the sampling ones). */
+typedef struct server_config {
+    const char *model_path;
+    const char *host;
+    int32_t port;
+    const char *api_key;        /* NULL: no key asked */
+    int32_t max_queue;          /* requests that may wait behind the running one */
+    size_t max_body;            /* bytes */
+    int32_t n_predict;          /* -1: until the end of generation or a full context */
+    bool no_think;
+    int64_t template_now;       /* the template's clock; 0: now */
+    bool seed_given;
+    bmoe_sampler_params sampler;
+    bmoe_model_params model_params;
+    int32_t n_threads, n_threads_batch, n_ctx, n_ubatch;
+    enum bmoe_kv_type kv_type;
+} server_config;
+
+#define SERVER_EVENTS 256
+
+typedef struct server {
+    const server_config *config;
+    bmoe_model *model;
+    bmoe_context *context;
+    bmoe_chat *chat;            /* NULL: the model has no chat template */
+    const char *model_id;       /* the name /v1/models lists */
+    /* the turn line: a ticket per admitted generation, served in order */
+    pthread_mutex_t lock;
+    pthread_cond_t turn_over;
+    uint64_t next_ticket, serving;
+    atomic_bool cancel;         /* the running generation stops at its next check */
+    atomic_bool stopping;       /* shutting down: every generation is cancelled */
+    atomic_uint_fast64_t next_id;
+    /* /metrics: totals since start, under lock */
+    uint64_t generations, prompt_tokens, reused_tokens, completion_tokens;
+    double decode_ms, last_tok_s;
+    /* /api/events: the last SERVER_EVENTS tokens' figures (JSON), under lock */
+    char *events[SERVER_EVENTS];
+    uint64_t events_next;
+    pthread_cond_t events_changed;
+} server;
+
+/* Adds a finished generation to the totals /metrics reports. */
+void server_count_generation(server *s, const bmoe_generation *g);
+
+/* The context's abort callback: the cancel flag. */
+bool server_abort_requested(void *user);
+
+/* The turn line. Returns 0 with the turn held, or -1 when the line is
+ * full (the caller answers 429). */
+int server_turn_acquire(server *s);
+void server_turn_release(server *s);
+
+struct MHD_Response;
+struct cJSON;
+
+/* An HTTP answer: status and a malloc'ed JSON body, or a stream (an event
+ * stream response of its own). */
+typedef struct server_reply {
+    unsigned status;
+    char *body;
+    size_t length;
+    const char *retry_after;    /* a Retry-After value, or NULL */
+    struct MHD_Response *stream;
+    const char *content_type;   /* NULL: application/json */
+} server_reply;
+
+#define SERVER_MAX_STOPS 4
+
+/* What one request asks for. */
+typedef struct completion_request {
+    bool chat;
+    bool stream;
+    bmoe_chat_message *messages;
+    int32_t n_messages;
+    int32_t n_owned;           /* slots of the joined-parts list */
+    const char *prompt;
+    int32_t n_predict;
+    bmoe_sampler_params sampler;
+    const char *stops[SERVER_MAX_STOPS];
+    int32_t n_stops;
+} completion_request;
+
+
+/* An OpenAI-shaped error: {"error":{"message","type","param","code"}}. */
+void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
+                        const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
+
+/* POST /v1/chat/completions (chat true) and /v1/completions, non-streamed:
+ * the reply to a body. */
+void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply);
+
+/* The prompt tokenized and checked against the context, the generation
+ * started (its prefill run) and the reasoning split made, in the caller's
+ * turn. 0, or -1 with the reply filled. */
+int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply);
+/* "stop", "length" or "cancelled". */
+const char *server_finish_reason(enum bmoe_stop_reason stop);
+/* The run's figures as the "bmoe" object of root. */
+void server_add_figures(struct cJSON *root, const bmoe_generation *g, const server *s, bool cancelled);
+/* stream: true. Called holding the turn: the reply's stream releases it
+ * when it ends (or the reply is an error and the turn is released). */
+void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                         bool prefill, server_reply *reply);
+
+/* A token's figures as the "bmoe" object of parent. */
+void server_step_figures(struct cJSON *parent, const bmoe_step *step);
+/* Hands a token's figures to every /api/events listener. */
+void server_publish_step(server *s, const bmoe_step *step);
+/* GET /api/events: the reply's stream follows the published tokens. */
+void server_events_reply(server *s, server_reply *reply);
+void server_events_free(server *s);
+
+/* GET /: the page, NUL-terminated. */
+extern const char server_page[];
+
+/* Starts listening; runs until SIGINT or SIGTERM. Returns the exit status. */
+int server_http_run(server *s);
+
+#endif

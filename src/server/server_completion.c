@@ -1,0 +1,503 @@
+/* /v1/chat/completions and /v1/completions, non-streamed: the body read
+ * strictly (a field that would change the answer and that bmoe does not
+ * do is a 400 naming it, never ignored), the prompt rendered with the
+ * model's chat template (or taken as text), one generation on the shared
+ * context in its turn, and the answer with usage and the run's figures. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "server.h"
+
+#define SERVER_MAX_MESSAGES 4096
+
+
+/* Fields accepted that do not change the answer. */
+static bool harmless(const char *key)
+{
+    static const char *const names[] = {"model", "user", "stream_options", "metadata", "store", "service_tier"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(key, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool is_number(const cJSON *item, double low, double high)
+{
+    return cJSON_IsNumber(item) && isfinite(item->valuedouble) && item->valuedouble >= low &&
+           item->valuedouble <= high;
+}
+
+#define BAD(param, ...)                                                                                           \
+    do {                                                                                                          \
+        server_error_reply(reply, 400, "invalid_request_error", param, "invalid_request", __VA_ARGS__);           \
+        return -1;                                                                                                \
+    } while (0)
+
+/* A message's content: a string, or a list of text parts joined. The text
+ * is owned by the JSON (a string) or by *joined (parts). */
+static int message_content(const cJSON *content, const char *param, char **joined, const char **text,
+                           size_t *length, server_reply *reply)
+{
+    *joined = NULL;
+    if (cJSON_IsString(content)) {
+        *text = content->valuestring;
+        *length = strlen(content->valuestring);
+        return 0;
+    }
+    if (cJSON_IsNull(content) || !content) {
+        *text = "";
+        *length = 0;
+        return 0;
+    }
+    if (!cJSON_IsArray(content))
+        BAD(param, "%s must be a string or a list of text parts", param);
+    size_t total = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *value = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0)
+            BAD(param, "%s: only parts of type \"text\" are supported (bmoe reads text only)", param);
+        if (!cJSON_IsString(value))
+            BAD(param, "%s: a text part needs a string \"text\"", param);
+        total += strlen(value->valuestring);
+    }
+    char *out = malloc(total + 1);
+    if (!out) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    size_t used = 0;
+    cJSON_ArrayForEach(part, content) {
+        const char *piece = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t n = strlen(piece);
+        memcpy(out + used, piece, n);
+        used += n;
+    }
+    out[used] = '\0';
+    *joined = out;
+    *text = out;
+    *length = used;
+    return 0;
+}
+
+static int read_messages(const cJSON *list, completion_request *q, char ***owned, server_reply *reply)
+{
+    int count = cJSON_GetArraySize(list);
+    if (!cJSON_IsArray(list) || count == 0)
+        BAD("messages", "messages must be a non-empty list");
+    if (count > SERVER_MAX_MESSAGES)
+        BAD("messages", "at most %d messages", SERVER_MAX_MESSAGES);
+    q->messages = calloc((size_t)count, sizeof *q->messages);
+    *owned = calloc((size_t)count, sizeof **owned);
+    if (*owned)
+        q->n_owned = count;
+    if (!q->messages || !*owned) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    int i = 0;
+    const cJSON *message;
+    cJSON_ArrayForEach(message, list) {
+        char param[64];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(message))
+            BAD(param, "%s must be an object", param);
+        const cJSON *field;
+        cJSON_ArrayForEach(field, message) {
+            const char *key = field->string;
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
+                strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id"))
+                BAD(param, "%s.%s is not supported", param, key);
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(message, "role");
+        if (!cJSON_IsString(role) ||
+            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+             strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "tool")))
+            BAD(param, "%s.role must be system, user, assistant or tool", param);
+        bmoe_chat_message *m = &q->messages[i];
+        m->role = role->valuestring;
+        snprintf(param, sizeof param, "messages[%d].content", i);
+        if (message_content(cJSON_GetObjectItemCaseSensitive(message, "content"), param, &(*owned)[i], &m->content,
+                            &m->content_length, reply) != 0)
+            return -1;
+        const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(message, "reasoning_content");
+        if (reasoning && !cJSON_IsNull(reasoning)) {
+            if (!cJSON_IsString(reasoning) || strcmp(m->role, "assistant") != 0)
+                BAD(param, "messages[%d].reasoning_content is an assistant message's string", i);
+            m->reasoning = reasoning->valuestring;
+            m->reasoning_length = strlen(reasoning->valuestring);
+        }
+        q->n_messages = ++i;
+    }
+    return 0;
+}
+
+/* Reads the body's fields into q. 0, or -1 with the reply filled. */
+static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
+                        server_reply *reply)
+{
+    if (!cJSON_IsObject(root))
+        BAD(NULL, "the body must be a JSON object");
+    q->chat = chat;
+    q->n_predict = s->config->n_predict;
+    q->sampler = s->config->sampler;
+    if (cJSON_GetArraySize(root) > 64)
+        BAD(NULL, "the body has more than 64 fields");
+    const cJSON *field;
+    cJSON_ArrayForEach(field, root) {
+        const char *key = field->string;
+        bool null = cJSON_IsNull(field);
+        for (const cJSON *earlier = root->child; earlier != field; earlier = earlier->next)
+            if (strcmp(earlier->string, key) == 0)
+                BAD(key, "%s is given twice", key);
+        if (harmless(key)) {
+            continue;
+        } else if (chat && strcmp(key, "messages") == 0) {
+            if (read_messages(field, q, owned, reply) != 0)
+                return -1;
+        } else if (!chat && strcmp(key, "prompt") == 0) {
+            if (!cJSON_IsString(field))
+                BAD("prompt", "prompt must be a string (one prompt per request)");
+            q->prompt = field->valuestring;
+        } else if (strcmp(key, "stream") == 0) {
+            if (!null && !cJSON_IsBool(field))
+                BAD("stream", "stream must be true or false");
+            q->stream = cJSON_IsTrue(field);
+        } else if (strcmp(key, "max_tokens") == 0 || strcmp(key, "max_completion_tokens") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 1, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "%s must be a positive integer", key);
+            q->n_predict = (int32_t)field->valuedouble;
+        } else if (strcmp(key, "temperature") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, 2))
+                BAD(key, "temperature must be a number in [0, 2]");
+            q->sampler.temperature = (float)field->valuedouble;
+        } else if (strcmp(key, "top_p") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, 1))
+                BAD(key, "top_p must be a number in [0, 1]");
+            q->sampler.top_p = (float)field->valuedouble;
+        } else if (strcmp(key, "min_p") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, 1))
+                BAD(key, "min_p must be a number in [0, 1]");
+            q->sampler.min_p = (float)field->valuedouble;
+        } else if (strcmp(key, "top_k") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "top_k must be a non-negative integer (0: off)");
+            q->sampler.top_k = (int32_t)field->valuedouble;
+        } else if (strcmp(key, "seed") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, 9007199254740992.0) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "seed must be a non-negative integer");
+            q->sampler.seed = (uint64_t)field->valuedouble;
+        } else if (strcmp(key, "stop") == 0) {
+            if (null)
+                continue;
+            if (cJSON_IsString(field)) {
+                q->stops[q->n_stops++] = field->valuestring;
+            } else if (cJSON_IsArray(field) && cJSON_GetArraySize(field) <= SERVER_MAX_STOPS) {
+                const cJSON *stop;
+                cJSON_ArrayForEach(stop, field) {
+                    if (!cJSON_IsString(stop))
+                        BAD(key, "stop must be a string or a list of strings");
+                    q->stops[q->n_stops++] = stop->valuestring;
+                }
+            } else {
+                BAD(key, "stop must be a string or a list of at most %d strings", SERVER_MAX_STOPS);
+            }
+            for (int32_t i = 0; i < q->n_stops; i++)
+                if (!q->stops[i][0])
+                    BAD(key, "a stop string must not be empty");
+        } else if (strcmp(key, "presence_penalty") == 0 || strcmp(key, "frequency_penalty") == 0) {
+            if (!null && !(cJSON_IsNumber(field) && field->valuedouble == 0.0))
+                BAD(key, "%s is not supported by bmoe (only 0)", key);
+        } else if (strcmp(key, "n") == 0) {
+            if (!null && !(cJSON_IsNumber(field) && field->valuedouble == 1.0))
+                BAD(key, "n must be 1: bmoe answers one choice per request");
+        } else if (strcmp(key, "logprobs") == 0) {
+            if (!null && !cJSON_IsFalse(field))
+                BAD(key, "logprobs are not supported by bmoe-server");
+        } else if (strcmp(key, "tool_choice") == 0) {
+            if (!null && !(cJSON_IsString(field) && strcmp(field->valuestring, "none") == 0))
+                BAD(key, "tools are not supported by bmoe-server");
+        } else if (strcmp(key, "tools") == 0) {
+            if (!null && !(cJSON_IsArray(field) && cJSON_GetArraySize(field) == 0))
+                BAD(key, "tools are not supported by bmoe-server");
+        } else {
+            BAD(key, "%s is not supported by bmoe-server", key);
+        }
+    }
+    if (chat && q->n_messages == 0)
+        BAD("messages", "messages is required");
+    if (!chat && !q->prompt)
+        BAD("prompt", "prompt is required");
+    return 0;
+}
+
+/* The prompt's text (malloc'ed) and whether reasoning follows it. */
+static int render_prompt(const server *s, const completion_request *q, char **text, size_t *length,
+                         bool *prefill, server_reply *reply)
+{
+    *prefill = false;
+    if (!q->chat) {
+        *length = strlen(q->prompt);
+        *text = strdup(q->prompt);
+        if (!*text) {
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (!s->chat) {
+        server_error_reply(reply, 400, "invalid_request_error", "messages", "no_chat_template",
+                           "the model has no chat template: use /v1/completions with a prompt");
+        return -1;
+    }
+    bmoe_chat_params params = bmoe_chat_default_params();
+    params.enable_thinking = !s->config->no_think;
+    params.reasoning_prefill =
+        s->config->no_think && bmoe_chat_think_control(s->chat) == BMOE_THINK_CONTROL_PREFILL;
+    params.now_seconds = s->config->template_now;
+    *prefill = params.reasoning_prefill;
+    char *out = NULL;
+    bmoe_error error = {0};
+    if (bmoe_chat_render(s->chat, q->messages, q->n_messages, &params, &out, length, &error) != 0) {
+        server_error_reply(reply, 400, "invalid_request_error", "messages", "template_error",
+                           "the model's chat template: %s", error.message);
+        return -1;
+    }
+    *text = strdup(out);
+    bmoe_free(out);
+    if (!*text) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int32_t prompt_tokens(const server *s, bool chat, const char *text, size_t length, int32_t **tokens,
+                             bmoe_error *error)
+{
+    int32_t count = chat ? bmoe_chat_tokenize(s->chat, text, length, NULL, 0, error)
+                         : bmoe_tokenize(s->model, text, length, true, true, NULL, 0, error);
+    if (count < 0)
+        return count;
+    *tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof **tokens);
+    if (!*tokens)
+        return BMOE_ERR_OUT_OF_MEMORY;
+    int32_t again = chat ? bmoe_chat_tokenize(s->chat, text, length, *tokens, count, error)
+                         : bmoe_tokenize(s->model, text, length, true, true, *tokens, count, error);
+    return again == count ? count : BMOE_ERR_INVALID_ARGUMENT;
+}
+
+const char *server_finish_reason(enum bmoe_stop_reason stop)
+{
+    switch (stop) {
+    case BMOE_STOP_N_PREDICT:
+    case BMOE_STOP_CONTEXT_FULL: return "length";
+    case BMOE_STOP_ABORTED: return "cancelled";
+    default: return "stop";
+    }
+}
+
+void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, bool cancelled)
+{
+    const bmoe_stats *prefill = bmoe_generation_prefill_stats(g), *decode = bmoe_generation_decode_stats(g);
+    bmoe_stream_state state;
+    bmoe_model_get_stream_state(s->model, &state);
+    cJSON *figures = cJSON_AddObjectToObject(root, "bmoe");
+    int32_t generated = bmoe_generation_n_generated(g);
+    cJSON_AddNumberToObject(figures, "n_prompt", bmoe_generation_n_prompt(g));
+    cJSON_AddNumberToObject(figures, "n_reused", bmoe_generation_n_reused(g));
+    cJSON_AddNumberToObject(figures, "prefill_ms", prefill->wall_ms);
+    cJSON_AddNumberToObject(figures, "decode_ms", decode->wall_ms);
+    cJSON_AddNumberToObject(figures, "decode_tok_s",
+                            decode->wall_ms > 0 ? decode->n_tokens / (decode->wall_ms * 1e-3) : 0.0);
+    uint64_t lookups = decode->cache_hits + decode->cache_misses;
+    cJSON_AddNumberToObject(figures, "cache_hit_pct", lookups ? 100.0 * (double)decode->cache_hits / (double)lookups : 0.0);
+    cJSON_AddNumberToObject(figures, "read_mib", (double)(prefill->read_bytes + decode->read_bytes) / 1048576.0);
+    cJSON_AddNumberToObject(figures, "read_mib_per_token",
+                            generated ? (double)decode->read_bytes / 1048576.0 / generated : 0.0);
+    cJSON_AddNumberToObject(figures, "io_ms", decode->io_ms);
+    cJSON_AddNumberToObject(figures, "stall_ms", decode->stall_ms);
+    cJSON_AddNumberToObject(figures, "mgmt_ms", decode->mgmt_ms);
+    cJSON_AddBoolToObject(figures, "streaming", state.streaming);
+    cJSON_AddBoolToObject(figures, "cancelled", cancelled);
+}
+
+int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply)
+{
+    bmoe_error error = {0};
+    int32_t *tokens = NULL;
+    int32_t n_prompt = prompt_tokens(s, q->chat, text, text_length, &tokens, &error);
+    int32_t n_ctx = bmoe_context_n_ctx(s->context);
+    if (n_prompt <= 0) {
+        free(tokens);
+        server_error_reply(reply, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL,
+                           "the prompt has no tokens%s%s", error.message[0] ? ": " : "", error.message);
+        return -1;
+    }
+    if (n_prompt >= n_ctx) {
+        free(tokens);
+        server_error_reply(reply, 400, "invalid_request_error", q->chat ? "messages" : "prompt",
+                           "context_length_exceeded", "the prompt has %d tokens; the context holds %d", n_prompt,
+                           n_ctx);
+        return -1;
+    }
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = q->n_predict;
+    params.sampler = q->sampler;
+    params.stop_strings = q->stops;
+    params.n_stop_strings = q->n_stops;
+    enum bmoe_reasoning_format format =
+        q->chat && !prefill ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
+    bmoe_reasoning *reasoning = bmoe_reasoning_create(format, text, text_length, &error);
+    bmoe_generation *g = reasoning ? bmoe_generation_start(s->context, &params, tokens, n_prompt, &error) : NULL;
+    free(tokens);
+    if (!g) {
+        bmoe_reasoning_free(reasoning);
+        if (atomic_load(&s->cancel))
+            server_error_reply(reply, 503, "server_error", NULL, "cancelled", "the generation was cancelled in its prefill");
+        else
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "the generation: %s", error.message);
+        return -1;
+    }
+    *generation = g;
+    *split = reasoning;
+    return 0;
+}
+
+/* Runs the generation in the caller's turn and fills the reply. */
+static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
+                     server_reply *reply)
+{
+    bmoe_generation *g = NULL;
+    bmoe_reasoning *reasoning = NULL;
+    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
+        return;
+    bmoe_error error = {0};
+    int32_t n_prompt = bmoe_generation_n_prompt(g);
+    bmoe_step step = {0};
+    bmoe_reasoning_delta delta;
+    int status;
+    while ((status = bmoe_generation_step(g, &step, &error)) >= 0) {
+        if (step.text_length > 0 && bmoe_reasoning_feed(reasoning, step.text, step.text_length, &delta, &error) != 0) {
+            status = -1;
+            break;
+        }
+        if (step.stats.n_tokens > 0)
+            server_publish_step(s, &step);
+        if (status == 0)
+            break;
+    }
+    if (status >= 0 && bmoe_reasoning_finish(reasoning, &delta, &error) != 0)
+        status = -1;
+    if (status < 0) {
+        bool aborted = step.stop == BMOE_STOP_ABORTED || atomic_load(&s->cancel);
+        bmoe_generation_free(g);
+        bmoe_reasoning_free(reasoning);
+        server_error_reply(reply, aborted ? 503 : 500, "server_error", NULL, aborted ? "cancelled" : NULL,
+                           "the generation %s: %s", aborted ? "was cancelled" : "failed", error.message);
+        return;
+    }
+    size_t answer_length = 0, thinking_length = 0;
+    const char *answer = bmoe_reasoning_answer(reasoning, &answer_length);
+    const char *thinking = bmoe_reasoning_thinking(reasoning, &thinking_length);
+    char id[48];
+    snprintf(id, sizeof id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "object", q->chat ? "chat.completion" : "text_completion");
+    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+    cJSON_AddStringToObject(root, "model", s->model_id);
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    /* cJSON copies strings up to their NUL: the texts are NUL-terminated copies */
+    char *answer_text = strndup(answer ? answer : "", answer_length);
+    char *thinking_text = thinking_length ? strndup(thinking, thinking_length) : NULL;
+    if (q->chat) {
+        cJSON *message = cJSON_AddObjectToObject(choice, "message");
+        cJSON_AddStringToObject(message, "role", "assistant");
+        cJSON_AddStringToObject(message, "content", answer_text ? answer_text : "");
+        if (thinking_text)
+            cJSON_AddStringToObject(message, "reasoning_content", thinking_text);
+    } else {
+        cJSON_AddStringToObject(choice, "text", answer_text ? answer_text : "");
+    }
+    free(answer_text);
+    free(thinking_text);
+    cJSON_AddStringToObject(choice, "finish_reason", server_finish_reason(step.stop));
+    cJSON *usage = cJSON_AddObjectToObject(root, "usage");
+    int32_t generated = bmoe_generation_n_generated(g);
+    cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
+    cJSON_AddNumberToObject(usage, "completion_tokens", generated);
+    cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
+    server_add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
+    server_count_generation(s, g);
+    bmoe_generation_free(g);
+    bmoe_reasoning_free(reasoning);
+    reply->status = 200;
+    reply->body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!reply->body)
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+    else
+        reply->length = strlen(reply->body);
+}
+
+void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply)
+{
+    cJSON *root = cJSON_ParseWithLength(body, length);
+    if (!root) {
+        server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON");
+        return;
+    }
+    completion_request q = {0};
+    char **owned = NULL;
+    char *text = NULL;
+    size_t text_length = 0;
+    bool prefill = false;
+    /* the template is rendered in the turn: the chat object is the one
+     * model's, used by one generation at a time like the context */
+    if (read_request(s, root, chat, &q, &owned, reply) == 0) {
+        if (server_turn_acquire(s) != 0) {
+            server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
+                               "%d requests already wait for the model; try again later", s->config->max_queue);
+            reply->retry_after = "1";
+        } else if (render_prompt(s, &q, &text, &text_length, &prefill, reply) != 0) {
+            server_turn_release(s);
+        } else if (q.stream) {
+            /* the stream's response holds the turn until it ends */
+            server_stream_begin(s, &q, text, text_length, prefill, reply);
+        } else {
+            generate(s, &q, text, text_length, prefill, reply);
+            server_turn_release(s);
+        }
+    }
+    free(text);
+    /* every slot: a message refused midway may own its joined parts already */
+    for (int32_t i = 0; owned && i < q.n_owned; i++)
+        free(owned[i]);
+    free(owned);
+    free(q.messages);
+    cJSON_Delete(root);
+}

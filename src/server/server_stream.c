@@ -1,0 +1,206 @@
+/* stream: true. The generation steps inside libmicrohttpd's content
+ * callback, on the connection's own thread: each call hands out what the
+ * last token made (server-sent events of chat.completion.chunk, each with
+ * the token's figures), so a slow reader slows the generation instead of
+ * piling text up, and a client that goes away ends it at its next token
+ * (the daemon then frees the stream, which releases the turn). */
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "server.h"
+
+typedef struct stream {
+    server *s;
+    bool chat;
+    bmoe_generation *generation;
+    bmoe_reasoning *reasoning;
+    char id[48];
+    long long created;
+    char *pending;      /* the events not handed out yet */
+    size_t length, sent;
+    bool started, finished, done;
+} stream;
+
+/* Appends one event holding chunk (consumed). 0, or -1 (out of memory). */
+static int push_event(stream *st, cJSON *chunk)
+{
+    char *json = chunk ? cJSON_PrintUnformatted(chunk) : NULL;
+    cJSON_Delete(chunk);
+    if (!json)
+        return -1;
+    size_t add = strlen(json) + 8;
+    char *grown = realloc(st->pending, st->length + add + 1);
+    if (!grown) {
+        free(json);
+        return -1;
+    }
+    st->pending = grown;
+    st->length += (size_t)sprintf(st->pending + st->length, "data: %s\n\n", json);
+    free(json);
+    return 0;
+}
+
+static cJSON *chunk_new(const stream *st)
+{
+    cJSON *chunk = cJSON_CreateObject();
+    cJSON_AddStringToObject(chunk, "id", st->id);
+    cJSON_AddStringToObject(chunk, "object", st->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddNumberToObject(chunk, "created", (double)st->created);
+    cJSON_AddStringToObject(chunk, "model", st->s->model_id);
+    return chunk;
+}
+
+/* A chunk whose one choice carries answer and reasoning text (either may
+ * be empty) and finish (NULL while going on). */
+static cJSON *text_chunk(const stream *st, const char *text, size_t text_length, const char *reasoning,
+                         size_t reasoning_length, const char *finish)
+{
+    cJSON *chunk = chunk_new(st);
+    cJSON *choices = cJSON_AddArrayToObject(chunk, "choices");
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    char *answer = strndup(text ? text : "", text_length);
+    char *thinking = reasoning_length ? strndup(reasoning, reasoning_length) : NULL;
+    if (st->chat) {
+        cJSON *delta = cJSON_AddObjectToObject(choice, "delta");
+        if (!st->started)
+            cJSON_AddStringToObject(delta, "role", "assistant");
+        if (text_length)
+            cJSON_AddStringToObject(delta, "content", answer ? answer : "");
+        if (thinking)
+            cJSON_AddStringToObject(delta, "reasoning_content", thinking);
+    } else {
+        cJSON_AddStringToObject(choice, "text", answer ? answer : "");
+    }
+    free(answer);
+    free(thinking);
+    if (finish)
+        cJSON_AddStringToObject(choice, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(choice, "finish_reason");
+    return chunk;
+}
+
+/* One more token's events (or the end's). 0, or -1 (the stream ends). */
+static int next_events(stream *st)
+{
+    if (!st->started) {
+        int status = push_event(st, text_chunk(st, NULL, 0, NULL, 0, NULL));
+        st->started = true;
+        return status;
+    }
+    if (st->finished) {
+        static const char done[] = "data: [DONE]\n\n";
+        char *grown = realloc(st->pending, st->length + sizeof done);
+        if (!grown)
+            return -1;
+        st->pending = grown;
+        memcpy(st->pending + st->length, done, sizeof done);
+        st->length += sizeof done - 1;
+        st->done = true;
+        return 0;
+    }
+    bmoe_step step = {0};
+    bmoe_error error = {0};
+    bmoe_reasoning_delta delta = {0};
+    int status = bmoe_generation_step(st->generation, &step, &error);
+    if (status < 0) {
+        fprintf(stderr, "bmoe-server: a streamed generation ended: %s\n", error.message);
+        step.stop = BMOE_STOP_ABORTED;
+        status = 0;
+    } else if (bmoe_reasoning_feed(st->reasoning, step.text, step.text_length, &delta, &error) != 0) {
+        return -1;
+    }
+    if (status == 0) {
+        bmoe_reasoning_delta last = {0};
+        if (bmoe_reasoning_finish(st->reasoning, &last, &error) != 0)
+            return -1;
+        cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
+        if ((delta.text_length || delta.reasoning_length) && push_event(st, chunk) != 0)
+            return -1;
+        if (!(delta.text_length || delta.reasoning_length))
+            cJSON_Delete(chunk);
+        chunk = text_chunk(st, last.text, last.text_length, last.reasoning, last.reasoning_length,
+                           server_finish_reason(step.stop));
+        cJSON *usage = cJSON_AddObjectToObject(chunk, "usage");
+        int32_t n_prompt = bmoe_generation_n_prompt(st->generation);
+        int32_t generated = bmoe_generation_n_generated(st->generation);
+        cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
+        cJSON_AddNumberToObject(usage, "completion_tokens", generated);
+        cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
+        server_add_figures(chunk, st->generation, st->s, step.stop == BMOE_STOP_ABORTED);
+        server_count_generation(st->s, st->generation);
+        st->finished = true;
+        return push_event(st, chunk);
+    }
+    /* a reset replaces what was delivered: a stream cannot take text back,
+     * so the snapshots go out marked, for a client that can redraw */
+    cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
+    server_step_figures(chunk, &step);
+    server_publish_step(st->s, &step);
+    if (delta.reset)
+        cJSON_AddBoolToObject(cJSON_GetObjectItemCaseSensitive(chunk, "bmoe"), "reset", true);
+    return push_event(st, chunk);
+}
+
+static ssize_t stream_read(void *user, uint64_t position, char *buffer, size_t max)
+{
+    (void)position;
+    stream *st = user;
+    while (st->sent == st->length) {
+        if (st->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        st->sent = st->length = 0;
+        if (next_events(st) != 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->length - st->sent < max ? st->length - st->sent : max;
+    memcpy(buffer, st->pending + st->sent, n);
+    st->sent += n;
+    return (ssize_t)n;
+}
+
+/* The daemon is done with the stream: ended, or its client went away. */
+static void stream_free(void *user)
+{
+    stream *st = user;
+    bmoe_generation_free(st->generation);
+    bmoe_reasoning_free(st->reasoning);
+    server_turn_release(st->s);
+    free(st->pending);
+    free(st);
+}
+
+void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
+                         bool prefill, server_reply *reply)
+{
+    stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        server_turn_release(s);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    st->s = s;
+    st->chat = q->chat;
+    st->created = (long long)time(NULL);
+    snprintf(st->id, sizeof st->id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    if (server_generation_begin(s, q, text, text_length, prefill, &st->generation, &st->reasoning, reply) != 0) {
+        free(st);
+        server_turn_release(s);
+        return;
+    }
+    reply->stream = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+    if (!reply->stream) {
+        stream_free(st);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    reply->status = 200;
+}

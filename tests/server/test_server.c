@@ -1,0 +1,461 @@
+/* bmoe-server end to end on a generated model with a chat template: the
+ * flags (strict, through the parameter table), the read-only endpoints, a
+ * greedy chat completion equal byte for byte to bmoe-cli --chat's text, a
+ * second turn that reuses the cached prefix and still answers what a fresh
+ * server answers, every refusal with its status and OpenAI-shaped body
+ * (400 naming the field, 401, 403, 413, 429), cancel, and SIGTERM's clean
+ * exit. */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "server_client.h"
+
+#define N_PREDICT "16"
+
+static char tmp[1024], model[1200];
+
+/* The body as JSON (NULL when it is not). */
+static cJSON *body_json(const test_response *response)
+{
+    return response->body ? cJSON_Parse(response->body) : NULL;
+}
+
+/* An OpenAI-shaped error with this status and param (NULL: any). */
+static void check_error(const test_response *response, int status, const char *param, const char *what)
+{
+    CHECK_MSG(response->status == status, "%s: status %d, expected %d (%s)", what, response->status, status,
+              response->body ? response->body : "");
+    cJSON *root = body_json(response);
+    const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *message = cJSON_GetObjectItemCaseSensitive(error, "message");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(error, "type");
+    const cJSON *named = cJSON_GetObjectItemCaseSensitive(error, "param");
+    CHECK_MSG(cJSON_IsString(message) && cJSON_IsString(type) && named &&
+                  cJSON_HasObjectItem(error, "code"),
+              "%s: not an OpenAI error body: %s", what, response->body ? response->body : "");
+    if (param)
+        CHECK_MSG(cJSON_IsString(named) && strcmp(named->valuestring, param) == 0, "%s: param is not %s: %s", what,
+                  param, response->body ? response->body : "");
+    cJSON_Delete(root);
+}
+
+/* choices[0].message.content (or .text) of a completion, malloc'ed; NULL when absent. */
+static char *answer_of(const test_response *response, bool chat, int *n_reused)
+{
+    cJSON *root = body_json(response);
+    const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    const cJSON *text = chat ? cJSON_GetObjectItemCaseSensitive(
+                                   cJSON_GetObjectItemCaseSensitive(choice, "message"), "content")
+                             : cJSON_GetObjectItemCaseSensitive(choice, "text");
+    const cJSON *reused = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "bmoe"), "n_reused");
+    if (n_reused)
+        *n_reused = cJSON_IsNumber(reused) ? reused->valueint : -1;
+    char *out = cJSON_IsString(text) ? strdup(text->valuestring) : NULL;
+    cJSON_Delete(root);
+    return out;
+}
+
+static void test_flags(void)
+{
+    char binary[1100];
+    snprintf(binary, sizeof binary, "%s/bmoe-server", BMOE_BIN_DIR);
+    const char *unknown[] = {binary, "--bogus", NULL}, *cli_only[] = {binary, "-m", model, "-p", "hi", NULL},
+               *help[] = {binary, "--help", NULL};
+    cli_result r;
+    if (cli_spawn(unknown, &r) == 0) {
+        CHECK(r.exit_code == 1 && strstr(r.err, "unknown flag '--bogus'") && strchr(r.err, '\n') == strrchr(r.err, '\n'));
+        cli_result_free(&r);
+    }
+    if (cli_spawn(cli_only, &r) == 0) {
+        CHECK(r.exit_code == 1 && strstr(r.err, "-p is bmoe-cli's"));
+        cli_result_free(&r);
+    }
+    if (cli_spawn(help, &r) == 0) {
+        CHECK(r.exit_code == 0 && strstr(r.out, "--port N") && strstr(r.out, "--api-key KEY") &&
+              strstr(r.out, "--cache-mb") && !strstr(r.out, "--prompt"));
+        cli_result_free(&r);
+    }
+}
+
+static void test_read_only(int port)
+{
+    test_response response;
+    if (test_request(port, "GET", "/health", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.body, "\"ok\""));
+    free(response.raw);
+    if (test_request(port, "GET", "/v1/models", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.body, "\"object\":\"list\"") &&
+              strstr(response.body, "\"id\":\"tiny.gguf\""));
+    free(response.raw);
+    if (test_request(port, "GET", "/api/info", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.body, "\"architecture\":\"qwen3moe\"") &&
+              strstr(response.body, "\"cache_budget_mib\""));
+    free(response.raw);
+    if (test_request(port, "GET", "/api/params", NULL, NULL, &response) == 0) {
+        cJSON *root = body_json(&response);
+        CHECK(response.status == 200 && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "params")));
+        cJSON_Delete(root);
+    }
+    free(response.raw);
+    if (test_request(port, "GET", "/", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.raw, "Content-Type: text/html") &&
+              strstr(response.body, "<html") && strstr(response.body, "/v1/chat/completions") &&
+              !strstr(response.body, "http://") && !strstr(response.body, "https://"));
+    free(response.raw);
+    if (test_request(port, "GET", "/metrics", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200 && strstr(response.body, "\nbmoe_generations_total ") &&
+              strstr(response.body, "\nbmoe_requests_in_line 0\n"));
+    free(response.raw);
+    if (test_request(port, "GET", "/nowhere", NULL, NULL, &response) == 0)
+        check_error(&response, 404, NULL, "unknown path");
+    free(response.raw);
+}
+
+/* The CLI's greedy --chat text for prompt. */
+static char *cli_chat_text(const char *prompt)
+{
+    const char *args[] = {"-m", model, "-p", prompt, "-n", N_PREDICT, "-t", "1", "--chat", NULL};
+    cli_result r;
+    if (cli_run(args, &r) != 0)
+        return NULL;
+    char *text = NULL;
+    if (r.exit_code == 0 && cli_cut_report(&r)) {
+        /* the CLI ends the text with a newline before its report */
+        if (r.out_length > 0 && r.out[r.out_length - 1] == '\n')
+            r.out[--r.out_length] = '\0';
+        text = strdup(r.out);
+    }
+    cli_result_free(&r);
+    return text;
+}
+
+static char *chat(int port, const char *body, int *n_reused)
+{
+    test_response response;
+    char *text = NULL;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "chat: %d %s", response.status, response.body);
+        text = answer_of(&response, true, n_reused);
+        CHECK(strstr(response.body, "\"object\":\"chat.completion\"") && strstr(response.body, "\"usage\":{") &&
+              strstr(response.body, "\"finish_reason\":\""));
+    }
+    free(response.raw);
+    return text;
+}
+
+/* The streamed answer to a chat body: the content deltas joined, after
+ * checking the events' shape (role first, finish_reason last, [DONE]). */
+static char *chat_streamed(int port, const char *body)
+{
+    test_response response;
+    char *text = NULL;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) != 0) {
+        CHECK(false);
+        return NULL;
+    }
+    CHECK_MSG(response.status == 200 && strstr(response.raw, "Content-Type: text/event-stream"), "stream: %.200s",
+              response.raw);
+    char *events = (char *)response.body;
+    CHECK_MSG(test_dechunk(events) >= 0, "the stream's chunked body does not decode");
+    size_t capacity = strlen(events) + 1, used = 0;
+    text = calloc(capacity, 1);
+    int n = 0;
+    bool finished = false, done = false;
+    for (char *line = strtok(events, "\n"); text && line; line = strtok(NULL, "\n"), n++) {
+        CHECK_MSG(strncmp(line, "data: ", 6) == 0 && !done, "stray line %s", line);
+        if (strcmp(line, "data: [DONE]") == 0) {
+            done = true;
+            continue;
+        }
+        cJSON *chunk = cJSON_Parse(line + 6);
+        const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
+        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(delta, "content");
+        const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+        CHECK_MSG(delta && !finished, "chunk %d: %s", n, line);
+        if (n == 0)
+            CHECK(cJSON_HasObjectItem(delta, "role"));
+        if (cJSON_IsString(content)) {
+            size_t length = strlen(content->valuestring);
+            if (used + length < capacity) {
+                memcpy(text + used, content->valuestring, length);
+                used += length;
+            }
+        }
+        finished = cJSON_IsString(finish);
+        cJSON_Delete(chunk);
+    }
+    CHECK_MSG(finished && done, "the stream did not end with finish_reason and [DONE]");
+    free(response.raw);
+    return text;
+}
+
+static void test_chat_equals_cli(int port)
+{
+    char *expected = cli_chat_text("Hello");
+    char *got = chat(port,
+                     "{\"model\":\"x\",\"user\":\"u\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                     "\"text\":\"Hel\"},{\"type\":\"text\",\"text\":\"lo\"}]}],\"max_tokens\":" N_PREDICT
+                     ",\"temperature\":0}",
+                     NULL);
+    CHECK_MSG(expected && got && strcmp(expected, got) == 0, "server \"%s\" != bmoe-cli --chat \"%s\"",
+              got ? got : "(none)", expected ? expected : "(none)");
+    char *streamed = chat_streamed(port, "{\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                                         "\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                                         "\"max_tokens\":" N_PREDICT "}");
+    CHECK_MSG(expected && streamed && strcmp(expected, streamed) == 0, "streamed \"%s\" != bmoe-cli --chat \"%s\"",
+              streamed ? streamed : "(none)", expected ? expected : "(none)");
+    free(streamed);
+    free(expected);
+    free(got);
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL,
+                     "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"stop\":[\"zzz\"]}", &response) == 0) {
+        char *text = answer_of(&response, false, NULL);
+        CHECK_MSG(response.status == 200 && text && strstr(response.body, "\"text_completion\""), "completions: %s",
+                  response.body);
+        free(text);
+    }
+    free(response.raw);
+}
+
+/* /api/events carries the tokens of a generation another client asked for. */
+static void test_events(int port)
+{
+    int fd = test_request_send(port, "GET", "/api/events", NULL, NULL, 0);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    char head[512] = {0};
+    CHECK(recv(fd, head, sizeof head - 1, 0) > 0 && strstr(head, "text/event-stream"));
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"The cat sat\",\"max_tokens\":3}",
+                     &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+    char events[4096] = {0};
+    size_t used = 0;
+    while (used < sizeof events - 1 && !strstr(events, "\"token\":")) {
+        ssize_t got = recv(fd, events + used, sizeof events - 1 - used, 0);
+        if (got <= 0)
+            break;
+        used += (size_t)got;
+    }
+    CHECK_MSG(strstr(events, "data: {\"token\":1,") != NULL, "no token event: %s", events);
+    close(fd);
+}
+
+/* A client that goes away mid-stream frees the model: the next request is
+ * answered. */
+static void test_disconnect(int port)
+{
+    const char *body = "{\"stream\":true,\"max_tokens\":3000,\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story\"}]}";
+    int fd = test_request_send(port, "POST", "/v1/chat/completions", NULL, body, strlen(body));
+    if (fd >= 0) {
+        char some[256];
+        CHECK(recv(fd, some, sizeof some, 0) > 0);
+        close(fd);
+    }
+    /* the server notices at its next write: until then this server (--max-queue 0) answers 429 */
+    test_response response = {0};
+    for (int tries = 0; tries < 200; tries++) {
+        free(response.raw);
+        if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hi\",\"max_tokens\":2}", &response) != 0 ||
+            response.status != 429)
+            break;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    CHECK_MSG(response.status == 200, "after a disconnect: %d", response.status);
+    free(response.raw);
+}
+
+/* The second turn of a conversation reuses the first's cached prompt and
+ * answers what a fresh server answers to the whole conversation. */
+static void test_reuse(int port)
+{
+    int reused = -1;
+    char *first = chat(port, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi there\"}],\"max_tokens\":8}", NULL);
+    if (!first)
+        return;
+    cJSON *body = cJSON_CreateObject();
+    cJSON *messages = cJSON_AddArrayToObject(body, "messages");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", "Hi there");
+    cJSON_AddItemToArray(messages, m);
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "assistant");
+    cJSON_AddStringToObject(m, "content", first);
+    cJSON_AddItemToArray(messages, m);
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", "Why");
+    cJSON_AddItemToArray(messages, m);
+    cJSON_AddNumberToObject(body, "max_tokens", 8);
+    char *text = cJSON_PrintUnformatted(body);
+    cJSON_Delete(body);
+    char *second = chat(port, text, &reused);
+    CHECK_MSG(reused > 0, "the second turn reused %d tokens", reused);
+    test_server fresh;
+    const char *args[] = {"-m", model, "-t", "1", NULL};
+    if (test_server_start(&fresh, args) == 0) {
+        int fresh_reused = -1;
+        char *again = chat(fresh.port, text, &fresh_reused);
+        CHECK(fresh_reused == 0);
+        CHECK_MSG(second && again && strcmp(second, again) == 0, "reused \"%s\" != fresh \"%s\"",
+                  second ? second : "", again ? again : "");
+        free(again);
+        CHECK(test_server_stop(&fresh, SIGTERM) == 0);
+    } else {
+        CHECK_MSG(false, "a second server did not start");
+    }
+    free(second);
+    free(text);
+    free(first);
+}
+
+static void test_refusals(int port)
+{
+    static const struct {
+        const char *body, *param;
+    } cases[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"presence_penalty\":0.5}", "presence_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frequency_penalty\":1}", "frequency_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"n\":2}", "n"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", "tools"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
+         "response_format"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frobnicate\":1}", "frobnicate"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"temperature\":9}", "temperature"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop\":[1]}", "stop"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"max_tokens\":2}", "max_tokens"},
+        {"{\"messages\":[{\"role\":\"wizard\",\"content\":\"a\"}]}", "messages[0]"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content"},
+        {"{\"messages\":[]}", "messages"},
+        {"{\"model\":\"x\"}", "messages"},
+    };
+    test_response response;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, cases[i].body, &response) == 0)
+            check_error(&response, 400, cases[i].param, cases[i].body);
+        free(response.raw);
+    }
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, "{\"messages\":", &response) == 0)
+        check_error(&response, 400, NULL, "bad JSON");
+    free(response.raw);
+    if (test_request(port, "GET", "/health", "Origin: http://evil.example\r\n", NULL, &response) == 0)
+        check_error(&response, 403, NULL, "foreign Origin");
+    free(response.raw);
+    char same[128];
+    snprintf(same, sizeof same, "Origin: http://127.0.0.1:%d\r\n", port);
+    if (test_request(port, "GET", "/health", same, NULL, &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+    /* over the 1 MiB this server was given */
+    size_t big = (size_t)3 << 19;
+    char *body = malloc(big + 1);
+    if (body) {
+        memset(body, ' ', big);
+        body[big] = '\0';
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0)
+            check_error(&response, 413, NULL, "oversize body");
+        free(response.raw);
+        free(body);
+    }
+}
+
+/* With --max-queue 0 a request that arrives while one runs gets 429; the
+ * running one is stopped by /api/cancel. The running one is a long prompt
+ * (about 3600 tokens of the tiny model's byte-level vocabulary: some 0.5 s
+ * of prefill in Release, more under ASan), which the cancel stops between
+ * micro-batches. */
+static void test_queue_and_cancel(int port)
+{
+    static const char word[] = "hello ";
+    size_t words = 900, used = 0;
+    char *long_run = malloc(words * (sizeof word - 1) + 64);
+    if (!long_run)
+        return;
+    used += (size_t)sprintf(long_run, "{\"max_tokens\":1,\"prompt\":\"");
+    for (size_t i = 0; i < words; i++)
+        used += (size_t)sprintf(long_run + used, "%s", word);
+    sprintf(long_run + used, "\"}");
+    int fd = test_request_send(port, "POST", "/v1/completions", NULL, long_run, strlen(long_run));
+    free(long_run);
+    CHECK(fd >= 0);
+    struct timespec pause = {0, 150 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"a\",\"max_tokens\":1}", &response) == 0) {
+        check_error(&response, 429, NULL, "past the queue");
+        CHECK(strstr(response.raw, "Retry-After: 1") != NULL);
+    }
+    free(response.raw);
+    if (test_request(port, "POST", "/api/cancel", NULL, "{}", &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+    if (fd >= 0 && test_response_read(fd, &response) == 0)
+        check_error(&response, 503, NULL, "the cancelled run");
+    free(response.raw);
+    /* still serving */
+    if (test_request(port, "GET", "/health", NULL, NULL, &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+}
+
+static void test_api_key(void)
+{
+    test_server server;
+    const char *args[] = {"-m", model, "-t", "1", "--api-key", "sesame", NULL};
+    if (test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "the keyed server did not start");
+        return;
+    }
+    test_response response;
+    if (test_request(server.port, "GET", "/v1/models", NULL, NULL, &response) == 0)
+        check_error(&response, 401, NULL, "no key");
+    free(response.raw);
+    if (test_request(server.port, "GET", "/v1/models", "Authorization: Bearer wrong\r\n", NULL, &response) == 0)
+        check_error(&response, 401, NULL, "wrong key");
+    free(response.raw);
+    if (test_request(server.port, "GET", "/v1/models", "Authorization: Bearer sesame\r\n", NULL, &response) == 0)
+        CHECK(response.status == 200);
+    free(response.raw);
+    CHECK(test_server_stop(&server, SIGINT) == 0);
+}
+
+int main(void)
+{
+    snprintf(tmp, sizeof tmp, "%s/server", test_tmp_dir());
+    mkdir(tmp, 0755);
+    snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+    char binary[1100];
+    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
+    cli_result r;
+    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
+    CHECK_MSG(made, "bmoe-mkmodel failed");
+    cli_result_free(&r);
+    if (!made)
+        return test_finish();
+    test_flags();
+    test_server server;
+    const char *args[] = {"-m", model, "-t", "1", "--max-queue", "0", "--max-body", "1", NULL};
+    if (test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "bmoe-server did not start");
+        return test_finish();
+    }
+    test_read_only(server.port);
+    test_chat_equals_cli(server.port);
+    test_reuse(server.port);
+    test_events(server.port);
+    test_refusals(server.port);
+    test_queue_and_cancel(server.port);
+    test_disconnect(server.port);
+    CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
+    test_api_key();
+    return test_finish();
+}
