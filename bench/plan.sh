@@ -33,8 +33,9 @@ cp "$build/bin/bmoe-cli" "$work/bmoe-cli"
 cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
 export LD_LIBRARY_PATH=$work
 cli=$work/bmoe-cli
-# the probe results are kept per model and machine: a cache of this run's own
-export XDG_CACHE_HOME=$work/cache
+# the probe results are kept per model and machine: a cache of this run's
+# own for each cap, so that each cap's runs plan from the probe made under it
+cache_for() { export XDG_CACHE_HOME=$work/cache.$1; }
 
 declare -A flags=(
   [plan]="--auto"
@@ -67,6 +68,7 @@ capped() {
 
 for cap in $caps; do
   echo "== cap $cap: the plan"
+  cache_for "$cap"
   # shellcheck disable=SC2046
   $(capped "$cap") "$cli" -m "$model" -t "$threads" -c 64 --plan --plan-explain --probe | tee "$work/plan.$cap.txt" ||
     fail "--plan under $cap failed"
@@ -77,6 +79,7 @@ for round in $(seq 1 "$rounds"); do
     for config in $configs; do
       # mapped experts under a cap fault in at every token: the baseline of bench/stream.sh, not a candidate
       [ "$config" = resident ] && [ "$cap" != none ] && continue
+      cache_for "$cap"
       csv=$work/$cap.$config.$round.csv
       log=$work/$cap.$config.$round.log
       # shellcheck disable=SC2046,SC2086
@@ -98,7 +101,7 @@ echo "== medians over $rounds round(s): the plan against the best hand-tuned con
 for cap in $caps; do
   best=0 best_config=-
   for config in $configs; do
-    rate=$(for f in "$work/$cap.$config".*.csv; do [ -f "$f" ] && summary tok/s "$f"; done | median)
+    rate=$(for f in "$work/$cap.$config".*.csv; do if [ -f "$f" ]; then summary tok/s "$f"; fi; done | median)
     [ "$config" = plan ] && plan_rate=$rate && continue
     if awk -v r="$rate" -v b="$best" 'BEGIN { exit !(r != "-" && r + 0 > b + 0) }'; then
       best=$rate best_config=$config

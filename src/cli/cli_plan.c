@@ -24,6 +24,7 @@ static plan_pins cli_plan_pins(const cli_options *options)
     pins.io_threads = stream->io_threads;
     pins.overlap_set = value[P_OVERLAP].text != NULL;
     pins.overlap = stream->overlap;
+    pins.read_ahead_set = value[P_PREFETCH].text || value[P_PREDICT_PREFETCH].text || value[P_ROUTE_AHEAD].text;
     pins.dense_set = value[P_DENSE].text || value[P_NO_WARM_DENSE].text || value[P_DENSE_ODIRECT].text;
     pins.dense = options->model_params.dense_weights;
     pins.cache_floor_set = value[P_CACHE_FLOOR].text != NULL;
@@ -70,6 +71,10 @@ static void cli_plan_apply(cli_options *options, const plan *result)
             stream->overlap = result->overlap;
             if (result->overlap)
                 cli_plan_set(options, P_OVERLAP, "on");
+        } else if (strcmp(decision->key, "predict_prefetch") == 0 && result->stream) {
+            stream->predict_prefetch = result->predict_prefetch;
+            if (result->predict_prefetch)
+                cli_plan_set(options, P_PREDICT_PREFETCH, "on");
         } else if (strcmp(decision->key, "dense_weights") == 0) {
             options->model_params.dense_weights = result->dense;
             cli_plan_set(options, P_DENSE, decision->value);

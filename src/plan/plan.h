@@ -57,12 +57,13 @@ typedef struct plan_pins {
     bool cache_mb_set; int64_t cache_mb; /* --cache-mb (-1: auto) */
     bool io_threads_set; int32_t io_threads;
     bool overlap_set; bool overlap;
+    bool read_ahead_set;                 /* --prefetch, --predict-prefetch or --route-ahead: the plan arms no read-ahead */
     bool dense_set; enum bmoe_dense_weights dense;
     bool cache_floor_set; int64_t cache_floor_mb;
     bool lossy_set;                      /* a lossy lever typed: kept, never armed by the plan */
 } plan_pins;
 
-#define PLAN_MAX_DECISIONS 12
+#define PLAN_MAX_DECISIONS 16
 
 typedef struct plan_decision {
     const char *key;      /* the parameter's key in the parameter table ("cache_mb") */
@@ -77,6 +78,7 @@ typedef struct plan {
     int64_t cache_mb;     /* streaming: the cache budget (0: none) */
     int32_t io_threads;
     bool overlap;
+    bool predict_prefetch; /* read ahead what the next layer's router predicts */
     enum bmoe_dense_weights dense;
     double predicted_hit;             /* expected cache hit rate, 0..1 */
     double predicted_seconds_per_token; /* 0: not predictable (no rates probed) */

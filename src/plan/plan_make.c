@@ -216,6 +216,8 @@ static void write_flags(plan *out, const plan_pins *pins)
         /* the CLI has no switch to turn overlap off: leaving it out does */
         if (out->overlap)
             append_flag(out->flags, size, "--overlap");
+        if (out->predict_prefetch)
+            append_flag(out->flags, size, "--predict-prefetch");
         if (pins->cache_floor_set)
             append_flag(out->flags, size, "--cache-floor-mb %" PRId64, pins->cache_floor_mb);
     }
@@ -289,16 +291,68 @@ static void decide_lanes(plan *out, const plan_machine *machine, const plan_pins
         decide(out, "read_rate", PLAN_UNPROBED, "unknown|the model file's read rate was not probed");
 }
 
+/* One token's two costs, in seconds (0: a rate not probed): compute, the
+ * bytes it multiplies at the memory's rate; reads, its cache misses at the
+ * read rate of lanes lanes. */
+typedef struct token_costs {
+    double compute, reads;
+    bool readable; /* no misses, or a read rate to time them */
+} token_costs;
+
+static token_costs costs_of(const plan_model *model, const plan_machine *machine, double hit, int32_t lanes)
+{
+    token_costs costs = {0};
+    double compute_bytes = (double)model->dense_bytes + (double)model->n_expert_used *
+                                                            (double)model->n_moe_layers *
+                                                            (double)model->expert_slice_bytes;
+    costs.compute = machine->memory_bytes_per_s > 0 ? compute_bytes / machine->memory_bytes_per_s : 0;
+    double rate = read_rate_at(machine, lanes);
+    double missed = (1 - hit) * (double)model->cycle_bytes;
+    costs.readable = missed <= 0 || rate > 0;
+    costs.reads = missed > 0 && rate > 0 ? missed / rate : 0;
+    return costs;
+}
+
+/* Reading ahead what the next layer's router predicts costs a second router
+ * product per layer, lanes and cache churn: it pays only where the reads
+ * are what a token waits for. */
+static void decide_read_ahead(plan *out, const plan_model *model, const plan_machine *machine, uint64_t cache_bytes,
+                              const plan_pins *pins)
+{
+    out->predict_prefetch = false;
+    if (pins->read_ahead_set) {
+        decide(out, "predict_prefetch", PLAN_OPERATOR, "off|a read-ahead was typed by the user; kept as typed");
+        return;
+    }
+    if (!out->stream || !out->overlap) {
+        decide(out, "predict_prefetch", PLAN_POLICY, "off|%s",
+               out->stream ? "no overlap: nothing computes while a read-ahead lands" : "not streaming: nothing to read");
+        return;
+    }
+    token_costs costs = costs_of(model, machine, plan_hit_rate(cache_bytes, model->expert_bytes), out->io_threads);
+    if (costs.compute <= 0 || costs.reads <= 0) {
+        decide(out, "predict_prefetch", PLAN_UNPROBED, "off|%s",
+               costs.compute <= 0 || !costs.readable ? "the rates it weighs were not probed"
+                                                     : "every expert a token uses is cached");
+        return;
+    }
+    out->predict_prefetch = costs.reads > costs.compute;
+    decide(out, "predict_prefetch", PLAN_DERIVED,
+           out->predict_prefetch
+               ? "on|a token's misses take longer to read (%.3g s) than its compute (%.3g s): reads started a "
+                 "layer early hide more than the prediction costs"
+               : "off|a token's compute (%.3g s) outlasts its misses' reads (%.3g s): a read-ahead would cost more "
+                 "than it hides",
+           out->predict_prefetch ? costs.reads : costs.compute, out->predict_prefetch ? costs.compute : costs.reads);
+}
+
 /* Seconds per token: the bytes a token computes over, at the memory's rate,
  * and what the cache misses of one token's experts take to read. */
 static void predict(plan *out, const plan_model *model, const plan_machine *machine, uint64_t cache_bytes,
                     bool cache_is_page_cache)
 {
-    double compute_bytes = (double)model->dense_bytes + (double)model->n_expert_used *
-                                                            (double)model->n_moe_layers *
-                                                            (double)model->expert_slice_bytes;
-    double compute = machine->memory_bytes_per_s > 0 ? compute_bytes / machine->memory_bytes_per_s : 0;
     if (!out->stream && !cache_is_page_cache) {
+        double compute = costs_of(model, machine, 1, 1).compute;
         out->predicted_hit = 1;
         out->predicted_seconds_per_token = compute;
         decide(out, "predicted", compute > 0 ? PLAN_DERIVED : PLAN_UNPROBED,
@@ -309,15 +363,11 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
     }
     out->predicted_hit = plan_hit_rate(cache_bytes, model->expert_bytes);
     /* page faults read one at a time: the mapping has no lanes */
-    int32_t lanes = cache_is_page_cache ? 1 : out->io_threads;
-    double rate = read_rate_at(machine, lanes);
-    double missed = (1 - out->predicted_hit) * (double)model->cycle_bytes;
-    bool readable = missed <= 0 || rate > 0;
-    double reads = missed > 0 && rate > 0 ? missed / rate : 0;
+    token_costs costs = costs_of(model, machine, out->predicted_hit, cache_is_page_cache ? 1 : out->io_threads);
     double seconds = 0;
     bool overlapped = out->overlap && !cache_is_page_cache;
-    if (compute > 0 && readable)
-        seconds = overlapped ? fmax(compute, reads) : compute + reads;
+    if (costs.compute > 0 && costs.readable)
+        seconds = overlapped ? fmax(costs.compute, costs.reads) : costs.compute + costs.reads;
     out->predicted_seconds_per_token = seconds;
     int hit_percent = (int)lround(out->predicted_hit * 100);
     if (seconds > 0)
@@ -435,6 +485,8 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
                out->stream ? "on|streaming: the resident experts compute while the missing ones are read"
                            : "off|not streaming: nothing to read during compute");
     }
+
+    decide_read_ahead(out, model, machine, cache_bytes, pins);
 
     if (pins->dense_set) {
         out->dense = pins->dense;

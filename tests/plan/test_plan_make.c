@@ -109,7 +109,8 @@ static void check_case(const plan_case *c)
         CHECK_MSG(strcmp(p.flags, c->flags) == 0, "%s: flags [%s], want [%s]", c->name, p.flags, c->flags);
     /* every plan decides every key once, each with a reason */
     static const char *const keys[] = {"regime", "memory", "read_rate", "moe_stream", "cache_mb",
-                                       "io_threads", "overlap", "dense_weights", "cache_floor_mb"};
+                                       "io_threads", "overlap", "predict_prefetch", "dense_weights",
+                                       "cache_floor_mb"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const plan_decision *d = find_decision(&p, keys[i]);
         CHECK_MSG(d && d->value[0] && d->reason[0], "%s: decision %s missing, repeated or empty", c->name, keys[i]);
@@ -443,12 +444,55 @@ static void test_format(void)
     CHECK(strncmp(text, "plan: dense-oversized: the model cannot run here", 48) == 0);
 }
 
+/* Read-ahead of the predicted experts is armed where a token's misses take
+ * longer to read than its compute: compute = (1536 + 1024) MiB / memory
+ * rate, reads = (1 - (2904/16384)^0.3) x 1024 MiB / read rate = 435e6 bytes /
+ * read rate (the 30B shape, 5976 MiB: cache 2904 MiB). */
+static void test_read_ahead(void)
+{
+    static const struct {
+        const char *name;
+        double memory_rate, read_rate; /* bytes/s; 0: not probed */
+        plan_pins pins;
+        bool want;
+        plan_tag tag;
+    } cases[] = {
+        /* compute 0.134 s, reads 0.54 s */
+        {"slow disk", 20e9, 0.8e9, {0}, true, PLAN_DERIVED},
+        /* compute 0.134 s, reads 0.087 s */
+        {"fast disk", 20e9, 5e9, {0}, false, PLAN_DERIVED},
+        /* compute 0.67 s (slow memory) outlasts reads at 0.8 GB/s */
+        {"slow memory", 4e9, 0.8e9, {0}, false, PLAN_DERIVED},
+        {"read-ahead typed", 20e9, 0.8e9, {.read_ahead_set = true}, false, PLAN_OPERATOR},
+        {"overlap typed off", 20e9, 0.8e9, {.overlap_set = true, .overlap = false}, false, PLAN_POLICY},
+        {"not streaming typed", 20e9, 0.8e9, {.stream_set = true, .stream = false}, false, PLAN_POLICY},
+        {"memory not probed", 0, 0.8e9, {0}, false, PLAN_UNPROBED},
+        {"reads not probed", 20e9, 0, {0}, false, PLAN_UNPROBED},
+    };
+    plan_model model = model_30b();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        plan_machine machine = machine_with(5976);
+        machine.memory_bytes_per_s = cases[i].memory_rate;
+        for (int j = 0; j < PLAN_LANE_STEPS; j++)
+            machine.read_bytes_per_s[j] = cases[i].read_rate;
+        plan p;
+        CHECK(plan_make(&model, &machine, &cases[i].pins, &p) == 0);
+        CHECK_MSG(p.predict_prefetch == cases[i].want, "%s: predict_prefetch %d", cases[i].name, p.predict_prefetch);
+        CHECK_MSG((strstr(p.flags, "--predict-prefetch") != NULL) == cases[i].want, "%s: flags [%s]", cases[i].name,
+                  p.flags);
+        const plan_decision *d = find_decision(&p, "predict_prefetch");
+        CHECK_MSG(d && d->tag == cases[i].tag && strcmp(d->value, cases[i].want ? "on" : "off") == 0,
+                  "%s: decision %s (%s)", cases[i].name, d ? d->value : "missing", d ? plan_tag_name(d->tag) : "-");
+    }
+}
+
 int main(void)
 {
     test_table();
     test_refusal_message();
     test_lanes();
     test_prediction();
+    test_read_ahead();
     test_hit_rate();
     test_names();
     test_cycle_rounding();
