@@ -315,7 +315,9 @@ static token_costs costs_of(const plan_model *model, const plan_machine *machine
 
 /* Reading ahead what the next layer's router predicts costs a second router
  * product per layer, lanes and cache churn: it pays only where the reads
- * are what a token waits for. */
+ * are clearly what a token waits for, not where overlap alone nearly hides
+ * them. */
+#define READ_AHEAD_MIN_RATIO 2.0
 static void decide_read_ahead(plan *out, const plan_model *model, const plan_machine *machine, uint64_t cache_bytes,
                               const plan_pins *pins)
 {
@@ -336,14 +338,14 @@ static void decide_read_ahead(plan *out, const plan_model *model, const plan_mac
                                                      : "every expert a token uses is cached");
         return;
     }
-    out->predict_prefetch = costs.reads > costs.compute;
+    out->predict_prefetch = costs.reads >= READ_AHEAD_MIN_RATIO * costs.compute;
     decide(out, "predict_prefetch", PLAN_DERIVED,
            out->predict_prefetch
-               ? "on|a token's misses take longer to read (%.3g s) than its compute (%.3g s): reads started a "
-                 "layer early hide more than the prediction costs"
-               : "off|a token's compute (%.3g s) outlasts its misses' reads (%.3g s): a read-ahead would cost more "
-                 "than it hides",
-           out->predict_prefetch ? costs.reads : costs.compute, out->predict_prefetch ? costs.compute : costs.reads);
+               ? "on|a token's misses take at least twice as long to read (%.3g s) as its compute (%.3g s): reads "
+                 "started a layer early hide more than the prediction costs"
+               : "off|a token's misses take less than twice as long to read (%.3g s) as its compute (%.3g s): "
+                 "overlap hides enough, a read-ahead would cost more than it adds",
+           costs.reads, costs.compute);
 }
 
 /* Seconds per token: the bytes a token computes over, at the memory's rate,

@@ -445,7 +445,7 @@ static void test_format(void)
 }
 
 /* Read-ahead of the predicted experts is armed where a token's misses take
- * longer to read than its compute: compute = (1536 + 1024) MiB / memory
+ * at least twice as long to read as its compute: compute = (1536 + 1024) MiB / memory
  * rate, reads = (1 - (2904/16384)^0.3) x 1024 MiB / read rate = 435e6 bytes /
  * read rate (the 30B shape, 5976 MiB: cache 2904 MiB). */
 static void test_read_ahead(void)
@@ -461,6 +461,10 @@ static void test_read_ahead(void)
         {"slow disk", 20e9, 0.8e9, {0}, true, PLAN_DERIVED},
         /* compute 0.134 s, reads 0.087 s */
         {"fast disk", 20e9, 5e9, {0}, false, PLAN_DERIVED},
+        /* compute 0.134 s, reads 0.198 s: longer, not twice as long */
+        {"reads a little longer", 20e9, 2.2e9, {0}, false, PLAN_DERIVED},
+        /* compute 0.134 s, reads 0.290 s */
+        {"reads twice as long", 20e9, 1.5e9, {0}, true, PLAN_DERIVED},
         /* compute 0.67 s (slow memory) outlasts reads at 0.8 GB/s */
         {"slow memory", 4e9, 0.8e9, {0}, false, PLAN_DERIVED},
         {"read-ahead typed", 20e9, 0.8e9, {.read_ahead_set = true}, false, PLAN_OPERATOR},
