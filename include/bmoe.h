@@ -224,8 +224,26 @@ typedef struct bmoe_stream_state {
     uint64_t cache_resident_bytes;
     uint64_t cycle_bytes;         /* one token's worst-case routed bytes (k x the MoE layers' expert bytes) */
     uint64_t read_bytes, hits, misses, evictions, rereads;
+    uint64_t warmed;              /* experts the warm-up from a profile read */
+    uint64_t warm_pending;        /* experts it has still to read */
 } bmoe_stream_state;
 BMOE_API void bmoe_model_get_stream_state(const bmoe_model *model, bmoe_stream_state *state);
+
+/* The expert profile (a streamed model with a cache): each expert's uses as
+ * the cache counts them (recent uses weigh more), written to path with the
+ * model's identity, so that a later run of the same model starts warm. */
+BMOE_API int bmoe_model_save_expert_profile(bmoe_model *model, const char *path, bmoe_error *error);
+/* Reads a profile written by bmoe_model_save_expert_profile and warms the
+ * cache from it: the cache takes its counts as the experts' past uses and
+ * reads the hottest experts, as many as it holds, in the background (on
+ * idle read lanes, after every demand read: neither this call nor the first
+ * token waits for them). Output is unchanged: only where the bytes come
+ * from is. Returns how many experts were queued (>= 0; 0 when path does
+ * not exist yet: a save creates it), or a negative status with one line in
+ * error: no cache, a cache policy without counts (lru), a file that is no
+ * profile or is damaged, a profile of another model. The model runs cold
+ * then, as without a profile. */
+BMOE_API int bmoe_model_load_expert_profile(bmoe_model *model, const char *path, bmoe_error *error);
 
 /* The fraction of the dense (non-expert) weights' pages in RAM now, sampled
  * with mincore over at most 256 pages (the engine's copy, or the mapping);

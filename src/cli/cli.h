@@ -69,6 +69,7 @@ typedef struct cli_options {
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
     bool predict_log;                /* --predict-log: the prediction probe's lines after the run */
     const char *csv_path;            /* --csv */
+    const char *expert_profile;      /* --expert-profile */
     const char *route_trace_path;    /* --route-trace */
     const char *io_trace_path;       /* --io-trace */
     const char *compute_trace_path;  /* --compute-trace */

@@ -233,6 +233,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_PROGRESS: options->progress = true; break;
     case P_ROUTE_REPLAY: options->route_replay = value; break;
     case P_CSV: options->csv_path = value; break;
+    case P_EXPERT_PROFILE: options->expert_profile = value; break;
     case P_ROUTE_TRACE: options->route_trace_path = value; break;
     case P_IO_TRACE: options->io_trace_path = value; break;
     case P_COMPUTE_TRACE: options->compute_trace_path = value; break;
@@ -382,9 +383,10 @@ static int cli_apply_environment(cli_options *options, const bool *given)
 static int cli_check_outputs(const cli_options *options, const char *const given_as[P_COUNT])
 {
     const param_id outputs[] = {P_CSV, P_ROUTE_TRACE, P_IO_TRACE, P_COMPUTE_TRACE, P_COMPUTE_TRACE_LAYERS,
-                               P_LOGITS_OUT};
+                               P_LOGITS_OUT, P_EXPERT_PROFILE};
     const char *paths[] = {options->csv_path, options->route_trace_path, options->io_trace_path,
-                           options->compute_trace_path, options->compute_trace_layers_path, options->logits_out};
+                           options->compute_trace_path, options->compute_trace_layers_path, options->logits_out,
+                           options->expert_profile};
     size_t count = sizeof outputs / sizeof outputs[0];
     for (size_t a = 0; a < count; a++) {
         if (!paths[a])

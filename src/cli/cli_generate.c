@@ -108,6 +108,18 @@ int cli_run_generate(const cli_options *options)
     bmoe_model *model = cli_load_model(options, &load_seconds);
     if (!model)
         goto done;
+    bool profile_writable = false;
+    if (options->expert_profile) {
+        bmoe_error profile_error = {0};
+        int warming = bmoe_model_load_expert_profile(model, options->expert_profile, &profile_error);
+        profile_writable = warming >= 0;
+        if (warming > 0)
+            fprintf(stderr, "bmoe-cli: expert profile %s: %d experts read into the cache in the background\n",
+                    options->expert_profile, warming);
+        else if (warming < 0)
+            fprintf(stderr, "bmoe-cli: warning: %s; starting cold, the profile left as it is\n",
+                    profile_error.message);
+    }
     bmoe_context_params context_params = cli_context_params(options, options->n_ctx);
     context_params.predict_log = options->predict_log;
     cli_telemetry_context_params(&telemetry, &context_params);
@@ -228,6 +240,11 @@ int cli_run_generate(const cli_options *options)
     status = cli_telemetry_finish(&telemetry, generation, load_seconds);
     if (status == 0)
         status = cli_plan_line(options, decode);
+    if (status == 0 && profile_writable) {
+        bmoe_error profile_error = {0};
+        if (bmoe_model_save_expert_profile(model, options->expert_profile, &profile_error) != 0)
+            status = cli_fail("%s", profile_error.message);
+    }
     if (status == 0 && options->predict_log)
         status = cli_print_predict_log(context);
 

@@ -37,6 +37,7 @@ int cli_run_session(const cli_options *options)
     config.io_trace_path = options->io_trace_path;
     config.compute_trace_path = options->compute_trace_path;
     config.compute_trace_layers_path = options->compute_trace_layers_path;
+    config.expert_profile_path = options->expert_profile;
     config.log = stderr;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;

@@ -827,6 +827,8 @@ void bmoe_model_get_stream_state(const bmoe_model *m, bmoe_stream_state *state)
     state->misses = counters.misses;
     state->evictions = counters.evictions;
     state->rereads = counters.rereads;
+    state->warmed = counters.warmed;
+    state->warm_pending = counters.warm_pending;
     expert_store_end(m->experts);
 }
 

@@ -94,6 +94,15 @@ static int session_open(session *s)
     s->model = bmoe_model_load(c->model_path, &c->model_params, &error);
     if (!s->model)
         return session_error(s, 0, true, error.message[0] ? error.message : "cannot load the model");
+    if (c->expert_profile_path) {
+        int warming = bmoe_model_load_expert_profile(s->model, c->expert_profile_path, &error);
+        s->profile_writable = warming >= 0;
+        if (c->log && warming > 0)
+            fprintf(c->log, "session: expert profile %s: %d experts read into the cache in the background\n",
+                    c->expert_profile_path, warming);
+        else if (c->log && warming < 0)
+            fprintf(c->log, "session: %s; starting cold, the profile left as it is\n", error.message);
+    }
     bmoe_context_params context_params = c->context_params;
     context_params.abort_callback = session_inbox_cancelled;
     context_params.abort_user = s->inbox;
@@ -189,6 +198,11 @@ int session_run(const session_config *config, int input, int stop, FILE *output,
         status = -1;
     bmoe_error error = {0};
     const char *flag = NULL;
+    if (status == 0 && s.profile_writable &&
+        bmoe_model_save_expert_profile(s.model, config->expert_profile_path, &error) != 0) {
+        session_error(&s, 0, true, error.message);
+        status = -1;
+    }
     if (status == 0 && tm_files_commit(&s.files, &flag, &error) != 0) {
         char message[BMOE_ERROR_MAX + 32];
         snprintf(message, sizeof message, "%s: %s", flag, error.message);

@@ -36,6 +36,7 @@ typedef struct session_config {
     /* telemetry */
     const char *csv_path;               /* NULL: none, and so for the traces */
     const char *route_trace_path, *io_trace_path, *compute_trace_path, *compute_trace_layers_path;
+    const char *expert_profile_path;    /* read at load, written at a clean close; NULL: none */
     int32_t threads;                    /* resolved, for the CSV preamble */
     bool cache_auto;                    /* the cache budget was asked as auto (counts when it streams) */
 } session_config;

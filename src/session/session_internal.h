@@ -39,6 +39,7 @@ typedef struct session {
     int64_t page_bytes;
     tm_lookups lookups;         /* expert-cache lookups since the session opened (the hit rate's) */
     tm_buffer lines;            /* lines being formatted */
+    bool profile_writable;      /* the expert profile was read or is new: the close writes it */
 } session;
 
 /* Answers one request. Returns 0 when the session goes on (the answer was

@@ -166,6 +166,29 @@ static void freq_remove(void *state, int slot)
         heap_remove(f, slot);
 }
 
+static double freq_weight(const void *state, int key, uint64_t now)
+{
+    const freq_state *f = state;
+    if (key < 0 || key >= f->n_keys || isinf(f->history[key]))
+        return 0.0;
+    return exp(f->history[key] - f->lambda * (double)now);
+}
+
+static void freq_seed(void *state, int key, double weight, uint64_t now)
+{
+    freq_state *f = state;
+    if (key < 0 || key >= f->n_keys)
+        return;
+    f->history[key] = weight > 0.0 ? log(weight) + f->lambda * (double)now : -INFINITY;
+}
+
+static void freq_admit(void *state, int slot, int key)
+{
+    freq_state *f = state;
+    if (slot >= 0 && slot < f->n_slots && key >= 0 && key < f->n_keys)
+        heap_set(f, slot, f->history[key]);
+}
+
 /* Takes slots off the heap in order until one may go, then puts them all
  * back: the skipped ones are the current layer's, a handful. */
 static int freq_victim(void *state, cache_slot_predicate may_evict, void *user)
@@ -197,4 +220,7 @@ const cache_policy_ops cache_policy_frequency = {
     .insert_cold = freq_insert_cold,
     .remove = freq_remove,
     .victim = freq_victim,
+    .weight = freq_weight,
+    .seed = freq_seed,
+    .admit = freq_admit,
 };

@@ -32,6 +32,13 @@ typedef struct cache_policy_ops {
     void (*remove)(void *state, int slot);
     /* the slot to evict among those the predicate allows; -1 if none */
     int (*victim)(void *state, cache_slot_predicate may_evict, void *user);
+    /* Use counts, for the expert profile (NULL in a policy that keeps
+     * none): the weight of key's uses at tick now (0: never used); key's
+     * uses set to weight as of tick now (its past forgotten); slot, just
+     * filled with key, ordered by key's uses without counting one more. */
+    double (*weight)(const void *state, int key, uint64_t now);
+    void (*seed)(void *state, int key, double weight, uint64_t now);
+    void (*admit)(void *state, int slot, int key);
 } cache_policy_ops;
 
 /* The frequency policy's half-life, in tokens (passes over the MoE layers;

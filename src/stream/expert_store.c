@@ -35,6 +35,8 @@ typedef struct cache_slot {
     bool listed;           /* in speculative_slots */
     bool cancelled;        /* its prefetch was dropped: wait for its reads before any use */
     bool reported;         /* its reads went to the read observer */
+    bool warm;             /* filled by the warm-up from a profile, its reads not counted yet */
+    bool warm_listed;      /* in warm_slots */
 } cache_slot;
 
 struct expert_store {
@@ -71,6 +73,11 @@ struct expert_store {
     int32_t *n_last_routed;    /* [n_layer] */
     int *speculative_slots;    /* [n_slots] slots a prefetch filled, not yet reported */
     int n_speculative;
+    /* the warm-up from a profile: entries to read, hottest first, a few at a time */
+    int32_t *warm_queue;       /* keys (layer * n_expert + expert) */
+    int n_warm_queue, warm_next;
+    int *warm_slots;           /* [n_slots] slots the warm-up is reading */
+    int n_warm;
     expert_read_observer read_observer;
     void *read_observer_user;
     uint64_t resident_bytes;
@@ -78,8 +85,13 @@ struct expert_store {
     /* eval-thread counters */
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetched, prefetch_useful;
+    uint64_t warmed;
     double serial_io_ms, mgmt_ms;
 };
+
+/* Entries the warm-up reads at once: the lanes read guesses two at a time
+ * when no demand read waits, and slots being read cannot be evicted. */
+#define STORE_WARM_DEPTH 4
 
 static double now_ms(void)
 {
@@ -127,6 +139,8 @@ void expert_store_destroy(expert_store *store)
     free(store->last_routed);
     free(store->n_last_routed);
     free(store->speculative_slots);
+    free(store->warm_queue);
+    free(store->warm_slots);
     free(store);
 }
 
@@ -366,10 +380,15 @@ static void report_reads(expert_store *store, int slot);
  * as prefetched if they all arrived. Returns whether they did. */
 static bool count_prefetch(expert_store *store, int slot)
 {
-    store->slots[slot].prefetch_read = false;
+    cache_slot *s = &store->slots[slot];
+    s->prefetch_read = false;
     report_reads(store, slot);
     bool arrived = !slot_failed(store, slot);
-    store->prefetched += arrived;
+    if (s->warm)
+        store->warmed += arrived;
+    else
+        store->prefetched += arrived;
+    s->warm = false;
     return arrived;
 }
 
@@ -388,6 +407,7 @@ static void empty_slot(expert_store *store, int slot)
     s->layer = s->expert = -1;
     s->speculative = false;
     s->cancelled = false;
+    s->warm = false;
     for (int p = 0; p < EXPERT_MAX_PROJECTIONS; p++)
         atomic_store(slot_state(store, slot, p), IO_READY); /* an empty slot waits for nothing */
     store->policy->remove(store->policy_state, slot);
@@ -408,6 +428,17 @@ static int take_slot(expert_store *store, bool demand)
                 int slot = store->speculative_slots[i];
                 /* one refilled on demand has its reads not queued yet */
                 if (store->slots[slot].pinned || !store->slots[slot].prefetch_read)
+                    continue;
+                cancel_prefetch(store, slot);
+                wait_slot_reads(store, slot);
+            }
+            victim = store->policy->victim(store->policy_state, slot_evictable, store);
+        }
+        if (victim < 0 && demand && store->n_warm > 0) {
+            /* the warm-up reads only what no demand needs: it gives way */
+            for (int i = 0; i < store->n_warm; i++) {
+                int slot = store->warm_slots[i];
+                if (store->slots[slot].pinned || !store->slots[slot].warm)
                     continue;
                 cancel_prefetch(store, slot);
                 wait_slot_reads(store, slot);
@@ -711,6 +742,136 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
     return status;
 }
 
+/* The warm-up's reads that finished are counted (a failed one's slot
+ * emptied), then as many entries of its queue are read as it has room for:
+ * on idle lanes, after every demand read. Entries already held are skipped. */
+static void warm_continue(expert_store *store)
+{
+    int kept = 0;
+    for (int i = 0; i < store->n_warm; i++) {
+        int slot = store->warm_slots[i];
+        cache_slot *s = &store->slots[slot];
+        if (s->warm && slot_reading(store, slot)) {
+            store->warm_slots[kept++] = slot;
+            continue;
+        }
+        s->warm_listed = false;
+        if (s->warm && !count_prefetch(store, slot) && !s->pinned)
+            empty_slot(store, slot);
+    }
+    store->n_warm = kept;
+    int n_jobs = 0;
+    while (store->n_warm < STORE_WARM_DEPTH && store->warm_next < store->n_warm_queue) {
+        int32_t key = store->warm_queue[store->warm_next];
+        int layer = key / store->n_expert, expert = key % store->n_expert;
+        if (store->entry_slot[key] >= 0) {
+            store->warm_next++;
+            continue;
+        }
+        int slot = fill_slot(store, layer, expert, true);
+        if (slot < 0)
+            break; /* every slot is held now: the next release tries again */
+        store->warm_next++;
+        cache_slot *s = &store->slots[slot];
+        s->speculative = false; /* not a guess for the coming layers: kept by its uses */
+        s->warm = true;
+        store->policy->admit(store->policy_state, slot, key);
+        if (!s->warm_listed) {
+            s->warm_listed = true;
+            store->warm_slots[store->n_warm++] = slot;
+        }
+        for (int p = 0; p < store->layers[layer].n_projections; p++)
+            store->submit[n_jobs++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+    }
+    io_lanes_submit(store->lanes, store->submit, n_jobs);
+}
+
+void expert_store_shape(const expert_store *store, int *n_layer, int *n_expert)
+{
+    *n_layer = store->n_layer;
+    *n_expert = store->n_expert;
+}
+
+int expert_store_profile_check(const expert_store *store, bmoe_error *err)
+{
+    if (!store->config.streaming || !store->retain)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "an expert profile needs the experts streamed through a cache (--moe-stream, a "
+                                "cache budget above 0)");
+    if (!store->policy->weight || !store->policy->seed || !store->policy->admit)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "an expert profile needs a cache policy that counts uses (freq, not %s)",
+                                store->policy->name);
+    return 0;
+}
+
+int expert_store_use_counts(const expert_store *store, float *counts, bmoe_error *err)
+{
+    if (expert_store_profile_check(store, err) != 0)
+        return -1;
+    size_t n_keys = (size_t)store->n_layer * (size_t)store->n_expert;
+    for (size_t key = 0; key < n_keys; key++)
+        counts[key] = (float)store->policy->weight(store->policy_state, (int)key, store->acquires);
+    return 0;
+}
+
+typedef struct warm_entry {
+    float count;
+    int32_t key;
+} warm_entry;
+
+/* counts descending, ties to the lower key */
+static int warm_order(const void *a, const void *b)
+{
+    const warm_entry *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+int expert_store_warm(expert_store *store, const float *counts, bmoe_error *err)
+{
+    if (expert_store_profile_check(store, err) != 0)
+        return -1;
+    size_t n_keys = (size_t)store->n_layer * (size_t)store->n_expert;
+    warm_entry *entries = malloc(n_keys * sizeof *entries);
+    int32_t *queue = malloc(n_keys * sizeof *queue);
+    int *slots = store->warm_slots ? store->warm_slots : malloc((size_t)store->n_slots * sizeof *slots);
+    if (!entries || !queue || !slots) {
+        free(entries);
+        free(queue);
+        if (slots != store->warm_slots)
+            free(slots);
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "stream: out of memory for the warm-up");
+    }
+    int n = 0;
+    for (size_t key = 0; key < n_keys; key++) {
+        int layer = (int)(key / (size_t)store->n_expert);
+        float count = counts[key];
+        if (!(count > 0.0f) || store->layers[layer].n_projections == 0)
+            continue;
+        store->policy->seed(store->policy_state, (int)key, count, store->acquires);
+        entries[n++] = (warm_entry){count, (int32_t)key};
+    }
+    qsort(entries, (size_t)n, sizeof *entries, warm_order);
+    for (int i = 0; i < n; i++)
+        queue[i] = entries[i].key;
+    free(entries);
+    /* a token's layer's worth of slots stays free for demand, beside those
+     * the warm-up reads into: a full cache would evict the warm-up's
+     * coldest entries at the first token */
+    int room = store->n_slots - store->config.n_expert_used - STORE_WARM_DEPTH;
+    if (n > room)
+        n = room > 0 ? room : 0;
+    free(store->warm_queue);
+    store->warm_queue = queue;
+    store->warm_slots = slots;
+    store->n_warm_queue = n;
+    store->warm_next = 0;
+    warm_continue(store);
+    return n;
+}
+
 /* Prefetches that finished: count them and report their reads. */
 static void scan_prefetches(expert_store *store)
 {
@@ -753,6 +914,7 @@ int expert_store_release(expert_store *store, bmoe_error *err)
     }
     store->n_pinned = 0;
     scan_prefetches(store);
+    warm_continue(store);
     store->mgmt_ms += now_ms() - start;
     return status;
 }
@@ -785,6 +947,7 @@ int64_t expert_store_shrink(expert_store *store, int64_t budget_bytes)
         n = staging_slots(store);
     if (n >= store->n_slots)
         return expert_store_cache_budget(store);
+    store->warm_next = store->n_warm_queue; /* the slots it was filling are going */
     expert_store_settle(store);
     for (int slot = (int)n; slot < store->n_slots; slot++) {
         wait_slot_reads(store, slot);
@@ -814,6 +977,8 @@ void expert_store_get_counters(expert_store *store, expert_store_counters *count
     counters->mgmt_ms = store->mgmt_ms;
     counters->prefetched = store->prefetched;
     counters->prefetch_useful = store->prefetch_useful;
+    counters->warmed = store->warmed;
+    counters->warm_pending = (uint64_t)(store->n_warm_queue - store->warm_next + store->n_warm);
     if (!store->lanes)
         return;
     io_lanes_counters lanes;

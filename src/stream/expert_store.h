@@ -73,6 +73,8 @@ typedef struct expert_store_counters {
     double mgmt_ms;            /* acquire/release bookkeeping, waits excluded */
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetch_bytes, prefetched, prefetch_useful;
+    uint64_t warmed;           /* entries the warm-up from a profile read */
+    uint64_t warm_pending;     /* entries it has still to read (or is reading) */
 } expert_store_counters;
 
 /* paths/sizes: the model's shards (the paths must outlive the store). */
@@ -123,6 +125,27 @@ int expert_store_predict_max(const expert_store *store);
 bool expert_store_holds(const expert_store *store, int layer, int expert);
 /* Streaming with a cache budget above 0. */
 bool expert_store_caches(const expert_store *store);
+
+/* Whether the store can keep a profile: streaming through a cache whose
+ * policy counts uses. Returns 0, or -1 with err saying what is missing. */
+int expert_store_profile_check(const expert_store *store, bmoe_error *err);
+
+/* The expert profile's counts: counts[layer * n_expert + expert] is that
+ * entry's uses as the cache policy weighs them now (recent uses weigh
+ * more). Returns 0, or -1 with err as expert_store_profile_check. */
+int expert_store_use_counts(const expert_store *store, float *counts, bmoe_error *err);
+/* The layers and experts the counts above are laid out by. */
+void expert_store_shape(const expert_store *store, int *n_layer, int *n_expert);
+
+/* Warms the cache from a profile's counts (as above): the policy takes them
+ * as the entries' past uses, and the hottest entries, as many as the cache
+ * holds beside an acquire's worth of free slots, are read in the background:
+ * a few at a time on idle lanes (after every demand read), topped up at
+ * each release, so neither the load nor the first token waits for them;
+ * an entry needed while it is being read is read on demand from there. A
+ * warm-up under way is replaced. Within a turn. Returns how many entries
+ * were queued, or -1 with err as expert_store_profile_check. */
+int expert_store_warm(expert_store *store, const float *counts, bmoe_error *err);
 
 /* Waits for the prefetches still reading (the wrong guesses of a token's
  * last layers) and counts them, so each evaluation's counters are complete. */

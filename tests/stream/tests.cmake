@@ -24,3 +24,6 @@ bmoe_add_test(test_mapping_changes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mappin
   TIMEOUT 300)
 add_dependencies(test_mapping_changes bmoe-mkmodel)
 bmoe_add_test(test_lossy_levers SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lossy_levers.c LIBS bmoe_engine m TIMEOUT 300)
+bmoe_add_test(test_expert_profile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_expert_profile.c LIBS bmoe_engine m
+  TIMEOUT 300)
+add_dependencies(test_expert_profile bmoe-mkmodel)
