@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build and the tests need (idempotent), then builds.
-# Run as root on Debian bookworm. Nothing else is downloaded.
+# Installs every Debian package the build and the tests need, and the npm
+# packages of bmoe-server's client tests (idempotent), then builds. Run as root
+# on Debian bookworm. Nothing else is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +10,14 @@ packages=(
   libpcre2-dev libcjson-dev zlib1g-dev libmicrohttpd-dev
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   hyperfine python3 python3-jsonschema
+  chromium
 )
+# Node.js and npm for bmoe-server's client tests (tests/server/js): Debian's
+# where there is no node; a machine that has one keeps it (NodeSource's
+# nodejs bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +30,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The client tests' npm packages (tests/server/js/package-lock.json, from the
+# npm registry), installed without running their scripts. Done once per lock:
+# an installed tree stamped with the same lock is kept (offline runs need
+# nothing more); npm ci replaces a stale one whole.
+js=tests/server/js
+if ! cmp -s "$js/package-lock.json" "$js/node_modules/.bmoe-installed-lock"; then
+  (cd "$js" && npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier --loglevel=error)
+  cp "$js/package-lock.json" "$js/node_modules/.bmoe-installed-lock"
 fi
 
 # The arm64 builds of the libraries the engine links, for the cross build of

@@ -451,6 +451,9 @@ static void generate(server *s, const completion_request *q, const char *text, s
     cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(usage, "completion_tokens", generated);
     cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
+    /* where OpenAI clients read the prompt tokens served from a cache */
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "prompt_tokens_details"), "cached_tokens",
+                            bmoe_generation_n_reused(g));
     server_add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
     server_count_generation(s, g);
     bmoe_generation_free(g);

@@ -134,6 +134,8 @@ static int next_events(stream *st)
         cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
         cJSON_AddNumberToObject(usage, "completion_tokens", generated);
         cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "prompt_tokens_details"), "cached_tokens",
+                                bmoe_generation_n_reused(st->generation));
         server_add_figures(chunk, st->generation, st->s, step.stop == BMOE_STOP_ABORTED);
         server_count_generation(st->s, st->generation);
         st->finished = true;

@@ -9,3 +9,18 @@ if(TARGET bmoe-server)
   target_include_directories(test_server PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
   add_dependencies(test_server bmoe-server bmoe-cli bmoe-mkmodel)
 endif()
+
+# The same server through real clients, in Node.js (tests/server/js): the
+# openai npm package against the API (quick: unit too), and the page in
+# headless Chromium (a browser's start-up: its own label, run by the Release
+# stage). run.sh fails with one line when node, the npm packages that
+# scripts/setup.sh installs, or chromium are missing.
+if(TARGET bmoe-server)
+  foreach(client api page)
+    add_test(NAME test_server_${client}_js COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/js/run.sh ${client})
+    set_tests_properties(test_server_${client}_js PROPERTIES TIMEOUT 120 ENVIRONMENT
+      "BMOE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;BMOE_TEST_TMPDIR_DEFAULT=${CMAKE_BINARY_DIR}/test-tmp;BMOE_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/test-artifacts")
+  endforeach()
+  set_tests_properties(test_server_api_js PROPERTIES LABELS "unit;client")
+  set_tests_properties(test_server_page_js PROPERTIES LABELS client)
+endif()
