@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "bmoe.h"
 
@@ -22,6 +23,7 @@ typedef struct server_config {
     const char *api_key;        /* NULL: no key asked */
     int32_t max_queue;          /* requests that may wait behind the running one */
     size_t max_body;            /* bytes */
+    int32_t timeout;            /* seconds a request may take to arrive, or a connection stay silent */
     int32_t n_predict;          /* -1: until the end of generation or a full context */
     bool no_think;
     int64_t template_now;       /* the template's clock; 0: now */
@@ -33,6 +35,17 @@ typedef struct server_config {
 } server_config;
 
 #define SERVER_EVENTS 256
+
+/* An open connection, from the daemon's accept to its close: the request
+ * being received is timed, so a client that trickles it cannot keep its
+ * thread (the daemon's own timeout only counts silence). */
+typedef struct server_client {
+    int fd;
+    bool receiving;             /* a request's headers or body are arriving */
+    bool cut;                   /* shut down for being too slow */
+    struct timespec since;      /* CLOCK_MONOTONIC: when the request began to arrive */
+    struct server_client *prev, *next;
+} server_client;
 
 typedef struct server {
     const server_config *config;
@@ -54,6 +67,9 @@ typedef struct server {
     char *events[SERVER_EVENTS];
     uint64_t events_next;
     pthread_cond_t events_changed;
+    /* every open connection, under clients_lock */
+    pthread_mutex_t clients_lock;
+    server_client *clients;
 } server;
 
 /* Adds a finished generation to the totals /metrics reports. */

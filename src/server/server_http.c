@@ -1,6 +1,8 @@
 /* The HTTP layer (libmicrohttpd, a thread per connection so a generation
  * may block its own connection's thread): body collection with its limit,
- * the browser and key guards, routing, one log line per request. */
+ * the browser and key guards, routing, one log line per request; the
+ * connections' limits (how many, how much memory each, how long a request
+ * may take to arrive). */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -9,16 +11,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <cjson/cJSON.h>
 
 #include "params.h"
 #include "server.h"
 
-/* Seconds a connection may stay silent: a client that trickles its headers
- * cannot hold a thread forever. */
-#define SERVER_IDLE_SECONDS 30
+/* Each connection is a thread: past this many the daemon takes no more
+ * until one closes (16 clients at once, the line behind them, listeners
+ * and the page's own requests fit). */
 #define SERVER_MAX_CONNECTIONS 64
+/* The daemon's memory for one connection's request line, headers and
+ * answer buffer: a larger header is refused by the daemon (the body is
+ * copied out as it arrives and bounded by --max-body). */
+#define SERVER_CONNECTION_MEMORY ((size_t)32 << 10)
+/* How often the main thread looks for requests that take too long. */
+#define SERVER_WATCH_MS 250
 
 /* One request as it arrives. */
 typedef struct request {
@@ -286,6 +295,25 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     }
 }
 
+/* The connection's record (NULL when it could not be made). */
+static server_client *client_of(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* A request has all arrived (receiving false), or the connection waits
+ * for the next one from now (true). */
+static void client_receiving(server *s, server_client *client, bool receiving)
+{
+    if (!client)
+        return;
+    pthread_mutex_lock(&s->clients_lock);
+    client->receiving = receiving;
+    clock_gettime(CLOCK_MONOTONIC, &client->since);
+    pthread_mutex_unlock(&s->clients_lock);
+}
+
 /* Collects the body (past the limit only counted, to answer 413 once it is
  * all read), then answers. */
 static enum MHD_Result on_request(void *user, struct MHD_Connection *connection, const char *url, const char *method,
@@ -325,6 +353,9 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         r->body[r->length] = '\0';
         return MHD_YES;
     }
+    /* all arrived: the deadline stops (the answer, a generation or a wait
+     * in line, may take longer than --timeout) */
+    client_receiving(s, client_of(connection), false);
     server_reply reply = {0};
     route(s, connection, url, method, r, &reply);
     r->status = reply.status;
@@ -352,15 +383,74 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
 static void on_completed(void *user, struct MHD_Connection *connection, void **state,
                          enum MHD_RequestTerminationCode code)
 {
-    (void)user;
-    (void)connection;
     (void)code;
+    client_receiving(user, client_of(connection), true);
     request *r = *state;
     if (!r)
         return;
     free(r->body);
     free(r);
     *state = NULL;
+}
+
+/* Keeps the list of open connections (a connection whose record cannot
+ * be allocated goes untimed but still served). */
+static void on_connection(void *user, struct MHD_Connection *connection, void **context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    server *s = user;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        server_client *client = info ? calloc(1, sizeof *client) : NULL;
+        *context = client;
+        if (!client)
+            return;
+        client->fd = info->connect_fd;
+        client->receiving = true;
+        clock_gettime(CLOCK_MONOTONIC, &client->since);
+        pthread_mutex_lock(&s->clients_lock);
+        client->next = s->clients;
+        if (s->clients)
+            s->clients->prev = client;
+        s->clients = client;
+        pthread_mutex_unlock(&s->clients_lock);
+        return;
+    }
+    server_client *client = *context;
+    if (!client)
+        return;
+    /* the daemon closes the socket after this: the record goes first, so
+     * the watch never shuts down a number the system has given again */
+    pthread_mutex_lock(&s->clients_lock);
+    if (client->prev)
+        client->prev->next = client->next;
+    else
+        s->clients = client->next;
+    if (client->next)
+        client->next->prev = client->prev;
+    pthread_mutex_unlock(&s->clients_lock);
+    free(client);
+    *context = NULL;
+}
+
+/* Closes the connections whose request has taken more than --timeout to
+ * arrive (the daemon's own timeout only counts silence, which a client
+ * sending a byte a second never is): their socket is shut down, which the
+ * daemon's thread sees as the client leaving. */
+static void cut_slow_clients(server *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&s->clients_lock);
+    for (server_client *c = s->clients; c; c = c->next) {
+        double waited = (double)(now.tv_sec - c->since.tv_sec) + (now.tv_nsec - c->since.tv_nsec) * 1e-9;
+        if (!c->receiving || c->cut || waited < s->config->timeout)
+            continue;
+        fprintf(stderr, "bmoe-server: a connection sent no whole request in %d s: closed\n", s->config->timeout);
+        shutdown(c->fd, SHUT_RDWR);
+        c->cut = true;
+    }
+    pthread_mutex_unlock(&s->clients_lock);
 }
 
 int server_http_run(server *s)
@@ -383,19 +473,24 @@ int server_http_run(server *s)
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+    pthread_mutex_init(&s->clients_lock, NULL);
     struct MHD_Daemon *daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)SERVER_IDLE_SECONDS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        (unsigned)c->timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, SERVER_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!daemon) {
         fprintf(stderr, "bmoe-server: cannot listen on %s:%d\n", c->host, c->port);
+        pthread_mutex_destroy(&s->clients_lock);
         return 1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "bmoe-server: listening on http://%s:%u\n", c->host, info ? (unsigned)info->port : 0u);
-    int received = 0;
-    sigwait(&signals, &received);
+    int received;
+    const struct timespec tick = {0, SERVER_WATCH_MS * 1000000L};
+    while ((received = sigtimedwait(&signals, NULL, &tick)) < 0)
+        cut_slow_clients(s);
     fprintf(stderr, "bmoe-server: %s: shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
     /* a running generation stops at its next token so the daemon's threads can end */
     pthread_mutex_lock(&s->lock);
@@ -404,5 +499,6 @@ int server_http_run(server *s)
     pthread_cond_broadcast(&s->events_changed); /* the listeners end */
     pthread_mutex_unlock(&s->lock);
     MHD_stop_daemon(daemon);
+    pthread_mutex_destroy(&s->clients_lock);
     return 0;
 }
