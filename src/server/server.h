@@ -59,6 +59,7 @@ typedef struct server {
     uint64_t next_ticket, serving;
     atomic_bool cancel;         /* the running generation stops at its next check */
     atomic_bool stopping;       /* shutting down: every generation is cancelled */
+    atomic_int client_fd;       /* the turn holder's socket, watched for its client leaving; -1: none */
     atomic_uint_fast64_t next_id;
     /* /metrics: totals since start, under lock */
     uint64_t generations, prompt_tokens, reused_tokens, completion_tokens;
@@ -75,12 +76,13 @@ typedef struct server {
 /* Adds a finished generation to the totals /metrics reports. */
 void server_count_generation(server *s, const bmoe_generation *g);
 
-/* The context's abort callback: the cancel flag. */
+/* The context's abort callback: the cancel flag, or the turn holder's
+ * client gone (then the flag is raised). */
 bool server_abort_requested(void *user);
 
-/* The turn line. Returns 0 with the turn held, or -1 when the line is
- * full (the caller answers 429). */
-int server_turn_acquire(server *s);
+/* The turn line, for the request on socket fd. Returns 0 with the turn
+ * held, or -1 when the line is full (the caller answers 429). */
+int server_turn_acquire(server *s, int fd);
 void server_turn_release(server *s);
 
 struct MHD_Response;
@@ -118,9 +120,9 @@ typedef struct completion_request {
 void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
                         const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
 
-/* POST /v1/chat/completions (chat true) and /v1/completions, non-streamed:
- * the reply to a body. */
-void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply);
+/* POST /v1/chat/completions (chat true) and /v1/completions: the reply to
+ * a body that arrived on socket fd. */
+void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply);
 
 /* The prompt tokenized and checked against the context, the generation
  * started (its prefill run) and the reasoning split made, in the caller's

@@ -464,7 +464,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
         reply->length = strlen(reply->body);
 }
 
-void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply)
+void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply)
 {
     cJSON *root = cJSON_ParseWithLength(body, length);
     if (!root) {
@@ -479,7 +479,7 @@ void server_completion(server *s, const char *body, size_t length, bool chat, se
     /* the template is rendered in the turn: the chat object is the one
      * model's, used by one generation at a time like the context */
     if (read_request(s, root, chat, &q, &owned, reply) == 0) {
-        if (server_turn_acquire(s) != 0) {
+        if (server_turn_acquire(s, fd) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
                                "%d requests already wait for the model; try again later", s->config->max_queue);
             reply->retry_after = "1";

@@ -2,10 +2,12 @@
  * may block its own connection's thread): body collection with its limit,
  * the browser and key guards, routing, one log line per request; the
  * connections' limits (how many, how much memory each, how long a request
- * may take to arrive). */
+ * may take to arrive) and the watch on the turn holder's client. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,12 +39,37 @@ typedef struct request {
     unsigned status; /* what it was answered, for the log line */
 } request;
 
-bool server_abort_requested(void *user)
+/* Whether the client on fd has gone away: its end closed or reset. The
+ * daemon does not read the socket while a handler runs, so a generation
+ * that answers at its end asks the socket itself (unread bytes are only
+ * peeked: a pipelined request stays for the daemon). A client that shuts
+ * down only its sending side looks gone too, as HTTP clients do not. */
+static bool client_gone(int fd)
 {
-    return atomic_load(&((server *)user)->cancel);
+    struct pollfd watch = {.fd = fd, .events = POLLIN};
+    if (poll(&watch, 1, 0) <= 0)
+        return false;
+    if (watch.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return true;
+    char byte;
+    ssize_t got = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-int server_turn_acquire(server *s)
+bool server_abort_requested(void *user)
+{
+    server *s = user;
+    if (atomic_load(&s->cancel))
+        return true;
+    int fd = atomic_load(&s->client_fd);
+    if (fd < 0 || !client_gone(fd))
+        return false;
+    if (!atomic_exchange(&s->cancel, true))
+        fprintf(stderr, "bmoe-server: the client went away: its generation stops\n");
+    return true;
+}
+
+int server_turn_acquire(server *s, int fd)
 {
     pthread_mutex_lock(&s->lock);
     /* the running generation is one of next_ticket - serving */
@@ -54,6 +81,7 @@ int server_turn_acquire(server *s)
     while (s->serving != ticket)
         pthread_cond_wait(&s->turn_over, &s->lock);
     atomic_store(&s->cancel, atomic_load(&s->stopping));
+    atomic_store(&s->client_fd, fd);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
@@ -61,6 +89,7 @@ int server_turn_acquire(server *s)
 void server_turn_release(server *s)
 {
     pthread_mutex_lock(&s->lock);
+    atomic_store(&s->client_fd, -1);
     s->serving++;
     pthread_cond_broadcast(&s->turn_over);
     pthread_mutex_unlock(&s->lock);
@@ -245,6 +274,14 @@ static bool key_accepted(server *s, struct MHD_Connection *connection)
     return header && strncmp(header, "Bearer ", 7) == 0 && strcmp(header + 7, s->config->api_key) == 0;
 }
 
+/* The turn holder's socket is watched for its client leaving. */
+static void completion_route(server *s, struct MHD_Connection *connection, const request *r, bool chat,
+                             server_reply *reply)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    server_completion(s, r->body ? r->body : "", r->length, chat, info ? info->connect_fd : -1, reply);
+}
+
 static void route(server *s, struct MHD_Connection *connection, const char *url, const char *method,
                   const request *r, server_reply *reply)
 {
@@ -287,9 +324,9 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     } else if (strcmp(url, "/api/cancel") == 0 && post) {
         cancel_reply(s, reply);
     } else if (strcmp(url, "/v1/chat/completions") == 0 && post) {
-        server_completion(s, r->body ? r->body : "", r->length, true, reply);
+        completion_route(s, connection, r, true, reply);
     } else if (strcmp(url, "/v1/completions") == 0 && post) {
-        server_completion(s, r->body ? r->body : "", r->length, false, reply);
+        completion_route(s, connection, r, false, reply);
     } else {
         server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %s %s here", method, url);
     }
@@ -474,6 +511,7 @@ int server_http_run(server *s)
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&s->clients_lock, NULL);
+    atomic_init(&s->client_fd, -1);
     struct MHD_Daemon *daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_CONNECTION_TIMEOUT,
