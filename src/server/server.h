@@ -95,6 +95,7 @@ typedef struct server_reply {
     char *body;
     size_t length;
     const char *retry_after;    /* a Retry-After value, or NULL */
+    const char *allow;          /* an Allow value (405), or NULL */
     struct MHD_Response *stream;
     const char *content_type;   /* NULL: application/json */
 } server_reply;
@@ -110,6 +111,7 @@ typedef struct completion_request {
     int32_t n_owned;           /* slots of the joined-parts list */
     const char *prompt;
     int32_t n_predict;
+    bool ignore_eos;
     bmoe_sampler_params sampler;
     const char *stops[SERVER_MAX_STOPS];
     int32_t n_stops;
@@ -121,7 +123,7 @@ void server_error_reply(server_reply *reply, unsigned status, const char *type, 
                         const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
 
 /* POST /v1/chat/completions (chat true) and /v1/completions: the reply to
- * a body that arrived on socket fd. */
+ * a body (NUL-terminated at length) that arrived on socket fd. */
 void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply);
 
 /* The prompt tokenized and checked against the context, the generation

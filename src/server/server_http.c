@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <cjson/cJSON.h>
@@ -274,10 +275,45 @@ static bool key_accepted(server *s, struct MHD_Connection *connection)
     return header && strncmp(header, "Bearer ", 7) == 0 && strcmp(header + 7, s->config->api_key) == 0;
 }
 
-/* The turn holder's socket is watched for its client leaving. */
+/* A body is JSON when it says so (parameters such as a charset after the
+ * type are allowed) or says nothing. */
+static bool json_content(struct MHD_Connection *connection, const char **given)
+{
+    static const char json[] = "application/json";
+    const char *type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
+    *given = type;
+    if (!type)
+        return true;
+    type += strspn(type, " \t");
+    size_t n = sizeof json - 1;
+    return strncasecmp(type, json, n) == 0 && strchr("; \t", type[n]) != NULL;
+}
+
+/* Every path and the one method it answers. */
+static const struct {
+    const char *path, *method;
+} routes[] = {
+    {"/", "GET"},
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+    {"/v1/models", "GET"},
+    {"/api/info", "GET"},
+    {"/api/params", "GET"},
+    {"/api/events", "GET"},
+    {"/api/cancel", "POST"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/completions", "POST"},
+};
+
 static void completion_route(server *s, struct MHD_Connection *connection, const request *r, bool chat,
                              server_reply *reply)
 {
+    const char *type = NULL;
+    if (!json_content(connection, &type)) {
+        server_error_reply(reply, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                           "the body must be sent as Content-Type: application/json, not %.100s", type);
+        return;
+    }
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     server_completion(s, r->body ? r->body : "", r->length, chat, info ? info->connect_fd : -1, reply);
 }
@@ -328,7 +364,16 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     } else if (strcmp(url, "/v1/completions") == 0 && post) {
         completion_route(s, connection, r, false, reply);
     } else {
-        server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %s %s here", method, url);
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+            if (strcmp(url, routes[i].path) == 0) {
+                server_error_reply(reply, 405, "invalid_request_error", NULL, "method_not_allowed",
+                                   "%s answers %s, not %.32s", url, routes[i].method, method);
+                reply->allow = routes[i].method;
+                return;
+            }
+        }
+        server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %.32s %.200s here", method,
+                           url);
     }
 }
 
@@ -412,6 +457,8 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     if (reply.retry_after)
         MHD_add_response_header(response, "Retry-After", reply.retry_after);
+    if (reply.allow)
+        MHD_add_response_header(response, "Allow", reply.allow);
     enum MHD_Result result = MHD_queue_response(connection, reply.status, response);
     MHD_destroy_response(response);
     return result;
