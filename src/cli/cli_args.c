@@ -310,6 +310,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_API_KEY:
     case P_MAX_QUEUE:
     case P_MAX_BODY:
+    case P_TIMEOUT:
     case P_COUNT: break;
     }
     return 0;

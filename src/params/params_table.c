@@ -359,6 +359,11 @@ static const param_def params_rows[] = {
     {.id = P_MAX_BODY, .key = "max_body", .flag = "--max-body", .group = PARAM_GROUP_SERVER, .level = ADVANCED,
      .type = PARAM_INT, .low = 1, .high = 1024, .unit = "MiB", .value_name = "N", .default_text = "8",
      .jobs = SERVE, .help = "the largest request body; a larger one gets 413"},
+    {.id = P_TIMEOUT, .key = "timeout", .flag = "--timeout", .group = PARAM_GROUP_SERVER, .level = ADVANCED,
+     .type = PARAM_INT, .low = 1, .high = 3600, .unit = "seconds", .value_name = "S", .default_text = "30",
+     .jobs = SERVE,
+     .help = "a client must send its whole request within S seconds and may not stay silent longer; past it "
+             "the connection is closed"},
     /* the reference's flags bmoe does not have */
     UNAVAILABLE("--mtp", PARAM_SWITCH, NOT_YET_SPEC),
     UNAVAILABLE("--ngram", PARAM_SWITCH, NOT_YET_SPEC),

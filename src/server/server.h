@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "bmoe.h"
 
@@ -22,6 +23,7 @@ typedef struct server_config {
     const char *api_key;        /* NULL: no key asked */
     int32_t max_queue;          /* requests that may wait behind the running one */
     size_t max_body;            /* bytes */
+    int32_t timeout;            /* seconds a request may take to arrive, or a connection stay silent */
     int32_t n_predict;          /* -1: until the end of generation or a full context */
     bool no_think;
     int64_t template_now;       /* the template's clock; 0: now */
@@ -33,6 +35,17 @@ typedef struct server_config {
 } server_config;
 
 #define SERVER_EVENTS 256
+
+/* An open connection, from the daemon's accept to its close: the request
+ * being received is timed, so a client that trickles it cannot keep its
+ * thread (the daemon's own timeout only counts silence). */
+typedef struct server_client {
+    int fd;
+    bool receiving;             /* a request's headers or body are arriving */
+    bool cut;                   /* shut down for being too slow */
+    struct timespec since;      /* CLOCK_MONOTONIC: when the request began to arrive */
+    struct server_client *prev, *next;
+} server_client;
 
 typedef struct server {
     const server_config *config;
@@ -46,6 +59,7 @@ typedef struct server {
     uint64_t next_ticket, serving;
     atomic_bool cancel;         /* the running generation stops at its next check */
     atomic_bool stopping;       /* shutting down: every generation is cancelled */
+    atomic_int client_fd;       /* the turn holder's socket, watched for its client leaving; -1: none */
     atomic_uint_fast64_t next_id;
     /* /metrics: totals since start, under lock */
     uint64_t generations, prompt_tokens, reused_tokens, completion_tokens;
@@ -54,17 +68,21 @@ typedef struct server {
     char *events[SERVER_EVENTS];
     uint64_t events_next;
     pthread_cond_t events_changed;
+    /* every open connection, under clients_lock */
+    pthread_mutex_t clients_lock;
+    server_client *clients;
 } server;
 
 /* Adds a finished generation to the totals /metrics reports. */
 void server_count_generation(server *s, const bmoe_generation *g);
 
-/* The context's abort callback: the cancel flag. */
+/* The context's abort callback: the cancel flag, or the turn holder's
+ * client gone (then the flag is raised). */
 bool server_abort_requested(void *user);
 
-/* The turn line. Returns 0 with the turn held, or -1 when the line is
- * full (the caller answers 429). */
-int server_turn_acquire(server *s);
+/* The turn line, for the request on socket fd. Returns 0 with the turn
+ * held, or -1 when the line is full (the caller answers 429). */
+int server_turn_acquire(server *s, int fd);
 void server_turn_release(server *s);
 
 struct MHD_Response;
@@ -77,6 +95,7 @@ typedef struct server_reply {
     char *body;
     size_t length;
     const char *retry_after;    /* a Retry-After value, or NULL */
+    const char *allow;          /* an Allow value (405), or NULL */
     struct MHD_Response *stream;
     const char *content_type;   /* NULL: application/json */
 } server_reply;
@@ -92,6 +111,7 @@ typedef struct completion_request {
     int32_t n_owned;           /* slots of the joined-parts list */
     const char *prompt;
     int32_t n_predict;
+    bool ignore_eos;
     bmoe_sampler_params sampler;
     const char *stops[SERVER_MAX_STOPS];
     int32_t n_stops;
@@ -102,9 +122,9 @@ typedef struct completion_request {
 void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
                         const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
 
-/* POST /v1/chat/completions (chat true) and /v1/completions, non-streamed:
- * the reply to a body. */
-void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply);
+/* POST /v1/chat/completions (chat true) and /v1/completions: the reply to
+ * a body (NUL-terminated at length) that arrived on socket fd. */
+void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply);
 
 /* The prompt tokenized and checked against the context, the generation
  * started (its prefill run) and the reasoning split made, in the caller's

@@ -14,6 +14,10 @@
 #include "server.h"
 
 #define SERVER_MAX_MESSAGES 4096
+/* A request's own shape nests 5 deep (body, messages, a message, its
+ * parts, a part): a deeper body is refused before cJSON's recursive
+ * parser, printer and free walk it. */
+#define SERVER_MAX_JSON_DEPTH 16
 
 
 /* Fields accepted that do not change the answer. */
@@ -165,6 +169,10 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (!cJSON_IsString(field))
                 BAD("prompt", "prompt must be a string (one prompt per request)");
             q->prompt = field->valuestring;
+        } else if (strcmp(key, "ignore_eos") == 0) {
+            if (!null && !cJSON_IsBool(field))
+                BAD(key, "ignore_eos must be true or false");
+            q->ignore_eos = cJSON_IsTrue(field);
         } else if (strcmp(key, "stream") == 0) {
             if (!null && !cJSON_IsBool(field))
                 BAD("stream", "stream must be true or false");
@@ -362,6 +370,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     }
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = q->n_predict;
+    params.ignore_eos = q->ignore_eos;
     params.sampler = q->sampler;
     params.stop_strings = q->stops;
     params.n_stop_strings = q->n_stops;
@@ -467,9 +476,86 @@ static void generate(server *s, const completion_request *q, const char *text, s
         reply->length = strlen(reply->body);
 }
 
-void server_completion(server *s, const char *body, size_t length, bool chat, server_reply *reply)
+/* The offset of the first byte that is not well-formed UTF-8 (overlong
+ * forms, surrogates and code points past U+10FFFF included), or of a NUL,
+ * which JSON text cannot hold; -1 when there is none. */
+static long utf8_error_at(const unsigned char *text, size_t length)
 {
-    cJSON *root = cJSON_ParseWithLength(body, length);
+    size_t i = 0;
+    while (i < length) {
+        unsigned char lead = text[i];
+        if (lead == 0)
+            return (long)i;
+        if (lead < 0x80) {
+            i++;
+            continue;
+        }
+        size_t more;
+        uint32_t code, least;
+        if ((lead & 0xE0) == 0xC0) {
+            more = 1, code = lead & 0x1F, least = 0x80;
+        } else if ((lead & 0xF0) == 0xE0) {
+            more = 2, code = lead & 0x0F, least = 0x800;
+        } else if ((lead & 0xF8) == 0xF0) {
+            more = 3, code = lead & 0x07, least = 0x10000;
+        } else {
+            return (long)i;
+        }
+        if (length - i <= more)
+            return (long)i;
+        for (size_t k = 1; k <= more; k++) {
+            if ((text[i + k] & 0xC0) != 0x80)
+                return (long)i;
+            code = code << 6 | (text[i + k] & 0x3F);
+        }
+        if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+            return (long)i;
+        i += more + 1;
+    }
+    return -1;
+}
+
+/* Whether the text nests arrays and objects deeper than limit: brackets
+ * counted outside strings, the text not yet known to be JSON. */
+static bool nests_deeper(const char *text, size_t length, int limit)
+{
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < length; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > limit)
+                return true;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return false;
+}
+
+void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply)
+{
+    long bad_byte = utf8_error_at((const unsigned char *)body, length);
+    if (bad_byte >= 0) {
+        server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_encoding",
+                           "the body is not UTF-8 text: byte %ld of %zu", bad_byte, length);
+        return;
+    }
+    if (nests_deeper(body, length, SERVER_MAX_JSON_DEPTH)) {
+        server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_json",
+                           "the body nests arrays and objects more than %d deep", SERVER_MAX_JSON_DEPTH);
+        return;
+    }
+    /* the body is NUL-terminated past its length and holds no NUL itself:
+     * anything after the one JSON value is refused, not ignored */
+    cJSON *root = cJSON_ParseWithLengthOpts(body, length + 1, NULL, true);
     if (!root) {
         server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON");
         return;
@@ -482,7 +568,7 @@ void server_completion(server *s, const char *body, size_t length, bool chat, se
     /* the template is rendered in the turn: the chat object is the one
      * model's, used by one generation at a time like the context */
     if (read_request(s, root, chat, &q, &owned, reply) == 0) {
-        if (server_turn_acquire(s) != 0) {
+        if (server_turn_acquire(s, fd) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
                                "%d requests already wait for the model; try again later", s->config->max_queue);
             reply->retry_after = "1";

@@ -14,7 +14,9 @@
 
 #include "server.h"
 
-/* Seconds between keep-alive comments on an idle listener. */
+/* Seconds between keep-alive comments on an idle listener, at most: half
+ * of --timeout when that is shorter, so the daemon never finds the
+ * listener silent. */
 #define SERVER_EVENTS_IDLE_SECONDS 10
 
 void server_step_figures(cJSON *parent, const bmoe_step *step)
@@ -69,7 +71,8 @@ static int listener_next(listener *l)
     pthread_mutex_lock(&s->lock);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += SERVER_EVENTS_IDLE_SECONDS;
+    int idle = s->config->timeout / 2;
+    until.tv_sec += idle < 1 ? 1 : idle > SERVER_EVENTS_IDLE_SECONDS ? SERVER_EVENTS_IDLE_SECONDS : idle;
     int waited = 0;
     while (l->seen == s->events_next && !atomic_load(&s->stopping) && waited == 0)
         waited = pthread_cond_timedwait(&s->events_changed, &s->lock, &until);

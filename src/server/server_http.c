@@ -1,24 +1,36 @@
 /* The HTTP layer (libmicrohttpd, a thread per connection so a generation
  * may block its own connection's thread): body collection with its limit,
- * the browser and key guards, routing, one log line per request. */
+ * the browser and key guards, routing, one log line per request; the
+ * connections' limits (how many, how much memory each, how long a request
+ * may take to arrive) and the watch on the turn holder's client. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 
 #include <cjson/cJSON.h>
 
 #include "params.h"
 #include "server.h"
 
-/* Seconds a connection may stay silent: a client that trickles its headers
- * cannot hold a thread forever. */
-#define SERVER_IDLE_SECONDS 30
+/* Each connection is a thread: past this many the daemon takes no more
+ * until one closes (16 clients at once, the line behind them, listeners
+ * and the page's own requests fit). */
 #define SERVER_MAX_CONNECTIONS 64
+/* The daemon's memory for one connection's request line, headers and
+ * answer buffer: a larger header is refused by the daemon (the body is
+ * copied out as it arrives and bounded by --max-body). */
+#define SERVER_CONNECTION_MEMORY ((size_t)32 << 10)
+/* How often the main thread looks for requests that take too long. */
+#define SERVER_WATCH_MS 250
 
 /* One request as it arrives. */
 typedef struct request {
@@ -28,12 +40,37 @@ typedef struct request {
     unsigned status; /* what it was answered, for the log line */
 } request;
 
-bool server_abort_requested(void *user)
+/* Whether the client on fd has gone away: its end closed or reset. The
+ * daemon does not read the socket while a handler runs, so a generation
+ * that answers at its end asks the socket itself (unread bytes are only
+ * peeked: a pipelined request stays for the daemon). A client that shuts
+ * down only its sending side looks gone too, as HTTP clients do not. */
+static bool client_gone(int fd)
 {
-    return atomic_load(&((server *)user)->cancel);
+    struct pollfd watch = {.fd = fd, .events = POLLIN};
+    if (poll(&watch, 1, 0) <= 0)
+        return false;
+    if (watch.revents & (POLLERR | POLLHUP | POLLNVAL))
+        return true;
+    char byte;
+    ssize_t got = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-int server_turn_acquire(server *s)
+bool server_abort_requested(void *user)
+{
+    server *s = user;
+    if (atomic_load(&s->cancel))
+        return true;
+    int fd = atomic_load(&s->client_fd);
+    if (fd < 0 || !client_gone(fd))
+        return false;
+    if (!atomic_exchange(&s->cancel, true))
+        fprintf(stderr, "bmoe-server: the client went away: its generation stops\n");
+    return true;
+}
+
+int server_turn_acquire(server *s, int fd)
 {
     pthread_mutex_lock(&s->lock);
     /* the running generation is one of next_ticket - serving */
@@ -45,6 +82,7 @@ int server_turn_acquire(server *s)
     while (s->serving != ticket)
         pthread_cond_wait(&s->turn_over, &s->lock);
     atomic_store(&s->cancel, atomic_load(&s->stopping));
+    atomic_store(&s->client_fd, fd);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
@@ -52,6 +90,7 @@ int server_turn_acquire(server *s)
 void server_turn_release(server *s)
 {
     pthread_mutex_lock(&s->lock);
+    atomic_store(&s->client_fd, -1);
     s->serving++;
     pthread_cond_broadcast(&s->turn_over);
     pthread_mutex_unlock(&s->lock);
@@ -236,6 +275,49 @@ static bool key_accepted(server *s, struct MHD_Connection *connection)
     return header && strncmp(header, "Bearer ", 7) == 0 && strcmp(header + 7, s->config->api_key) == 0;
 }
 
+/* A body is JSON when it says so (parameters such as a charset after the
+ * type are allowed) or says nothing. */
+static bool json_content(struct MHD_Connection *connection, const char **given)
+{
+    static const char json[] = "application/json";
+    const char *type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
+    *given = type;
+    if (!type)
+        return true;
+    type += strspn(type, " \t");
+    size_t n = sizeof json - 1;
+    return strncasecmp(type, json, n) == 0 && strchr("; \t", type[n]) != NULL;
+}
+
+/* Every path and the one method it answers. */
+static const struct {
+    const char *path, *method;
+} routes[] = {
+    {"/", "GET"},
+    {"/health", "GET"},
+    {"/metrics", "GET"},
+    {"/v1/models", "GET"},
+    {"/api/info", "GET"},
+    {"/api/params", "GET"},
+    {"/api/events", "GET"},
+    {"/api/cancel", "POST"},
+    {"/v1/chat/completions", "POST"},
+    {"/v1/completions", "POST"},
+};
+
+static void completion_route(server *s, struct MHD_Connection *connection, const request *r, bool chat,
+                             server_reply *reply)
+{
+    const char *type = NULL;
+    if (!json_content(connection, &type)) {
+        server_error_reply(reply, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                           "the body must be sent as Content-Type: application/json, not %.100s", type);
+        return;
+    }
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    server_completion(s, r->body ? r->body : "", r->length, chat, info ? info->connect_fd : -1, reply);
+}
+
 static void route(server *s, struct MHD_Connection *connection, const char *url, const char *method,
                   const request *r, server_reply *reply)
 {
@@ -278,12 +360,40 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     } else if (strcmp(url, "/api/cancel") == 0 && post) {
         cancel_reply(s, reply);
     } else if (strcmp(url, "/v1/chat/completions") == 0 && post) {
-        server_completion(s, r->body ? r->body : "", r->length, true, reply);
+        completion_route(s, connection, r, true, reply);
     } else if (strcmp(url, "/v1/completions") == 0 && post) {
-        server_completion(s, r->body ? r->body : "", r->length, false, reply);
+        completion_route(s, connection, r, false, reply);
     } else {
-        server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %s %s here", method, url);
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+            if (strcmp(url, routes[i].path) == 0) {
+                server_error_reply(reply, 405, "invalid_request_error", NULL, "method_not_allowed",
+                                   "%s answers %s, not %.32s", url, routes[i].method, method);
+                reply->allow = routes[i].method;
+                return;
+            }
+        }
+        server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %.32s %.200s here", method,
+                           url);
     }
+}
+
+/* The connection's record (NULL when it could not be made). */
+static server_client *client_of(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* A request has all arrived (receiving false), or the connection waits
+ * for the next one from now (true). */
+static void client_receiving(server *s, server_client *client, bool receiving)
+{
+    if (!client)
+        return;
+    pthread_mutex_lock(&s->clients_lock);
+    client->receiving = receiving;
+    clock_gettime(CLOCK_MONOTONIC, &client->since);
+    pthread_mutex_unlock(&s->clients_lock);
 }
 
 /* Collects the body (past the limit only counted, to answer 413 once it is
@@ -325,6 +435,9 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         r->body[r->length] = '\0';
         return MHD_YES;
     }
+    /* all arrived: the deadline stops (the answer, a generation or a wait
+     * in line, may take longer than --timeout) */
+    client_receiving(s, client_of(connection), false);
     server_reply reply = {0};
     route(s, connection, url, method, r, &reply);
     r->status = reply.status;
@@ -344,6 +457,8 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     if (reply.retry_after)
         MHD_add_response_header(response, "Retry-After", reply.retry_after);
+    if (reply.allow)
+        MHD_add_response_header(response, "Allow", reply.allow);
     enum MHD_Result result = MHD_queue_response(connection, reply.status, response);
     MHD_destroy_response(response);
     return result;
@@ -352,15 +467,74 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
 static void on_completed(void *user, struct MHD_Connection *connection, void **state,
                          enum MHD_RequestTerminationCode code)
 {
-    (void)user;
-    (void)connection;
     (void)code;
+    client_receiving(user, client_of(connection), true);
     request *r = *state;
     if (!r)
         return;
     free(r->body);
     free(r);
     *state = NULL;
+}
+
+/* Keeps the list of open connections (a connection whose record cannot
+ * be allocated goes untimed but still served). */
+static void on_connection(void *user, struct MHD_Connection *connection, void **context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    server *s = user;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        server_client *client = info ? calloc(1, sizeof *client) : NULL;
+        *context = client;
+        if (!client)
+            return;
+        client->fd = info->connect_fd;
+        client->receiving = true;
+        clock_gettime(CLOCK_MONOTONIC, &client->since);
+        pthread_mutex_lock(&s->clients_lock);
+        client->next = s->clients;
+        if (s->clients)
+            s->clients->prev = client;
+        s->clients = client;
+        pthread_mutex_unlock(&s->clients_lock);
+        return;
+    }
+    server_client *client = *context;
+    if (!client)
+        return;
+    /* the daemon closes the socket after this: the record goes first, so
+     * the watch never shuts down a number the system has given again */
+    pthread_mutex_lock(&s->clients_lock);
+    if (client->prev)
+        client->prev->next = client->next;
+    else
+        s->clients = client->next;
+    if (client->next)
+        client->next->prev = client->prev;
+    pthread_mutex_unlock(&s->clients_lock);
+    free(client);
+    *context = NULL;
+}
+
+/* Closes the connections whose request has taken more than --timeout to
+ * arrive (the daemon's own timeout only counts silence, which a client
+ * sending a byte a second never is): their socket is shut down, which the
+ * daemon's thread sees as the client leaving. */
+static void cut_slow_clients(server *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&s->clients_lock);
+    for (server_client *c = s->clients; c; c = c->next) {
+        double waited = (double)(now.tv_sec - c->since.tv_sec) + (now.tv_nsec - c->since.tv_nsec) * 1e-9;
+        if (!c->receiving || c->cut || waited < s->config->timeout)
+            continue;
+        fprintf(stderr, "bmoe-server: a connection sent no whole request in %d s: closed\n", s->config->timeout);
+        shutdown(c->fd, SHUT_RDWR);
+        c->cut = true;
+    }
+    pthread_mutex_unlock(&s->clients_lock);
 }
 
 int server_http_run(server *s)
@@ -383,19 +557,25 @@ int server_http_run(server *s)
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+    pthread_mutex_init(&s->clients_lock, NULL);
+    atomic_init(&s->client_fd, -1);
     struct MHD_Daemon *daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)SERVER_IDLE_SECONDS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        (unsigned)c->timeout, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVER_MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, SERVER_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!daemon) {
         fprintf(stderr, "bmoe-server: cannot listen on %s:%d\n", c->host, c->port);
+        pthread_mutex_destroy(&s->clients_lock);
         return 1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "bmoe-server: listening on http://%s:%u\n", c->host, info ? (unsigned)info->port : 0u);
-    int received = 0;
-    sigwait(&signals, &received);
+    int received;
+    const struct timespec tick = {0, SERVER_WATCH_MS * 1000000L};
+    while ((received = sigtimedwait(&signals, NULL, &tick)) < 0)
+        cut_slow_clients(s);
     fprintf(stderr, "bmoe-server: %s: shutting down\n", received == SIGINT ? "SIGINT" : "SIGTERM");
     /* a running generation stops at its next token so the daemon's threads can end */
     pthread_mutex_lock(&s->lock);
@@ -404,5 +584,6 @@ int server_http_run(server *s)
     pthread_cond_broadcast(&s->events_changed); /* the listeners end */
     pthread_mutex_unlock(&s->lock);
     MHD_stop_daemon(daemon);
+    pthread_mutex_destroy(&s->clients_lock);
     return 0;
 }

@@ -35,6 +35,7 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
         break;
     case P_MAX_QUEUE: config->max_queue = number; break;
     case P_MAX_BODY: config->max_body = (size_t)number << 20; break;
+    case P_TIMEOUT: config->timeout = number; break;
     case P_N_PREDICT: config->n_predict = number; break;
     case P_NO_THINK: config->no_think = true; break;
     case P_TEMPLATE_NOW: {
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
         .port = 8080,
         .max_queue = 8,
         .max_body = (size_t)8 << 20,
+        .timeout = 30,
         .n_predict = 128, /* the table's default, as bmoe-cli's */
         .sampler = bmoe_sampler_default_params(),
         .model_params = bmoe_model_default_params(),

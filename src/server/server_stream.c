@@ -172,6 +172,9 @@ static ssize_t stream_read(void *user, uint64_t position, char *buffer, size_t m
 static void stream_free(void *user)
 {
     stream *st = user;
+    /* a client that left mid-stream still had its tokens made */
+    if (!st->finished)
+        server_count_generation(st->s, st->generation);
     bmoe_generation_free(st->generation);
     bmoe_reasoning_free(st->reasoning);
     server_turn_release(st->s);

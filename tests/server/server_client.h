@@ -201,4 +201,70 @@ static inline long test_dechunk(char *body)
     return out - body;
 }
 
+/* Seconds on the monotonic clock. */
+static inline double test_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + now.tv_nsec * 1e-9;
+}
+
+static inline void test_sleep_ms(long milliseconds)
+{
+    struct timespec pause = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+/* Sends bytes as they are (a request of any shape; shut_write: then the
+ * client's sending side is closed) and reads until the server closes.
+ * status 0 and an empty raw: the server closed without answering. 0, or -1
+ * (no connection, or an answer that is not HTTP/1.1). */
+static inline int test_raw_request(int port, const char *data, size_t length, bool shut_write,
+                                   test_response *response)
+{
+    memset(response, 0, sizeof *response);
+    int fd = test_connect(port);
+    if (fd < 0)
+        return -1;
+    /* the server may close before taking it all (a header past its limit) */
+    test_send_all(fd, data, length);
+    if (shut_write)
+        shutdown(fd, SHUT_WR);
+    if (test_response_read(fd, response) == 0)
+        return 0;
+    if (response->raw && !response->raw[0]) {
+        response->status = 0;
+        return 0;
+    }
+    return -1;
+}
+
+/* A figure /metrics reports, or -1 when it cannot be read. */
+static inline double test_metric(int port, const char *name)
+{
+    test_response response;
+    double value = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    if (test_request(port, "GET", "/metrics", NULL, NULL, &response) == 0 && response.status == 200) {
+        const char *line = strstr(response.body - 1, key);
+        if (line)
+            value = strtod(line + strlen(key), NULL);
+    }
+    free(response.raw);
+    return value;
+}
+
+/* Waits (at most seconds) until the /metrics figure name is value. */
+static inline bool test_wait_metric(int port, const char *name, double value, double seconds)
+{
+    double until = test_now() + seconds;
+    do {
+        if (test_metric(port, name) == value)
+            return true;
+        test_sleep_ms(5);
+    } while (test_now() < until);
+    return false;
+}
+
 #endif

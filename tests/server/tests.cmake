@@ -24,3 +24,15 @@ if(TARGET bmoe-server)
   set_tests_properties(test_server_api_js PROPERTIES LABELS "unit;client")
   set_tests_properties(test_server_page_js PROPERTIES LABELS client)
 endif()
+
+# Faults, concurrency and load: many clients at once, clients that leave or
+# trickle, the connection bound, malformed requests.
+if(TARGET bmoe-server)
+  bmoe_add_test(test_server_faults
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_server_faults.c
+    LIBS Threads::Threads
+    LABELS unit
+    TIMEOUT 300)
+  target_include_directories(test_server_faults PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
+  add_dependencies(test_server_faults bmoe-server bmoe-mkmodel)
+endif()
