@@ -363,6 +363,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = q->n_predict;
     params.sampler = q->sampler;
+    params.speculation = s->config->speculation;
     params.stop_strings = q->stops;
     params.n_stop_strings = q->n_stops;
     enum bmoe_reasoning_format format =
