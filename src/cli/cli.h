@@ -65,6 +65,11 @@ typedef struct cli_options {
     bool ppl_skip_given;      /* --ppl keeps the llama.cpp rule (n_ctx/2) unless --ppl-skip is typed */
     bool ppl_step;            /* --ppl-step: one token per evaluation (the decode path) */
     const char *route_replay; /* --route-replay TRACE.csv */
+    /* speculative decoding */
+    bmoe_speculation_params speculation; /* --ngram, --mtp, --draft, --ngram-min-match, --ngram-max-match */
+    const char *draft_replay;        /* --draft-replay FILE: drafts from a list of ids */
+    bool draft_replay_reject;        /* --draft-replay-mode reject */
+    const char *ids_out;             /* --ids-out FILE: the generated ids */
     /* telemetry (generation) */
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
     bool predict_log;                /* --predict-log: the prediction probe's lines after the run */
@@ -175,6 +180,30 @@ int cli_replay_load(cli_replay *replay, const char *path);
 void cli_replay_free(cli_replay *replay);
 /* The bmoe_route_override for a loaded replay. */
 bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
+
+/* --draft-replay: drafts from a list of token ids, for benchmarks that
+ * need a known acceptance (cli_draft_replay.c). The k-th generated token's
+ * drafts are the list's tokens k+1.. (accept), or each of them plus one
+ * modulo the vocabulary (reject). */
+typedef struct cli_draft_replay {
+    int32_t *ids;            /* the list */
+    int32_t n_ids;
+    int32_t n_prompt;        /* the generation's prompt tokens: history past them is generated */
+    int32_t n_vocab;
+    bool reject;
+} cli_draft_replay;
+/* Reads the list (--ids-out's format). Returns 0, or prints why not and returns -1. */
+int cli_draft_replay_load(cli_draft_replay *replay, const char *path, bool reject);
+/* Checks the ids against the model's vocabulary. Returns 0 or -1 (message printed). */
+int cli_draft_replay_check(cli_draft_replay *replay, const char *path, int32_t n_vocab);
+void cli_draft_replay_free(cli_draft_replay *replay);
+/* The bmoe_draft_callback of a loaded replay. */
+int32_t cli_draft_replay_propose(void *user, const int32_t *history, int32_t n_history, int32_t *drafts,
+                                 int32_t max_drafts);
+
+/* "1,2,3" into a new array of non-negative ids (an empty string: an empty
+ * list). Returns 0, or -1 with one line printed that starts with name. */
+int cli_parse_ids(const char *name, const char *text, int32_t **ids, int32_t *n_ids);
 
 /* Signals (cli_signals.c): SIGINT, SIGTERM and SIGHUP stop the run through
  * its error path (outputs discarded), SIGPIPE and SIGXFSZ make writes fail.

@@ -84,8 +84,7 @@ static int cli_parse_choice(const param_def *flag, const char *name, const char 
                                                                                    : cli_fail("%s", error) * -1;
 }
 
-/* "1,2,3" into a new array of non-negative ids; an empty string is an empty list. */
-static int cli_parse_id_list(const char *name, const char *text, int32_t **ids, int32_t *n_ids)
+int cli_parse_ids(const char *name, const char *text, int32_t **ids, int32_t *n_ids)
 {
     int32_t count = 0;
     if (*text) {
@@ -187,9 +186,17 @@ void cli_options_free(cli_options *options)
 static int cli_apply(const param_def *flag, const char *name, const char *value, cli_options *options)
 {
     char error[320];
-    params_engine engine = {&options->model_params, &options->sampler, &options->n_threads,
-                            &options->n_threads_batch, &options->n_ctx, &options->n_ubatch, &options->kv_type,
-                            &options->seed_given};
+    params_engine engine = {
+        .model = &options->model_params,
+        .sampler = &options->sampler,
+        .n_threads = &options->n_threads,
+        .n_threads_batch = &options->n_threads_batch,
+        .n_ctx = &options->n_ctx,
+        .n_ubatch = &options->n_ubatch,
+        .kv_type = &options->kv_type,
+        .seed_given = &options->seed_given,
+        .speculation = &options->speculation,
+    };
     int engine_status = params_apply_engine(flag, name, value, &engine, error, sizeof error);
     if (engine_status != PARAMS_NOT_ENGINE) {
         if (engine_status != 0)
@@ -210,11 +217,11 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_PROMPT_IDS:
         free(options->prompt_ids);
         options->prompt_ids = NULL;
-        return cli_parse_id_list(name, value, &options->prompt_ids, &options->n_prompt_ids) == 0 ? 0 : 1;
+        return cli_parse_ids(name, value, &options->prompt_ids, &options->n_prompt_ids) == 0 ? 0 : 1;
     case P_FORCE_IDS:
         free(options->force_ids);
         options->force_ids = NULL;
-        return cli_parse_id_list(name, value, &options->force_ids, &options->n_force_ids) == 0 ? 0 : 1;
+        return cli_parse_ids(name, value, &options->force_ids, &options->n_force_ids) == 0 ? 0 : 1;
     case P_LOGITS_OUT: options->logits_out = value; break;
     case P_PPL: options->ppl_path = value; break;
     case P_CHUNKS: options->ppl_chunks = number; break;
@@ -232,6 +239,13 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_PREDICT_LOG: options->predict_log = true; break;
     case P_PROGRESS: options->progress = true; break;
     case P_ROUTE_REPLAY: options->route_replay = value; break;
+    case P_DRAFT_REPLAY: options->draft_replay = value; break;
+    case P_DRAFT_REPLAY_MODE:
+        if ((choice = cli_parse_choice(flag, name, value)) < 0)
+            return 1;
+        options->draft_replay_reject = choice == 1;
+        break;
+    case P_IDS_OUT: options->ids_out = value; break;
     case P_CSV: options->csv_path = value; break;
     case P_EXPERT_PROFILE: options->expert_profile = value; break;
     case P_ROUTE_TRACE: options->route_trace_path = value; break;
@@ -277,7 +291,8 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_CACHE_MB: case P_CACHE_POLICY: case P_CACHE_FLOOR: case P_CACHE_CEIL: case P_IO_THREADS:
     case P_NO_ODIRECT: case P_OVERLAP: case P_PREFETCH: case P_PREDICT_PREFETCH: case P_PREDICT_SPEC_MAX:
     case P_LOAD_ALL: case P_PRELOAD_EXPERTS: case P_N_EXPERT_USED: case P_DROP_COLD: case P_DROP_NO_RENORM:
-    case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD:
+    case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD: case P_NGRAM: case P_MTP: case P_DRAFT:
+    case P_NGRAM_MIN_MATCH: case P_NGRAM_MAX_MATCH:
         break; /* params_apply_engine set it */
     case P_UNAVAILABLE:
         cli_fail("%s %s", name, flag->refusal);
@@ -384,10 +399,10 @@ static int cli_apply_environment(cli_options *options, const bool *given)
 static int cli_check_outputs(const cli_options *options, const char *const given_as[P_COUNT])
 {
     const param_id outputs[] = {P_CSV, P_ROUTE_TRACE, P_IO_TRACE, P_COMPUTE_TRACE, P_COMPUTE_TRACE_LAYERS,
-                               P_LOGITS_OUT, P_EXPERT_PROFILE};
+                               P_LOGITS_OUT, P_EXPERT_PROFILE, P_IDS_OUT};
     const char *paths[] = {options->csv_path, options->route_trace_path, options->io_trace_path,
                            options->compute_trace_path, options->compute_trace_layers_path, options->logits_out,
-                           options->expert_profile};
+                           options->expert_profile, options->ids_out};
     size_t count = sizeof outputs / sizeof outputs[0];
     for (size_t a = 0; a < count; a++) {
         if (!paths[a])
@@ -416,6 +431,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->kv_type = BMOE_KV_F16;
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
+    options->speculation = bmoe_generation_default_params().speculation;
     options->ppl_chunks = -1;
     options->ppl_skip = 8;
     options->decide_prefix_cache = true;
@@ -583,6 +599,13 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             cli_fail("%s needs --moe-stream", given_as[flag->id]);
             return cli_refuse(options, 1);
         }
+    }
+    char error[320];
+    int speculation_status =
+        params_check_speculation(given, &options->speculation, &options->model_params.lossy, error, sizeof error);
+    if (speculation_status != 0) {
+        cli_fail("%s", error);
+        return cli_refuse(options, speculation_status);
     }
     if ((given[P_DROP_NO_RENORM] || given[P_DROP_IN_PREFILL]) && !given[P_DROP_COLD]) {
         cli_fail("%s needs --drop-cold-experts", given_as[given[P_DROP_NO_RENORM] ? P_DROP_NO_RENORM : P_DROP_IN_PREFILL]);

@@ -62,6 +62,57 @@ static int cli_prompt_tokens(const bmoe_model *model, const cli_options *options
     return status;
 }
 
+/* Appends a generated id to a growing list. Returns 0 or 1 (message printed). */
+static int cli_ids_append(int32_t **ids, int32_t *capacity, int32_t *count, int32_t id)
+{
+    if (*count == *capacity) {
+        int32_t wanted = *capacity ? *capacity * 2 : 256;
+        int32_t *bigger = realloc(*ids, (size_t)wanted * sizeof *bigger);
+        if (!bigger)
+            return cli_fail("out of memory for %d generated ids", *count + 1);
+        *ids = bigger;
+        *capacity = wanted;
+    }
+    (*ids)[(*count)++] = id;
+    return 0;
+}
+
+/* --ids-out: the ids comma-separated on one line, published. Returns 0 or 1 (message printed). */
+static int cli_write_ids(bmoe_output *output, const char *path, const int32_t *ids, int32_t count)
+{
+    bmoe_error error = {0};
+    char number[16];
+    for (int32_t i = 0; i < count; i++) {
+        int length = snprintf(number, sizeof number, "%s%d", i ? "," : "", ids[i]);
+        if (bmoe_output_write(output, number, (size_t)length, &error) != 0) {
+            bmoe_output_discard(output);
+            return cli_fail("--ids-out %s: %s", path, error.message);
+        }
+    }
+    if (bmoe_output_write(output, "\n", 1, &error) != 0) {
+        bmoe_output_discard(output);
+        return cli_fail("--ids-out %s: %s", path, error.message);
+    }
+    if (bmoe_output_commit(output, &error) != 0)
+        return cli_fail("--ids-out %s: %s", path, error.message);
+    return 0;
+}
+
+/* --draft-replay: a warning when the run left the list, whose drafts then
+ * were not plain decoding's tokens (the acceptance is not the forced one). */
+static void cli_draft_replay_report(const cli_draft_replay *replay, const char *path, const int32_t *ids,
+                                    int32_t count)
+{
+    int32_t same = 0;
+    while (same < count && same < replay->n_ids && ids[same] == replay->ids[same])
+        same++;
+    if (same < count)
+        fprintf(stderr,
+                "bmoe-cli: warning: --draft-replay %s: the run left the list at generated token %d (%s); the drafts "
+                "after it were not this run's tokens\n",
+                path, same + 1, same < replay->n_ids ? "another token" : "the list ended");
+}
+
 /* Appends text to a growing copy (step texts are valid only until the next
  * call on the generation). Returns 0 or 1 (message printed). */
 static int cli_text_append(char **data, size_t *capacity, size_t *length, const char *text, size_t n)
@@ -83,6 +134,7 @@ static int cli_text_append(char **data, size_t *capacity, size_t *length, const 
 int cli_run_generate(const cli_options *options)
 {
     int status = 1;
+    bmoe_model *model = NULL;
     bmoe_context *context = NULL;
     bmoe_generation *generation = NULL;
     int32_t *prompt = NULL;
@@ -91,6 +143,9 @@ int cli_run_generate(const cli_options *options)
     size_t kept_capacity = 0;
     double load_seconds = 0.0;
     cli_replay replay = {0, 0, 0, NULL, 0};
+    cli_draft_replay drafts = {0};
+    int32_t *ids = NULL, ids_capacity = 0, n_ids = 0;
+    bmoe_output *ids_output = NULL;
     cli_chat_prompt_result chat = {0};
     /* the prompt file first: a read that waits (standard input) holds no
      * output open, so a stop signal then has nothing to clean */
@@ -98,14 +153,28 @@ int cli_run_generate(const cli_options *options)
     size_t prompt_text_length = 0;
     if (options->prompt_file && cli_read_file(options->prompt_file, &prompt_text, &prompt_text_length) != 0)
         return 1;
-    cli_telemetry telemetry;
-    if (cli_telemetry_open(&telemetry, options) != 0) {
-        cli_telemetry_close(&telemetry);
+    if (options->draft_replay &&
+        cli_draft_replay_load(&drafts, options->draft_replay, options->draft_replay_reject) != 0) {
         free(prompt_text);
         return 1;
     }
+    cli_telemetry telemetry;
+    if (cli_telemetry_open(&telemetry, options) != 0) {
+        cli_telemetry_close(&telemetry);
+        cli_draft_replay_free(&drafts);
+        free(prompt_text);
+        return 1;
+    }
+    if (options->ids_out) {
+        bmoe_error error = {0};
+        ids_output = bmoe_output_open(options->ids_out, &error);
+        if (!ids_output) {
+            cli_fail("--ids-out %s: %s", options->ids_out, error.message);
+            goto done;
+        }
+    }
     bool progress = options->progress;
-    bmoe_model *model = cli_load_model(options, &load_seconds);
+    model = cli_load_model(options, &load_seconds);
     if (!model)
         goto done;
     bool profile_writable = false;
@@ -150,10 +219,19 @@ int cli_run_generate(const cli_options *options)
     params.sampler = options->sampler;
     if (!options->seed_given)
         params.sampler.seed = cli_clock_seed();
+    params.speculation = options->speculation;
     int32_t n_prompt = 0;
     if (cli_prompt_tokens(model, options, prompt_text, prompt_text_length, &prompt, &n_prompt, &prompt_owned,
                           &chat) != 0)
         goto done;
+    if (options->draft_replay) {
+        if (cli_draft_replay_check(&drafts, options->draft_replay, bmoe_model_n_vocab(model)) != 0)
+            goto done;
+        drafts.n_prompt = n_prompt;
+        params.speculation.source = BMOE_DRAFT_CALLBACK;
+        params.speculation.draft_callback = cli_draft_replay_propose;
+        params.speculation.draft_user = &drafts;
+    }
     cli_telemetry_set_reasoning(&telemetry, chat.reasoning);
     replay.first_position = n_prompt;
     int32_t n_ctx = bmoe_context_n_ctx(context);
@@ -189,6 +267,8 @@ int cli_run_generate(const cli_options *options)
         }
         if (!progress && step.text_length > 0 && cli_write(stdout, step.text, step.text_length) != 0)
             goto done;
+        if ((options->ids_out || options->draft_replay) && cli_ids_append(&ids, &ids_capacity, &n_ids, step.token) != 0)
+            goto done;
         const char *text = step.text;
         size_t length = step.text_length;
         bmoe_step last = step;
@@ -206,7 +286,7 @@ int cli_run_generate(const cli_options *options)
             text = kept;
             length = kept_length;
         }
-        if (cli_telemetry_token(&telemetry, &last, text, length) != 0)
+        if (cli_telemetry_token(&telemetry, generation, &last, text, length) != 0)
             goto done;
         if (stepped == 0)
             break;
@@ -230,14 +310,21 @@ int cli_run_generate(const cli_options *options)
     fprintf(stderr, "bmoe-cli: load: %.3f s\n", load_seconds);
     fprintf(stderr, "bmoe-cli: prefill: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, prefill_seconds,
             prefill_seconds > 0 ? prefill->n_tokens / prefill_seconds : 0.0);
-    fprintf(stderr, "bmoe-cli: decode: %d tokens generated, %d decode steps in %.3f s, %.2f tok/s\n",
+    /* with drafting, the evaluated tokens count the rejected drafts too */
+    fprintf(stderr, "bmoe-cli: decode: %d tokens generated, %d tokens evaluated in %.3f s, %.2f tok/s\n",
             bmoe_generation_n_generated(generation), decode->n_tokens, decode_seconds,
             decode_seconds > 0 ? decode->n_tokens / decode_seconds : 0.0);
     fprintf(stderr, "bmoe-cli: stopped: %s\n", cli_stop_text(step.stop));
     if (params.sampler.temperature > 0.0f)
         fprintf(stderr, "bmoe-cli: seed: %llu\n", (unsigned long long)params.sampler.seed);
     fprintf(stderr, "bmoe-cli: peak RSS: %.1f MiB\n", cli_peak_rss_mib());
+    if (options->draft_replay)
+        cli_draft_replay_report(&drafts, options->draft_replay, ids, n_ids);
     status = cli_telemetry_finish(&telemetry, generation, load_seconds);
+    if (status == 0 && ids_output) {
+        status = cli_write_ids(ids_output, options->ids_out, ids, n_ids);
+        ids_output = NULL;
+    }
     if (status == 0)
         status = cli_plan_line(options, decode);
     if (status == 0 && profile_writable) {
@@ -250,8 +337,11 @@ int cli_run_generate(const cli_options *options)
 
 done:
     cli_telemetry_close(&telemetry);
+    bmoe_output_discard(ids_output);
+    free(ids);
     free(prompt_text);
     cli_replay_free(&replay);
+    cli_draft_replay_free(&drafts);
     cli_chat_prompt_free(&chat);
     free(kept);
     if (prompt_owned)

@@ -28,6 +28,7 @@ int cli_run_session(const cli_options *options)
     config.think = !options->no_think;
     config.ignore_eos = options->ignore_eos;
     config.sampler = options->sampler;
+    config.speculation = options->speculation;
     config.chat = options->chat;
     config.decide = options->decide;
     config.decide_reuse = options->decide_prefix_cache;

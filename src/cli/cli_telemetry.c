@@ -107,6 +107,14 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
     c->top_k = o->sampler.top_k;
     c->top_p = o->sampler.top_p;
     c->seed = seed;
+    const bmoe_speculation_params *spec = &o->speculation;
+    c->spec = o->draft_replay                       ? "replay"
+              : spec->source == BMOE_DRAFT_NGRAM    ? "ngram"
+              : spec->source == BMOE_DRAFT_MTP      ? "mtp"
+                                                    : NULL;
+    c->spec_draft_max = c->spec ? spec->n_draft : 0;
+    c->ngram_min_match = spec->source == BMOE_DRAFT_NGRAM ? spec->ngram_min_match : 0;
+    tm_draft_init(&t->draft);
     tm_files_fill_config(&t->files, c);
 
     if ((t->files.csv_on || t->files.route_on) && tm_layout_read(&t->layout, model) != 0)
@@ -161,12 +169,18 @@ static int cli_emit_lines(cli_telemetry *t)
     return status;
 }
 
-int cli_telemetry_token(cli_telemetry *t, const bmoe_step *step, const char *text, size_t length)
+int cli_telemetry_token(cli_telemetry *t, const bmoe_generation *generation, const bmoe_step *step, const char *text,
+                        size_t length)
 {
     if (step->stats.n_tokens > 0)
         t->last_decode_end = cli_now_seconds();
+    bmoe_spec_stats spec;
+    bmoe_generation_spec_stats(generation, &spec);
+    int32_t batch;
+    double draft_ms;
+    tm_draft_row(&t->draft, &spec, &batch, &draft_ms);
     tm_token token;
-    tm_meter_token(t->meter, step->index, &step->stats, &token);
+    tm_meter_token_drafted(t->meter, step->index, &step->stats, batch, draft_ms, &token);
     t->last = token;
     if (t->files.csv_on) {
         tm_memory memory;
@@ -219,6 +233,7 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     summary.n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
     summary.load_s = load_seconds;
     summary.tail_ms = t->last_decode_end > 0.0 ? (cli_now_seconds() - t->last_decode_end) * 1e3 : 0.0;
+    bmoe_generation_spec_stats(generation, &summary.spec);
     if (t->files.csv_on)
         tm_csv_summary(&t->files.csv, &summary);
 

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "tm_buffer.h"
 #include "tm_config.h"
+#include "tm_draft.h"
 #include "tm_files.h"
 #include "tm_layout.h"
 #include "tm_meter.h"
@@ -32,6 +33,7 @@ typedef struct cli_telemetry {
     tm_buffer answer;         /* the generated text (--progress) */
     double last_decode_end;   /* seconds (cli_now_seconds) when the last decode returned; 0: none */
     tm_token last;            /* the last token's record */
+    tm_draft draft;           /* which rows carry a verify batch */
     bmoe_reasoning *reasoning; /* --chat: splits the text into reasoning and answer (borrowed); NULL: all answer */
     bool reasoning_finished;
     tm_buffer split_reasoning, split_text; /* the last line's deltas when two had to be joined */
@@ -55,9 +57,11 @@ void cli_telemetry_stamp(cli_telemetry *telemetry, int32_t phase, int32_t step);
 void cli_telemetry_prefilled(cli_telemetry *telemetry, const bmoe_stats *prefill);
 /* After an evaluation: the trace rows it captured go to their files. */
 void cli_telemetry_after_eval(cli_telemetry *telemetry);
-/* One generated token: its metrics, its progress lines (with its text) and
- * its CSV row. Returns 0, or 1 when stdout failed (message printed). */
-int cli_telemetry_token(cli_telemetry *telemetry, const bmoe_step *step, const char *text, size_t length);
+/* One generated token of generation: its metrics, its progress lines (with
+ * its text) and its CSV row. Returns 0, or 1 when stdout failed (message
+ * printed). */
+int cli_telemetry_token(cli_telemetry *telemetry, const bmoe_generation *generation, const bmoe_step *step,
+                        const char *text, size_t length);
 /* Text that no token carried (the generation's final step held it, or the
  * reasoning parser did, which this finishes): with --progress one more
  * BMOE_PROGRESS line repeats the last step with no cost and carries it, so

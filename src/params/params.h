@@ -31,7 +31,8 @@ typedef enum param_id {
     P_DECIDE_PREFIX_CACHE, P_RENDER_TEMPLATE, P_TEMPLATE_CONTEXT, P_TEMPLATE_NOW, P_AUTO, P_PLAN,
     P_PLAN_EXPLAIN, P_PROBE, P_PROBE_IO, P_NO_PROBE_IO, P_PROBE_MEM, P_NO_PROBE_MEM, P_DESCRIBE_PARAMS,
     P_SHOW_CONFIG, P_HELP_MARKDOWN, P_HOST, P_PORT, P_API_KEY, P_MAX_QUEUE, P_MAX_BODY, P_EXPERT_PROFILE,
-    P_TIMEOUT,
+    P_TIMEOUT, P_NGRAM, P_MTP, P_DRAFT, P_NGRAM_MIN_MATCH, P_NGRAM_MAX_MATCH, P_DRAFT_REPLAY, P_DRAFT_REPLAY_MODE,
+    P_IDS_OUT,
     P_COUNT
 } param_id;
 
@@ -54,7 +55,8 @@ typedef enum param_level { PARAM_BASIC, PARAM_ADVANCED, PARAM_EXPERIMENTAL, PARA
 typedef enum param_scope { PARAM_SCOPE_SESSION, PARAM_SCOPE_REQUEST } param_scope;
 
 typedef enum param_group {
-    PARAM_GROUP_PROGRAM, PARAM_GROUP_MODEL, PARAM_GROUP_GENERATION, PARAM_GROUP_SAMPLING, PARAM_GROUP_STREAMING,
+    PARAM_GROUP_PROGRAM, PARAM_GROUP_MODEL, PARAM_GROUP_GENERATION, PARAM_GROUP_SAMPLING, PARAM_GROUP_SPECULATION,
+    PARAM_GROUP_STREAMING,
     PARAM_GROUP_CACHE, PARAM_GROUP_PREFETCH, PARAM_GROUP_LOSSY, PARAM_GROUP_PLANNER, PARAM_GROUP_CHAT,
     PARAM_GROUP_PERPLEXITY, PARAM_GROUP_DIAGNOSTICS, PARAM_GROUP_SERVER, PARAM_GROUP_UNAVAILABLE,
     PARAM_GROUP_COUNT
@@ -124,14 +126,16 @@ int params_parse_choice(const param_def *param, const char *name, const char *te
 /* An environment variable's switch value: an integer, non-zero on. 1, 0 or -1 (error). */
 int params_parse_switch(const char *name, const char *text, char *error, size_t error_size);
 
-/* Where the engine's parameters go: the library's model and sampler
- * parameters and the context's sizes, as the application holds them. */
+/* Where the engine's parameters go: the library's model, sampler and
+ * speculation parameters and the context's sizes, as the application
+ * holds them. */
 typedef struct params_engine {
     bmoe_model_params *model;
     bmoe_sampler_params *sampler;
     int32_t *n_threads, *n_threads_batch, *n_ctx, *n_ubatch; /* 0: the library's default */
     enum bmoe_kv_type *kv_type;
     bool *seed_given;
+    bmoe_speculation_params *speculation;
 } params_engine;
 
 /* Sets an engine parameter (the model, the context, streaming, the lossy
@@ -143,6 +147,18 @@ typedef struct params_engine {
 #define PARAMS_NOT_ENGINE (-1)
 int params_apply_engine(const param_def *param, const char *name, const char *text, const params_engine *engine,
                         char *error, size_t error_size);
+
+/* The speculation rows' rules once every flag is read (given: the rows
+ * set, by id; speculation: what they set): --draft needs a draft source
+ * (--ngram, --mtp or --draft-replay), the n-gram match lengths need
+ * --ngram and min <= max, two sources or a source and an armed lossy
+ * lever (lossy) exclude each other (a lever acts on single-token decodes
+ * only, so a verify batch would not compute what plain decoding computes).
+ * Returns 0, or the
+ * exit status with a one-line message in error: 2 for switches that
+ * contradict each other, 1 for the rest. */
+int params_check_speculation(const bool given[P_COUNT], const bmoe_speculation_params *speculation,
+                             const bmoe_lossy_params *lossy, char *error, size_t error_size);
 
 /* --help: the rows at most max_level whose jobs meet jobs (rows with no
  * job, which choose the job themselves, are bmoe-cli's: shown when jobs

@@ -1,6 +1,7 @@
 /* The engine's parameters from text: one mapping of the table's rows onto
- * the library's model, context and sampler parameters, for every program
- * (the CLI, the server). */
+ * the library's model, context, sampler and speculation parameters, for
+ * every program (the CLI, the server), and the speculation rows' rules. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
     bmoe_stream_params *stream = &model->stream;
     bmoe_lossy_params *lossy = &model->lossy;
     bmoe_sampler_params *sampler = engine->sampler;
+    bmoe_speculation_params *speculation = engine->speculation;
     switch (param->id) {
     case P_THREADS: *engine->n_threads = number; break;
     case P_THREADS_BATCH: *engine->n_threads_batch = number; break;
@@ -93,7 +95,73 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
     case P_DROP_IN_PREFILL: lossy->drop_in_prefill = true; break;
     case P_SUBSTITUTE: lossy->substitute_lambda = real; break;
     case P_ROUTE_AHEAD: lossy->route_ahead = number; break;
+    case P_NGRAM:
+    case P_MTP: {
+        enum bmoe_draft_source source = param->id == P_NGRAM ? BMOE_DRAFT_NGRAM : BMOE_DRAFT_MTP;
+        if (speculation->source != BMOE_DRAFT_NONE && speculation->source != source)
+            return params_engine_error(error, error_size, 2, "%s and %s are two draft sources: give one", name,
+                                       param->id == P_NGRAM ? "--mtp" : "--ngram");
+        speculation->source = source;
+        break;
+    }
+    case P_DRAFT: speculation->n_draft = number; break;
+    case P_NGRAM_MIN_MATCH: speculation->ngram_min_match = number; break;
+    case P_NGRAM_MAX_MATCH: speculation->ngram_max_match = number; break;
     default: return PARAMS_NOT_ENGINE;
     }
+    return 0;
+}
+
+static int params_check_error(char *error, size_t error_size, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static int params_check_error(char *error, size_t error_size, int status, const char *fmt, ...)
+{
+    if (error && error_size) {
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(error, error_size, fmt, args);
+        va_end(args);
+    }
+    return status;
+}
+
+int params_check_speculation(const bool given[P_COUNT], const bmoe_speculation_params *speculation,
+                             const bmoe_lossy_params *lossy, char *error, size_t error_size)
+{
+    const char *sources[3];
+    int n_sources = 0;
+    if (given[P_NGRAM])
+        sources[n_sources++] = "--ngram";
+    if (given[P_MTP])
+        sources[n_sources++] = "--mtp";
+    if (given[P_DRAFT_REPLAY])
+        sources[n_sources++] = "--draft-replay";
+    if (n_sources > 1)
+        return params_check_error(error, error_size, 2, "%s and %s are two draft sources: give one", sources[0],
+                                  sources[1]);
+    const char *lever = lossy->route_ahead > 0             ? "--route-ahead"
+                        : lossy->drop_cold_frac > 0.0f     ? "--drop-cold-experts"
+                        : lossy->substitute_lambda > 0.0f  ? "--expert-substitute"
+                                                           : NULL;
+    if (n_sources > 0 && lever)
+        return params_check_error(error, error_size, 2,
+                                  "%s and %s exclude each other (the lever acts on single-token decodes only, so a "
+                                  "verify batch would not compute what plain decoding computes)",
+                                  sources[0], lever);
+    if (given[P_DRAFT] && n_sources == 0)
+        return params_check_error(error, error_size, 1, "--draft needs a draft source (--ngram, --mtp or --draft-replay)");
+    if ((given[P_NGRAM_MIN_MATCH] || given[P_NGRAM_MAX_MATCH]) && !given[P_NGRAM])
+        return params_check_error(error, error_size, 1, "%s needs --ngram",
+                                  given[P_NGRAM_MIN_MATCH] ? "--ngram-min-match" : "--ngram-max-match");
+    if (given[P_NGRAM] && speculation->ngram_min_match > speculation->ngram_max_match)
+        return params_check_error(error, error_size, 1,
+                                  "--ngram-min-match %d is longer than --ngram-max-match %d (the longest compared)",
+                                  (int)speculation->ngram_min_match, (int)speculation->ngram_max_match);
+    if (given[P_DRAFT_REPLAY_MODE] && !given[P_DRAFT_REPLAY])
+        return params_check_error(error, error_size, 1, "--draft-replay-mode needs --draft-replay");
     return 0;
 }

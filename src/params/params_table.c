@@ -22,7 +22,7 @@
 #define DEBUG PARAM_DEBUG
 #define REQUEST PARAM_SCOPE_REQUEST
 
-#define NOT_YET_SPEC "is not implemented in bmoe yet (speculative decoding: --ngram, --mtp)"
+#define NOT_YET_MTP "is not implemented in bmoe (it tunes drafting from the model's MTP head, which this build does not have)"
 #define NOT_HERE "is not implemented in bmoe (a switch of the reference's own experiments and tests)"
 #define NOT_YET_ROWS "is not implemented in bmoe yet (row-gathered tables, releasing the mapping)"
 #define NEEDS_DEVICE "needs a GPU or accelerator device, which this CPU-only build does not have"
@@ -117,6 +117,41 @@ static const param_def params_rows[] = {
     {.id = P_IGNORE_EOS, .key = "ignore_eos", .flag = "--ignore-eos", .group = PARAM_GROUP_SAMPLING,
      .level = ADVANCED, .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT,
      .help = "keep generating past end-of-generation tokens (benchmarks)"},
+    /* speculative decoding */
+    {.id = P_NGRAM, .key = "ngram", .flag = "--ngram", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
+     .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT | SERVE,
+     .help = "draft the next tokens from the longest earlier match of the text's end (prompt and generated "
+             "tokens) and evaluate them with the next token in one batch, keeping those sampling confirms: the "
+             "output is byte-identical to plain decoding, only the speed changes; the ngram: lines say what it "
+             "bought (not with the lossy levers)"},
+    {.id = P_MTP, .key = "mtp", .flag = "--mtp", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
+     .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT | SERVE,
+     .help = "draft with the model's next-token-prediction (nextn) head: refused at start, this build has no "
+             "MTP draft head (--ngram needs no model support)"},
+    {.id = P_DRAFT, .key = "draft", .flag = "--draft", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
+     .scope = REQUEST, .type = PARAM_INT, .low = 1, .high = 8, .unit = "tokens", .value_name = "N",
+     .default_text = "3", .jobs = CHAT | SERVE,
+     .help = "tokens drafted per step at most (needs --ngram, --mtp or --draft-replay); a verify batch "
+             "evaluates up to N+1 tokens, each routed to its own experts"},
+    {.id = P_NGRAM_MIN_MATCH, .key = "ngram_min_match", .flag = "--ngram-min-match",
+     .group = PARAM_GROUP_SPECULATION, .level = ADVANCED, .scope = REQUEST, .type = PARAM_INT, .low = 1,
+     .high = 64, .unit = "tokens", .value_name = "N", .default_text = "3", .jobs = CHAT | SERVE,
+     .help = "the shortest match of the text's end that drafts; a step without one decodes plainly (needs "
+             "--ngram)"},
+    {.id = P_NGRAM_MAX_MATCH, .key = "ngram_max_match", .flag = "--ngram-max-match",
+     .group = PARAM_GROUP_SPECULATION, .level = ADVANCED, .scope = REQUEST, .type = PARAM_INT, .low = 1,
+     .high = 64, .unit = "tokens", .value_name = "N", .default_text = "12", .jobs = CHAT | SERVE,
+     .help = "matches are compared up to N tokens (needs --ngram; at least --ngram-min-match)"},
+    {.id = P_DRAFT_REPLAY, .key = "draft_replay", .flag = "--draft-replay", .group = PARAM_GROUP_SPECULATION,
+     .level = DEBUG, .scope = REQUEST, .type = PARAM_PATH, .value_name = "FILE", .jobs = GEN,
+     .help = "benchmarks: the drafts are read from FILE, token ids as --ids-out writes them: after the k-th "
+             "generated token, the file's tokens k+1, k+2, ... (at most --draft); from a plain run of the "
+             "same command they are its very tokens, all accepted (the replay: lines report it)"},
+    {.id = P_DRAFT_REPLAY_MODE, .key = "draft_replay_mode", .flag = "--draft-replay-mode",
+     .group = PARAM_GROUP_SPECULATION, .level = DEBUG, .scope = REQUEST, .type = PARAM_CHOICE,
+     .choices = "accept|reject", .default_text = "accept", .jobs = GEN,
+     .help = "reject: each replayed draft is the id after the file's, so none is accepted while the run "
+             "follows the file (needs --draft-replay)"},
     /* chat templates and sessions */
     {.id = P_CHAT, .key = "chat", .flag = "--chat", .alias = "--chatml", .group = PARAM_GROUP_CHAT,
      .level = BASIC, .type = PARAM_SWITCH, .jobs = CHAT,
@@ -302,6 +337,10 @@ static const param_def params_rows[] = {
     {.id = P_LOGITS_OUT, .key = "logits_out", .flag = "--logits-out", .group = PARAM_GROUP_DIAGNOSTICS,
      .level = DEBUG, .type = PARAM_PATH, .value_name = "FILE", .jobs = LOGITS,
      .help = "write every row of logits as float32 little-endian"},
+    {.id = P_IDS_OUT, .key = "ids_out", .flag = "--ids-out", .group = PARAM_GROUP_DIAGNOSTICS, .level = DEBUG,
+     .type = PARAM_PATH, .value_name = "FILE", .jobs = GEN,
+     .help = "write the generated token ids, comma-separated on one line (what --prompt-ids, --force-ids and "
+             "--draft-replay read)"},
     /* telemetry and diagnostics */
     {.id = P_PROGRESS, .key = "progress", .flag = "--progress", .env = "BMOE_PROGRESS",
      .group = PARAM_GROUP_DIAGNOSTICS, .level = BASIC, .type = PARAM_SWITCH, .jobs = CHAT,
@@ -365,12 +404,7 @@ static const param_def params_rows[] = {
      .help = "a client must send its whole request within S seconds and may not stay silent longer; past it "
              "the connection is closed"},
     /* the reference's flags bmoe does not have */
-    UNAVAILABLE("--mtp", PARAM_SWITCH, NOT_YET_SPEC),
-    UNAVAILABLE("--ngram", PARAM_SWITCH, NOT_YET_SPEC),
-    UNAVAILABLE("--draft", PARAM_TEXT, NOT_YET_SPEC),
-    UNAVAILABLE("--mtp-p-min", PARAM_TEXT, NOT_YET_SPEC),
-    UNAVAILABLE("--ngram-min-match", PARAM_TEXT, NOT_YET_SPEC),
-    UNAVAILABLE("--ngram-max-match", PARAM_TEXT, NOT_YET_SPEC),
+    UNAVAILABLE("--mtp-p-min", PARAM_TEXT, NOT_YET_MTP),
     UNAVAILABLE("--io-two-wave", PARAM_SWITCH, NOT_HERE),
     UNAVAILABLE("--prefetch-sync", PARAM_SWITCH, NOT_HERE),
     UNAVAILABLE("--release-mmap", PARAM_SWITCH, NOT_YET_ROWS),
@@ -422,7 +456,7 @@ const param_def *params_find_key(const char *key)
 const char *params_group_name(param_group group)
 {
     static const char *const names[PARAM_GROUP_COUNT] = {
-        "Program", "Model", "Generation", "Sampling", "Streaming", "Cache", "Prefetch",
+        "Program", "Model", "Generation", "Sampling", "Speculation", "Streaming", "Cache", "Prefetch",
         "Lossy", "Planner", "Chat and sessions", "Perplexity", "Diagnostics", "Server", "Not available"};
     return (unsigned)group < PARAM_GROUP_COUNT ? names[group] : "?";
 }

@@ -29,6 +29,7 @@ typedef struct server_config {
     int64_t template_now;       /* the template's clock; 0: now */
     bool seed_given;
     bmoe_sampler_params sampler;
+    bmoe_speculation_params speculation; /* drafting for every generation (source NONE: off) */
     bmoe_model_params model_params;
     int32_t n_threads, n_threads_batch, n_ctx, n_ubatch;
     enum bmoe_kv_type kv_type;

@@ -334,8 +334,10 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddNumberToObject(figures, "n_reused", bmoe_generation_n_reused(g));
     cJSON_AddNumberToObject(figures, "prefill_ms", prefill->wall_ms);
     cJSON_AddNumberToObject(figures, "decode_ms", decode->wall_ms);
-    cJSON_AddNumberToObject(figures, "decode_tok_s",
-                            decode->wall_ms > 0 ? decode->n_tokens / (decode->wall_ms * 1e-3) : 0.0);
+    /* with drafting, the evaluated tokens count the rejected drafts: the rate is of the tokens generated */
+    bool drafting = s->config->speculation.source != BMOE_DRAFT_NONE;
+    double decoded = drafting ? (double)generated : (double)decode->n_tokens;
+    cJSON_AddNumberToObject(figures, "decode_tok_s", decode->wall_ms > 0 ? decoded / (decode->wall_ms * 1e-3) : 0.0);
     uint64_t lookups = decode->cache_hits + decode->cache_misses;
     cJSON_AddNumberToObject(figures, "cache_hit_pct", lookups ? 100.0 * (double)decode->cache_hits / (double)lookups : 0.0);
     cJSON_AddNumberToObject(figures, "read_mib", (double)(prefill->read_bytes + decode->read_bytes) / 1048576.0);
@@ -345,6 +347,13 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddNumberToObject(figures, "stall_ms", decode->stall_ms);
     cJSON_AddNumberToObject(figures, "mgmt_ms", decode->mgmt_ms);
     cJSON_AddBoolToObject(figures, "streaming", state.streaming);
+    if (drafting) {
+        bmoe_spec_stats spec;
+        bmoe_generation_spec_stats(g, &spec);
+        cJSON_AddNumberToObject(figures, "drafted", (double)spec.drafted);
+        cJSON_AddNumberToObject(figures, "accepted", (double)spec.accepted);
+        cJSON_AddNumberToObject(figures, "drafted_steps", (double)spec.verify_batches);
+    }
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
@@ -372,6 +381,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.n_predict = q->n_predict;
     params.ignore_eos = q->ignore_eos;
     params.sampler = q->sampler;
+    params.speculation = s->config->speculation;
     params.stop_strings = q->stops;
     params.n_stop_strings = q->n_stops;
     enum bmoe_reasoning_format format =

@@ -59,8 +59,17 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
  * version, or an error already printed). */
 static int parse_args(int argc, char **argv, server_config *config)
 {
-    params_engine engine = {&config->model_params, &config->sampler, &config->n_threads, &config->n_threads_batch,
-                            &config->n_ctx, &config->n_ubatch, &config->kv_type, &config->seed_given};
+    params_engine engine = {
+        .model = &config->model_params,
+        .sampler = &config->sampler,
+        .n_threads = &config->n_threads,
+        .n_threads_batch = &config->n_threads_batch,
+        .n_ctx = &config->n_ctx,
+        .n_ubatch = &config->n_ubatch,
+        .kv_type = &config->kv_type,
+        .seed_given = &config->seed_given,
+        .speculation = &config->speculation,
+    };
     char error[320];
     bool given[P_COUNT] = {false};
     for (int i = 1; i < argc; i++) {
@@ -132,7 +141,36 @@ static int parse_args(int argc, char **argv, server_config *config)
     }
     if (!config->model_path)
         return server_fail("no model: -m MODEL (try --help)");
+    int status = params_check_speculation(given, &config->speculation, &config->model_params.lossy, error,
+                                          sizeof error);
+    if (status != 0) {
+        server_fail(error);
+        return status;
+    }
     return -1;
+}
+
+/* --mtp on a model or a build without the head: refused before the server
+ * listens, not by every request. The library checks the draft source
+ * against the model when a generation starts, before it evaluates
+ * anything; a generation of no token on one prompt token asks it. 0, or 1
+ * with the reason printed. */
+static int check_drafting(server *s)
+{
+    if (s->config->speculation.source != BMOE_DRAFT_MTP)
+        return 0;
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = 0;
+    params.speculation = s->config->speculation;
+    int32_t token = 0;
+    bmoe_error error = {0};
+    bmoe_generation *generation = bmoe_generation_start(s->context, &params, &token, 1, &error);
+    if (!generation) {
+        fprintf(stderr, "bmoe-server: --mtp: %s\n", error.message);
+        return 1;
+    }
+    bmoe_generation_free(generation);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -145,6 +183,7 @@ int main(int argc, char **argv)
         .timeout = 30,
         .n_predict = 128, /* the table's default, as bmoe-cli's */
         .sampler = bmoe_sampler_default_params(),
+        .speculation = bmoe_generation_default_params().speculation,
         .model_params = bmoe_model_default_params(),
         .kv_type = BMOE_KV_F16,
     };
@@ -178,6 +217,11 @@ int main(int argc, char **argv)
     s.context = bmoe_context_create(s.model, &context_params, &error);
     if (!s.context) {
         fprintf(stderr, "bmoe-server: the context: %s\n", error.message);
+        bmoe_model_free(s.model);
+        return 1;
+    }
+    if (check_drafting(&s) != 0) {
+        bmoe_context_free(s.context);
         bmoe_model_free(s.model);
         return 1;
     }

@@ -70,6 +70,10 @@ static void fill_telemetry(session *s)
     t->top_k = c->sampler.top_k;
     t->top_p = c->sampler.top_p;
     t->seed = c->sampler.seed;
+    const bmoe_speculation_params *spec = &c->speculation;
+    t->spec = spec->source == BMOE_DRAFT_NGRAM ? "ngram" : spec->source == BMOE_DRAFT_MTP ? "mtp" : NULL;
+    t->spec_draft_max = t->spec ? spec->n_draft : 0;
+    t->ngram_min_match = spec->source == BMOE_DRAFT_NGRAM ? spec->ngram_min_match : 0;
     tm_files_fill_config(&s->files, t);
     if (t->cache_cycle_mb <= 0.0 && s->layout.known)
         t->cache_cycle_mb = (double)tm_layout_token_demand(&s->layout, t->n_expert_used) / 1048576.0;
@@ -121,6 +125,19 @@ static int session_open(session *s)
     s->context = bmoe_context_create(s->model, &context_params, &error);
     if (!s->context)
         return session_error(s, 0, true, error.message[0] ? error.message : "cannot create the context");
+    /* --mtp without a head to draft with: refused before BMOE_READY, not
+     * at the first request. The library checks the draft source when a
+     * generation starts, before it evaluates anything. */
+    if (c->speculation.source == BMOE_DRAFT_MTP) {
+        bmoe_generation_params probe = bmoe_generation_default_params();
+        probe.n_predict = 0;
+        probe.speculation = c->speculation;
+        int32_t token = 0;
+        bmoe_generation *generation = bmoe_generation_start(s->context, &probe, &token, 1, &error);
+        if (!generation)
+            return session_error(s, 0, true, error.message);
+        bmoe_generation_free(generation);
+    }
     /* the think control is the model's, chat mode or not */
     bmoe_chat *chat = bmoe_model_chat_template(s->model) ? bmoe_chat_create(s->model, &error) : NULL;
     if (c->chat && !chat) {

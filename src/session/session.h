@@ -27,6 +27,7 @@ typedef struct session_config {
     bool think;                         /* a request's "think" when absent */
     bool ignore_eos;
     bmoe_sampler_params sampler;        /* the seed of the first turn after a clear */
+    bmoe_speculation_params speculation; /* drafting (source NONE: off); a callback source is not for a session */
     bool chat;                          /* render the conversation with the model's template */
     bool decide;                        /* accept decide requests */
     bool decide_reuse;                  /* a decide may reuse the kept prefix (reuse_prefix); false: never */

@@ -1,7 +1,7 @@
 /* What a turn cost, for the CSV trailer and BMOE_DONE (session_internal.h):
- * the decode totals from the meter, the prefill's own split from the
- * generation, the cache picture now; the keys of features bmoe does not
- * have (self-speculation, the prefill device) at their off values. */
+ * the decode totals from the meter, the prefill's own split and the
+ * drafting counters from the generation, the cache picture now; the keys
+ * of features bmoe does not have (the prefill device) at their off values. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -21,8 +21,10 @@ void session_summary(const session *s, const bmoe_generation *generation, const 
                     generation ? bmoe_generation_prefill_stats(generation) : NULL, totals, before);
     summary->turn = s->turn;
     summary->load_s = s->load_s;
-    if (generation)
+    if (generation) {
         summary->n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
+        bmoe_generation_spec_stats(generation, &summary->spec);
+    }
     summary->tail_ms = tail_ms;
 }
 
@@ -60,12 +62,16 @@ void session_format_done(tm_buffer *out, int64_t id, bool cancelled, const tm_su
     key_number(out, "prefill_io_s", s->prefill.io_ms * 1e-3, 4, 0.0);
     key_number(out, "prefill_stall_s", s->prefill.stall_ms * 1e-3, 4, 0.0);
     key_number(out, "prefill_mgmt_s", s->prefill.mgmt_ms * 1e-3, 4, 0.0);
-    /* no prefill device, no self-speculation */
+    /* no prefill device */
     tm_buffer_append_string(out, ",\"prefill_dev_tokens\":0,\"prefill_dev_nodes\":0,\"prefill_dev_read_mib\":0.000"
                                  ",\"prefill_dev_stall_s\":0.0000");
     key_number(out, "token_demand_mib", s->token_demand_mib, 3, -1.0);
-    tm_buffer_append_string(out, ",\"mtp_drafted\":0,\"mtp_accepted\":0,\"mtp_decodes\":0,\"mtp_draft_s_tok\":0.0000"
-                                 ",\"drafted_steps\":0");
+    /* the drafting counters, all 0 without it (whichever source drafted) */
+    tm_buffer_printf(out, ",\"mtp_drafted\":%" PRId64 ",\"mtp_accepted\":%" PRId64 ",\"mtp_decodes\":%" PRId32,
+                     s->drafting ? s->spec.drafted : 0, s->drafting ? s->spec.accepted : 0,
+                     s->drafting ? d->decodes : 0);
+    key_number(out, "mtp_draft_s_tok", s->drafting ? tm_totals_per_token(d, d->draft_ms * 1e-3) : 0.0, 6, 0.0);
+    tm_buffer_printf(out, ",\"drafted_steps\":%" PRId64, s->drafting ? s->spec.verify_batches : 0);
     tm_buffer_printf(out,
                      ",\"experts_routed\":%" PRIu64 ",\"experts_dropped\":%" PRIu64 ",\"experts_reranked\":%" PRIu64
                      ",\"experts_substituted\":%" PRIu64 ",\"ra_committed\":%" PRIu64 ",\"ra_passthrough\":%" PRIu64,

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "session_internal.h"
+#include "tm_draft.h"
 #include "tm_memory.h"
 #include "tm_progress.h"
 #include "tm_reasoning.h"
@@ -38,6 +39,7 @@ typedef struct turn {
     int64_t id;
     bmoe_reasoning *reasoning;
     tm_meter *meter;
+    tm_draft draft;            /* which rows carry a verify batch */
     tm_token last;             /* the last token's record */
     double last_decode_end;    /* ms; 0: none yet */
     tm_buffer joined_reasoning, joined_text;
@@ -75,13 +77,18 @@ static int add_messages(session *s, const session_request *r)
 }
 
 /* One generated token's lines and CSV row. */
-static int token_lines(turn *t, const bmoe_step *step)
+static int token_lines(turn *t, const bmoe_generation *generation, const bmoe_step *step)
 {
     session *s = t->s;
     if (step->stats.n_tokens > 0)
         t->last_decode_end = now_ms();
+    bmoe_spec_stats spec;
+    bmoe_generation_spec_stats(generation, &spec);
+    int32_t batch;
+    double draft_ms;
+    tm_draft_row(&t->draft, &spec, &batch, &draft_ms);
     tm_token token;
-    tm_meter_token(t->meter, step->index, &step->stats, &token);
+    tm_meter_token_drafted(t->meter, step->index, &step->stats, batch, draft_ms, &token);
     t->last = token;
     if (s->files.csv_on) {
         tm_memory memory;
@@ -181,6 +188,7 @@ int session_generate(session *s, const session_request *r)
         refusal = message;
     }
     turn t = {.s = s, .id = id};
+    tm_draft_init(&t.draft);
     tm_buffer_init(&t.joined_reasoning);
     tm_buffer_init(&t.joined_text);
     if (!refusal) {
@@ -226,6 +234,7 @@ int session_generate(session *s, const session_request *r)
     generation_params.ignore_eos = c->ignore_eos;
     generation_params.sampler = c->sampler;
     generation_params.sampler.seed = c->sampler.seed + (uint64_t)s->chat_turn;
+    generation_params.speculation = c->speculation;
     tm_files_stamp(&s->files, s->turn, TM_PHASE_PREFILL, n_prompt - 1);
     bmoe_generation *generation = bmoe_generation_start(s->context, &generation_params, tokens, n_prompt, &error);
     tm_files_after_eval(&s->files);
@@ -269,7 +278,7 @@ int session_generate(session *s, const session_request *r)
             status = trailing_lines(&t, step.text, step.text_length);
             break;
         }
-        status = token_lines(&t, &step);
+        status = token_lines(&t, generation, &step);
     }
     if (status != 0) {
         bmoe_generation_free(generation);

@@ -41,6 +41,11 @@ typedef struct tm_config {
     bool dense_anon;            /* dense weights in engine memory (anon) or the mapping (mmap) */
     bool cache_frequency;       /* the cache keeps the most often used (freq), else the most recent (lru) */
     bmoe_lossy_params lossy;    /* the levers armed (all 0: an exact run) */
+    /* speculative decoding */
+    const char *spec;           /* the draft source as the contract's spec= and its lines name it ("ngram",
+                                   "mtp"; "replay": drafts from a list of ids); NULL: no drafting */
+    int32_t spec_draft_max;     /* tokens drafted per step at most (0 without drafting) */
+    int32_t ngram_min_match;    /* the n-gram source's shortest match (0 with another source or none) */
     /* sampling */
     float temp, top_p;
     int32_t top_k;

@@ -1,6 +1,7 @@
 /* The CSV sink of tm_csv.h. Keys and columns are the contract's; those of
  * features this engine does not have carry the contract's off values (0,
- * or -1 where 0 would be a measurement), the speculation keys are absent. */
+ * or -1 where 0 would be a measurement); the trailer's speculation keys
+ * appear only when drafting was on, as the contract has it. */
 #include "tm_csv.h"
 
 #include <inttypes.h>
@@ -42,9 +43,11 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
                      c->lossy.drop_cold_frac > 0.0f && c->lossy.drop_in_prefill, (double)c->lossy.substitute_lambda,
                      c->cache_frequency ? "freq" : "lru", c->preload_experts);
     tm_buffer_printf(out,
-                     "# temp=%g top_k=%d top_p=%g seed=%" PRIu64 " compute_trace_layers=%d spec=off"
-                     " spec_draft_max=0 mtp_p_min=0 ngram_min_match=0\n",
-                     (double)c->temp, (int)c->top_k, (double)c->top_p, c->seed, c->compute_trace_layers);
+                     "# temp=%g top_k=%d top_p=%g seed=%" PRIu64 " compute_trace_layers=%d spec=%s"
+                     " spec_draft_max=%d mtp_p_min=0 ngram_min_match=%d\n",
+                     (double)c->temp, (int)c->top_k, (double)c->top_p, c->seed, c->compute_trace_layers,
+                     c->spec ? c->spec : "off", c->spec ? (int)c->spec_draft_max : 0,
+                     c->spec ? (int)c->ngram_min_match : 0);
     tm_buffer_append_string(out, "# ");
     tm_config_instrument_keys(out, c);
     tm_buffer_append_string(out, "\n");
@@ -68,11 +71,11 @@ void tm_csv_format_row(tm_buffer *out, int32_t turn, const tm_token *t, const tm
     tm_csv_hit_pct(out, t->cache_hit_pct);
     tm_buffer_printf(out, ",%.3f,%.3f,%" PRId64 ",%.3f,%.3f,", tm_finite(t->stall_ms, 0), tm_finite(t->mgmt_ms, 0),
                      t->majflt, tm_finite(t->cpu_ms, 0), tm_finite(t->dense_resident_frac, -1));
-    tm_buffer_printf(out, "%" PRId32 ",%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,1,0,0,0,%.3f,%.3f\n", turn,
-                     (double)t->majflt * (double)page_bytes / TM_MIB, tm_finite(cache_budget_mib, 0), m->rss_mib,
-                     m->rss_anon_mib, m->rss_file_mib, m->swap_mib, m->mem_available_mib, m->mem_free_mib,
-                     m->swap_free_mib, tm_finite(t->loop_overhead_ms, 0), tm_finite(t->ra_issue_ms, 0),
-                     tm_finite(t->ra_wd_ms, 0));
+    tm_buffer_printf(out, "%" PRId32 ",%.3f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%" PRId32 ",%.3f,0,0,%.3f,%.3f\n",
+                     turn, (double)t->majflt * (double)page_bytes / TM_MIB, tm_finite(cache_budget_mib, 0),
+                     m->rss_mib, m->rss_anon_mib, m->rss_file_mib, m->swap_mib, m->mem_available_mib,
+                     m->mem_free_mib, m->swap_free_mib, tm_finite(t->loop_overhead_ms, 0), t->batch,
+                     tm_finite(t->draft_ms, 0), tm_finite(t->ra_issue_ms, 0), tm_finite(t->ra_wd_ms, 0));
 }
 
 void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
@@ -119,9 +122,14 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
                      " prefill_mgmt_s=%.4f",
                      s->prefill.cpu_ms * 1e-3, (double)s->prefill.read_bytes / TM_MIB, s->prefill.io_ms * 1e-3,
                      s->prefill.stall_ms * 1e-3, s->prefill.mgmt_ms * 1e-3);
-    tm_buffer_printf(out, " prefill_dev_tokens=0 prefill_dev_nodes=0 prefill_dev_read_mib=0 prefill_dev_stall_s=0"
-                     " turn=%" PRId32 "\n",
-                     s->turn);
+    tm_buffer_append_string(out, " prefill_dev_tokens=0 prefill_dev_nodes=0 prefill_dev_read_mib=0"
+                                 " prefill_dev_stall_s=0");
+    if (s->drafting)
+        tm_buffer_printf(out, " mtp_drafted=%" PRId64 " mtp_accepted=%" PRId64 " mtp_decodes=%" PRId32
+                         " mtp_draft_s/tok=%.6f drafted_steps=%" PRId64,
+                         s->spec.drafted, s->spec.accepted, d->decodes, tm_totals_per_token(d, d->draft_ms * 1e-3),
+                         s->spec.verify_batches);
+    tm_buffer_printf(out, " turn=%" PRId32 "\n", s->turn);
 }
 
 int tm_csv_open(tm_csv *csv, const char *path, bmoe_error *error)

@@ -41,11 +41,20 @@ void tm_meter_destroy(tm_meter *meter)
 
 void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_token *token)
 {
+    tm_meter_token_drafted(meter, index, stats, 1, 0.0, token);
+}
+
+void tm_meter_token_drafted(tm_meter *meter, int32_t index, const bmoe_stats *stats, int32_t batch, double draft_ms,
+                            tm_token *token)
+{
     const tm_meter_params *p = &meter->params;
     memset(token, 0, sizeof *token);
     token->step = index;
     token->steps = p->steps;
-    token->decoded = stats->n_tokens > 0;
+    bool evaluated = stats->n_tokens > 0;
+    token->decoded = evaluated || batch == 0;
+    token->batch = batch;
+    token->draft_ms = draft_ms;
     token->wall_ms = stats->wall_ms;
     token->io_ms = stats->io_ms;
     token->stall_ms = stats->stall_ms;
@@ -56,7 +65,7 @@ void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_
     token->loop_overhead_ms = stats->loop_overhead_ms;
     token->ra_issue_ms = stats->ra_issue_ms;
     token->ra_wd_ms = stats->ra_wd_ms;
-    if (token->decoded) {
+    if (evaluated) {
         /* the previous probe sits in this gap and is already in a row's wall */
         token->loop_overhead_ms -= meter->pending_probe_ms;
         if (token->loop_overhead_ms < 0.0)

@@ -38,6 +38,12 @@ tm_meter *tm_meter_create(const tm_meter_params *params);
 void tm_meter_destroy(tm_meter *meter);
 /* One generated token (its 1-based index and its step's stats record). */
 void tm_meter_token(tm_meter *meter, int32_t index, const bmoe_stats *stats, tm_token *token);
+/* The same under speculative decoding: batch is the token's mtp_batch
+ * (tm_token.h; a token of batch 0 was decoded in its group's verify batch
+ * and counts as decoded at no cost of its own), draft_ms the drafting
+ * charged to it (tm_draft.h). */
+void tm_meter_token_drafted(tm_meter *meter, int32_t index, const bmoe_stats *stats, int32_t batch, double draft_ms,
+                            tm_token *token);
 const tm_totals *tm_meter_totals(const tm_meter *meter);
 /* Counts an evaluation before the first token (the prompt's prefill) in the
  * hit rate. */

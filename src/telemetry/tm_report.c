@@ -2,6 +2,7 @@
 #include "tm_report.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #define TM_MIB 1048576.0
 
@@ -59,6 +60,39 @@ void tm_report_mode_line(tm_buffer *out, const tm_config *c)
     tm_buffer_append_string(out, "\n");
 }
 
+/* A share as "<pct>%", or "-" without data (never 0.0 for nothing scored). */
+static void tm_report_share(tm_buffer *out, uint64_t part, uint64_t whole, const char *width)
+{
+    if (whole > 0)
+        tm_buffer_printf(out, width[0] ? "%7.1f%%" : "%.1f%%", 100.0 * (double)part / (double)whole);
+    else
+        tm_buffer_append_string(out, width[0] ? "       -" : "-");
+}
+
+/* Speculative decoding's lines, prefixed with the source that drafted:
+ * what was accepted and what it bought, what drafting cost outside the
+ * decode, and (for a source that may abstain) how often it drafted. */
+static void tm_report_drafting(tm_buffer *out, const tm_config *c, const tm_summary *s)
+{
+    const tm_totals *d = &s->decode;
+    const char *source = c->spec;
+    tm_buffer_printf(out, "%s: %" PRId64 "/%" PRId64 " drafts accepted (", source, s->spec.accepted, s->spec.drafted);
+    tm_report_share(out, (uint64_t)s->spec.accepted, (uint64_t)s->spec.drafted, "");
+    tm_buffer_printf(out, "), %.2f tokens per verify decode (%" PRId32 " decodes for %" PRId32 " tokens)\n",
+                     d->decodes > 0 ? (double)d->tokens / d->decodes : 0.0, d->decodes, d->tokens);
+    double wall_s = d->wall_ms * 1e-3, draft_s = d->draft_ms * 1e-3;
+    tm_buffer_printf(out, "%s: drafting costs %.6f s/token on top of decode -> %.2f tok/s effective (vs %.2f "
+                          "reported)\n",
+                     source, tm_totals_per_token(d, draft_s), wall_s + draft_s > 0 ? d->decoded / (wall_s + draft_s) : 0.0,
+                     wall_s > 0 ? d->decoded / wall_s : 0.0);
+    if (strcmp(source, "mtp") == 0)
+        return; /* the head drafts at every step */
+    tm_buffer_printf(out, "%s: drafted on %" PRId64 " of %" PRId32 " steps (", source, s->spec.verify_batches,
+                     d->decodes);
+    tm_report_share(out, (uint64_t)s->spec.verify_batches, (uint64_t)d->decodes, "");
+    tm_buffer_append_string(out, "); the rest decoded plainly\n");
+}
+
 void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
 {
     const tm_totals *d = &s->decode;
@@ -77,6 +111,8 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
     tm_buffer_printf(out, "prefill: %" PRId32 " tokens, %.3f s (%.2f tok/s), load %.3f s\n", s->prefill.n_tokens,
                      prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0, s->load_s);
     tm_report_mode_line(out, c);
+    if (s->drafting && c->spec)
+        tm_report_drafting(out, c, s);
     if (!c->moe_stream)
         return;
     double read_mib = (double)d->read_bytes / TM_MIB;
@@ -128,15 +164,6 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          tm_totals_per_token(d, d->ra_wd_ms),
                          d->ra_disarmed ? "; DISARMED by the watchdog (agreement under 50 %)" : "");
     }
-}
-
-/* A share as "<pct>%", or "-" without data (never 0.0 for nothing scored). */
-static void tm_report_share(tm_buffer *out, uint64_t part, uint64_t whole, const char *width)
-{
-    if (whole > 0)
-        tm_buffer_printf(out, width[0] ? "%7.1f%%" : "%.1f%%", 100.0 * (double)part / (double)whole);
-    else
-        tm_buffer_append_string(out, width[0] ? "       -" : "-");
 }
 
 void tm_report_predict(tm_buffer *out, const bmoe_predict_score *scores, int32_t n_layer)

@@ -3,6 +3,11 @@
  *   compute: <pct>% CPU occupancy (<c> cpu-s/token over <n> threads), <f> major faults/token
  *   prefill: <n> tokens, <s> s (<t> tok/s), load <s> s
  *   mode: ...                   (every run; names a resident baseline as one)
+ *   <source>: <a>/<d> drafts accepted (<pct>%), <t> tokens per verify decode (<n> decodes for <m> tokens)
+ *   <source>: drafting costs <s> s/token on top of decode -> <t> tok/s effective (vs <t> reported)
+ *   <source>: drafted on <d> of <n> steps (<pct>%); the rest decoded plainly
+ *                               (speculative decoding; <source> is ngram, mtp or replay; no third
+ *                               line for mtp, which drafts at every step)
  *   moe-stream: read ...        (streaming only; ", stall_s/tok=<s>" under overlap)
  *   moe-cache: <pct>% hit, resident <mib> MiB[, budget <n> MiB]   (a cache in use; budget when auto)
  *   moe-cache: <n> evictions, <m> re-reads (<x>/token)

@@ -28,4 +28,5 @@ void tm_summary_fill(tm_summary *summary, const tm_config *config, const tm_layo
     uint64_t layer_demand = tm_layout_layer_demand(layout, config->n_expert_used);
     summary->layer_demand_mib = layer_demand > 0 ? (double)layer_demand / TM_MIB : -1.0;
     summary->experts_routed = d->experts_routed;
+    summary->drafting = config->spec != NULL;
 }

@@ -24,9 +24,11 @@ typedef struct tm_summary {
     double token_demand_mib;   /* one decode token's routed expert bytes; -1 unknown */
     double layer_demand_mib;   /* the widest layer's; -1 unknown */
     uint64_t experts_routed;   /* routed (layer, expert) slots in the decode */
+    bool drafting;             /* speculative decoding was on (the config names a source) */
+    bmoe_spec_stats spec;      /* its counters (the generation's; zeros without drafting) */
 } tm_summary;
 
-/* Fills everything but turn, n_prompt, load_s and tail_ms (zeroed): the
+/* Fills everything but turn, n_prompt, load_s, tail_ms and spec (zeroed): the
  * prefill's stats (NULL: none completed), the decode's totals (NULL: none),
  * the hit rate over before (the lookups before the decode: earlier turns'
  * and this prompt's) and the decode's, the cache and demand figures from the

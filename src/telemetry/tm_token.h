@@ -24,6 +24,10 @@ typedef struct tm_token {
     double loop_overhead_ms;    /* wall time since the previous decode ended */
     double ra_issue_ms;         /* route-ahead: issuing the early reads (inside compute) */
     double ra_wd_ms;            /* route-ahead: the watchdog's comparison (inside compute) */
+    int32_t batch;              /* mtp_batch: tokens the decode of this row confirmed (1: a plain decode, or
+                                   none; n: the first of a verify decode's n tokens, which carries its whole
+                                   cost; 0: a later token of such a group) */
+    double draft_ms;            /* drafting for this row's decode (outside wall_ms, inside loop_overhead_ms) */
 } tm_token;
 
 /* compute = wall - io - mgmt (serial) or wall - stall - mgmt (overlap),

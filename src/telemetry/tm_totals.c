@@ -6,6 +6,9 @@ void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *s
     totals->tokens++;
     if (token->decoded)
         totals->decoded++;
+    if (stats->n_tokens > 0)
+        totals->decodes++;
+    totals->draft_ms += token->draft_ms;
     totals->wall_ms += token->wall_ms;
     totals->io_ms += token->io_ms;
     totals->compute_ms += token->compute_ms;

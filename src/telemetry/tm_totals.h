@@ -1,7 +1,8 @@
 /* Sums over the generated tokens of one generation: what the end-of-run
- * lines, the CSV trailer and (later) BMOE_DONE average. Per-token means
- * divide by the decoded tokens (a token whose decode never ran costs
- * nothing and is not a sample of the decode). */
+ * lines, the CSV trailer and BMOE_DONE average. Per-token means divide by
+ * the decoded tokens (a token whose decode never ran costs nothing and is
+ * not a sample of the decode; a token a verify batch decoded is one, its
+ * cost on the batch's first token). */
 #ifndef BMOE_TM_TOTALS_H
 #define BMOE_TM_TOTALS_H
 
@@ -21,7 +22,9 @@ void tm_lookups_add(tm_lookups *lookups, const bmoe_stats *stats);
 
 typedef struct tm_totals {
     int32_t tokens;             /* generated tokens (rows) */
-    int32_t decoded;            /* of those, decoded */
+    int32_t decoded;            /* of those, decoded (alone, or in a verify batch) */
+    int32_t decodes;            /* evaluations that produced them (a verify batch is one) */
+    double draft_ms;            /* speculative decoding's drafting (outside wall_ms) */
     double wall_ms, io_ms, compute_ms, stall_ms, mgmt_ms, cpu_ms, loop_overhead_ms;
     double probe_ms;            /* the dense probes' share of wall_ms and mgmt_ms */
     int32_t probes;

@@ -92,7 +92,7 @@ static void test_help(void)
     CHECK_MSG(n == expected, "--help lists %d flag spellings, the table's basic and advanced rows have %d", n,
               expected);
     CHECK_MSG(n_all == expected_all, "--help-all lists %d flag spellings, the table has %d", n_all, expected_all);
-    CHECK(strstr(all.out, "--mtp") && strstr(all.out, "not implemented in bmoe yet"));
+    CHECK(strstr(all.out, "--mtp-p-min") && strstr(all.out, "not implemented in bmoe"));
     cli_result_free(&r);
     cli_result_free(&all);
 }

@@ -29,9 +29,7 @@ static void test_refused_flags(void)
     static const struct {
         const char *flag, *value, *says;
     } refused[] = {
-        {"--mtp", NULL, "not implemented"},                {"--ngram", NULL, "not implemented"},
-        {"--draft", "3", "not implemented"},               {"--mtp-p-min", "0.5", "not implemented"},
-        {"--ngram-min-match", "3", "not implemented"},     {"--ngram-max-match", "12", "not implemented"},
+        {"--mtp-p-min", "0.5", "MTP head"},
         {"--io-two-wave", NULL, "not implemented"},        {"--prefetch-sync", NULL, "not implemented"},
         {"--release-mmap", NULL, "not implemented"},       {"--row-stream", NULL, "not implemented"},
         {"--row-stream-mb", "64", "not implemented"},      {"--tensor-overrides", "x", "needs"},

@@ -10,7 +10,7 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 # a minute under ASan, so it is "slow" (Release stage only); so is the
 # trained model's (sixteen 512-token chunks four times: 3 minutes under ASan).
 foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained
-        signals ppl_pricing params profile)
+        signals ppl_pricing params profile speculation)
   set(cli_libs "")
   set(cli_labels unit)
   if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")

@@ -73,7 +73,26 @@ static void test_flags(void)
     }
     if (cli_spawn(help, &r) == 0) {
         CHECK(r.exit_code == 0 && strstr(r.out, "--port N") && strstr(r.out, "--api-key KEY") &&
-              strstr(r.out, "--cache-mb") && !strstr(r.out, "--prompt"));
+              strstr(r.out, "--cache-mb") && !strstr(r.out, "--prompt") && strstr(r.out, "--ngram") &&
+              !strstr(r.out, "--draft-replay FILE"));
+        cli_result_free(&r);
+    }
+    /* drafting: the shared rules, and --mtp refused before the server listens (the model has no nextn block) */
+    const char *draft_alone[] = {binary, "-m", model, "--draft", "2", NULL},
+               *draft_nine[] = {binary, "-m", model, "--ngram", "--draft", "9", NULL},
+               *mtp[] = {binary, "-m", model, "--port", "0", "--mtp", NULL};
+    if (cli_spawn(draft_alone, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strstr(r.err, "--draft needs a draft source"), "%s", r.err);
+        cli_result_free(&r);
+    }
+    if (cli_spawn(draft_nine, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strstr(r.err, "out of range [1, 8]"), "%s", r.err);
+        cli_result_free(&r);
+    }
+    if (cli_spawn(mtp, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strstr(r.err, "--mtp: ") && strstr(r.err, "nextn") &&
+                      strchr(r.err, '\n') == strrchr(r.err, '\n') && !strstr(r.err, "listening"),
+                  "%s", r.err);
         cli_result_free(&r);
     }
 }
@@ -218,6 +237,39 @@ static void test_chat_equals_cli(int port)
         free(text);
     }
     free(response.raw);
+}
+
+/* A server that drafts with --ngram answers what bmoe-cli answers without
+ * drafting, non-streamed and streamed, and its figures count the drafts. */
+static void test_ngram(void)
+{
+    test_server server;
+    const char *args[] = {"-m", model, "-t", "1", "--ngram", "--ngram-min-match", "1", "--draft", "4", NULL};
+    if (test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "the drafting server did not start");
+        return;
+    }
+    char *expected = cli_chat_text("Hello");
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT "}";
+    test_response response;
+    if (test_request(server.port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        char *got = answer_of(&response, true, NULL);
+        CHECK_MSG(response.status == 200 && expected && got && strcmp(expected, got) == 0,
+                  "--ngram server \"%s\" != bmoe-cli --chat \"%s\"", got ? got : "(none)",
+                  expected ? expected : "(none)");
+        CHECK_MSG(strstr(response.body, "\"drafted\":") && strstr(response.body, "\"accepted\":") &&
+                      strstr(response.body, "\"drafted_steps\":"),
+                  "no drafting figures: %s", response.body);
+        free(got);
+    }
+    free(response.raw);
+    char *streamed = chat_streamed(server.port, "{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":"
+                                                "\"Hello\"}],\"max_tokens\":" N_PREDICT "}");
+    CHECK_MSG(expected && streamed && strcmp(expected, streamed) == 0, "--ngram streamed \"%s\" != \"%s\"",
+              streamed ? streamed : "(none)", expected ? expected : "(none)");
+    free(streamed);
+    free(expected);
+    CHECK(test_server_stop(&server, SIGTERM) == 0);
 }
 
 /* /api/events carries the tokens of a generation another client asked for. */
@@ -457,5 +509,6 @@ int main(void)
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
     test_api_key();
+    test_ngram();
     return test_finish();
 }

@@ -134,6 +134,17 @@ static void test_preamble(void)
     tm_csv_format_preamble(&out, &c);
     check_key(tm_buffer_text(&out), "cache_policy", "freq");
     tm_buffer_free(&out);
+    /* drafting: the source, its draft width and, for n-gram, its shortest match */
+    c.spec = "ngram";
+    c.spec_draft_max = 4;
+    c.ngram_min_match = 5;
+    tm_buffer_init(&out);
+    tm_csv_format_preamble(&out, &c);
+    check_key(tm_buffer_text(&out), "spec", "ngram");
+    check_key(tm_buffer_text(&out), "spec_draft_max", "4");
+    check_key(tm_buffer_text(&out), "ngram_min_match", "5");
+    check_key(tm_buffer_text(&out), "mtp_p_min", "0");
+    tm_buffer_free(&out);
 }
 
 static void test_row(void)
@@ -148,7 +159,7 @@ static void test_row(void)
     tm_token t = {.step = 3, .steps = 128, .decoded = true, .wall_ms = 12.5, .io_ms = 7.25, .compute_ms = 4.0,
                   .mgmt_ms = 1.25, .stall_ms = 0.0, .read_bytes = 1048576, .cache_hit_pct = 62.5, .majflt = 256,
                   .cpu_ms = 30.0, .dense_resident_frac = 0.75, .loop_overhead_ms = 0.125,
-                  .ra_issue_ms = 0.5, .ra_wd_ms = 0.25};
+                  .ra_issue_ms = 0.5, .ra_wd_ms = 0.25, .batch = 1};
     tm_memory m = {.rss_mib = 100.5, .rss_anon_mib = 60.0, .rss_file_mib = 40.5, .swap_mib = 0.0,
                    .mem_available_mib = 5000.0, .mem_free_mib = 1000.0, .swap_free_mib = 2048.0};
     tm_buffer out;
@@ -156,7 +167,7 @@ static void test_row(void)
     tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
     /* majflt_mib = 256 x 4096 / 2^20 = 1 */
     const char *want = "3,128,12.500,7.250,4.000,1048576,62.50,0.000,1.250,256,30.000,0.750,0,1.000,4000.0,100.5,60.0,"
-                       "40.5,0.0,5000.0,1000.0,2048.0,0.125,1,0,0,0,0.500,0.250\n";
+                       "40.5,0.0,5000.0,1000.0,2048.0,0.125,1,0.000,0,0,0.500,0.250\n";
     CHECK_MSG(strcmp(tm_buffer_text(&out), want) == 0, "row:\n%s\nwant:\n%s", tm_buffer_text(&out), want);
     size_t commas = 0;
     for (const char *c = want_header; *c; c++)
@@ -170,6 +181,20 @@ static void test_row(void)
     t.cache_hit_pct = -1.0;
     tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
     CHECK_MSG(strncmp(tm_buffer_text(&out), "3,128,12.500,7.250,4.000,1048576,-1.0,0.000,", 44) == 0, "row: %s",
+              tm_buffer_text(&out));
+    /* a verify decode's first token: the group's size and its drafting
+     * time (columns 24 and 25); a later token of the group: 0 */
+    tm_buffer_clear(&out);
+    t.batch = 3;
+    t.draft_ms = 0.25;
+    tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
+    CHECK_MSG(strstr(tm_buffer_text(&out), ",2048.0,0.125,3,0.250,0,0,0.500,0.250\n") != NULL, "row: %s",
+              tm_buffer_text(&out));
+    tm_buffer_clear(&out);
+    t.batch = 0;
+    t.draft_ms = 0.0;
+    tm_csv_format_row(&out, 0, &t, &m, 4000.0, 4096);
+    CHECK_MSG(strstr(tm_buffer_text(&out), ",2048.0,0.125,0,0.000,0,0,0.500,0.250\n") != NULL, "row: %s",
               tm_buffer_text(&out));
     tm_buffer_free(&out);
 }
@@ -268,6 +293,23 @@ static void test_summary(void)
     /* the speculation keys exist only under --mtp / --ngram */
     char value[64];
     CHECK(!value_of(text, "mtp_drafted", value, sizeof value) && !value_of(text, "drafted_steps", value, sizeof value));
+    /* with drafting: 4 tokens from 3 decodes, 2 of them verify batches of
+     * 5 drafts with 1 accepted; 0.5 ms of drafting over 4 tokens */
+    tm_buffer_clear(&out);
+    s.drafting = true;
+    s.spec.verify_batches = 2;
+    s.spec.drafted = 5;
+    s.spec.accepted = 1;
+    s.decode.decodes = 3;
+    s.decode.draft_ms = 0.5;
+    tm_csv_format_summary(&out, &s);
+    text = tm_buffer_text(&out);
+    check_key(text, "mtp_drafted", "5");
+    check_key(text, "mtp_accepted", "1");
+    check_key(text, "mtp_decodes", "3");
+    check_key(text, "mtp_draft_s/tok", "0.000125");
+    check_key(text, "drafted_steps", "2");
+    check_key(text, "turn", "0");
     tm_buffer_free(&out);
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "test.h"
+#include "tm_draft.h"
 #include "tm_meter.h"
 #include "tm_progress.h"
 
@@ -185,9 +186,58 @@ static void test_probe(void)
     tm_meter_destroy(meter);
 }
 
+/* Speculative decoding's rows, from the generation's counters after each
+ * step: a plain decode (the n-gram source found nothing), a verify batch
+ * of 3 drafts keeping 2 (a group of 3 rows), a verify batch keeping none
+ * (a group of 1); what each step drafted is charged to its row. The meter
+ * counts the group's later rows as decoded at no cost, the decodes apart. */
+static void test_drafted_rows(void)
+{
+    tm_draft draft;
+    tm_draft_init(&draft);
+    bmoe_spec_stats now;
+    memset(&now, 0, sizeof now);
+    int32_t batch[5];
+    double draft_ms[5];
+    now.draft_ms = 0.25; /* step 1: drafted nothing, decoded alone */
+    tm_draft_row(&draft, &now, &batch[0], &draft_ms[0]);
+    now.verify_batches = 1; /* step 2: 3 drafts, 2 accepted */
+    now.drafted = 3;
+    now.accepted = 2;
+    now.draft_ms = 0.75;
+    tm_draft_row(&draft, &now, &batch[1], &draft_ms[1]);
+    tm_draft_row(&draft, &now, &batch[2], &draft_ms[2]); /* steps 3 and 4: the accepted drafts */
+    tm_draft_row(&draft, &now, &batch[3], &draft_ms[3]);
+    now.verify_batches = 2; /* step 5: 3 drafts, none accepted */
+    now.drafted = 6;
+    now.draft_ms = 1.0;
+    tm_draft_row(&draft, &now, &batch[4], &draft_ms[4]);
+    CHECK(batch[0] == 1 && batch[1] == 3 && batch[2] == 0 && batch[3] == 0 && batch[4] == 1);
+    CHECK(near(draft_ms[0], 0.25) && near(draft_ms[1], 0.5) && draft_ms[2] == 0.0 && draft_ms[3] == 0.0 &&
+          near(draft_ms[4], 0.25));
+
+    tm_meter_params params = {.overlap = false, .cache_used = false, .steps = 5, .probe_every = 1, .probe = NULL};
+    tm_meter *meter = tm_meter_create(&params);
+    bmoe_stats one = stats_of(10.0, 0.0, 0.0, 0.0, 0, 0, 0), group = stats_of(16.0, 0.0, 0.0, 0.0, 0, 0, 0), none;
+    group.n_tokens = 4; /* the token and its 3 drafts */
+    memset(&none, 0, sizeof none);
+    const bmoe_stats *steps[5] = {&one, &group, &none, &none, &group};
+    tm_token token;
+    for (int i = 0; i < 5; i++) {
+        tm_meter_token_drafted(meter, i + 1, steps[i], batch[i], draft_ms[i], &token);
+        CHECK(token.batch == batch[i] && token.draft_ms == draft_ms[i] && token.decoded);
+    }
+    const tm_totals *totals = tm_meter_totals(meter);
+    CHECK(totals->tokens == 5 && totals->decoded == 5 && totals->decodes == 3);
+    CHECK(near(totals->wall_ms, 42.0) && near(totals->draft_ms, 1.0));
+    CHECK(near(tm_totals_per_token(totals, totals->wall_ms), 8.4)); /* 42 ms over 5 tokens */
+    tm_meter_destroy(meter);
+}
+
 int main(void)
 {
     test_residual();
+    test_drafted_rows();
     test_serial_lines();
     test_overlap_and_resident();
     test_probe();

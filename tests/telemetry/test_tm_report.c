@@ -1,7 +1,8 @@
 /* The end-of-run lines and the trace rows on hand-built records: the exact
- * text of generation:, compute:, prefill:, mode:, moe-stream:, moe-cache: and
- * moe-prefetch: with values worked out by hand; the mode: line naming a
- * resident baseline; the route, io and compute trace preambles and rows. */
+ * text of generation:, compute:, prefill:, mode:, moe-stream:, moe-cache:,
+ * moe-prefetch: and the drafting lines with values worked out by hand; the
+ * mode: line naming a resident baseline; the route, io and compute trace
+ * preambles and rows. */
 #include "test.h"
 #include "tm_compute_trace.h"
 #include "tm_io_trace.h"
@@ -148,6 +149,54 @@ static void test_resident(void)
     tm_buffer_free(&out);
 }
 
+/* Speculative decoding's lines, resident (they do not depend on
+ * streaming): 4 tokens from 3 decodes, 2 of them verify batches that
+ * drafted 5 tokens and kept 1; 40 ms of decode and 8 ms of drafting. */
+static void test_drafting(void)
+{
+    tm_buffer out;
+    tm_buffer_init(&out);
+    tm_config c = streaming_config();
+    c.moe_stream = false;
+    c.cache_mb = 0;
+    c.spec = "ngram";
+    tm_summary s = hand_summary();
+    s.drafting = true;
+    s.spec.verify_batches = 2;
+    s.spec.drafted = 5;
+    s.spec.accepted = 1;
+    s.decode.decodes = 3;
+    s.decode.draft_ms = 8.0;
+    tm_report_format(&out, &c, &s);
+    const char *text = tm_buffer_text(&out);
+    /* 1/5 = 20 %; 4 tokens / 3 decodes = 1.33; 0.008 s / 4 tokens = 0.002
+     * s/token; effective 4 / 0.048 s = 83.33 tok/s against 4 / 0.040 = 100;
+     * 2 of 3 steps drafted = 66.7 % */
+    const char *lines = strstr(text, "\nngram: ");
+    CHECK_MSG(lines && strcmp(lines + 1,
+                              "ngram: 1/5 drafts accepted (20.0%), 1.33 tokens per verify decode (3 decodes for 4 "
+                              "tokens)\n"
+                              "ngram: drafting costs 0.002000 s/token on top of decode -> 83.33 tok/s effective (vs "
+                              "100.00 reported)\n"
+                              "ngram: drafted on 2 of 3 steps (66.7%); the rest decoded plainly\n") == 0,
+              "drafting lines:\n%s", text);
+    /* the model's head drafts at every step: no coverage line; nothing drafted: no share */
+    tm_buffer_clear(&out);
+    c.spec = "mtp";
+    s.spec.drafted = 0;
+    s.spec.accepted = 0;
+    tm_report_format(&out, &c, &s);
+    text = tm_buffer_text(&out);
+    CHECK_MSG(strstr(text, "\nmtp: 0/0 drafts accepted (-), ") && !strstr(text, "drafted on"), "mtp lines:\n%s",
+              text);
+    /* no drafting: no such line */
+    tm_buffer_clear(&out);
+    s.drafting = false;
+    tm_report_format(&out, &c, &s);
+    CHECK(!strstr(tm_buffer_text(&out), "mtp:") && !strstr(tm_buffer_text(&out), "drafts accepted"));
+    tm_buffer_free(&out);
+}
+
 static void test_traces(void)
 {
     tm_config c = streaming_config();
@@ -243,6 +292,7 @@ int main(void)
     test_streaming_serial();
     test_streaming_variants();
     test_resident();
+    test_drafting();
     test_traces();
     return test_finish();
 }

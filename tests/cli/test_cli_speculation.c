@@ -1,0 +1,410 @@
+/* bmoe-cli with speculative decoding, end to end on the oracle's tiny
+ * models (random weights: the text is gibberish, the arithmetic real) and
+ * the small model trained in models/ (whose text repeats a repetitive
+ * prompt, so the n-gram source's default settings draft and are accepted):
+ *  - --ngram leaves the output byte for byte as plain decoding's, greedy and
+ *    seeded sampling, resident and --moe-stream (a cache smaller than the
+ *    experts), 1 and 2 threads, an attention-only model and a hybrid one
+ *    (whose recurrent state a rejected draft cuts back); every such run
+ *    drafts, so the identity is not the trivial one;
+ *  - what the ngram: lines count is what the CSV and BMOE_DONE count: a
+ *    token is decoded alone or accepted as a draft (decodes + accepted =
+ *    tokens), the CSV's mtp_batch column adds up to the tokens with one
+ *    0-batch row per accepted draft, the trailer and a session's BMOE_DONE
+ *    carry the same counters;
+ *  - --draft-replay of a plain run's --ids-out: accept gives 100 %
+ *    acceptance, reject 0 %, each with the plain run's output;
+ *  - --mtp is refused in one line (no nextn block, no MTP drafter in this
+ *    build) with a non-zero exit, so are --draft 0 and --draft 9 and the
+ *    flags' other misuses.
+ * Expected values come from the definitions (a plain run, the counters'
+ * meaning), never from the runs being checked. */
+#include <stdint.h>
+
+#include "cli_run.h"
+
+#define N_PREDICT_TEXT "32"
+enum { N_PREDICT = 32, MAX_ARGS = 48 };
+
+/* Repetitive, so that the n-gram source finds matches from the start. */
+static const char PROMPT[] = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the dog sat on "
+                             "the log. the dog sat on the log.";
+
+static char qwen[1100], hybrid[1100];
+static const char trained[] = BMOE_MODELS_DIR "/qwen3moe-shakespeare-q8_0.gguf";
+
+/* A command line being built (the strings must outlive the run). */
+typedef struct args {
+    const char *arg[MAX_ARGS];
+    int count;
+} args;
+
+static void push(args *a, const char *arg)
+{
+    if (a->count < MAX_ARGS - 1)
+        a->arg[a->count++] = arg;
+    a->arg[a->count] = NULL;
+}
+
+/* One generation's settings. */
+typedef struct config {
+    const char *name;
+    const char *model;
+    const char *threads;
+    bool sampled;   /* --temp 0.8 --seed 7, top-k and top-p at their defaults */
+    bool streamed;  /* --moe-stream with a 1 MiB cache */
+} config;
+
+static void push_config(args *a, const config *c)
+{
+    const char *base[] = {"-m", c->model, "-p", PROMPT, "-n", N_PREDICT_TEXT, "--ignore-eos", "-t", c->threads, NULL};
+    for (int i = 0; base[i]; i++)
+        push(a, base[i]);
+    if (c->sampled) {
+        push(a, "--temp");
+        push(a, "0.8");
+        push(a, "--seed");
+        push(a, "7");
+    }
+    if (c->streamed) {
+        push(a, "--moe-stream");
+        push(a, "--cache-mb");
+        push(a, "1");
+    }
+}
+
+/* A run that must succeed: stdout with the end-of-run lines cut off, the
+ * lines themselves and stderr. false when it failed (already reported). */
+typedef struct output {
+    char *text, *report, *err;
+} output;
+
+static bool run_ok(const char *what, const args *a, output *o)
+{
+    memset(o, 0, sizeof *o);
+    cli_result r;
+    if (cli_run(a->arg, &r) != 0) {
+        CHECK_MSG(0, "%s: bmoe-cli did not start", what);
+        return false;
+    }
+    bool ok = r.exit_code == 0 && cli_cut_report(&r);
+    CHECK_MSG(ok, "%s: exit %d, signal %d: %s", what, r.exit_code, r.signal, r.err);
+    o->text = r.out;
+    o->report = r.report;
+    o->err = r.err;
+    return ok;
+}
+
+static void output_free(output *o)
+{
+    free(o->text);
+    free(o->report);
+    free(o->err);
+}
+
+/* The drafting lines of a report: "<source>: A/D drafts accepted (..), T
+ * tokens per verify decode (d decodes for n tokens)" and, for a source that
+ * may abstain, "<source>: drafted on x of y steps". */
+typedef struct drafting {
+    long long accepted, drafted, decodes, tokens, drafted_steps, steps;
+    bool coverage;
+} drafting;
+
+static bool parse_drafting(const char *report, const char *source, drafting *d)
+{
+    memset(d, 0, sizeof *d);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "\n%s: ", source);
+    const char *first = strstr(report, prefix);
+    if (!first)
+        return false;
+    char format[160];
+    snprintf(format, sizeof format, "%s: %%lld/%%lld drafts accepted", source);
+    if (sscanf(first + 1, format, &d->accepted, &d->drafted) != 2)
+        return false;
+    const char *decodes = strstr(first, " tokens per verify decode (");
+    if (!decodes || sscanf(decodes, " tokens per verify decode (%lld decodes for %lld tokens)", &d->decodes,
+                           &d->tokens) != 2)
+        return false;
+    snprintf(prefix, sizeof prefix, "\n%s: drafted on ", source);
+    const char *coverage = strstr(report, prefix);
+    if (coverage) {
+        snprintf(format, sizeof format, "%s: drafted on %%lld of %%lld steps", source);
+        d->coverage = sscanf(coverage + 1, format, &d->drafted_steps, &d->steps) == 2;
+        if (!d->coverage)
+            return false;
+    }
+    return true;
+}
+
+/* A key's number in a "k=v k=v" line, or -1 when absent. */
+static double key_number(const char *line, const char *key)
+{
+    size_t length = strlen(key);
+    for (const char *c = line; c && *c; c++)
+        if ((c == line || c[-1] == ' ') && strncmp(c, key, length) == 0 && c[length] == '=')
+            return strtod(c + length + 1, NULL);
+    return -1;
+}
+
+/* A JSON line's integer key ("key":N), or -1 when absent. */
+static long long json_integer(const char *line, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *at = line ? strstr(line, pattern) : NULL;
+    return at ? strtoll(at + strlen(pattern), NULL, 10) : -1;
+}
+
+/* The CSV of a drafted run: rows, the sum of mtp_batch, its zeros, and the
+ * trailer's drafting keys; checked against the drafting lines. */
+static void check_csv(const char *what, const char *path, const drafting *d)
+{
+    size_t length = 0;
+    char *csv = cli_read_all(path, &length);
+    CHECK_MSG(csv != NULL, "%s: no CSV at %s", what, path);
+    if (!csv)
+        return;
+    int batch_column = -1, draft_column = -1, rows = 0, zeros = 0;
+    long long batch_sum = 0;
+    const char *summary = NULL;
+    bool header_seen = false;
+    for (char *line = strtok(csv, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "# summary ", 10) == 0) {
+            summary = line;
+            continue;
+        }
+        if (line[0] == '#')
+            continue;
+        if (!header_seen) { /* the columns by name, as the contract asks readers to */
+            header_seen = true;
+            int column = 0;
+            for (const char *c = line; c; c = strchr(c, ','), c = c ? c + 1 : NULL, column++) {
+                if (strncmp(c, "mtp_batch,", 10) == 0)
+                    batch_column = column;
+                if (strncmp(c, "mtp_draft_ms,", 13) == 0)
+                    draft_column = column;
+            }
+            CHECK_MSG(batch_column >= 0 && draft_column == batch_column + 1, "%s: no mtp_batch column", what);
+            continue;
+        }
+        const char *cell = line;
+        for (int column = 0; cell && column < batch_column; column++) {
+            cell = strchr(cell, ',');
+            cell = cell ? cell + 1 : NULL;
+        }
+        long batch = cell ? strtol(cell, NULL, 10) : -1;
+        CHECK_MSG(batch >= 0 && batch <= 9, "%s: row %d: mtp_batch %ld", what, rows + 1, batch);
+        batch_sum += batch;
+        zeros += batch == 0;
+        rows++;
+    }
+    CHECK_MSG(rows == d->tokens, "%s: %d CSV rows for %lld tokens", what, rows, d->tokens);
+    CHECK_MSG(batch_sum == d->tokens, "%s: mtp_batch adds up to %lld, not the %lld tokens", what, batch_sum,
+              d->tokens);
+    CHECK_MSG(zeros == d->accepted, "%s: %d rows of a group's later tokens for %lld accepted drafts", what, zeros,
+              d->accepted);
+    CHECK_MSG(summary && key_number(summary, "mtp_drafted") == (double)d->drafted &&
+                  key_number(summary, "mtp_accepted") == (double)d->accepted &&
+                  key_number(summary, "mtp_decodes") == (double)d->decodes &&
+                  key_number(summary, "drafted_steps") == (double)d->drafted_steps &&
+                  key_number(summary, "mtp_draft_s/tok") >= 0 && key_number(summary, "tokens") == (double)d->tokens,
+              "%s: the trailer's drafting keys differ from the ngram: lines: %s", what, summary ? summary : "(none)");
+    free(csv);
+}
+
+/* The same generation without and with --ngram: the same bytes; the
+ * drafting lines agree with themselves and with the CSV. */
+static void check_ngram(const config *c, const char *const *extra, bool accepts)
+{
+    char what[160], csv[1200];
+    snprintf(what, sizeof what, "%s --ngram", c->name);
+    snprintf(csv, sizeof csv, "%s/spec-%d.csv", test_tmp_dir(), (int)getpid());
+    args plain = {0}, drafted = {0};
+    push_config(&plain, c);
+    push_config(&drafted, c);
+    push(&drafted, "--ngram");
+    for (int i = 0; extra[i]; i++)
+        push(&drafted, extra[i]);
+    push(&drafted, "--csv");
+    push(&drafted, csv);
+    output p, s;
+    bool plain_ok = run_ok(c->name, &plain, &p), drafted_ok = run_ok(what, &drafted, &s);
+    if (plain_ok && drafted_ok) {
+        CHECK_MSG(strcmp(p.text, s.text) == 0, "%s: the text differs from plain decoding's:\n%s\n---\n%s", what,
+                  p.text, s.text);
+        CHECK_MSG(!strstr(p.report, "drafts accepted"), "%s: drafting lines without drafting", c->name);
+        drafting d;
+        bool parsed = parse_drafting(s.report, "ngram", &d);
+        CHECK_MSG(parsed && d.coverage, "%s: no ngram: lines in\n%s", what, s.report);
+        if (parsed && d.coverage) {
+            CHECK_MSG(d.tokens == N_PREDICT && d.decodes + d.accepted == d.tokens,
+                      "%s: %lld decodes and %lld accepted drafts for %lld tokens", what, d.decodes, d.accepted,
+                      d.tokens);
+            CHECK_MSG(d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes &&
+                          d.accepted <= d.drafted,
+                      "%s: drafted on %lld of %lld steps, %lld/%lld accepted", what, d.drafted_steps, d.steps,
+                      d.accepted, d.drafted);
+            CHECK_MSG(!accepts || d.accepted > 0, "%s: no draft accepted", what);
+            check_csv(what, csv, &d);
+        }
+    }
+    unlink(csv);
+    output_free(&p);
+    output_free(&s);
+}
+
+/* A plain run writes its ids; replayed as drafts they are all accepted,
+ * shifted none is; the output stays the plain run's. */
+static void check_replay(const config *c)
+{
+    char ids[1200], what[160];
+    snprintf(ids, sizeof ids, "%s/spec-%d.ids", test_tmp_dir(), (int)getpid());
+    args plain = {0};
+    push_config(&plain, c);
+    push(&plain, "--ids-out");
+    push(&plain, ids);
+    output p;
+    if (!run_ok(c->name, &plain, &p)) {
+        output_free(&p);
+        return;
+    }
+    static const char *const modes[] = {"accept", "reject"};
+    for (int m = 0; m < 2; m++) {
+        snprintf(what, sizeof what, "%s --draft-replay-mode %s", c->name, modes[m]);
+        args replay = {0};
+        push_config(&replay, c);
+        const char *flags[] = {"--draft-replay", ids, "--draft-replay-mode", modes[m], "--draft", "4", NULL};
+        for (int i = 0; flags[i]; i++)
+            push(&replay, flags[i]);
+        output r;
+        if (run_ok(what, &replay, &r)) {
+            CHECK_MSG(strcmp(p.text, r.text) == 0, "%s: the text differs from plain decoding's", what);
+            drafting d;
+            bool parsed = parse_drafting(r.report, "replay", &d);
+            CHECK_MSG(parsed, "%s: no replay: lines in\n%s", what, r.report);
+            bool accept = m == 0;
+            /* accept: every step but the last (no room left) drafts 4 or
+             * what is left, all kept; reject: drafts at every step, none kept */
+            CHECK_MSG(parsed && d.drafted > 0 && d.accepted == (accept ? d.drafted : 0) && d.tokens == N_PREDICT &&
+                          d.decodes + d.accepted == d.tokens,
+                      "%s: %lld/%lld accepted, %lld decodes for %lld tokens", what, d.accepted, d.drafted, d.decodes,
+                      d.tokens);
+            CHECK_MSG(!accept || d.decodes <= (N_PREDICT + 4) / 5, "%s: %lld decodes with every draft accepted", what,
+                      d.decodes);
+            CHECK_MSG(strstr(r.report, accept ? "drafts accepted (100.0%)" : "drafts accepted (0.0%)"), "%s: %s",
+                      what, r.report);
+            CHECK_MSG(!strstr(r.err, "left the list"), "%s: the run left the replayed list: %s", what, r.err);
+        }
+        output_free(&r);
+    }
+    unlink(ids);
+    output_free(&p);
+}
+
+/* A session's BMOE_DONE counts what the one-shot run's ngram: lines count
+ * for the same greedy generation. */
+static void check_session(void)
+{
+    args one_shot = {0};
+    config c = {"trained greedy", trained, "2", false, false};
+    push_config(&one_shot, &c);
+    push(&one_shot, "--ngram");
+    output o;
+    drafting d;
+    bool ok = run_ok("one-shot --ngram", &one_shot, &o) && parse_drafting(o.report, "ngram", &d);
+    CHECK_MSG(ok, "one-shot --ngram: no ngram: lines");
+    char script[4096];
+    snprintf(script, sizeof script,
+             "printf '%%s\\n' '{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"%s\",\"n_predict\":%d}' "
+             "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 --ngram",
+             PROMPT, N_PREDICT, trained);
+    cli_result r;
+    if (ok && cli_run_shell(script, &r) == 0) {
+        const char *done = strstr(r.out, "BMOE_DONE ");
+        CHECK_MSG(r.exit_code == 0 && done, "--session --ngram: exit %d: %s", r.exit_code, r.err);
+        CHECK_MSG(json_integer(done, "tokens") == d.tokens && json_integer(done, "mtp_drafted") == d.drafted &&
+                      json_integer(done, "mtp_accepted") == d.accepted &&
+                      json_integer(done, "mtp_decodes") == d.decodes &&
+                      json_integer(done, "drafted_steps") == d.drafted_steps && d.accepted > 0,
+                  "BMOE_DONE's counters differ from the ngram: lines (%lld/%lld, %lld decodes, %lld steps): %s",
+                  d.accepted, d.drafted, d.decodes, d.drafted_steps, done ? done : r.out);
+        cli_result_free(&r);
+    }
+    output_free(&o);
+}
+
+/* Refused: exit status, one line naming what is wrong, nothing on stdout. */
+static void check_refused(const char *what, const char *const *extra, int status, const char *says)
+{
+    args a = {0};
+    const char *base[] = {"-m", qwen, "-p", "hi", "-n", "4", NULL};
+    for (int i = 0; base[i]; i++)
+        push(&a, base[i]);
+    for (int i = 0; extra[i]; i++)
+        push(&a, extra[i]);
+    cli_result r;
+    if (cli_run(a.arg, &r) != 0) {
+        CHECK(0);
+        return;
+    }
+    CHECK_MSG(r.exit_code == status && cli_one_line_error(&r) && strstr(r.err, says) && r.out_length == 0,
+              "%s: exit %d (want %d), stderr: %s", what, r.exit_code, status, r.err);
+    cli_result_free(&r);
+}
+
+static void check_refusals(void)
+{
+    const char *mtp[] = {"--mtp", NULL};
+    check_refused("--mtp", mtp, 1, "nextn"); /* the oracle's qwen3moe has no next-token head */
+    const char *zero[] = {"--ngram", "--draft", "0", NULL}, *nine[] = {"--ngram", "--draft", "9", NULL};
+    check_refused("--draft 0", zero, 1, "--draft: 0 is out of range [1, 8]");
+    check_refused("--draft 9", nine, 1, "--draft: 9 is out of range [1, 8]");
+    const char *alone[] = {"--draft", "2", NULL};
+    check_refused("--draft alone", alone, 1, "needs a draft source");
+    const char *both[] = {"--ngram", "--mtp", NULL};
+    check_refused("--ngram --mtp", both, 2, "two draft sources");
+    const char *lengths[] = {"--ngram", "--ngram-min-match", "6", "--ngram-max-match", "5", NULL};
+    check_refused("min > max", lengths, 1, "--ngram-min-match 6");
+    const char *lossy[] = {"--ngram", "--moe-stream", "--route-ahead", "1", NULL};
+    check_refused("--ngram --route-ahead", lossy, 2, "exclude each other");
+    const char *mode[] = {"--draft-replay-mode", "reject", NULL};
+    check_refused("--draft-replay-mode alone", mode, 1, "needs --draft-replay");
+    /* a session with --mtp ends before BMOE_READY, as a fatal BMOE_ERROR */
+    char script[2048];
+    snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' --session --mtp </dev/null", qwen);
+    cli_result r;
+    if (cli_run_shell(script, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strncmp(r.out, "BMOE_ERROR ", 11) == 0 && strstr(r.out, "\"fatal\":true") &&
+                      strstr(r.out, "nextn") && !strstr(r.out, "BMOE_READY"),
+                  "--session --mtp: exit %d: %s", r.exit_code, r.out);
+        cli_result_free(&r);
+    }
+}
+
+int main(void)
+{
+    test_shared_path(qwen, sizeof qwen, "oracle/models/qwen3moe-tiny-f32.gguf");
+    test_shared_path(hybrid, sizeof hybrid, "oracle/models/qwen35moe-tiny-f32.gguf");
+    /* each setting in both values at least once: greedy / sampled,
+     * resident / streamed, 1 / 2 threads, attention-only / hybrid; the
+     * shortest match of 1 drafts at most steps, rejections included */
+    static const config configs[] = {
+        {"trained greedy resident -t 1", trained, "1", false, false},
+        {"qwen3moe greedy streamed -t 2", qwen, "2", false, true},
+        {"qwen3moe sampled resident -t 2", qwen, "2", true, false},
+        {"qwen35moe sampled streamed -t 1", hybrid, "1", true, true},
+    };
+    const char *defaults[] = {NULL};
+    const char *eager[] = {"--ngram-min-match", "1", "--draft", "8", NULL};
+    const char *short_drafts[] = {"--ngram-min-match", "1", "--ngram-max-match", "4", "--draft", "2", NULL};
+    check_ngram(&configs[0], defaults, true);
+    check_ngram(&configs[1], eager, false);
+    check_ngram(&configs[2], short_drafts, false);
+    check_ngram(&configs[3], eager, false);
+    check_replay(&configs[1]);
+    check_replay(&configs[3]);
+    check_session();
+    check_refusals();
+    return test_finish();
+}
