@@ -16,6 +16,10 @@ int qwen35moe_bind(model *m, bmoe_error *err);
 int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int lfm2moe_bind(model *m, bmoe_error *err);
 int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int qwen2moe_bind(model *m, bmoe_error *err);
+int qwen2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int olmoe_bind(model *m, bmoe_error *err);
+int olmoe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
     {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
@@ -24,6 +28,8 @@ static const model_arch model_archs[] = {
     {"lfm2moe", lfm2moe_bind, lfm2moe_forward, true},
     {"gemma4", gemma4_bind, gemma4_forward, true},
     {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true},
+    {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false},
+    {"olmoe", olmoe_bind, olmoe_forward, false},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -43,5 +49,5 @@ const model_arch *model_arch_at(int index)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe";
 }

@@ -1,8 +1,8 @@
 /* llama (Llama 1/2/3, TinyStories, and Mixtral-style MoE files that use this
  * architecture name): pre-norm blocks, RoPE NORM (GPT-J pairs) with optional
  * per-pair frequency divisors (rope_freqs), plain causal attention, and a
- * dense SiLU-GLU FFN, or a softmax-routed MoE with renormalized weights when
- * expert_count > 0. */
+ * dense SiLU-GLU FFN, or, when expert_count > 0, a softmax-routed MoE whose
+ * top-K weights are renormalized (a softmax over the K chosen logits). */
 #include "model.h"
 
 static const moe_config llama_moe = {
@@ -18,8 +18,12 @@ int llama_bind(model *m, bmoe_error *err)
         return -1;
     model_hparams *hp = &m->hparams;
     int64_t n_embd = hp->n_embd, ff = hp->n_ff, e = hp->n_expert;
+    /* Mixtral-style files give the experts' width as feed_forward_length
+     * (there is no dense FFN) and have no expert_feed_forward_length */
     if ((e == 0 && model_require_positive(m, "feed_forward_length", hp->n_ff, err)) ||
-        (e > 0 && model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err)))
+        (e > 0 && (model_read_u32(m, "expert_feed_forward_length", false, (uint32_t)hp->n_ff, 0, 1u << 20,
+                                  &hp->n_ff_exp, err) ||
+                   model_require_positive(m, "expert_feed_forward_length", hp->n_ff_exp, err))))
         return -1;
     tensor_view rope_freqs;
     if (model_bind_globals(m, true, "output_norm.weight", err) != 0 ||

@@ -552,7 +552,7 @@ int ffn_residual(run_state *s, const model *m, const layer_weights *layer, int i
 void ffn_glu(run_state *s, const tensor_view *gate, const tensor_view *up, const tensor_view *down,
              enum moe_activation activation, const float *x, int n_tokens, float *out);
 
-/* The shared expert with its scalar gate (qwen35moe): out = sigmoid(
+/* The shared expert with its scalar gate (qwen35moe, qwen2moe): out = sigmoid(
  * ffn_gate_inp_shexp . x) * down(silu(gate x) * up x). */
 void shared_expert_gated(run_state *s, const layer_weights *layer, const float *x, int n_tokens, float *out);
 

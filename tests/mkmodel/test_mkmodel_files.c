@@ -17,6 +17,7 @@ typedef struct expected_tensor {
 typedef struct shape {
     const char *arch;
     int layers, embd, heads, kv_heads, head_dim, experts, used, expert_ff, ff, vocab;
+    int shared_ff; /* qwen2moe's shared expert */
 } shape;
 
 static int add_expected(expected_tensor *list, int count, const char *name, uint32_t n_dims,
@@ -30,14 +31,16 @@ static int add_expected(expected_tensor *list, int count, const char *name, uint
     return count + 1;
 }
 
-/* The tensor list of architectures.md sections 2 (qwen3moe), 5 (gpt-oss)
- * and the dense llama layout, written out independently of the tool. */
+/* The tensor list of architectures.md sections 2 (qwen3moe), 3 (qwen2moe),
+ * 4 (olmoe), 5 (gpt-oss) and llama's (dense, or Mixtral-style experts with
+ * experts > 0), written out independently of the tool. */
 static int expected_tensors(const shape *s, expected_tensor *list)
 {
     int n = 0;
     char name[64];
     int64_t E = s->embd, Q = (int64_t)s->heads * s->head_dim, KV = (int64_t)s->kv_heads * s->head_dim;
     bool gpt = strcmp(s->arch, "gpt-oss") == 0, qwen = strcmp(s->arch, "qwen3moe") == 0;
+    bool qwen2 = strcmp(s->arch, "qwen2moe") == 0, olmoe = strcmp(s->arch, "olmoe") == 0;
     n = add_expected(list, n, "token_embd.weight", 2, E, s->vocab, 1);
     n = add_expected(list, n, "output_norm.weight", 1, E, 1, 1);
     n = add_expected(list, n, "output.weight", 2, E, s->vocab, 1);
@@ -56,6 +59,19 @@ static int expected_tensors(const shape *s, expected_tensor *list)
             T("attn_q_norm.weight", 1, s->head_dim, 1, 1);
             T("attn_k_norm.weight", 1, s->head_dim, 1, 1);
         }
+        if (olmoe) { /* over the whole projection */
+            T("attn_q_norm.weight", 1, Q, 1, 1);
+            T("attn_k_norm.weight", 1, KV, 1, 1);
+        }
+        if (qwen2) {
+            T("attn_q.bias", 1, Q, 1, 1);
+            T("attn_k.bias", 1, KV, 1, 1);
+            T("attn_v.bias", 1, KV, 1, 1);
+            T("ffn_gate_inp_shexp.weight", 1, E, 1, 1);
+            T("ffn_gate_shexp.weight", 2, E, s->shared_ff, 1);
+            T("ffn_up_shexp.weight", 2, E, s->shared_ff, 1);
+            T("ffn_down_shexp.weight", 2, s->shared_ff, E, 1);
+        }
         if (gpt) {
             T("attn_q.bias", 1, Q, 1, 1);
             T("attn_k.bias", 1, KV, 1, 1);
@@ -70,7 +86,7 @@ static int expected_tensors(const shape *s, expected_tensor *list)
         } else {
             T("ffn_norm.weight", 1, E, 1, 1);
         }
-        if (strcmp(s->arch, "llama") == 0) {
+        if (strcmp(s->arch, "llama") == 0 && s->experts == 0) {
             T("ffn_gate.weight", 2, E, s->ff, 1);
             T("ffn_up.weight", 2, E, s->ff, 1);
             T("ffn_down.weight", 2, s->ff, E, 1);
@@ -366,15 +382,23 @@ static void check_metadata(const gguf_model *m, const shape *s)
     float eps = 0, base = 0;
     CHECK(gguf_get_float(m, KEY("attention.layer_norm_rms_epsilon"), &eps) && eps > 0 && eps < 1e-3f);
     CHECK(gguf_get_float(m, KEY("rope.freq_base"), &base) && base >= 10000.0f);
-    if (strcmp(s->arch, "llama") == 0) {
+    if (strcmp(s->arch, "llama") == 0 && s->experts == 0) {
         CHECK(get_int(m, KEY("feed_forward_length")) == s->ff);
         CHECK(get_int(m, KEY("rope.dimension_count")) == s->head_dim);
         CHECK(gguf_find_kv(m, KEY("expert_count")) == NULL);
+    } else if (strcmp(s->arch, "llama") == 0 || strcmp(s->arch, "olmoe") == 0) {
+        /* Mixtral's and OLMoE's files: feed_forward_length is the experts' width */
+        CHECK(get_int(m, KEY("feed_forward_length")) == s->expert_ff);
+        CHECK(gguf_find_kv(m, KEY("expert_feed_forward_length")) == NULL);
+        CHECK(get_int(m, KEY("expert_count")) == s->experts);
+        CHECK(get_int(m, KEY("expert_used_count")) == s->used);
     } else {
         CHECK(get_int(m, KEY("expert_count")) == s->experts);
         CHECK(get_int(m, KEY("expert_used_count")) == s->used);
         CHECK(get_int(m, KEY("expert_feed_forward_length")) == s->expert_ff);
     }
+    if (strcmp(s->arch, "qwen2moe") == 0)
+        CHECK(get_int(m, KEY("expert_shared_feed_forward_length")) == s->shared_ff);
     if (strcmp(s->arch, "gpt-oss") == 0) {
         float factor = 0;
         CHECK(get_int(m, KEY("attention.sliding_window")) > 0);
@@ -466,9 +490,9 @@ int main(void)
     mk_setup("mkmodel_files");
     /* Vocabularies of 1000: more room than the sample text has merges, so
      * placeholders fill the end. */
-    shape qwen = {"qwen3moe", 2, 256, 4, 2, 64, 4, 2, 256, 1024, 1000};
-    shape gpt = {"gpt-oss", 2, 256, 4, 2, 64, 4, 2, 256, 256, 1000};
-    shape llama = {"llama", 2, 256, 4, 2, 64, 0, 0, 0, 512, 1000};
+    shape qwen = {"qwen3moe", 2, 256, 4, 2, 64, 4, 2, 256, 1024, 1000, 0};
+    shape gpt = {"gpt-oss", 2, 256, 4, 2, 64, 4, 2, 256, 256, 1000, 0};
+    shape llama = {"llama", 2, 256, 4, 2, 64, 0, 0, 0, 512, 1000, 0};
     const shape *shapes[] = {&qwen, &gpt, &llama};
     for (int i = 0; i < 3; i++) {
         gguf_model *m = make_and_check(shapes[i], "f32", "", rule_f32, "f32.gguf");
@@ -496,18 +520,29 @@ int main(void)
         }
     }
 
+    /* The simple MoE architectures: Mixtral-style llama, qwen2moe, olmoe. */
+    shape mixtral = {"llama", 2, 256, 4, 2, 64, 4, 2, 256, 512, 1000, 0};
+    shape qwen2moe = {"qwen2moe", 2, 256, 4, 2, 64, 4, 2, 256, 1024, 1000, 384};
+    shape olmoe = {"olmoe", 2, 256, 4, 4, 64, 4, 2, 256, 256, 1000, 0};
+    const shape *simple[] = {&mixtral, &qwen2moe, &olmoe};
+    for (int i = 0; i < 3; i++) {
+        const char *extra = simple[i] == &qwen2moe ? " --shared-ff 384" : "";
+        gguf_close(make_and_check(simple[i], "f32", extra, rule_f32, "simple-f32.gguf"));
+        gguf_close(make_and_check(simple[i], "q8_0", extra, rule_q8_0, "simple-q8_0.gguf"));
+    }
+
     /* Recipes over 8 layers (q4_k_m's layer pattern; written with random
      * blocks, which is quick), and q4_k_m quantized from floats. */
-    shape qwen8 = {"qwen3moe", 8, 256, 2, 1, 128, 2, 1, 256, 1024, 300};
-    shape gpt8 = {"gpt-oss", 8, 256, 2, 1, 128, 2, 1, 256, 256, 300};
-    shape llama8 = {"llama", 8, 256, 2, 1, 128, 0, 0, 0, 256, 300};
+    shape qwen8 = {"qwen3moe", 8, 256, 2, 1, 128, 2, 1, 256, 1024, 300, 0};
+    shape gpt8 = {"gpt-oss", 8, 256, 2, 1, 128, 2, 1, 256, 256, 300, 0};
+    shape llama8 = {"llama", 8, 256, 2, 1, 128, 0, 0, 0, 256, 300, 0};
     gguf_model *m = make_and_check(&qwen8, "q4_k_m", " --fill blocks", rule_q4_k_m_8, "q4km-blocks.gguf");
     if (m)
         check_statistics(m, &qwen8, "q4_k_m blocks");
     gguf_close(m);
     gguf_close(make_and_check(&llama8, "q4_k_m", " --fill blocks", rule_q4_k_m_8, "llama-q4km.gguf"));
     gguf_close(make_and_check(&gpt8, "q4_k_m", " --fill blocks", rule_q4_k_m_gpt_oss_8, "gpt-q4km.gguf"));
-    shape qwen2 = {"qwen3moe", 2, 256, 2, 1, 128, 2, 1, 256, 1024, 300};
+    shape qwen2 = {"qwen3moe", 2, 256, 2, 1, 128, 2, 1, 256, 1024, 300, 0};
     m = make_and_check(&qwen2, "q4_k_m", "", rule_q4_k_m_2, "q4km.gguf");
     if (m)
         check_statistics(m, &qwen2, "q4_k_m quantize");
@@ -530,13 +565,13 @@ int main(void)
     gguf_close(m);
 
     /* Rows that are not whole blocks fall back: embd 96 -> Q8_0, 40 -> F32. */
-    shape narrow = {"qwen3moe", 1, 96, 4, 2, 64, 4, 2, 256, 384, 300};
+    shape narrow = {"qwen3moe", 1, 96, 4, 2, 64, 4, 2, 256, 384, 300, 0};
     gguf_close(make_and_check(&narrow, "q4_k", "", rule_q4_k_fallback, "narrow.gguf"));
-    shape narrower = {"llama", 1, 40, 4, 2, 64, 0, 0, 0, 256, 300};
+    shape narrower = {"llama", 1, 40, 4, 2, 64, 0, 0, 0, 256, 300, 0};
     gguf_close(make_and_check(&narrower, "q4_k", "", rule_q4_k_f32_fallback, "narrower.gguf"));
 
     /* At the real vocabulary size the specials sit at their real ids. */
-    shape full_vocab = {"qwen3moe", 1, 64, 1, 1, 64, 2, 1, 32, 64, 151936};
+    shape full_vocab = {"qwen3moe", 1, 64, 1, 1, 64, 2, 1, 32, 64, 151936, 0};
     char file[1200];
     CHECK(generate(&full_vocab, "q8_0", "", mk_path(file, sizeof file, "vocab.gguf")) == 0);
     bmoe_error err;

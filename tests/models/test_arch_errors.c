@@ -1,5 +1,6 @@
-/* Bad input for the hybrid architectures: an oracle model (or a generated
- * one: gemma4's KV sharing and per-layer embeddings) copied with one defect
+/* Bad input for the hybrid and the simple MoE architectures: an oracle
+ * model (or a generated one: gemma4's KV sharing and per-layer embeddings,
+ * the tiny qwen2moe, olmoe and Mixtral-style llama) copied with one defect
  * (a per-layer key of the wrong length, a missing recurrent tensor, a layer
  * pattern that contradicts the tensors present, a tensor of another shape)
  * fails to load with a one-line message naming the problem. The unmodified
@@ -243,11 +244,65 @@ static void test_qwen35moe(void)
            "ssm.inner_size 96", NULL);
 }
 
+/* The simple architectures' F32 models as bmoe-mkmodel writes them. */
+static bool write_generated(const char *shape, char *path, size_t size)
+{
+    char file[64];
+    snprintf(file, sizeof file, "%s.gguf", shape);
+    mk_path(path, size, file);
+    int status = mk_run("--shape %s --type f32 --quiet -o '%s'", shape, path);
+    CHECK_MSG(status == 0, "bmoe-mkmodel --shape %s exited %d", shape, status);
+    return status == 0;
+}
+
+static void test_simple_archs(void)
+{
+    mk_setup("arch_errors");
+    char path[1200];
+    if (write_generated("tiny-qwen2moe", path, sizeof path)) {
+        expect(path, "qwen2moe-copy", &(variant){0}, NULL, NULL);
+        expect(path, "qwen2moe-no-k-bias", &(variant){.drop_tensor = "blk.1.attn_k.bias"},
+               "qwen2moe layer 1 lacks tensor 'blk.1.attn_k.bias'", NULL);
+        expect(path, "qwen2moe-no-shared-gate", &(variant){.drop_tensor = "blk.2.ffn_gate_inp_shexp.weight"},
+               "missing tensor 'blk.2.ffn_gate_inp_shexp.weight'", NULL);
+        /* the shared expert is 512 wide; the key says 256 */
+        expect(path, "qwen2moe-shared-width",
+               &(variant){.uint_key = "qwen2moe.expert_shared_feed_forward_length", .uint_value = 256},
+               "tensor 'blk.0.ffn_gate_shexp.weight' has shape {256, 512}", "expected {256, 256}");
+        expect(path, "qwen2moe-shared-zero",
+               &(variant){.uint_key = "qwen2moe.expert_shared_feed_forward_length", .uint_value = 0},
+               "qwen2moe.expert_shared_feed_forward_length", NULL);
+        remove(path);
+    }
+    if (write_generated("tiny-olmoe", path, sizeof path)) {
+        expect(path, "olmoe-copy", &(variant){0}, NULL, NULL);
+        expect(path, "olmoe-no-k-norm", &(variant){.drop_tensor = "blk.2.attn_k_norm.weight"},
+               "missing tensor 'blk.2.attn_k_norm.weight'", NULL);
+        /* feed_forward_length is the experts' width */
+        expect(path, "olmoe-expert-width", &(variant){.uint_key = "olmoe.feed_forward_length", .uint_value = 128},
+               "tensor 'blk.0.ffn_gate_exps.weight' has shape {256, 256, 16}", "expected {256, 128, 16}");
+        expect(path, "olmoe-no-head", &(variant){.drop_tensor = "output.weight"}, "missing tensor 'output.weight'",
+               NULL);
+        remove(path);
+    }
+    if (write_generated("tiny-mixtral", path, sizeof path)) {
+        expect(path, "mixtral-copy", &(variant){0}, NULL, NULL);
+        expect(path, "mixtral-no-router", &(variant){.drop_tensor = "blk.1.ffn_gate_inp.weight"},
+               "missing tensor 'blk.1.ffn_gate_inp.weight'", NULL);
+        expect(path, "mixtral-expert-width", &(variant){.uint_key = "llama.feed_forward_length", .uint_value = 128},
+               "tensor 'blk.0.ffn_gate_exps.weight' has shape {256, 256, 8}", "expected {256, 128, 8}");
+        expect(path, "mixtral-no-experts", &(variant){.uint_key = "llama.expert_count", .uint_value = 0},
+               "llama.expert_used_count 2 exceeds expert_count 0", NULL);
+        remove(path);
+    }
+}
+
 int main(void)
 {
     test_lfm2moe();
     test_gemma4();
     test_gemma4_variants();
     test_qwen35moe();
+    test_simple_archs();
     return test_finish();
 }

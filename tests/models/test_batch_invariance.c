@@ -10,6 +10,7 @@
 #include "bmoe.h"
 #include "gemma4_variants.h"
 #include "oracle_support.h"
+#include "simple_archs.h"
 
 enum { N_TOKENS = 40, TRUNCATE_AT = 25 };
 
@@ -284,6 +285,26 @@ static void check_gemma4_variants(void)
     oracle_case_free(&c);
 }
 
+/* The simple architectures' quantized models (simple_archs.h) on their
+ * reference prompt: invariant, and their argmax llama.cpp's. */
+static void check_simple_archs(void)
+{
+    mk_setup("batch_invariance");
+    for (int i = 0; i < SIMPLE_ARCH_MODELS; i++) {
+        const simple_arch_model *m = &simple_arch_models[i];
+        oracle_case c;
+        char path[1200];
+        if (strstr(m->name, "q4_k_m") == NULL || simple_arch_case_load(&c, m->name) != 0)
+            continue;
+        CHECK(c.n_prompt >= N_TOKENS);
+        if (c.n_prompt >= N_TOKENS && simple_arch_write(m, path, sizeof path)) {
+            check_model_file(m->name, path, c.prompt_ids, &c);
+            remove(path);
+        }
+        oracle_case_free(&c);
+    }
+}
+
 int main(void)
 {
     /* 3 layers x 64 positions x (K and V of 2 heads of 32) x f32 */
@@ -304,6 +325,7 @@ int main(void)
     check_model("qwen35moe-tiny-q4_k_m");
     check_model("qwen35moe-tiny-f32");
     check_gemma4_variants();
+    check_simple_archs();
     check_routes();
     return test_finish();
 }

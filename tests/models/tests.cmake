@@ -14,7 +14,8 @@ foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gpt
 endforeach()
 bmoe_add_test(test_batch_invariance SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance.c
   LIBS bmoe_engine PkgConfig::CJSON m)
-add_dependencies(test_batch_invariance bmoe-mkmodel) # the gemma4 variants it generates
+add_dependencies(test_batch_invariance bmoe-mkmodel) # the gemma4 variants and simple_archs.h's models it generates
+target_compile_definitions(test_batch_invariance PRIVATE BMOE_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 bmoe_add_test(test_llama_stories SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_llama_stories.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_errors.c
@@ -34,3 +35,14 @@ bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
 bmoe_add_test(test_gemma4_reference SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gemma4_reference.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 add_dependencies(test_gemma4_reference bmoe-mkmodel)
+# The simple MoE architectures (qwen2moe, llama with experts, olmoe): tiny
+# models bmoe-mkmodel generates, against llama.cpp's logits in data/ (written
+# by data/regenerate.sh), resident and streamed, and bmoe-cli --info.
+bmoe_add_test(test_simple_archs SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_simple_archs.c
+  LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen2moe-tiny-f32 LABELS unit oracle)
+target_compile_definitions(test_simple_archs PRIVATE BMOE_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
+add_dependencies(test_simple_archs bmoe-mkmodel bmoe-cli)
+foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m olmoe-tiny-f32 olmoe-tiny-q4_k_m)
+  add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
+  set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
+endforeach()

@@ -35,6 +35,22 @@ static const preset presets[] = {
      {.arch = MKMODEL_LLAMA, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
       .head_dim = 64, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 500000.0f,
       .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-mixtral", "llama with experts (Mixtral-style), 3 layers, n_embd 256, 4/2 heads of 64, 8 experts top-2, "
+     "ff 256, vocab 512",
+     {.arch = MKMODEL_LLAMA, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+      .n_expert = 8, .n_expert_used = 2, .n_ff_expert = 256, .n_ff = 512, .n_vocab = 512, .n_ctx = 4096,
+      .rope_freq_base = 1e6f, .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-qwen2moe", "qwen2moe, 3 layers, n_embd 256, 4/2 heads of 64 with q/k/v biases, 16 experts top-4, ff 256, "
+     "gated shared expert ff 512, vocab 512",
+     {.arch = MKMODEL_QWEN2MOE, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+      .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff = 1024, .n_ff_shared = 512,
+      .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 1e6f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-olmoe", "olmoe, 3 layers, n_embd 256, 4/4 heads of 64, q/k norms over the whole projection, "
+     "16 experts top-8, ff 256, vocab 512",
+     {.arch = MKMODEL_OLMOE, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 4, .head_dim = 64,
+      .n_expert = 16, .n_expert_used = 8, .n_ff_expert = 256, .n_vocab = 512, .n_ctx = 4096,
+      .rope_freq_base = 10000.0f, .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
     {"tiny-lfm2moe", "lfm2moe, 4 layers (1 and 3 attention, 0 and 2 short convolution L 3; 0 dense), n_embd 256, "
      "4/2 heads of 64, 16 experts top-4 (sigmoid), ff 256, dense ff 512, vocab 512",
      {.arch = MKMODEL_LFM2MOE, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
@@ -140,6 +156,10 @@ const char *mkmodel_arch_name(enum mkmodel_arch arch)
         return "gemma4";
     case MKMODEL_QWEN35MOE:
         return "qwen35moe";
+    case MKMODEL_QWEN2MOE:
+        return "qwen2moe";
+    case MKMODEL_OLMOE:
+        return "olmoe";
     }
     return "?";
 }
@@ -158,6 +178,10 @@ int mkmodel_arch_from_name(const char *name)
         return MKMODEL_GEMMA4;
     if (strcmp(name, "qwen35moe") == 0)
         return MKMODEL_QWEN35MOE;
+    if (strcmp(name, "qwen2moe") == 0)
+        return MKMODEL_QWEN2MOE;
+    if (strcmp(name, "olmoe") == 0)
+        return MKMODEL_OLMOE;
     return -1;
 }
 
@@ -225,7 +249,7 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
     if (config->n_head % config->n_head_kv != 0)
         return error_set(err, "--heads %u is not a multiple of --kv-heads %u",
                          config->n_head, config->n_head_kv);
-    if (config->arch == MKMODEL_LLAMA) {
+    if (config->arch == MKMODEL_LLAMA && config->n_expert == 0) {
         LIMIT(n_ff, 1, 1u << 20, "--ff");
     } else if (config->arch == MKMODEL_GEMMA4 && config->n_expert == 0) {
         /* the small Gemma 4 models: the dense MLP in every layer, no experts
@@ -274,6 +298,11 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
                                  (long long)source, swa ? "sliding-window" : "full-attention");
         }
     }
+    if (config->arch == MKMODEL_QWEN2MOE)
+        LIMIT(n_ff_shared, 1, 1u << 20, "--shared-ff");
+    if (config->arch == MKMODEL_OLMOE && config->n_head_kv != config->n_head)
+        return error_set(err, "olmoe: --kv-heads %u must equal --heads %u (its k norm spans the whole projection)",
+                         config->n_head_kv, config->n_head);
     if (config->arch == MKMODEL_QWEN35MOE) {
         if (config->n_rot > config->head_dim)
             return error_set(err, "--rope-dims %u exceeds --head-dim %u", config->n_rot, config->head_dim);
@@ -570,18 +599,23 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             continue;
         }
         ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+        bool qkv_bias = c->arch == MKMODEL_GPT_OSS || c->arch == MKMODEL_QWEN2MOE;
         ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
-        if (c->arch == MKMODEL_GPT_OSS)
+        if (qkv_bias)
             ADD(ROLE_VECTOR, il, "attn_q.bias", 1, Q, 1, 1, BIAS);
         ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, KV, 1, NORMAL(s_embd));
-        if (c->arch == MKMODEL_GPT_OSS)
+        if (qkv_bias)
             ADD(ROLE_VECTOR, il, "attn_k.bias", 1, KV, 1, 1, BIAS);
         ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, KV, 1, NORMAL(s_embd));
-        if (c->arch == MKMODEL_GPT_OSS)
+        if (qkv_bias)
             ADD(ROLE_VECTOR, il, "attn_v.bias", 1, KV, 1, 1, BIAS);
         if (c->arch == MKMODEL_QWEN3MOE) {
             ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
             ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+        }
+        if (c->arch == MKMODEL_OLMOE) { /* over the whole projection, not per head */
+            ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, Q, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, KV, 1, 1, NORM_WEIGHT);
         }
         ADD(ROLE_MATRIX, il, "attn_output.weight", 2, Q, E, 1, NORMAL(s_q));
         if (c->arch == MKMODEL_GPT_OSS) {
@@ -591,7 +625,7 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
         } else {
             ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
         }
-        if (c->arch == MKMODEL_LLAMA) {
+        if (c->arch == MKMODEL_LLAMA && X == 0) {
             int64_t D = c->n_ff;
             ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, D, 1, NORMAL(s_embd));
             ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, D, 1, NORMAL(s_embd));
@@ -611,6 +645,13 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             NORMAL(inverse_sqrt(c->n_ff_expert)));
         if (c->arch == MKMODEL_GPT_OSS)
             ADD(ROLE_VECTOR, il, "ffn_down_exps.bias", 2, E, X, 1, BIAS);
+        if (c->arch == MKMODEL_QWEN2MOE) {
+            ADD(ROLE_VECTOR, il, "ffn_gate_inp_shexp.weight", 1, E, 1, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, c->n_ff_shared, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, c->n_ff_shared, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, c->n_ff_shared, E, 1,
+                NORMAL(inverse_sqrt(c->n_ff_shared)));
+        }
     }
     /* lfm2moe's final norm keeps its historical name */
     ADD(ROLE_VECTOR, GLOBAL, c->arch == MKMODEL_LFM2MOE ? "token_embd_norm.weight" : "output_norm.weight", 1, E, 1,
@@ -707,12 +748,21 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
     KV_U32("block_count", c->n_layer);
     KV_U32("context_length", c->n_ctx);
     KV_U32("embedding_length", c->n_embd);
-    KV_U32("feed_forward_length", c->arch == MKMODEL_LLAMA || c->n_ff ? c->n_ff : c->n_ff_expert);
-    if (c->arch != MKMODEL_LLAMA && c->n_expert > 0) {
-        KV_U32("expert_feed_forward_length", c->n_ff_expert);
+    /* Mixtral-style llama and olmoe files give the experts' width as
+     * feed_forward_length and have no expert_feed_forward_length */
+    bool ff_is_expert_width = (c->arch == MKMODEL_LLAMA && c->n_expert > 0) || c->arch == MKMODEL_OLMOE;
+    if (ff_is_expert_width)
+        KV_U32("feed_forward_length", c->n_ff_expert);
+    else
+        KV_U32("feed_forward_length", c->arch == MKMODEL_LLAMA || c->n_ff ? c->n_ff : c->n_ff_expert);
+    if (c->n_expert > 0) {
+        if (!ff_is_expert_width)
+            KV_U32("expert_feed_forward_length", c->n_ff_expert);
         KV_U32("expert_count", c->n_expert);
         KV_U32("expert_used_count", c->n_expert_used);
     }
+    if (c->arch == MKMODEL_QWEN2MOE)
+        KV_U32("expert_shared_feed_forward_length", c->n_ff_shared);
     KV_U32("attention.head_count", c->n_head);
     if (c->arch == MKMODEL_LFM2MOE || c->arch == MKMODEL_GEMMA4) {
         /* per layer: 0 marks lfm2moe's convolution layers; gemma4's full layers have fewer */

@@ -29,12 +29,14 @@ static void print_usage(FILE *out)
             "  --shape NAME           start from a preset (flags after it override):\n");
     mkmodel_list_presets(out);
     fprintf(out,
-            "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe\n"
+            "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe |\n"
+            "                         qwen2moe | olmoe\n"
             "                         (default: the preset's;\n"
             "                         without --shape, tiny-<arch>)\n"
             "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
             "  --experts N  --experts-used N  --expert-ff N   (MoE archs; gemma4 --experts 0:\n"
-            "                         the small models' dense MLP only)\n"
+            "                         the small models' dense MLP only; llama --experts N:\n"
+            "                         Mixtral-style experts instead of the dense FFN)\n"
             "  --ff N                 dense FFN width (llama) / feed_forward_length key\n"
             "  --vocab N  --context N  --merges N (most BPE merges learned)\n"
             "  --sliding-window N  --swa-pattern P  --yarn-factor F  --yarn-orig-ctx N  (gpt-oss)\n"
@@ -46,7 +48,7 @@ static void print_usage(FILE *out)
             "                         their own, attending over the last earlier layer's cache of\n"
             "                         their kind; per-layer embeddings of D per layer)\n"
             "  --rope-dims N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N  --shared-ff N\n"
-            "                         (qwen35moe)\n"
+            "                         (qwen35moe; --shared-ff also qwen2moe)\n"
             "  --rope-base F  --eps F  --name TEXT\n"
             "  --type T               f32 f16 bf16 q8_0 q4_k q5_k q6_k mxfp4, or a recipe:\n"
             "                         q4_k_m   Q4_K; Q6_K for output, and for attn_v and\n"
@@ -198,7 +200,7 @@ int main(int argc, char **argv)
     config.n_split = 1;
     config.n_merges = 100000;
     if (arch && mkmodel_arch_from_name(arch) < 0)
-        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe)", arch);
+        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe)", arch);
     char default_shape[32];
     if (!shape) {
         snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");

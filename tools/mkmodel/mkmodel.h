@@ -14,7 +14,16 @@
 #include "base/error.h"
 #include "gguf/gguf.h"
 
-enum mkmodel_arch { MKMODEL_QWEN3MOE, MKMODEL_GPT_OSS, MKMODEL_LLAMA, MKMODEL_LFM2MOE, MKMODEL_GEMMA4, MKMODEL_QWEN35MOE };
+enum mkmodel_arch {
+    MKMODEL_QWEN3MOE,
+    MKMODEL_GPT_OSS,
+    MKMODEL_LLAMA, /* dense, or Mixtral-style experts with --experts */
+    MKMODEL_LFM2MOE,
+    MKMODEL_GEMMA4,
+    MKMODEL_QWEN35MOE,
+    MKMODEL_QWEN2MOE,
+    MKMODEL_OLMOE
+};
 
 /* A weight recipe: one plain type for every matrix, or a named mix. */
 enum mkmodel_recipe {
@@ -36,10 +45,11 @@ typedef struct mkmodel_config {
     uint32_t n_head;
     uint32_t n_head_kv;
     uint32_t head_dim;
-    uint32_t n_expert;      /* MoE archs */
+    uint32_t n_expert;      /* MoE archs; llama: 0 dense, else Mixtral-style experts */
     uint32_t n_expert_used;
     uint32_t n_ff_expert;
-    uint32_t n_ff;          /* llama: dense FFN; MoE archs: feed_forward_length key */
+    uint32_t n_ff;          /* dense llama: the FFN; MoE archs: feed_forward_length key (olmoe and
+                               llama with experts write the expert width there instead) */
     uint32_t n_vocab;
     uint32_t n_ctx;
     uint32_t sliding_window;         /* gpt-oss */
@@ -59,7 +69,7 @@ typedef struct mkmodel_config {
     uint32_t per_layer_input;    /* gemma4: per-layer embedding width Dp; 0: none */
     uint32_t n_rot;              /* qwen35moe: rotated dims (partial RoPE); 0: head_dim */
     uint32_t ssm_dk, ssm_k_heads, ssm_v_heads; /* qwen35moe Gated DeltaNet */
-    uint32_t n_ff_shared;        /* qwen35moe shared expert */
+    uint32_t n_ff_shared;        /* qwen35moe, qwen2moe shared expert */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */

@@ -1,0 +1,78 @@
+/* The tiny models of the simple MoE architectures (qwen2moe, llama with
+ * experts, olmoe) that the model tests generate with bmoe-mkmodel, and
+ * their reference logits in tests/models/data (llama.cpp's, written by
+ * data/regenerate.sh from the same presets). Header-only; the test's
+ * mk_setup comes first. */
+#ifndef BMOE_TESTS_SIMPLE_ARCHS_H
+#define BMOE_TESTS_SIMPLE_ARCHS_H
+
+#include "../mkmodel/mkmodel_run.h"
+#include "oracle_support.h"
+
+typedef struct simple_arch_model {
+    const char *name;         /* the data files' prefix, and the generated file's */
+    const char *flags;        /* bmoe-mkmodel's */
+    const char *architecture; /* general.architecture */
+    int n_expert, n_expert_used;
+} simple_arch_model;
+
+static const simple_arch_model simple_arch_models[] = {
+    {"qwen2moe-tiny-f32", "--shape tiny-qwen2moe --type f32", "qwen2moe", 16, 4},
+    {"qwen2moe-tiny-q4_k_m", "--shape tiny-qwen2moe --type q4_k_m", "qwen2moe", 16, 4},
+    {"mixtral-tiny-f32", "--shape tiny-mixtral --type f32", "llama", 8, 2},
+    {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2},
+    {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8},
+    {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8},
+};
+enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
+
+static inline const simple_arch_model *simple_arch_find(const char *name)
+{
+    for (int i = 0; i < SIMPLE_ARCH_MODELS; i++)
+        if (strcmp(simple_arch_models[i].name, name) == 0)
+            return &simple_arch_models[i];
+    return NULL;
+}
+
+/* Writes the model into the test's scratch folder; path gets its name.
+ * false (with the tool's message recorded as a failed check) if the tool fails. */
+static inline bool simple_arch_write(const simple_arch_model *m, char *path, size_t size)
+{
+    char file[128];
+    snprintf(file, sizeof file, "%s.gguf", m->name);
+    mk_path(path, size, file);
+    int status = mk_run("%s --quiet -o '%s'", m->flags, path);
+    char *errors = status == 0 ? NULL : test_read_file(mk_stderr, NULL);
+    CHECK_MSG(status == 0, "%s: bmoe-mkmodel exited %d: %s", m->name, status, errors ? errors : "");
+    free(errors);
+    return status == 0;
+}
+
+/* Loads data/<name>.json and its logits (the oracle's layout, without the
+ * prompt text: the prompt is ids). -1 (with a failed check) if missing. */
+static inline int simple_arch_case_load(oracle_case *c, const char *name)
+{
+    char path[1024];
+    size_t size;
+    memset(c, 0, sizeof *c);
+    snprintf(path, sizeof path, "%s/%s.json", BMOE_TEST_DATA_DIR, name);
+    char *text = test_read_file(path, &size);
+    cJSON *json = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK_MSG(json != NULL, "cannot read %s", path);
+    if (!json)
+        return -1;
+    c->prompt_ids = oracle_int_array(json, "prompt_ids", &c->n_prompt);
+    c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
+    c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
+    c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
+    c->text = strdup("");
+    cJSON_Delete(json);
+    snprintf(path, sizeof path, "%s/%s.logits.f32", BMOE_TEST_DATA_DIR, name);
+    c->logits = (float *)test_read_file(path, &size);
+    bool whole = c->logits && size == (size_t)c->rows * (size_t)c->n_vocab * sizeof(float);
+    CHECK_MSG(whole, "bad logits file %s", path);
+    return whole ? 0 : -1;
+}
+
+#endif
