@@ -419,30 +419,31 @@ static void cancel_prefetch(expert_store *store, int slot);
 /* A slot for a new entry: a free one, else the policy's victim. demand: when
  * every unheld slot is being filled by a prefetch, drop those guesses and
  * take one of their slots rather than fail. */
+/* Guesses no demand read waits for, among slots[0..n): their reads are
+ * dropped and waited out, so their slots may be evicted. */
+static void drop_guesses(expert_store *store, const int *slots, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int slot = slots[i];
+        /* one refilled on demand has its reads not queued yet */
+        if (store->slots[slot].pinned || !store->slots[slot].prefetch_read)
+            continue;
+        cancel_prefetch(store, slot);
+        wait_slot_reads(store, slot);
+    }
+}
+
 static int take_slot(expert_store *store, bool demand)
 {
     if (store->n_free == 0) {
         int victim = store->policy->victim(store->policy_state, slot_evictable, store);
         if (victim < 0 && demand && store->n_speculative > 0) {
-            for (int i = 0; i < store->n_speculative; i++) {
-                int slot = store->speculative_slots[i];
-                /* one refilled on demand has its reads not queued yet */
-                if (store->slots[slot].pinned || !store->slots[slot].prefetch_read)
-                    continue;
-                cancel_prefetch(store, slot);
-                wait_slot_reads(store, slot);
-            }
+            drop_guesses(store, store->speculative_slots, store->n_speculative);
             victim = store->policy->victim(store->policy_state, slot_evictable, store);
         }
         if (victim < 0 && demand && store->n_warm > 0) {
             /* the warm-up reads only what no demand needs: it gives way */
-            for (int i = 0; i < store->n_warm; i++) {
-                int slot = store->warm_slots[i];
-                if (store->slots[slot].pinned || !store->slots[slot].warm)
-                    continue;
-                cancel_prefetch(store, slot);
-                wait_slot_reads(store, slot);
-            }
+            drop_guesses(store, store->warm_slots, store->n_warm);
             victim = store->policy->victim(store->policy_state, slot_evictable, store);
         }
         if (victim < 0)
