@@ -323,6 +323,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_HOST:
     case P_PORT:
     case P_API_KEY:
+    case P_ALIAS:
     case P_MAX_QUEUE:
     case P_MAX_BODY:
     case P_TIMEOUT:

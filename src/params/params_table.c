@@ -392,6 +392,10 @@ static const param_def params_rows[] = {
     {.id = P_API_KEY, .key = "api_key", .flag = "--api-key", .group = PARAM_GROUP_SERVER, .level = BASIC,
      .type = PARAM_TEXT, .value_name = "KEY", .default_text = "none", .jobs = SERVE,
      .help = "every /v1 and /api request needs Authorization: Bearer KEY"},
+    {.id = P_ALIAS, .key = "alias", .flag = "--alias", .group = PARAM_GROUP_SERVER, .level = ADVANCED,
+     .type = PARAM_TEXT, .value_name = "NAME", .default_text = "the file's name", .jobs = SERVE,
+     .help = "the model's id in /v1/models and in answers; a request may name the model by it, the file's name "
+             "or the file's name without .gguf, and gets 404 model_not_found for any other"},
     {.id = P_MAX_QUEUE, .key = "max_queue", .flag = "--max-queue", .group = PARAM_GROUP_SERVER, .level = ADVANCED,
      .type = PARAM_INT, .low = 0, .high = 1024, .unit = "requests", .value_name = "N", .default_text = "8",
      .jobs = SERVE, .help = "generations that may wait for the running one; past it a request gets 429"},

@@ -21,6 +21,7 @@ typedef struct server_config {
     const char *host;
     int32_t port;
     const char *api_key;        /* NULL: no key asked */
+    const char *alias;          /* NULL: the model is named by its file */
     int32_t max_queue;          /* requests that may wait behind the running one */
     size_t max_body;            /* bytes */
     int32_t timeout;            /* seconds a request may take to arrive, or a connection stay silent */
@@ -53,7 +54,8 @@ typedef struct server {
     bmoe_model *model;
     bmoe_context *context;
     bmoe_chat *chat;            /* NULL: the model has no chat template */
-    const char *model_id;       /* the name /v1/models lists */
+    const char *model_file;     /* the model file's name without its folder */
+    const char *model_id;       /* the name /v1/models lists: the alias, or model_file */
     /* the turn line: a ticket per admitted generation, served in order */
     pthread_mutex_t lock;
     pthread_cond_t turn_over;

@@ -23,7 +23,7 @@
 /* Fields accepted that do not change the answer. */
 static bool harmless(const char *key)
 {
-    static const char *const names[] = {"model", "user", "stream_options", "metadata", "store", "service_tier"};
+    static const char *const names[] = {"user", "stream_options", "metadata", "store", "service_tier"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(key, names[i]) == 0)
             return true;
@@ -142,6 +142,19 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
     return 0;
 }
 
+/* Whether a request's "model" names the one model served: its id, its
+ * file's name, or that name without ".gguf" (what a user types having seen
+ * the file). */
+static bool names_served_model(const server *s, const char *name)
+{
+    if (strcmp(name, s->model_id) == 0 || strcmp(name, s->model_file) == 0)
+        return true;
+    size_t stem = strlen(s->model_file);
+    if (stem > 5 && strcmp(s->model_file + stem - 5, ".gguf") == 0)
+        stem -= 5;
+    return strlen(name) == stem && strncmp(name, s->model_file, stem) == 0;
+}
+
 /* Reads the body's fields into q. 0, or -1 with the reply filled. */
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
@@ -162,6 +175,19 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 BAD(key, "%s is given twice", key);
         if (harmless(key)) {
             continue;
+        } else if (strcmp(key, "model") == 0) {
+            if (null)
+                continue;
+            if (!cJSON_IsString(field))
+                BAD(key, "model must be a string");
+            if (!names_served_model(s, field->valuestring)) {
+                /* a long name is not echoed: cut, it could end inside a character */
+                bool echo = strlen(field->valuestring) <= 128;
+                server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
+                                   "the model%s%s%s does not exist: this server serves '%s'", echo ? " '" : "",
+                                   echo ? field->valuestring : "", echo ? "'" : "", s->model_id);
+                return -1;
+            }
         } else if (chat && strcmp(key, "messages") == 0) {
             if (read_messages(field, q, owned, reply) != 0)
                 return -1;

@@ -33,6 +33,13 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
         }
         config->api_key = value;
         break;
+    case P_ALIAS:
+        if (!value[0]) {
+            snprintf(error, error_size, "%s needs a non-empty name", name);
+            return 1;
+        }
+        config->alias = value;
+        break;
     case P_MAX_QUEUE: config->max_queue = number; break;
     case P_MAX_BODY: config->max_body = (size_t)number << 20; break;
     case P_TIMEOUT: config->timeout = number; break;
@@ -227,9 +234,9 @@ int main(int argc, char **argv)
     }
     bmoe_error chat_error = {0};
     s.chat = bmoe_chat_create(s.model, &chat_error);
-    /* the id clients name the model by: the file's name without its folder */
     const char *slash = strrchr(config.model_path, '/');
-    s.model_id = slash ? slash + 1 : config.model_path;
+    s.model_file = slash ? slash + 1 : config.model_path;
+    s.model_id = config.alias ? config.alias : s.model_file;
 
     status = server_http_run(&s);
 

@@ -214,7 +214,7 @@ static void test_chat_equals_cli(int port)
 {
     char *expected = cli_chat_text("Hello");
     char *got = chat(port,
-                     "{\"model\":\"x\",\"user\":\"u\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                     "{\"model\":\"tiny\",\"user\":\"u\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
                      "\"text\":\"Hel\"},{\"type\":\"text\",\"text\":\"lo\"}]}],\"max_tokens\":" N_PREDICT
                      ",\"temperature\":0}",
                      NULL);
@@ -387,7 +387,8 @@ static void test_refusals(int port)
         {"{\"messages\":[{\"role\":\"wizard\",\"content\":\"a\"}]}", "messages[0]"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages[0].content"},
         {"{\"messages\":[]}", "messages"},
-        {"{\"model\":\"x\"}", "messages"},
+        {"{\"model\":\"tiny.gguf\"}", "messages"},
+        {"{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", "model"},
     };
     test_response response;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -395,6 +396,15 @@ static void test_refusals(int port)
             check_error(&response, 400, cases[i].param, cases[i].body);
         free(response.raw);
     }
+    /* a model this server does not serve: 404, as OpenAI answers it */
+    if (test_request(port, "POST", "/v1/chat/completions", NULL,
+                     "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+                     &response) == 0) {
+        check_error(&response, 404, "model", "unknown model");
+        CHECK_MSG(response.body && strstr(response.body, "\"model_not_found\"") && strstr(response.body, "tiny.gguf"),
+                  "unknown model: %s", response.body ? response.body : "");
+    }
+    free(response.raw);
     if (test_request(port, "POST", "/v1/chat/completions", NULL, "{\"messages\":", &response) == 0)
         check_error(&response, 400, NULL, "bad JSON");
     free(response.raw);
@@ -461,7 +471,7 @@ static void test_queue_and_cancel(int port)
 static void test_api_key(void)
 {
     test_server server;
-    const char *args[] = {"-m", model, "-t", "1", "--api-key", "sesame", NULL};
+    const char *args[] = {"-m", model, "-t", "1", "--api-key", "sesame", "--alias", "house-model", NULL};
     if (test_server_start(&server, args) != 0) {
         CHECK_MSG(false, "the keyed server did not start");
         return;
@@ -474,7 +484,26 @@ static void test_api_key(void)
         check_error(&response, 401, NULL, "wrong key");
     free(response.raw);
     if (test_request(server.port, "GET", "/v1/models", "Authorization: Bearer sesame\r\n", NULL, &response) == 0)
-        CHECK(response.status == 200);
+        CHECK_MSG(response.status == 200 && response.body && strstr(response.body, "\"id\":\"house-model\""),
+                  "--alias: %s", response.body ? response.body : "");
+    free(response.raw);
+    /* named by its alias or by its file; the answer names the alias */
+    const char *names[] = {"house-model", "tiny.gguf", "tiny"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1}",
+                 names[i]);
+        if (test_request(server.port, "POST", "/v1/chat/completions", "Authorization: Bearer sesame\r\n", body,
+                         &response) == 0)
+            CHECK_MSG(response.status == 200 && response.body && strstr(response.body, "\"model\":\"house-model\""),
+                      "model %s: %d %s", names[i], response.status, response.body ? response.body : "");
+        free(response.raw);
+    }
+    if (test_request(server.port, "POST", "/v1/chat/completions", "Authorization: Bearer sesame\r\n",
+                     "{\"model\":\"tiny.gg\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+                     &response) == 0)
+        check_error(&response, 404, "model", "a name near the file's");
     free(response.raw);
     CHECK(test_server_stop(&server, SIGINT) == 0);
 }

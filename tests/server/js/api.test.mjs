@@ -128,10 +128,15 @@ test('a second turn reuses the first turn as cached prompt tokens', async () => 
   assert.equal(second.bmoe.n_reused, cached);
 });
 
-test('an unknown model name is answered by the one model, which the answer names', async () => {
-  // A one-model server, like llama.cpp's: clients written for OpenAI send
-  // their own model names, and the answer's "model" says what ran.
-  const completion = await client.chat.completions.create({ ...hello, model: 'gpt-4o', max_tokens: 2 });
+test('an unknown model: 404 model_not_found naming the model served', async () => {
+  const error = await rejection(client.chat.completions.create({ ...hello, model: 'gpt-4o', max_tokens: 2 }));
+  assert.equal(error.status, 404);
+  assert.equal(error.code, 'model_not_found');
+  assert.match(error.message, /tiny\.gguf/);
+});
+
+test('the model named by its file name without .gguf', async () => {
+  const completion = await client.chat.completions.create({ ...hello, model: 'tiny', max_tokens: 2 });
   assert.equal(completion.model, 'tiny.gguf');
   assert.equal(completion.usage.completion_tokens, 2);
 });
