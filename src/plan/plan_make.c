@@ -18,9 +18,12 @@
 /* The engine's read lanes when nothing says otherwise. */
 #define PLAN_DEFAULT_LANES 4
 /* Lane counts whose rate is within this fraction of the best count as
- * equal; the largest of them wins, since more lanes in flight also hide a
- * slow read behind the others when the device is shared. */
-#define PLAN_LANE_TOLERANCE 0.05
+ * equal; the largest of them wins. The probe reads without pause, decode
+ * reads in bursts (one layer's misses) that end sooner with more reads in
+ * flight even where the device's rate is flat, and the probe's rates move
+ * by a tenth from run to run: only a device that loses a quarter of its rate
+ * to more lanes (a seeking disk) gets fewer. */
+#define PLAN_LANE_TOLERANCE 0.25
 /* The hit rate of a cache holding a fraction f of the experts, f^0.3: real
  * routing repeats, so a small cache hits far more than f. */
 #define PLAN_HIT_EXPONENT 0.3

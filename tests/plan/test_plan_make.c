@@ -239,7 +239,7 @@ static void test_refusal_message(void)
     CHECK(plan_make(&model, &machine, NULL, &p) == 0);
 }
 
-/* The lanes: the largest count whose rate is within 5 % of the best. */
+/* The lanes: the largest count whose rate is within 25 % of the best. */
 static void test_lanes(void)
 {
     static const struct {
@@ -247,9 +247,11 @@ static void test_lanes(void)
         int32_t want;
     } cases[] = {
         {{1000, 1900, 2000, 1960}, 8},
-        {{1000, 1900, 2000, 1800}, 4},
-        {{1000, 2000, 1950, 1899}, 4},
-        {{1000, 2000, 1899, 1800}, 2},
+        {{1000, 1900, 2000, 1499}, 4},
+        {{1000, 2000, 1950, 1400}, 4},
+        {{1000, 2000, 1499, 1400}, 2},
+        /* a probe under an 8 GiB cap on a 2-core VM: 8 lanes, which decoded fastest there */
+        {{7400, 8430, 6610, 6670}, 8},
         {{3000, 1000, 1000, 1000}, 1},
         {{1000, 1000, 1000, 1000}, 8},
     };
