@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cli_telemetry.h"
+#include "tm_profile.h"
 
 static uint64_t cli_clock_seed(void)
 {
@@ -177,18 +178,8 @@ int cli_run_generate(const cli_options *options)
     model = cli_load_model(options, &load_seconds);
     if (!model)
         goto done;
-    bool profile_writable = false;
-    if (options->expert_profile) {
-        bmoe_error profile_error = {0};
-        int warming = bmoe_model_load_expert_profile(model, options->expert_profile, &profile_error);
-        profile_writable = warming >= 0;
-        if (warming > 0)
-            fprintf(stderr, "bmoe-cli: expert profile %s: %d experts read into the cache in the background\n",
-                    options->expert_profile, warming);
-        else if (warming < 0)
-            fprintf(stderr, "bmoe-cli: warning: %s; starting cold, the profile left as it is\n",
-                    profile_error.message);
-    }
+    bool profile_writable = options->expert_profile &&
+                            tm_profile_warm(model, options->expert_profile, stderr, "bmoe-cli");
     bmoe_context_params context_params = cli_context_params(options, options->n_ctx);
     context_params.predict_log = options->predict_log;
     cli_telemetry_context_params(&telemetry, &context_params);

@@ -213,9 +213,9 @@ static const param_def params_rows[] = {
              "most recent (lru)"},
     {.id = P_EXPERT_PROFILE, .key = "expert_profile", .flag = "--expert-profile", .env = "BMOE_EXPERT_PROFILE",
      .group = PARAM_GROUP_CACHE, .level = ADVANCED, .type = PARAM_PATH, .value_name = "FILE", .needs_stream = true,
-     .jobs = CHAT,
+     .jobs = CHAT | SERVE,
      .help = "start with the experts FILE counts hottest read into the cache in the background, and write the "
-             "run's counts there at its end (a session: at its close); a profile of another model is refused "
+             "run's counts there at its end (a session: at its close; bmoe-server: after every generation); a profile of another model is refused "
              "and left as it is"},
     {.id = P_CACHE_FLOOR, .key = "cache_floor_mb", .flag = "--cache-floor-mb", .group = PARAM_GROUP_CACHE,
      .level = ADVANCED, .type = PARAM_INT, .low = 0, .high = 1 << 30, .unit = "MiB", .value_name = "N",

@@ -22,6 +22,7 @@ typedef struct server_config {
     int32_t port;
     const char *api_key;        /* NULL: no key asked */
     const char *alias;          /* NULL: the model is named by its file */
+    const char *expert_profile; /* NULL: none */
     int32_t max_queue;          /* requests that may wait behind the running one */
     size_t max_body;            /* bytes */
     int32_t timeout;            /* seconds a request may take to arrive, or a connection stay silent */
@@ -56,6 +57,7 @@ typedef struct server {
     bmoe_chat *chat;            /* NULL: the model has no chat template */
     const char *model_file;     /* the model file's name without its folder */
     const char *model_id;       /* the name /v1/models lists: the alias, or model_file */
+    bool profile_writable;      /* the expert profile is written after every generation */
     /* the turn line: a ticket per admitted generation, served in order */
     pthread_mutex_t lock;
     pthread_cond_t turn_over;
@@ -76,7 +78,8 @@ typedef struct server {
     server_client *clients;
 } server;
 
-/* Adds a finished generation to the totals /metrics reports. */
+/* Adds a finished generation to the totals /metrics reports, and writes
+ * the expert profile with what it taught the cache. */
 void server_count_generation(server *s, const bmoe_generation *g);
 
 /* The context's abort callback: the cancel flag, or the turn holder's

@@ -359,6 +359,7 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddNumberToObject(figures, "n_prompt", bmoe_generation_n_prompt(g));
     cJSON_AddNumberToObject(figures, "n_reused", bmoe_generation_n_reused(g));
     cJSON_AddNumberToObject(figures, "prefill_ms", prefill->wall_ms);
+    cJSON_AddNumberToObject(figures, "ttft_ms", bmoe_generation_ttft_ms(g));
     cJSON_AddNumberToObject(figures, "decode_ms", decode->wall_ms);
     /* with drafting, the evaluated tokens count the rejected drafts: the rate is of the tokens generated */
     bool drafting = s->config->speculation.source != BMOE_DRAFT_NONE;

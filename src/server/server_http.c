@@ -210,6 +210,9 @@ void server_count_generation(server *s, const bmoe_generation *g)
     if (decode->wall_ms > 0)
         s->last_tok_s = decode->n_tokens / (decode->wall_ms * 1e-3);
     pthread_mutex_unlock(&s->lock);
+    bmoe_error error = {0};
+    if (s->profile_writable && bmoe_model_save_expert_profile(s->model, s->config->expert_profile, &error) != 0)
+        fprintf(stderr, "bmoe-server: warning: %s\n", error.message);
 }
 
 /* GET /metrics: Prometheus text. */

@@ -8,6 +8,7 @@
 
 #include "params.h"
 #include "server.h"
+#include "tm_profile.h"
 
 static int server_fail(const char *message)
 {
@@ -41,6 +42,7 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
         config->alias = value;
         break;
     case P_MAX_QUEUE: config->max_queue = number; break;
+    case P_EXPERT_PROFILE: config->expert_profile = value; break;
     case P_MAX_BODY: config->max_body = (size_t)number << 20; break;
     case P_TIMEOUT: config->timeout = number; break;
     case P_N_PREDICT: config->n_predict = number; break;
@@ -207,6 +209,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bmoe-server: %s: %s\n", config.model_path, error.message);
         return 1;
     }
+    s.profile_writable = config.expert_profile && tm_profile_warm(s.model, config.expert_profile, stderr, "bmoe-server");
     bmoe_context_params context_params = bmoe_context_default_params();
     context_params.n_ctx = config.n_ctx;
     context_params.n_ubatch = config.n_ubatch;

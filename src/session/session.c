@@ -10,6 +10,7 @@
 
 #include "session_internal.h"
 #include "session_reader.h"
+#include "tm_profile.h"
 #include "tm_report.h"
 
 static double now_seconds(void)
@@ -98,15 +99,7 @@ static int session_open(session *s)
     s->model = bmoe_model_load(c->model_path, &c->model_params, &error);
     if (!s->model)
         return session_error(s, 0, true, error.message[0] ? error.message : "cannot load the model");
-    if (c->expert_profile_path) {
-        int warming = bmoe_model_load_expert_profile(s->model, c->expert_profile_path, &error);
-        s->profile_writable = warming >= 0;
-        if (c->log && warming > 0)
-            fprintf(c->log, "session: expert profile %s: %d experts read into the cache in the background\n",
-                    c->expert_profile_path, warming);
-        else if (c->log && warming < 0)
-            fprintf(c->log, "session: %s; starting cold, the profile left as it is\n", error.message);
-    }
+    s->profile_writable = c->expert_profile_path && tm_profile_warm(s->model, c->expert_profile_path, c->log, "session");
     bmoe_context_params context_params = c->context_params;
     context_params.abort_callback = session_inbox_cancelled;
     context_params.abort_user = s->inbox;

@@ -508,6 +508,41 @@ static void test_api_key(void)
     CHECK(test_server_stop(&server, SIGINT) == 0);
 }
 
+/* --expert-profile: written after every generation (the server may be
+ * killed, never closed), read back by the next server. */
+static void test_expert_profile(void)
+{
+    char profile[1300];
+    snprintf(profile, sizeof profile, "%s/server.profile", tmp);
+    unlink(profile);
+    const char *args[] = {"-m", model, "-t", "1", "--moe-stream", "--cache-mb", "16", "--expert-profile", profile, NULL};
+    test_server server;
+    if (test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "the server with --expert-profile did not start");
+        return;
+    }
+    test_response response;
+    if (test_request(server.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Once upon\",\"max_tokens\":4}",
+                     &response) == 0)
+        CHECK_MSG(response.status == 200, "completion: %d", response.status);
+    free(response.raw);
+    struct stat st;
+    CHECK_MSG(stat(profile, &st) == 0 && st.st_size > 0, "no profile after a generation");
+    CHECK(test_server_stop(&server, SIGKILL) == -1);
+    if (test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "the server did not start again on its profile");
+        return;
+    }
+    /* the warm-up line comes before the listening line test_server_start waited for */
+    size_t log_length = 0;
+    char *log = cli_read_all(server.err_path, &log_length);
+    CHECK_MSG(log && strstr(log, "experts read into the cache in the background"), "the second server: %s",
+              log ? log : "(no log)");
+    free(log);
+    CHECK(test_server_stop(&server, SIGINT) == 0);
+    unlink(profile);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/server", test_tmp_dir());
@@ -538,6 +573,7 @@ int main(void)
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
     test_api_key();
+    test_expert_profile();
     test_ngram();
     return test_finish();
 }
