@@ -593,6 +593,10 @@ BMOE_API int bmoe_generation_run(bmoe_generation *generation, bmoe_step_callback
 BMOE_API int32_t bmoe_generation_n_prompt(const bmoe_generation *generation);   /* prompt tokens */
 BMOE_API int32_t bmoe_generation_n_reused(const bmoe_generation *generation);   /* of those, from the cache */
 BMOE_API const bmoe_stats *bmoe_generation_prefill_stats(const bmoe_generation *generation);
+/* Milliseconds from bmoe_generation_start's call to the first step that
+ * handed back a generated token (the prompt's prefill, that token's
+ * sampling and its decode); 0 until then. */
+BMOE_API double bmoe_generation_ttft_ms(const bmoe_generation *generation);
 /* Sum over the decode steps so far (with drafting, n_tokens counts every
  * token evaluated, rejected drafts included). */
 BMOE_API const bmoe_stats *bmoe_generation_decode_stats(const bmoe_generation *generation);

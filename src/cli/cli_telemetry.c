@@ -230,10 +230,9 @@ int cli_telemetry_finish(cli_telemetry *t, const bmoe_generation *generation, do
     tm_summary_fill(&summary, c, &t->layout, &state, bmoe_generation_prefill_stats(generation), totals,
                     tm_meter_lookups_before(t->meter));
     summary.turn = 0;
-    summary.n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
+    tm_summary_take_generation(&summary, generation);
     summary.load_s = load_seconds;
     summary.tail_ms = t->last_decode_end > 0.0 ? (cli_now_seconds() - t->last_decode_end) * 1e3 : 0.0;
-    bmoe_generation_spec_stats(generation, &summary.spec);
     if (t->files.csv_on)
         tm_csv_summary(&t->files.csv, &summary);
 

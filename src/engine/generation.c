@@ -35,6 +35,8 @@ struct bmoe_generation {
     int32_t committed;
     speculation spec;
     enum bmoe_stop_reason pending_stop; /* the stop the next step reports */
+    double started;         /* monotonic seconds: the prompt handed to the library */
+    double ttft_ms;         /* until the first generated token was handed back; 0: none yet */
     bool finished;
 };
 
@@ -129,6 +131,7 @@ static bmoe_generation *start_failed(bmoe_generation *generation, bmoe_error *er
 bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generation_params *params,
                                        const int32_t *prompt, int32_t n_prompt, bmoe_error *error)
 {
+    double started = engine_now_seconds();
     bmoe_error err;
     error_clear(&err);
     if (!context || (!prompt && n_prompt > 0) || n_prompt < 0) {
@@ -174,6 +177,7 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
         return NULL;
     }
     generation->context = context;
+    generation->started = started;
     context->generating = true;
     generation->params = p;
     generation->params.stop_strings = NULL; /* the stream keeps its own copies */
@@ -277,7 +281,19 @@ static int final_step(bmoe_generation *generation, enum bmoe_stop_reason stop, b
     return 0;
 }
 
+static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_error *error);
+
+/* A step, timed: the first one that hands back a token ends the time to
+ * first token (the prompt's prefill, that token's sampling and decode). */
 int bmoe_generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_error *error)
+{
+    int status = generation_step(generation, step, error);
+    if (status > 0 && step->token >= 0 && generation->ttft_ms == 0)
+        generation->ttft_ms = (engine_now_seconds() - generation->started) * 1e3;
+    return status;
+}
+
+static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_error *error)
 {
     bmoe_error err;
     error_clear(&err);
@@ -395,6 +411,11 @@ int32_t bmoe_generation_n_reused(const bmoe_generation *generation)
 const bmoe_stats *bmoe_generation_prefill_stats(const bmoe_generation *generation)
 {
     return &generation->prefill;
+}
+
+double bmoe_generation_ttft_ms(const bmoe_generation *generation)
+{
+    return generation->ttft_ms;
 }
 
 const bmoe_stats *bmoe_generation_decode_stats(const bmoe_generation *generation)

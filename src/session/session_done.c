@@ -21,10 +21,8 @@ void session_summary(const session *s, const bmoe_generation *generation, const 
                     generation ? bmoe_generation_prefill_stats(generation) : NULL, totals, before);
     summary->turn = s->turn;
     summary->load_s = s->load_s;
-    if (generation) {
-        summary->n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
-        bmoe_generation_spec_stats(generation, &summary->spec);
-    }
+    if (generation)
+        tm_summary_take_generation(summary, generation);
     summary->tail_ms = tail_ms;
 }
 
@@ -46,6 +44,7 @@ void session_format_done(tm_buffer *out, int64_t id, bool cancelled, const tm_su
     key_number(out, "prefill_s", prefill_s, 4, 0.0);
     key_number(out, "prefill_tps", prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0, 2, 0.0);
     key_number(out, "load_s", s->load_s, 3, 0.0);
+    key_number(out, "ttft_s", s->ttft_s, 4, 0.0);
     key_number(out, "cache_hit_pct", s->cache_hit_pct, 2, -1.0);
     tm_buffer_printf(out, ",\"n_prompt\":%" PRId32 ",\"n_past\":%" PRId32, s->n_prompt, n_past);
     key_number(out, "compute_s_tok", tm_totals_per_token(d, d->compute_ms * 1e-3), 4, 0.0);

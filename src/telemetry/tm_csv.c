@@ -89,8 +89,8 @@ void tm_csv_format_summary(tm_buffer *out, const tm_summary *s)
     tm_buffer_printf(out, " compute_s/tok=%.4f io_s/tok=%.4f cache_hit_pct=",
                      tm_totals_per_token(d, d->compute_ms * 1e-3), tm_totals_per_token(d, d->io_ms * 1e-3));
     tm_csv_hit_pct(out, s->cache_hit_pct);
-    tm_buffer_printf(out, " n_prompt=%" PRId32 " load_s=%.3f prefill_s=%.4f prefill_tps=%.2f", s->n_prompt, s->load_s,
-                     prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0);
+    tm_buffer_printf(out, " n_prompt=%" PRId32 " load_s=%.3f prefill_s=%.4f prefill_tps=%.2f ttft_s=%.4f", s->n_prompt,
+                     s->load_s, prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0, s->ttft_s);
     tm_buffer_printf(out, " stall_s/tok=%.4f mgmt_s/tok=%.4f cache_resident_MiB=%.1f cache_budget_MiB=%.1f"
                      " majflt/tok=%.2f cpu_s/tok=%.4f",
                      tm_totals_per_token(d, d->stall_ms * 1e-3), tm_totals_per_token(d, d->mgmt_ms * 1e-3),

@@ -110,6 +110,10 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
     double prefill_s = s->prefill.wall_ms * 1e-3;
     tm_buffer_printf(out, "prefill: %" PRId32 " tokens, %.3f s (%.2f tok/s), load %.3f s\n", s->prefill.n_tokens,
                      prefill_s, prefill_s > 0 ? s->prefill.n_tokens / prefill_s : 0.0, s->load_s);
+    if (s->ttft_s > 0)
+        tm_buffer_printf(out, "ttft: %.3f s from the prompt to its first generated token (prefill %.3f s, then its "
+                              "sampling and decode)\n",
+                         s->ttft_s, prefill_s);
     tm_report_mode_line(out, c);
     if (s->drafting && c->spec)
         tm_report_drafting(out, c, s);

@@ -30,3 +30,10 @@ void tm_summary_fill(tm_summary *summary, const tm_config *config, const tm_layo
     summary->experts_routed = d->experts_routed;
     summary->drafting = config->spec != NULL;
 }
+
+void tm_summary_take_generation(tm_summary *summary, const bmoe_generation *generation)
+{
+    summary->n_prompt = bmoe_generation_n_prompt(generation) - bmoe_generation_n_reused(generation);
+    summary->ttft_s = bmoe_generation_ttft_ms(generation) * 1e-3;
+    bmoe_generation_spec_stats(generation, &summary->spec);
+}

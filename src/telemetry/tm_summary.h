@@ -16,6 +16,7 @@ typedef struct tm_summary {
     int32_t turn;              /* 0 for a one-shot run */
     int32_t n_prompt;          /* tokens prefilled this turn */
     double load_s;
+    double ttft_s;             /* the prompt handed in to the first token handed back; 0: no token */
     bmoe_stats prefill;
     tm_totals decode;
     double tail_ms;            /* after the last decode (no row carries it) */
@@ -28,7 +29,7 @@ typedef struct tm_summary {
     bmoe_spec_stats spec;      /* its counters (the generation's; zeros without drafting) */
 } tm_summary;
 
-/* Fills everything but turn, n_prompt, load_s, tail_ms and spec (zeroed): the
+/* Fills everything but turn, n_prompt, ttft_s, load_s, tail_ms and spec (zeroed): the
  * prefill's stats (NULL: none completed), the decode's totals (NULL: none),
  * the hit rate over before (the lookups before the decode: earlier turns'
  * and this prompt's) and the decode's, the cache and demand figures from the
@@ -37,5 +38,9 @@ typedef struct tm_summary {
 void tm_summary_fill(tm_summary *summary, const tm_config *config, const tm_layout *layout,
                      const bmoe_stream_state *state, const bmoe_stats *prefill, const tm_totals *decode,
                      const tm_lookups *before);
+
+/* n_prompt (the tokens prefilled: the prompt less its reused prefix),
+ * ttft_s and spec, from the generation. */
+void tm_summary_take_generation(tm_summary *summary, const bmoe_generation *generation);
 
 #endif

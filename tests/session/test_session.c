@@ -171,7 +171,8 @@ static bool bool_of(const cJSON *object, const char *key, bool *value)
 /* ---- the contract's keys ----------------------------------------------- */
 
 static const char *const done_numbers[] = {
-    "id", "tokens", "tok_s", "prefill_s", "prefill_tps", "load_s", "cache_hit_pct", "n_prompt", "n_past",
+    "id", "tokens", "tok_s", "prefill_s", "prefill_tps", "load_s", "ttft_s", "cache_hit_pct", "n_prompt",
+    "n_past",
     "compute_s_tok", "io_s_tok", "cache_resident_mib", "cache_budget_mib", "read_mib", "stall_s_tok", "mgmt_s_tok",
     "majflt_tok", "cpu_s_tok", "prefill_cpu_s", "prefill_read_mib", "prefill_io_s", "prefill_stall_s",
     "prefill_mgmt_s", "prefill_dev_tokens", "prefill_dev_nodes", "prefill_dev_read_mib", "prefill_dev_stall_s",

@@ -230,6 +230,8 @@ typedef struct perf_block {
     bool generation, compute, prefill, mode, stream, stall, cache, cache_churn, prefetch;
     int prefill_tokens;
     double prefill_s, prefill_tok_s, load_s;
+    bool ttft;
+    double ttft_s, ttft_prefill_s;
     int tokens, threads;
     double s_tok, tok_s, occupancy, cpu_tok, faults;
     char mode_line[512];
@@ -417,6 +419,12 @@ static void parse_perf_line(const char *what, const char *line, perf_block *p)
                             &p->prefill_s, &p->prefill_tok_s, &p->load_s, &used) == 4 &&
                      line[used] == '\0';
         CHECK_MSG(p->prefill, "%s: bad prefill: line: %s", what, line);
+    } else if (starts_with(line, "ttft: ")) {
+        p->ttft = sscanf(line, "ttft: %lf s from the prompt to its first generated token (prefill %lf s, then its "
+                               "sampling and decode)%n",
+                         &p->ttft_s, &p->ttft_prefill_s, &used) == 2 &&
+                  line[used] == '\0';
+        CHECK_MSG(p->ttft, "%s: bad ttft: line: %s", what, line);
     } else if (starts_with(line, "mode: ")) {
         CHECK_MSG(!p->mode, "%s: two mode: lines", what);
         p->mode = true;
@@ -585,6 +593,14 @@ static void check_perf(const char *what, const run_spec *s, const run_output *o)
     CHECK_MSG(p->prefill && p->prefill_tokens == o->n_prompt && p->prefill_s >= 0 && p->load_s > 0,
               "%s: prefill: %d tokens (load %.3f s), %d prompt tokens", what, p->prefill_tokens, p->load_s,
               o->n_prompt);
+    /* the first token comes after the whole prefill (the line rounds both to ms); no token, no line */
+    if (p->tokens > 0)
+        CHECK_MSG(p->ttft && p->ttft_prefill_s == p->prefill_s && p->ttft_s + 0.0005 >= p->prefill_s &&
+                      p->ttft_s > 0,
+                  "%s: ttft: %s, %.3f s after a %.3f s prefill", what, p->ttft ? "present" : "missing", p->ttft_s,
+                  p->prefill_s);
+    else
+        CHECK_MSG(!p->ttft, "%s: a ttft: line without a generated token", what);
     CHECK_MSG(o->streaming_lines == (s->streaming ? 1 : 0), "%s: %d streaming lines on stderr", what,
               o->streaming_lines);
     if (s->streaming)

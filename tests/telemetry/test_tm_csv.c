@@ -229,6 +229,7 @@ static void test_summary(void)
     s.decode.prefetched = 4;
     s.decode.prefetch_useful = 3;
     s.tail_ms = 1.0;
+    s.ttft_s = 0.25;
     s.cache_hit_pct = 80.0;
     s.cache_resident_mib = 3990.5;
     s.cache_budget_mib = 4000.0;
@@ -252,6 +253,7 @@ static void test_summary(void)
     check_key(text, "load_s", "1.500");
     check_key(text, "prefill_s", "0.2000");
     check_key(text, "prefill_tps", "50.00");
+    check_key(text, "ttft_s", "0.2500");
     check_key(text, "stall_s/tok", "0.0000");
     check_key(text, "mgmt_s/tok", "0.0100");
     check_key(text, "cache_resident_MiB", "3990.5");

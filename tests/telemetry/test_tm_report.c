@@ -74,6 +74,7 @@ static void test_streaming_serial(void)
     tm_config c = streaming_config();
     c.prefetch = 1;
     tm_summary s = hand_summary();
+    s.ttft_s = 0.3125;
     tm_buffer out;
     tm_buffer_init(&out);
     tm_report_format(&out, &c, &s);
@@ -84,6 +85,8 @@ static void test_streaming_serial(void)
                "generation: 4 tokens, 0.0100 s/token (100.00 tok/s)\n"
                "compute: 50.0% CPU occupancy (0.0200 cpu-s/token over 4 threads), 2.00 major faults/token\n"
                "prefill: 12 tokens, 0.300 s (40.00 tok/s), load 1.250 s\n"
+               "ttft: 0.312 s from the prompt to its first generated token (prefill 0.300 s, then its sampling and "
+               "decode)\n"
                "mode: expert streaming, cache 64 MiB, dense anon\n"
                "moe-stream: read 8.00 MiB (2.000 MiB/token), decode 0.0100 s/token (compute 0.0065 + cache mgmt "
                "0.0010 + flash I/O 0.0025 s/token, 800.0 MiB/s)\n"
