@@ -156,6 +156,12 @@ int gguf_get_per_layer_uint32(const gguf_model *model, const char *key,
 /* Tensors, in file order (shard 0 first). */
 uint64_t gguf_tensor_count(const gguf_model *model);
 const gguf_tensor *gguf_tensor_at(const gguf_model *model, uint64_t index);
+/* What makes two files the same model (an expert profile counted on one
+ * is refused by another): a hash of every tensor's name, type, shape and
+ * place, the shards' sizes, and the first bytes of the first and the last
+ * tensor (two files of one shape differ in their weights). */
+uint64_t gguf_identity(const gguf_model *model);
+
 /* The index of a tensor of this model (for gguf_tensor_at). */
 uint64_t gguf_tensor_index(const gguf_model *model, const gguf_tensor *tensor);
 const gguf_tensor *gguf_find_tensor(const gguf_model *model, const char *name);

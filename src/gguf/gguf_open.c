@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../base/hash.h"
 #include "../base/mapping_guard.h"
 #include "../base/pages.h"
 #include "../base/text.h"
@@ -583,4 +584,28 @@ int gguf_check_files(const gguf_model *model, bmoe_error *err)
             return error_set_status(err, BMOE_ERR_IO, "%s: the model file was modified while loaded", shard->path);
     }
     return 0;
+}
+
+#define IDENTITY_SAMPLE_BYTES 4096
+uint64_t gguf_identity(const gguf_model *model)
+{
+    uint64_t hash = FNV1A_START;
+    for (uint32_t shard = 0; shard < gguf_shard_count(model); shard++) {
+        uint64_t size = gguf_shard_size(model, shard);
+        hash = fnv1a(hash, &size, sizeof size);
+    }
+    uint64_t n_tensors = gguf_tensor_count(model);
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        const gguf_tensor *t = gguf_tensor_at(model, i);
+        hash = fnv1a(hash, t->name, strlen(t->name) + 1);
+        hash = fnv1a(hash, &t->type, sizeof t->type);
+        hash = fnv1a(hash, &t->n_dims, sizeof t->n_dims);
+        hash = fnv1a(hash, t->ne, sizeof t->ne);
+        hash = fnv1a(hash, &t->shard, sizeof t->shard);
+        hash = fnv1a(hash, &t->file_offset, sizeof t->file_offset);
+        hash = fnv1a(hash, &t->nbytes, sizeof t->nbytes);
+        if (i == 0 || i + 1 == n_tensors)
+            hash = fnv1a(hash, t->data, t->nbytes < IDENTITY_SAMPLE_BYTES ? t->nbytes : IDENTITY_SAMPLE_BYTES);
+    }
+    return hash;
 }

@@ -4,6 +4,8 @@
  * nanosecond mtime is past that. */
 #include "plan_cache.h"
 
+#include "../base/hash.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -34,15 +36,10 @@ const char *plan_cache_dir(char *buffer, size_t size)
     return written > 0 && (size_t)written < size ? buffer : NULL;
 }
 
-/* FNV-1a: a stable name for a path, not a defence against anyone. */
+/* A stable name for a path. */
 static uint64_t path_hash(const char *text)
 {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-        hash ^= *c;
-        hash *= 0x100000001b3ull;
-    }
-    return hash;
+    return fnv1a_text(FNV1A_START, text);
 }
 
 const char *plan_cache_path(const char *cache_dir, const char *model_path, char *buffer, size_t size)

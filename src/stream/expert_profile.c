@@ -8,22 +8,13 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../base/hash.h"
 
 #define PROFILE_MAGIC "BMOEPRF1"
 #define PROFILE_VERSION 1u
 #define PROFILE_HEADER_BYTES 32u
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the profile is written as the host holds it");
-
-uint64_t expert_profile_hash(uint64_t hash, const void *data, size_t size)
-{
-    const uint8_t *bytes = data;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= bytes[i];
-        hash *= 0x100000001b3ull;
-    }
-    return hash;
-}
 
 static size_t profile_bytes(int32_t n_layer, int32_t n_expert)
 {
@@ -51,7 +42,7 @@ int expert_profile_write(const char *path, uint64_t model_identity, int32_t n_la
     size_t counts_bytes = (size_t)n_layer * (size_t)n_expert * sizeof(float);
     memcpy(image + PROFILE_HEADER_BYTES, counts, counts_bytes);
     put_u64(image + PROFILE_HEADER_BYTES + counts_bytes,
-            expert_profile_hash(EXPERT_PROFILE_HASH_START, image, PROFILE_HEADER_BYTES + counts_bytes));
+            fnv1a(FNV1A_START, image, PROFILE_HEADER_BYTES + counts_bytes));
 
     file_replacement replacement;
     if (file_replacement_begin(&replacement, path, err) != 0) {
@@ -121,7 +112,7 @@ int expert_profile_read(const char *path, uint64_t model_identity, int32_t n_lay
         if (done != size)
             status = error_set_status(err, BMOE_ERR_IO, "expert profile %s: cannot be read whole", path);
         else if (get_u64(image + size - sizeof(uint64_t)) !=
-                 expert_profile_hash(EXPERT_PROFILE_HASH_START, image, size - sizeof(uint64_t)))
+                 fnv1a(FNV1A_START, image, size - sizeof(uint64_t)))
             status = error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "expert profile %s: damaged (its checksum differs)",
                                       path);
         else

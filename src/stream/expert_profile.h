@@ -5,7 +5,8 @@
  *
  * Layout, little-endian: "BMOEPRF1", u32 version (1), u32 n_layer, u32
  * n_expert, u32 0, u64 the model's identity, f32 counts[n_layer x n_expert]
- * (layer-major), then u64 the FNV-1a hash of every byte before it.
+ * (layer-major), then u64 the FNV-1a hash of every byte before it. The
+ * identity is gguf_identity's.
  * Owns nothing past a call. */
 #ifndef BMOE_STREAM_EXPERT_PROFILE_H
 #define BMOE_STREAM_EXPERT_PROFILE_H
@@ -26,9 +27,5 @@ int expert_profile_write(const char *path, uint64_t model_identity, int32_t n_la
  * then. */
 int expert_profile_read(const char *path, uint64_t model_identity, int32_t n_layer, int32_t n_expert, float *counts,
                         bmoe_error *err);
-
-/* FNV-1a, 64 bits, continued from hash (start with EXPERT_PROFILE_HASH_START). */
-#define EXPERT_PROFILE_HASH_START 0xcbf29ce484222325ull
-uint64_t expert_profile_hash(uint64_t hash, const void *data, size_t size);
 
 #endif

@@ -6,16 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/hash.h"
 #include "../base/text.h"
 #include "tokenizer_internal.h"
 
 static uint64_t hash_bytes(const char *text, size_t length)
 {
-    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < length; i++) {
-        hash ^= (unsigned char)text[i];
-        hash *= 0x100000001b3ull;
-    }
+    uint64_t hash = fnv1a(FNV1A_START, text, length);
     return hash ^ (hash >> 29);
 }
 

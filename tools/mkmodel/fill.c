@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/fp16.h"
+#include "base/hash.h"
 #include "mkmodel.h"
 #include "quant/quant.h"
 
@@ -49,10 +50,7 @@ uint64_t mkmodel_rng_next(mkmodel_rng *rng)
 
 void mkmodel_rng_for_tensor(mkmodel_rng *rng, uint64_t seed, const char *name)
 {
-    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a of the name */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        hash = (hash ^ *p) * 0x100000001b3ull;
-    mkmodel_rng_seed(rng, seed ^ hash);
+    mkmodel_rng_seed(rng, seed ^ fnv1a_text(FNV1A_START, name));
 }
 
 /* Approximately N(0,1): the sum of four 16-bit uniforms, centred and scaled
