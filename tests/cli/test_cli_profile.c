@@ -2,7 +2,8 @@
  * a profile; the first run writes it, the next warms from it; another
  * model's profile and a damaged one are refused in a warning, the run goes
  * on cold and the file is left as it was; the flag without streaming, or
- * naming the model, is an error; a session writes it at its close. */
+ * naming the model, is an error; a session writes it at its close;
+ * bmoe-analyze route --profile builds the same profile from a route trace. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,39 @@ int main(void)
     CHECK(cli_run(onto_args, &onto_model) == 0);
     CHECK_MSG(onto_model.exit_code != 0 && strstr(onto_model.err, "refusing to overwrite"), "onto the model: %s",
               onto_model.err);
+
+    /* bmoe-analyze route --profile: the profile the run that wrote the
+     * route trace wrote itself, byte for byte (a prompt of 8 tokens and
+     * the answer, on the store's clock) */
+    char traced[1200], trace[1200], built[1200];
+    snprintf(traced, sizeof traced, "%s/cli-profile-traced.bin", test_tmp_dir());
+    snprintf(trace, sizeof trace, "%s/cli-profile-route.csv", test_tmp_dir());
+    snprintf(built, sizeof built, "%s/cli-profile-built.bin", test_tmp_dir());
+    unlink(traced);
+    unlink(built);
+    cli_result tracing = {0}, analyzed = {0}, unpaired = {0};
+    const char *trace_args[] = {STREAMED, "--route-trace", trace, "--expert-profile", traced, NULL};
+    run_ok(trace_args, &tracing, "a traced run");
+    char analyze[1100];
+    snprintf(analyze, sizeof analyze, "%s/bmoe-analyze", BMOE_BIN_DIR);
+    const char *analyze_argv[] = {analyze, "route", trace, "--profile", built, "-m", model, NULL};
+    CHECK(cli_spawn(analyze_argv, &analyzed) == 0);
+    CHECK_MSG(analyzed.exit_code == 0 && analyzed.out && strstr(analyzed.out, "profile: "), "analyze: %d %s",
+              analyzed.exit_code, analyzed.err);
+    size_t traced_size = 0;
+    void *traced_bytes = test_read_file(traced, &traced_size);
+    CHECK_MSG(traced_bytes && traced_size > 32 && same_file_bytes(built, traced_bytes, traced_size),
+              "bmoe-analyze's profile differs from the run's own");
+    free(traced_bytes);
+    /* --profile names the model it is for */
+    const char *unpaired_argv[] = {analyze, "route", trace, "--profile", built, NULL};
+    CHECK(cli_spawn(unpaired_argv, &unpaired) == 0);
+    CHECK_MSG(unpaired.exit_code != 0 && strncmp(unpaired.err, "bmoe-analyze: --profile and -m", 30) == 0 &&
+                  strchr(unpaired.err, '\n') == unpaired.err + unpaired.err_length - 1,
+              "--profile without -m: %d %s", unpaired.exit_code, unpaired.err);
+    cli_result_free(&tracing);
+    cli_result_free(&analyzed);
+    cli_result_free(&unpaired);
 
     /* a session writes it at its close */
     char session_profile[1200], script[4096];

@@ -38,6 +38,7 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
 endforeach()
 # These tests generate their models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
+add_dependencies(test_cli_profile bmoe-analyze) # builds a profile from a route trace
 add_dependencies(test_cli_hardening bmoe-mkmodel)
 add_dependencies(test_cli_signals bmoe-mkmodel)
 add_dependencies(test_cli_reference bmoe-mkmodel)

@@ -189,7 +189,16 @@ typedef struct {
     uint64_t seed;
     double drops[ANALYZE_MAX_DROPS]; /* route --drop thresholds, each in [0, 1] */
     int n_drops;
+    const char *profile_path; /* route --profile: the expert profile to write */
+    const char *model_path;   /* route -m: the model the profile is for */
 } analyze_options;
+
+/* route --profile: the use counts the expert cache's policy would hold
+ * after the n requests (layer, expert) at their ticks, written as an
+ * expert profile of the model at model_path (its shape and identity).
+ * 0, or -1 with a message. */
+int route_profile_write(const char *profile_path, const char *model_path, const int64_t *layers,
+                        const int64_t *experts, const uint64_t *ticks, size_t n, double half_life);
 
 int view_route(const analyze_options *options);
 int view_io(const analyze_options *options);

@@ -62,6 +62,9 @@ static void print_usage(FILE *out)
             "      --phase decode|prefill|all   rows to use (default decode)\n"
             "      --svg DIR               write the reuse-distance histogram and the hit-rate\n"
             "                              curve as SVG files into DIR\n"
+            "      --profile OUT -m MODEL  also write the expert profile (--expert-profile) the\n"
+            "                              cache would have learnt from these routings\n"
+            "                              (prompt and answer: --phase all unless told) for MODEL\n"
             "      --drop F[,F...]         replay bmoe's --drop-cold-experts F (each F in [0, 1];\n"
             "                              a list, or the flag repeated) on the decode routings\n"
             "                              as recorded: per F, the share of the decode reads and\n"
@@ -214,6 +217,14 @@ int main(int argc, char **argv)
             int status = parse_drops(&options, argv[++i]);
             if (status)
                 return status;
+        } else if (strcmp(arg, "--profile") == 0 && run == view_route) {
+            if (!has_value || !*argv[i + 1])
+                return usage_error("--profile needs a file");
+            options.profile_path = argv[++i];
+        } else if ((strcmp(arg, "-m") == 0 || strcmp(arg, "--model") == 0) && run == view_route) {
+            if (!has_value || !*argv[i + 1])
+                return usage_error("%s needs a model file", arg);
+            options.model_path = argv[++i];
         } else if (strcmp(arg, "--phase") == 0 && run != view_csv) {
             if (!has_value)
                 return usage_error("--phase needs a value");
@@ -250,6 +261,8 @@ int main(int argc, char **argv)
     }
     if (!options.file)
         return usage_error("the %s view needs a FILE", view);
+    if (!options.profile_path != !options.model_path)
+        return usage_error("--profile and -m go together: the profile is for one model file");
 
     if (options.svg_dir && svg_check_dir(options.svg_dir) != 0)
         return 1;

@@ -392,6 +392,12 @@ out_of_memory:
     return -1;
 }
 
+/* The store's half-life: the tokens times the layers a token passes. */
+static double store_half_life(const route_state *r)
+{
+    return (double)CACHE_FREQUENCY_HALF_LIFE_TOKENS * (double)(r->n_layers > 0 ? r->n_layers : 1);
+}
+
 static int simulate(route_state *r, const analyze_options *options)
 {
     if (options->n_budgets > 0) {
@@ -407,9 +413,7 @@ static int simulate(route_state *r, const analyze_options *options)
     r->reuse_bytes = malloc(n * sizeof *r->reuse_bytes);
     cache_trace trace = {.keys = r->keys, .ticks = r->ticks, .n = r->n_requests,
                          .key_bytes = r->key_bytes, .n_keys = r->n_keys};
-    /* the store's half-life: the tokens times the layers a token passes */
-    double half_life =
-        (double)CACHE_FREQUENCY_HALF_LIFE_TOKENS * (double)(r->n_layers > 0 ? r->n_layers : 1);
+    double half_life = store_half_life(r);
     if (!r->next_use || !r->reuse_entries || !r->reuse_bytes ||
         cache_next_uses(&trace, r->next_use) != 0 ||
         cache_reuse_distances(&trace, r->reuse_entries, r->reuse_bytes) != 0)
@@ -781,11 +785,63 @@ static int write_hit_svg(route_state *r, const char *dir)
     return svg_end(&s);
 }
 
+/* The expert store's clock at each request: a decode step's layers one tick
+ * each, as build_keys counts; a prompt is evaluated layer by layer for all
+ * its tokens at once, one tick per layer (exact for a prompt within one
+ * ubatch, 512 tokens by default). */
+static void store_ticks(const route_state *r, uint64_t *ticks)
+{
+    uint64_t tick = 0, prompt_start = 0;
+    for (size_t i = 0; i < r->n_requests; i++) {
+        const request *q = &r->requests[i], *previous = i > 0 ? &r->requests[i - 1] : NULL;
+        bool same_turn_phase = previous && previous->turn == q->turn && previous->phase == q->phase;
+        if (q->phase == 0) {
+            if (!same_turn_phase)
+                prompt_start = tick;
+            uint64_t at = prompt_start + 1 + (uint64_t)(find_layer(r, q->layer) - r->layers);
+            ticks[i] = at;
+            tick = at > tick ? at : tick;
+        } else {
+            if (!same_turn_phase || q->step != previous->step || q->layer != previous->layer)
+                tick++;
+            ticks[i] = tick;
+        }
+    }
+}
+
+static int write_profile(const route_state *r, const analyze_options *options)
+{
+    size_t n = r->n_requests;
+    int64_t *layers = malloc((n + 1) * sizeof *layers), *experts = malloc((n + 1) * sizeof *experts);
+    uint64_t *ticks = malloc((n + 1) * sizeof *ticks);
+    int status = -1;
+    if (!layers || !experts || !ticks) {
+        analyze_error("out of memory");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            layers[i] = r->requests[i].layer;
+            experts[i] = r->requests[i].expert;
+        }
+        store_ticks(r, ticks);
+        status = route_profile_write(options->profile_path, options->model_path, layers, experts, ticks, n,
+                                     store_half_life(r));
+    }
+    if (status == 0)
+        printf("\nprofile: %s, for %s\n", options->profile_path, options->model_path);
+    free(layers);
+    free(experts);
+    free(ticks);
+    return status;
+}
+
 int view_route(const analyze_options *options)
 {
     route_state r;
     memset(&r, 0, sizeof r);
-    enum phase_filter phase = options->phase == PHASE_DEFAULT ? PHASE_DECODE : options->phase;
+    /* a profile is what the cache learns from the prompt and the answer */
+    enum phase_filter phase = options->phase != PHASE_DEFAULT ? options->phase
+                              : options->profile_path   ? PHASE_ALL
+                                                        : PHASE_DECODE;
     r.phase = phase;
     int status = -1;
     if (table_read(&r.t, options->file) != 0)
@@ -813,6 +869,8 @@ int view_route(const analyze_options *options)
         drop_replay_print(&drops);
     if (options->svg_dir &&
         (write_reuse_svg(&r, options->svg_dir) != 0 || write_hit_svg(&r, options->svg_dir) != 0))
+        goto done;
+    if (options->profile_path && write_profile(&r, options) != 0)
         goto done;
     status = 0;
 done:
