@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/spec.sh: what speculative decoding's verify batches cost and buy, apart
 # from any drafter's luck. The drafts are a plain run's own tokens replayed
-# (--draft-replay): accept (every draft accepted) and reject (none) at --draft
+# (--draft-replay): accept (every draft accepted), reject (none) and rate P
+# (each draft right with probability P: --draft-replay-rate) at --draft
 # 1..4, interleaved with plain decoding in every round; the tables give median
 # decode tok/s and each configuration's ratio to the same round's plain run.
 # First resident (no cap, the file in the page cache), then streamed under
@@ -14,7 +15,8 @@
 # files; default $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf and
 # $BMOE_BUILD_DIR/models/qwen3.5-35b-a3b.gguf; a missing file named after a
 # bmoe-mkmodel shape is written), BMOE_BENCH_ROUNDS (default 2),
-# BMOE_BENCH_DRAFTS (default "1 2 3 4"), BMOE_BENCH_TOKENS (default 32),
+# BMOE_BENCH_DRAFTS (default "1 2 3 4"), BMOE_BENCH_RATES (default "0.6 0.8"; "": no
+# rate rows), BMOE_BENCH_TOKENS (default 32),
 # BMOE_BENCH_CAP (default 8G; "none": no streamed part), BMOE_SHARED_DIR
 # (default ../shared). Run as root (memcap). A benchmark, not a test.
 set -euo pipefail
@@ -24,6 +26,7 @@ build=${BMOE_BUILD_DIR:-build}
 models=${BMOE_BENCH_MODELS:-"$build/models/qwen3-30b-a3b.gguf $build/models/qwen3.5-35b-a3b.gguf"}
 rounds=${BMOE_BENCH_ROUNDS:-2}
 drafts=${BMOE_BENCH_DRAFTS:-"1 2 3 4"}
+rates=${BMOE_BENCH_RATES-"0.6 0.8"}
 tokens=${BMOE_BENCH_TOKENS:-32}
 cap=${BMOE_BENCH_CAP:-8G}
 shared=${BMOE_SHARED_DIR:-../shared}
@@ -64,6 +67,7 @@ fits_in_memory() {
 configs="plain"
 for n in $drafts; do configs="$configs accept-$n"; done
 for n in $drafts; do configs="$configs reject-$n"; done
+for p in $rates; do for n in $drafts; do configs="$configs rate$p-$n"; done; done
 
 # run_one MODEL PHASE CONFIG ROUND: one generation, its CSV and log in $work
 run_one() {
@@ -74,6 +78,9 @@ run_one() {
   case "$config" in
     accept-*) extra=(--draft-replay "$work/$name.ids" --draft "${config#accept-}") ;;
     reject-*) extra=(--draft-replay "$work/$name.ids" --draft-replay-mode reject --draft "${config#reject-}") ;;
+    rate*)
+      local rate=${config#rate}
+      extra=(--draft-replay "$work/$name.ids" --draft-replay-rate "${rate%-*}" --draft "${config##*-}") ;;
   esac
   if [ "$phase" = resident ]; then
     extra+=(--no-moe-stream)

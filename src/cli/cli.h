@@ -69,6 +69,8 @@ typedef struct cli_options {
     bmoe_speculation_params speculation; /* --ngram, --mtp, --draft, --ngram-min-match, --ngram-max-match */
     const char *draft_replay;        /* --draft-replay FILE: drafts from a list of ids */
     bool draft_replay_reject;        /* --draft-replay-mode reject */
+    float draft_replay_rate;         /* --draft-replay-rate: the share of replayed drafts kept right */
+    bool draft_replay_rate_given;
     const char *ids_out;             /* --ids-out FILE: the generated ids */
     /* telemetry (generation) */
     bool progress;                   /* --progress (or BMOE_PROGRESS=<non-zero>) */
@@ -183,17 +185,19 @@ bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_use
 
 /* --draft-replay: drafts from a list of token ids, for benchmarks that
  * need a known acceptance (cli_draft_replay.c). The k-th generated token's
- * drafts are the list's tokens k+1.. (accept), or each of them plus one
- * modulo the vocabulary (reject). */
+ * drafts are the list's tokens k+1.. (accept; with a rate below 1, each one
+ * kept right with that probability, by its place), or each of them plus
+ * one modulo the vocabulary (reject). */
 typedef struct cli_draft_replay {
     int32_t *ids;            /* the list */
     int32_t n_ids;
     int32_t n_prompt;        /* the generation's prompt tokens: history past them is generated */
     int32_t n_vocab;
     bool reject;
+    double rate;             /* accept: the probability a draft is the list's id */
 } cli_draft_replay;
 /* Reads the list (--ids-out's format). Returns 0, or prints why not and returns -1. */
-int cli_draft_replay_load(cli_draft_replay *replay, const char *path, bool reject);
+int cli_draft_replay_load(cli_draft_replay *replay, const char *path, bool reject, double rate);
 /* Checks the ids against the model's vocabulary. Returns 0 or -1 (message printed). */
 int cli_draft_replay_check(cli_draft_replay *replay, const char *path, int32_t n_vocab);
 void cli_draft_replay_free(cli_draft_replay *replay);

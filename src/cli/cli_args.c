@@ -245,6 +245,15 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
             return 1;
         options->draft_replay_reject = choice == 1;
         break;
+    case P_DRAFT_REPLAY_RATE: {
+        char message[256];
+        if (params_parse_float(flag, name, value, &options->draft_replay_rate, message, sizeof message) != 0) {
+            cli_fail("%s", message);
+            return 1;
+        }
+        options->draft_replay_rate_given = true;
+        break;
+    }
     case P_IDS_OUT: options->ids_out = value; break;
     case P_CSV: options->csv_path = value; break;
     case P_EXPERT_PROFILE: options->expert_profile = value; break;

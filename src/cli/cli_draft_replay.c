@@ -10,15 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/hash.h"
 #include "cli.h"
 
 /* The longest list --prompt-ids takes (1 << 20 ids), each of up to 10 digits and a comma. */
 #define CLI_DRAFT_REPLAY_MAX_BYTES ((size_t)11 << 20)
 
-int cli_draft_replay_load(cli_draft_replay *replay, const char *path, bool reject)
+int cli_draft_replay_load(cli_draft_replay *replay, const char *path, bool reject, double rate)
 {
     memset(replay, 0, sizeof *replay);
     replay->reject = reject;
+    replay->rate = rate;
     char *text = NULL;
     size_t length = 0;
     bmoe_error error = {0};
@@ -63,6 +65,20 @@ void cli_draft_replay_free(cli_draft_replay *replay)
     replay->n_ids = 0;
 }
 
+/* Whether the draft of the list's place at is the list's id: never in
+ * reject mode, else with probability rate, from a hash of the place alone,
+ * so every run and every --draft of one list drafts it the same way. */
+static bool kept_right(const cli_draft_replay *replay, int32_t at)
+{
+    if (replay->reject)
+        return false;
+    if (replay->rate >= 1.0)
+        return true;
+    uint64_t place = (uint64_t)at;
+    double draw = (double)(fnv1a(FNV1A_START, &place, sizeof place) >> 11) * 0x1p-53;
+    return draw < replay->rate;
+}
+
 int32_t cli_draft_replay_propose(void *user, const int32_t *history, int32_t n_history, int32_t *drafts,
                                  int32_t max_drafts)
 {
@@ -76,7 +92,7 @@ int32_t cli_draft_replay_propose(void *user, const int32_t *history, int32_t n_h
     int32_t count = 0;
     for (int32_t at = generated; at < replay->n_ids && count < max_drafts; at++) {
         int32_t id = replay->ids[at];
-        drafts[count++] = replay->reject ? (id + 1) % replay->n_vocab : id;
+        drafts[count++] = kept_right(replay, at) ? id : (id + 1) % replay->n_vocab;
     }
     return count;
 }

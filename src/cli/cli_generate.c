@@ -154,8 +154,13 @@ int cli_run_generate(const cli_options *options)
     size_t prompt_text_length = 0;
     if (options->prompt_file && cli_read_file(options->prompt_file, &prompt_text, &prompt_text_length) != 0)
         return 1;
+    if (options->draft_replay && options->draft_replay_reject && options->draft_replay_rate_given) {
+        free(prompt_text);
+        return cli_fail("--draft-replay-rate is for --draft-replay-mode accept (reject drafts every id wrong)");
+    }
     if (options->draft_replay &&
-        cli_draft_replay_load(&drafts, options->draft_replay, options->draft_replay_reject) != 0) {
+        cli_draft_replay_load(&drafts, options->draft_replay, options->draft_replay_reject,
+                              options->draft_replay_rate_given ? options->draft_replay_rate : 1.0) != 0) {
         free(prompt_text);
         return 1;
     }

@@ -152,6 +152,12 @@ static const param_def params_rows[] = {
      .choices = "accept|reject", .default_text = "accept", .jobs = GEN,
      .help = "reject: each replayed draft is the id after the file's, so none is accepted while the run "
              "follows the file (needs --draft-replay)"},
+    {.id = P_DRAFT_REPLAY_RATE, .key = "draft_replay_rate", .flag = "--draft-replay-rate",
+     .group = PARAM_GROUP_SPECULATION, .level = DEBUG, .scope = REQUEST, .type = PARAM_FLOAT, .low = 0, .high = 1,
+     .value_name = "P", .default_text = "1", .jobs = GEN,
+     .help = "accept mode: each replayed draft is the file's id with probability P, else the id after it, "
+             "decided by its place in the file alone (the same in every run), so about a fraction P of the "
+             "drafts is accepted (needs --draft-replay)"},
     /* chat templates and sessions */
     {.id = P_CHAT, .key = "chat", .flag = "--chat", .alias = "--chatml", .group = PARAM_GROUP_CHAT,
      .level = BASIC, .type = PARAM_SWITCH, .jobs = CHAT,

@@ -269,12 +269,16 @@ static void check_replay(const config *c)
         output_free(&p);
         return;
     }
-    static const char *const modes[] = {"accept", "reject"};
-    for (int m = 0; m < 2; m++) {
-        snprintf(what, sizeof what, "%s --draft-replay-mode %s", c->name, modes[m]);
+    /* accept, reject, and accept with each draft kept right at rate 0.5 */
+    static const char *const modes[] = {"accept", "reject", "accept"};
+    for (int m = 0; m < 3; m++) {
+        bool half = m == 2;
+        snprintf(what, sizeof what, "%s --draft-replay-mode %s%s", c->name, modes[m],
+                 half ? " --draft-replay-rate 0.5" : "");
         args replay = {0};
         push_config(&replay, c);
-        const char *flags[] = {"--draft-replay", ids, "--draft-replay-mode", modes[m], "--draft", "4", NULL};
+        const char *flags[] = {"--draft-replay", ids, "--draft-replay-mode", modes[m], "--draft", "4",
+                               half ? "--draft-replay-rate" : NULL, "0.5", NULL};
         for (int i = 0; flags[i]; i++)
             push(&replay, flags[i]);
         output r;
@@ -285,11 +289,16 @@ static void check_replay(const config *c)
             CHECK_MSG(parsed, "%s: no replay: lines in\n%s", what, r.report);
             bool accept = m == 0;
             /* accept: every step but the last (no room left) drafts 4 or
-             * what is left, all kept; reject: drafts at every step, none kept */
-            CHECK_MSG(parsed && d.drafted > 0 && d.accepted == (accept ? d.drafted : 0) && d.tokens == N_PREDICT &&
-                          d.decodes + d.accepted == d.tokens,
+             * what is left, all kept; reject: drafts at every step, none
+             * kept; half: some kept, some not */
+            bool kept = half ? d.accepted > 0 && d.accepted < d.drafted : d.accepted == (accept ? d.drafted : 0);
+            CHECK_MSG(parsed && d.drafted > 0 && kept && d.tokens == N_PREDICT && d.decodes + d.accepted == d.tokens,
                       "%s: %lld/%lld accepted, %lld decodes for %lld tokens", what, d.accepted, d.drafted, d.decodes,
                       d.tokens);
+            if (half) {
+                output_free(&r);
+                continue;
+            }
             CHECK_MSG(!accept || d.decodes <= (N_PREDICT + 4) / 5, "%s: %lld decodes with every draft accepted", what,
                       d.decodes);
             CHECK_MSG(strstr(r.report, accept ? "drafts accepted (100.0%)" : "drafts accepted (0.0%)"), "%s: %s",
@@ -370,6 +379,8 @@ static void check_refusals(void)
     check_refused("--ngram --route-ahead", lossy, 2, "exclude each other");
     const char *mode[] = {"--draft-replay-mode", "reject", NULL};
     check_refused("--draft-replay-mode alone", mode, 1, "needs --draft-replay");
+    const char *rate[] = {"--draft-replay-rate", "0.5", NULL};
+    check_refused("--draft-replay-rate alone", rate, 1, "needs --draft-replay");
     /* a session with --mtp ends before BMOE_READY, as a fatal BMOE_ERROR */
     char script[2048];
     snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' --session --mtp </dev/null", qwen);
