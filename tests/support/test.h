@@ -10,6 +10,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* 1 in a build with AddressSanitizer: a test that repeats one computation
+ * many ways (threads, batch splits) may run fewer of the ways there, since
+ * the sanitizer finds memory errors, not numeric ones, and multiplies the
+ * time of each; the Release build runs them all. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
 static int test_passed_count;
 static int test_failed_count;
 
