@@ -346,11 +346,12 @@ static void check_case(const kernel_set *set, const attend_case *c)
 static void test_set(const kernel_set *set)
 {
     static const int dims[][2] = {{128, 128}, {64, 64}, {8, 8}, {72, 40}, {16, 136}, {200, 100}, {3, 5}, {32, 64}};
-    static const int groups[] = {8, 1, 2, 3, 5};
+    static const int groups[] = {8, 1, 3, 2, 5};
     int before = checked_cases;
     worst_error = worst_ratio = 0.0;
     for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
-        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        /* under the sanitizer: 8, 1 and 3 queries (a full, a single, an odd group) */
+        for (size_t g = 0; g < (TEST_SANITIZED ? 3 : sizeof groups / sizeof groups[0]); g++) {
             int dk = dims[s][0], dv = dims[s][1], n = groups[g];
             float scale = 1.0f / sqrtf((float)dk);
             /* position 0 alone; a partial first tile; a window off the tiles; within
@@ -379,8 +380,10 @@ static void test_set(const kernel_set *set)
         {64, 64, 3, 2500, 5, 2499, 0.5f, 1, 0},
         {8, 8, 8, 4100, 0, 4000, 0.35f, 0, 1}, /* stories260K's heads, 4 tokens x 2 heads */
     };
+    /* under the sanitizer: the longest range and the window at its end */
     for (size_t i = 0; i < sizeof long_cases / sizeof long_cases[0]; i++)
-        check_case(set, &long_cases[i]);
+        if (!TEST_SANITIZED || i == 0 || i == 2)
+            check_case(set, &long_cases[i]);
     printf("set %s: %d attention cases, largest difference from float64 %.3g (%.0f %% of its tolerance)\n",
            set->name, checked_cases - before, worst_error, 100.0 * worst_ratio);
 }

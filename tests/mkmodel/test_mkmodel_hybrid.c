@@ -346,7 +346,10 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_file(&shapes[i], "f32");
-        check_file(&shapes[i], "q4_k_m");
+        /* under the sanitizer the quantized file of each preset as it is (the
+         * layer patterns are the f32 files' business) */
+        if (!TEST_SANITIZED || !shapes[i].flags[0])
+            check_file(&shapes[i], "q4_k_m");
     }
     check_full_plan("lfm2-8b-a1b", 8.3);
     check_full_plan("gemma-4-26b-a4b", 25.2);
