@@ -27,6 +27,8 @@ bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_
 bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
   LIBS bmoe_engine m)
 add_dependencies(test_arch_errors bmoe-mkmodel) # the gemma4 variants it copies
+# grouped top-k expert selection on hand-made keys
+bmoe_add_test(test_moe_select SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_select.c LIBS bmoe_engine m)
 bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 # gemma4's KV sharing and per-layer embeddings: an independent float64
