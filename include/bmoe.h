@@ -192,7 +192,7 @@ BMOE_API int32_t bmoe_model_n_layer(const bmoe_model *model);
 /* Sizes and the expert layout, as the file stores them. */
 typedef struct bmoe_model_info {
     uint64_t file_bytes;        /* all shards */
-    uint64_t tensor_bytes;      /* every tensor's data */
+    uint64_t tensor_bytes;      /* every tensor's data but the nextn_predict_layers blocks' (never read) */
     uint64_t expert_bytes;      /* the routed experts' tensors */
     uint64_t dense_bytes;       /* tensor_bytes - expert_bytes */
     int32_t n_layer;

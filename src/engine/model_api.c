@@ -442,7 +442,8 @@ static const void *locate_dense(void *user, uint32_t shard, uint64_t offset)
     return dense_weights_locate(user, shard, offset);
 }
 
-/* The dense weights by policy: every tensor but the expert matrices. */
+/* The dense weights by policy: every tensor but the expert matrices and the
+ * blocks of nextn_predict_layers (not run, so neither copied nor counted). */
 static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers, bmoe_error *err)
 {
     const model_hparams *hp = &m->model.hparams;
@@ -458,9 +459,11 @@ static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers,
         status = error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "model: out of memory");
         goto done;
     }
+    uint64_t n_run = 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
         const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        tensors[i] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
+        if (!model_tensor_in_nextn(&m->model, tensor->name))
+            tensors[n_run++] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
     }
     int n_experts = 0;
     for (int il = 0; il < hp->n_layer; il++)
@@ -477,7 +480,7 @@ static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers,
     dense_weights_files files = {paths, sizes, mappings, n_files};
     shard_io io = {m->params.stream.pread, m->params.stream.pread_user};
     bool direct = !m->params.stream.enabled || m->params.stream.direct;
-    m->dense = dense_weights_create(&files, tensors, (int)n_tensors, experts, n_experts, m->params.dense_weights,
+    m->dense = dense_weights_create(&files, tensors, (int)n_run, experts, n_experts, m->params.dense_weights,
                                     direct, &io, m->params.load_progress, m->params.load_progress_user, err);
     if (!m->dense) {
         status = -1;
@@ -673,7 +676,8 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
     info->file_bytes = model_file_bytes(m->file);
     info->n_shards = gguf_shard_count(m->file);
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
-        info->tensor_bytes += gguf_tensor_at(m->file, i)->nbytes;
+        if (!model_tensor_in_nextn(&m->model, gguf_tensor_at(m->file, i)->name))
+            info->tensor_bytes += gguf_tensor_at(m->file, i)->nbytes;
     info->dense_bytes = dense_weights_bytes(m->dense);
     info->expert_bytes = info->tensor_bytes - info->dense_bytes;
     info->n_layer = hp->n_layer;

@@ -223,6 +223,17 @@ static void print_totals(const gguf_model *model, FILE *out)
         fprintf(out, " (%" PRId64 " used)\n", used);
     else
         fputc('\n', out);
+    /* grouped routing: only a few groups' experts are eligible per token */
+    char groups_key[160];
+    snprintf(groups_key, sizeof groups_key, "%s.expert_group_count", arch);
+    int64_t groups, groups_used;
+    snprintf(used_key, sizeof used_key, "%s.expert_group_used_count", arch);
+    if (gguf_get_int(model, groups_key, &groups) && groups > 1) {
+        if (gguf_get_int(model, used_key, &groups_used))
+            fprintf(out, "expert groups: %" PRId64 " (%" PRId64 " used)\n", groups, groups_used);
+        else
+            fprintf(out, "expert groups: %" PRId64 "\n", groups);
+    }
     fprintf(out, "shards: %" PRIu32 "\n", gguf_shard_count(model));
     fprintf(out, "file bytes: %" PRIu64 "\n", file_bytes);
     fprintf(out, "size: %.2f GiB (%" PRIu64 " bytes of tensor data)\n", (double)total_bytes / gib, total_bytes);

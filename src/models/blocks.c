@@ -369,6 +369,15 @@ int ffn_residual(run_state *s, const model *m, const layer_weights *layer, int i
     if (hp->layer[il].ffn == FFN_MOE) {
         if (moe_layer(s, m, layer, il, config, s->x, NULL, s->positions + first, rows, s->block_out, err) != 0)
             return -1;
+        if (layer->ffn_gate_shexp.data) {
+            /* llama.cpp adds the shared expert to the routed sum, then the sum to h */
+            if (layer->ffn_gate_inp_shexp.data)
+                shared_expert_gated(s, layer, s->x, rows, s->block_out2);
+            else
+                ffn_glu(s, &layer->ffn_gate_shexp, &layer->ffn_up_shexp, &layer->ffn_down_shexp, MOE_SILU_GLU,
+                        s->x, rows, s->block_out2);
+            vector_add(s->block_out, s->block_out2, rows * hp->n_embd);
+        }
     } else {
         ffn_glu(s, &layer->ffn_gate, &layer->ffn_up, &layer->ffn_down, MOE_SILU_GLU, s->x, rows, s->block_out);
     }

@@ -24,6 +24,12 @@ static long layer_of_tensor(const char *name)
     return *end == '.' ? layer : -1;
 }
 
+bool model_tensor_in_nextn(const model *m, const char *name)
+{
+    long layer = layer_of_tensor(name);
+    return layer >= m->hparams.n_layer && layer < m->hparams.n_layer + m->hparams.n_layer_nextn;
+}
+
 /* Tensors the architecture left unbound: a block_count smaller than the
  * layers present would otherwise run the first layers only, silently. */
 static int check_every_tensor_used(const model *m, bmoe_error *err)
@@ -36,9 +42,8 @@ static int check_every_tensor_used(const model *m, bmoe_error *err)
         if (m->tensor_used[i])
             continue;
         const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        long layer = layer_of_tensor(tensor->name);
         /* the multi-token-prediction layers nextn_predict_layers declares */
-        if (layer >= hp->n_layer && layer < block_count)
+        if (model_tensor_in_nextn(m, tensor->name))
             continue;
         if (unused++ == 0)
             first = tensor;
@@ -213,6 +218,50 @@ static int read_layer_sizes(const model *m, const char *suffix, const int32_t *f
     return 0;
 }
 
+/* expert_group_count and expert_group_used_count (architectures.md 1.9 step
+ * 4), which llama.cpp reads for every architecture. A run's score is the sum
+ * of its two highest keys, so a run needs two experts; the runs kept must
+ * hold the experts a token uses. */
+static int read_expert_groups(model *m, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    if (read_u32(m, "expert_group_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert_group, err) ||
+        read_u32(m, "expert_group_used_count", false, 0, 0, MODEL_MAX_EXPERTS, &hp->n_expert_group_used, err))
+        return -1;
+    int32_t groups = hp->n_expert_group, used = hp->n_expert_group_used;
+    if (hp->n_expert == 0 || groups <= 1)
+        return 0;
+    const char *a = hp->architecture;
+    if (groups >= hp->n_expert || hp->n_expert % groups != 0 || hp->n_expert / groups < 2)
+        return error_set(err, "model: %s.expert_group_count %d does not split %s.expert_count %d into groups of at "
+                         "least 2 experts", a, groups, a, hp->n_expert);
+    if (used <= 0 || used >= groups)
+        return error_set(err, "model: %s.expert_group_used_count %d must be in [1, %d) with %d expert groups", a,
+                         used, groups, groups);
+    if (hp->n_expert_used > used * (hp->n_expert / groups))
+        return error_set(err, "model: %s.expert_used_count %d exceeds the %d experts of the %d expert groups used", a,
+                         hp->n_expert_used, used * (hp->n_expert / groups), used);
+    return 0;
+}
+
+int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    char key[128];
+    arch_key(m, "expert_weights_norm", key, sizeof key);
+    hp->expert_weights_norm = false;
+    if (gguf_find_kv(m->file, key) && !gguf_get_bool(m->file, key, &hp->expert_weights_norm))
+        return error_set(err, "model: key '%s' is not a boolean", key);
+    if (read_f32(m, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err) ||
+        read_u32(m, "expert_gating_func", gating_required, (uint32_t)gating_default, 0, 2, &hp->expert_gating_func,
+                 err))
+        return -1;
+    /* 0 is llama.cpp's "none": the architecture's default */
+    if (hp->expert_gating_func == 0)
+        hp->expert_gating_func = gating_default;
+    return 0;
+}
+
 int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err)
 {
     model_hparams *hp = &m->hparams;
@@ -276,7 +325,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
     if (hp->n_expert > 0 && model_require_positive(m, "expert_used_count", hp->n_expert_used, err) != 0)
         return -1;
     uint32_t default_ff_exp = hp->n_expert_used > 0 ? (uint32_t)(hp->n_ff / hp->n_expert_used) : 0;
-    if (read_u32(m, "expert_feed_forward_length", false, default_ff_exp, 0, 1u << 20, &hp->n_ff_exp, err))
+    if (read_u32(m, "expert_feed_forward_length", false, default_ff_exp, 0, 1u << 20, &hp->n_ff_exp, err) ||
+        read_expert_groups(m, err))
         return -1;
 
     /* RoPE (gguf.md 10) */
@@ -532,6 +582,40 @@ int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *e
     return 0;
 }
 
+/* Rows first..first+count-1 of a bound matrix as a matrix of their own. */
+static tensor_view matrix_rows(const tensor_view *whole, int64_t first, int64_t count)
+{
+    tensor_view part = *whole;
+    uint64_t skipped = (uint64_t)first * (uint64_t)whole->row_bytes;
+    part.ne[1] = count;
+    part.data = (const uint8_t *)whole->data + skipped;
+    part.file_offset += skipped;
+    return part;
+}
+
+int model_bind_fused_qkv(model *m, int layer, bmoe_error *err)
+{
+    const layer_hparams *lh = &m->hparams.layer[layer];
+    int64_t n_embd = m->hparams.n_embd;
+    int64_t q_dim = (int64_t)lh->n_head * lh->head_dim_k, k_dim = (int64_t)lh->n_head_kv * lh->head_dim_k;
+    int64_t v_dim = (int64_t)lh->n_head_kv * lh->head_dim_v, attn_dim = (int64_t)lh->n_head * lh->head_dim_v;
+    layer_weights *l = &m->weights.layers[layer];
+    tensor_view qkv;
+    if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "blk.%d.attn_norm.weight", layer) ||
+        model_bind(m, &qkv, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, q_dim + k_dim + v_dim}, err,
+                   "blk.%d.attn_qkv.weight", layer) ||
+        model_bind(m, &l->attn_output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){attn_dim, n_embd}, err,
+                   "blk.%d.attn_output.weight", layer))
+        return -1;
+    /* a row is whole blocks, so every part starts as aligned as the tensor
+     * (model_bind's check) */
+    l->attn_q = matrix_rows(&qkv, 0, q_dim);
+    l->attn_k = matrix_rows(&qkv, q_dim, k_dim);
+    l->attn_v = matrix_rows(&qkv, q_dim + k_dim, v_dim);
+    return 0;
+}
+
 int model_bind_experts(model *m, int layer, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
@@ -564,6 +648,20 @@ int model_refuse_tensor(const model *m, int layer, const char *suffix, const cha
         return 0;
     return error_set(err, "model: %s layer %d is %s (%s), but the file has tensor '%s'", m->hparams.architecture,
                      layer, layer_kind, because, name);
+}
+
+int model_bind_shared_expert(model *m, int layer, bmoe_error *err)
+{
+    int64_t n_embd = m->hparams.n_embd, fs = m->hparams.n_ff_shexp;
+    layer_weights *l = &m->weights.layers[layer];
+    if (model_bind(m, &l->ffn_gate_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
+                   "blk.%d.ffn_gate_shexp.weight", layer) ||
+        model_bind(m, &l->ffn_up_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
+                   "blk.%d.ffn_up_shexp.weight", layer) ||
+        model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
+                   "blk.%d.ffn_down_shexp.weight", layer))
+        return -1;
+    return 0;
 }
 
 int model_bind_dense_ffn(model *m, int layer, bmoe_error *err)

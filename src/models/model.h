@@ -85,6 +85,17 @@ typedef struct model_hparams {
     int32_t ssm_conv_taps, ssm_k_heads, ssm_v_heads, ssm_dk, ssm_dv;
     float rope_pair_factors[MODEL_MAX_ROPE_PAIRS]; /* IMROPE: 1, or infinity for a pair on stream 3 */
     int32_t n_expert, n_expert_used, n_ff_exp;
+    /* grouped top-k (architectures.md 1.9 step 4): the experts in
+     * n_expert_group runs of n_expert / n_expert_group, only the
+     * n_expert_group_used best runs eligible; 0 or 1 group: no grouping.
+     * Read for every architecture, as llama.cpp does. */
+    int32_t n_expert_group, n_expert_group_used;
+    /* the routing keys some architectures read (model_read_expert_weighting):
+     * expert_gating_func (1 softmax, 2 sigmoid), expert_weights_norm and
+     * expert_weights_scale (0: none) */
+    int32_t expert_gating_func;
+    bool expert_weights_norm;
+    float expert_weights_scale;
     float rms_eps;
     float kq_scale;
     float final_softcap;      /* logits = c tanh(logits / c) when > 0 */
@@ -317,6 +328,10 @@ const model_arch *model_arch_at(int index);
 int model_init(model *m, const gguf_model *file, bmoe_error *err);
 void model_release(model *m);
 
+/* Whether the tensor named so belongs to one of the nextn_predict_layers
+ * blocks, which the forward pass never reads (nothing loads their bytes). */
+bool model_tensor_in_nextn(const model *m, const char *name);
+
 /* Turns the prediction probe on (its buffers); -1 when out of memory. */
 int run_state_enable_probe(run_state *s, const model *m);
 
@@ -339,6 +354,12 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
 /* 0 when value is positive; otherwise an error naming the key
  * "<architecture>.<suffix>" and whether it is absent or what it holds. */
 int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err);
+
+/* The keys that weigh the routed experts, for the architectures that read
+ * them (bailingmoe2, glm4moe): expert_gating_func (required, or
+ * gating_default when absent; 1 softmax or 2 sigmoid), expert_weights_norm
+ * (false when absent) and expert_weights_scale (0 when absent). */
+int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, bmoe_error *err);
 
 /* Sliding-window layers from attention.sliding_window_pattern (a period, or
  * per-layer bools); default_period applies when the key is absent. */
@@ -373,9 +394,19 @@ int model_bind_globals(model *m, bool tied_output, const char *output_norm_name,
  * they are an error. */
 int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *err);
 
+/* attn_norm, a fused attn_qkv {n_embd, H*Dk + 2*Hkv*Dk} (no bias) and
+ * attn_output of layer: attn_qkv's Q, K and V rows become the views attn_q,
+ * attn_k and attn_v, three matrices in one tensor's bytes, so the forward
+ * pass runs them as it runs separate ones. */
+int model_bind_fused_qkv(model *m, int layer, bmoe_error *err);
+
 /* The router and the stacked expert matrices of layer (no biases): gate,
  * up and down, or ffn_gate_up_exps (fused) and down. */
 int model_bind_experts(model *m, int layer, bmoe_error *err);
+
+/* The ungated shared expert of layer, n_ff_shexp wide: ffn_gate_shexp,
+ * ffn_up_shexp, ffn_down_shexp. */
+int model_bind_shared_expert(model *m, int layer, bmoe_error *err);
 
 /* The dense SiLU-GLU FFN of layer: ffn_gate, ffn_up, ffn_down, width layer[il].n_ff. */
 int model_bind_dense_ffn(model *m, int layer, bmoe_error *err);
@@ -504,6 +535,21 @@ typedef struct moe_config {
     enum moe_activation activation;
 } moe_config;
 
+/* The MoE of the keys model_read_expert_weighting read: their gating,
+ * normalization and scale, SiLU-GLU experts. */
+moe_config model_moe_config(const model_hparams *hp);
+
+/* Expert selection from one row of ranking keys (the scores plus any
+ * selection bias): experts[0..n_used) = the n_used highest keys, highest
+ * first, ties to the lower index. With n_group > 1 the experts form n_group
+ * runs of n_expert / n_group; a run scores the sum of its two highest keys
+ * and only the n_group_used best-scoring runs are eligible (architectures.md
+ * 1.9 step 4). The caller guarantees n_expert % n_group == 0, at least two
+ * experts a run and n_used <= n_group_used * n_expert / n_group
+ * (model_read_common_hparams checks the keys so). */
+void moe_select_experts(const float *keys, int n_expert, int n_used, int n_group, int n_group_used,
+                        int32_t *experts);
+
 /* out[t] = sum over the K experts chosen for x[t] of w * expert(x[t]) for
  * the n_tokens rows of x (n_embd floats each), the tokens at positions[t].
  * The router reads router_x (gemma4 routes on another input than the
@@ -545,7 +591,9 @@ int transformer_layer(const model *m, run_state *s, const forward_batch *batch, 
                       const float *sinks, bmoe_error *err);
 
 /* h rows first..first+rows-1 += ffn(norm(h; ffn_norm)): the layer's routed
- * experts (config) or its dense SiLU-GLU MLP. Returns 0 or -1 (moe_layer). */
+ * experts (config) plus its shared expert when it has one (scaled by
+ * sigmoid(ffn_gate_inp_shexp . x) when it has that gate), or its dense
+ * SiLU-GLU MLP. Returns 0 or -1 (moe_layer). */
 int ffn_residual(run_state *s, const model *m, const layer_weights *layer, int il, const moe_config *config,
                  int first, int rows, bmoe_error *err);
 

@@ -55,14 +55,57 @@ static void route_weights(const moe_config *config, const float *scores, int n_u
             weights[k] *= config->weights_scale;
 }
 
-/* The router's own choice for one row of logits (scores left in place). */
-static void route_by_router(const moe_config *config, float *logits, const float *selection_bias, int n_expert,
-                            int n_used, int32_t *experts)
+moe_config model_moe_config(const model_hparams *hp)
+{
+    return (moe_config){
+        .gating = hp->expert_gating_func == 1 ? MOE_GATING_SOFTMAX : MOE_GATING_SIGMOID,
+        .normalize_weights = hp->expert_weights_norm,
+        .weights_scale = hp->expert_weights_scale,
+        .activation = MOE_SILU_GLU,
+    };
+}
+
+void moe_select_experts(const float *keys, int n_expert, int n_used, int n_group, int n_group_used,
+                        int32_t *experts)
+{
+    if (n_group <= 1) {
+        route_top_k(keys, n_expert, n_used, experts);
+        return;
+    }
+    int per_group = n_expert / n_group;
+    float group_keys[MODEL_MAX_EXPERTS];
+    for (int g = 0; g < n_group; g++) {
+        int32_t best[2];
+        route_top_k(keys + g * per_group, per_group, 2, best);
+        group_keys[g] = keys[g * per_group + best[0]] + keys[g * per_group + best[1]];
+    }
+    int32_t groups[MODEL_MAX_EXPERTS];
+    route_top_k(group_keys, n_group, n_group_used, groups);
+    /* the experts of the groups left out rank below every eligible one */
+    float masked[MODEL_MAX_EXPERTS];
+    for (int e = 0; e < n_expert; e++)
+        masked[e] = -INFINITY;
+    for (int k = 0; k < n_group_used; k++)
+        memcpy(masked + groups[k] * per_group, keys + groups[k] * per_group, (size_t)per_group * sizeof *masked);
+    route_top_k(masked, n_expert, n_used, experts);
+}
+
+/* The router's choice from one row of scores (and the selection bias). */
+static void select_by_keys(const model_hparams *hp, const float *scores, const float *selection_bias,
+                           int32_t *experts)
 {
     float keys[MODEL_MAX_EXPERTS];
-    gate_scores(config, logits, n_expert);
-    rank_keys(logits, selection_bias, n_expert, keys);
-    route_top_k(keys, n_expert, n_used, experts);
+    rank_keys(scores, selection_bias, hp->n_expert, keys);
+    moe_select_experts(keys, hp->n_expert, hp->n_expert_used, hp->n_expert_group, hp->n_expert_group_used,
+                       experts);
+}
+
+/* The router's own choice for one row of logits (scores left in place). */
+static void route_by_router(const moe_config *config, const model_hparams *hp, float *logits,
+                            const float *selection_bias, int32_t *experts)
+{
+    gate_scores(config, logits, hp->n_expert);
+    select_by_keys(hp, logits, selection_bias, experts);
 }
 
 /* A replayed routing must name distinct experts of the layer. */
@@ -208,10 +251,8 @@ static void score_with_router(run_state *s, const model *m, const moe_config *co
 static void rank_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
                              float *scores, int32_t *experts)
 {
-    float keys[MODEL_MAX_EXPERTS];
     score_with_router(s, m, config, layer, input, scores);
-    rank_keys(scores, m->weights.layers[layer].exp_probs_b.data, m->hparams.n_expert, keys);
-    route_top_k(keys, m->hparams.n_expert, m->hparams.n_expert_used, experts);
+    select_by_keys(&m->hparams, scores, m->weights.layers[layer].exp_probs_b.data, experts);
 }
 
 /* Layer's routing of position as a replay gives it, when one does. */
@@ -270,7 +311,9 @@ static void drop_cold(const model *m, int layer, int n_used, const int32_t *expe
 
 /* Substitution (route_substitute). A softmax router ranks in
  * log-probability space, where the logits differ from the log-probabilities
- * by one constant; other routers rank their scores plus any selection bias. */
+ * by one constant; other routers rank their scores plus any selection bias.
+ * A grouped router's group limit does not bind the lever: a cached expert
+ * of any group may stand in, as its rule ranks every expert. */
 static void substitute_cached(const model *m, int layer, const moe_config *config, const float *logits,
                               const float *scores, const float *selection_bias, int32_t *experts,
                               bmoe_stats *counters)
@@ -596,7 +639,7 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         if (replayed)
             gate_scores(config, scores, n_expert);
         else
-            route_by_router(config, scores, selection_bias, n_expert, n_used, experts);
+            route_by_router(config, hp, scores, selection_bias, experts);
         if (s->probe && decode && !replayed)
             probe_decode_routing(s, m, config, layer_index, router_x ? router_x : x, experts);
         else if (s->probe) /* a prefill: the previous token's routing is not known */

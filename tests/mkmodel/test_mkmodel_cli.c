@@ -91,6 +91,30 @@ static void check_qwen3_30b(void)
     free(plan);
 }
 
+/* The grouped-routing presets against their public parameter counts:
+ * Ling-mini-2.0 16.26B (20 layers, the first dense); GLM-4.5-Air 106.85B in
+ * the 46 layers run and 109.23B with its MTP block (the checkpoint's 110B).
+ * The counts are exact sums of the public shapes. */
+static void check_grouped_preset(const char *shape, int tensors, int layers, int experts,
+                                 unsigned long long params, const char *const *lines, double low_gb, double high_gb)
+{
+    CHECK(mk_run("--shape %s --plan", shape) == 0);
+    char *plan = test_read_file(mk_stdout, NULL);
+    CHECK(plan != NULL);
+    if (!plan)
+        return;
+    CHECK_MSG(count_tensor_lines(plan) == tensors, "%s: %d tensors", shape, count_tensor_lines(plan));
+    CHECK(plan_value(plan, "layers=") == (unsigned long long)layers);
+    CHECK(plan_value(plan, "experts=") == (unsigned long long)experts && plan_value(plan, "used=") == 8);
+    CHECK_MSG(plan_value(plan, "params=") == params, "%s: %llu parameters, expected %llu", shape,
+              plan_value(plan, "params="), params);
+    for (int i = 0; lines[i]; i++)
+        CHECK_MSG(plan_has(plan, lines[i]), "%s: no line %s", shape, lines[i] + 1);
+    double gb = (double)plan_value(plan, "file_bytes=") / 1e9;
+    CHECK_MSG(gb > low_gb && gb < high_gb, "%s is %.2f GB", shape, gb);
+    free(plan);
+}
+
 static void check_gpt_oss(const char *shape, int layers, int experts, int tensors, double low_gb,
                           double high_gb)
 {
@@ -180,6 +204,17 @@ int main(void)
     check_qwen3_30b();
     check_gpt_oss("gpt-oss-20b", 24, 32, 459, 11.9, 12.3);
     check_gpt_oss("gpt-oss-120b", 36, 128, 687, 62.0, 64.5);
+    const char *ling[] = {"\ntensor blk.0.attn_qkv.weight Q4_K 2048 3072 1 ",
+                          "\ntensor blk.0.ffn_down.weight Q6_K 5120 2048 1 ",
+                          "\ntensor blk.1.exp_probs_b.bias F32 256 1 1 ",
+                          "\ntensor blk.19.ffn_gate_shexp.weight Q4_K 2048 512 1 ",
+                          "\ntensor blk.19.ffn_gate_exps.weight Q4_K 2048 512 256 ", NULL};
+    check_grouped_preset("ling-mini-2.0", 278, 20, 256, 16255643392ull, ling, 9.0, 11.0);
+    const char *air[] = {"\ntensor blk.0.attn_q.bias F32 12288 1 1 ",
+                         "\ntensor blk.45.post_attention_norm.weight F32 4096 1 1 ",
+                         "\ntensor blk.46.nextn.eh_proj.weight Q4_K 8192 4096 1 ",
+                         "\ntensor blk.46.ffn_up_exps.weight Q4_K 4096 1408 128 ", NULL};
+    check_grouped_preset("glm-4.5-air", 800, 46, 128, 109227306752ull, air, 76.0, 82.0);
 
     /* --plan with a split: shard lines that add up to the file total. */
     CHECK(mk_run("--shape qwen3-30b-a3b --split 4 --plan") == 0);

@@ -1,5 +1,6 @@
 /* The tiny models of the simple MoE architectures (qwen2moe, llama with
- * experts, olmoe) that the model tests generate with bmoe-mkmodel, and
+ * experts, olmoe, bailingmoe2, glm4moe) that the model tests generate with
+ * bmoe-mkmodel, and
  * their reference logits in tests/models/data (llama.cpp's, written by
  * data/regenerate.sh from the same presets). Header-only; the test's
  * mk_setup comes first. */
@@ -14,15 +15,20 @@ typedef struct simple_arch_model {
     const char *flags;        /* bmoe-mkmodel's */
     const char *architecture; /* general.architecture */
     int n_expert, n_expert_used;
+    int n_group, n_group_used;  /* grouped routing; 0: none */
 } simple_arch_model;
 
 static const simple_arch_model simple_arch_models[] = {
-    {"qwen2moe-tiny-f32", "--shape tiny-qwen2moe --type f32", "qwen2moe", 16, 4},
-    {"qwen2moe-tiny-q4_k_m", "--shape tiny-qwen2moe --type q4_k_m", "qwen2moe", 16, 4},
-    {"mixtral-tiny-f32", "--shape tiny-mixtral --type f32", "llama", 8, 2},
-    {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2},
-    {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8},
-    {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8},
+    {"qwen2moe-tiny-f32", "--shape tiny-qwen2moe --type f32", "qwen2moe", 16, 4, 0, 0},
+    {"qwen2moe-tiny-q4_k_m", "--shape tiny-qwen2moe --type q4_k_m", "qwen2moe", 16, 4, 0, 0},
+    {"mixtral-tiny-f32", "--shape tiny-mixtral --type f32", "llama", 8, 2, 0, 0},
+    {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2, 0, 0},
+    {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8, 0, 0},
+    {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8, 0, 0},
+    {"bailingmoe2-tiny-f32", "--shape tiny-bailingmoe2 --type f32", "bailingmoe2", 16, 4, 4, 2},
+    {"bailingmoe2-tiny-q4_k_m", "--shape tiny-bailingmoe2 --type q4_k_m", "bailingmoe2", 16, 4, 4, 2},
+    {"glm4moe-tiny-f32", "--shape tiny-glm4moe --type f32", "glm4moe", 16, 4, 4, 2},
+    {"glm4moe-tiny-q4_k_m", "--shape tiny-glm4moe --type q4_k_m", "glm4moe", 16, 4, 4, 2},
 };
 enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
 

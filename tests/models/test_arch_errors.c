@@ -1,6 +1,7 @@
 /* Bad input for the hybrid and the simple MoE architectures: an oracle
  * model (or a generated one: gemma4's KV sharing and per-layer embeddings,
- * the tiny qwen2moe, olmoe and Mixtral-style llama) copied with one defect
+ * the tiny qwen2moe, olmoe, Mixtral-style llama, bailingmoe2 and glm4moe)
+ * copied with one defect
  * (a per-layer key of the wrong length, a missing recurrent tensor, a layer
  * pattern that contradicts the tensors present, a tensor of another shape)
  * fails to load with a one-line message naming the problem. The unmodified
@@ -293,6 +294,39 @@ static void test_simple_archs(void)
                "tensor 'blk.0.ffn_gate_exps.weight' has shape {256, 256, 8}", "expected {256, 128, 8}");
         expect(path, "mixtral-no-experts", &(variant){.uint_key = "llama.expert_count", .uint_value = 0},
                "llama.expert_used_count 2 exceeds expert_count 0", NULL);
+        remove(path);
+    }
+    /* 3 layers run (0 dense) and the MTP block 3; 16 experts in 4 groups, 2 used, top-4 */
+    if (write_generated("tiny-bailingmoe2", path, sizeof path)) {
+        expect(path, "bailingmoe2-copy", &(variant){0}, NULL, NULL);
+        expect(path, "bailingmoe2-no-qkv", &(variant){.drop_tensor = "blk.1.attn_qkv.weight"},
+               "missing tensor 'blk.1.attn_qkv.weight'", NULL);
+        expect(path, "bailingmoe2-groups", &(variant){.uint_key = "bailingmoe2.expert_group_count", .uint_value = 3},
+               "bailingmoe2.expert_group_count 3 does not split bailingmoe2.expert_count 16", NULL);
+        expect(path, "bailingmoe2-groups-used",
+               &(variant){.uint_key = "bailingmoe2.expert_group_used_count", .uint_value = 4},
+               "bailingmoe2.expert_group_used_count 4 must be in [1, 4)", NULL);
+        expect(path, "bailingmoe2-shared-width",
+               &(variant){.uint_key = "bailingmoe2.expert_shared_feed_forward_length", .uint_value = 128},
+               "tensor 'blk.1.ffn_gate_shexp.weight' is 256 wide", "give 128");
+        expect(path, "bailingmoe2-dense",
+               &(variant){.uint_key = "bailingmoe2.leading_dense_block_count", .uint_value = 2},
+               "layer 1 is a dense layer", "'blk.1.ffn_gate_inp.weight'");
+        /* without the key, block 3's MTP tensors are a layer's leftovers */
+        expect(path, "bailingmoe2-no-nextn",
+               &(variant){.uint_key = "bailingmoe2.nextn_predict_layers", .uint_value = 0},
+               "is not used by the bailingmoe2 architecture", NULL);
+        remove(path);
+    }
+    if (write_generated("tiny-glm4moe", path, sizeof path)) {
+        expect(path, "glm4moe-copy", &(variant){0}, NULL, NULL);
+        expect(path, "glm4moe-no-bias", &(variant){.drop_tensor = "blk.2.exp_probs_b.bias"},
+               "missing tensor 'blk.2.exp_probs_b.bias'", NULL);
+        /* two shared experts of the experts' width: 512 */
+        expect(path, "glm4moe-shared-count", &(variant){.uint_key = "glm4moe.expert_shared_count", .uint_value = 2},
+               "tensor 'blk.1.ffn_gate_shexp.weight' has shape {256, 256}", "expected {256, 512}");
+        expect(path, "glm4moe-no-ffn-norm", &(variant){.drop_tensor = "blk.1.post_attention_norm.weight"},
+               "missing tensor 'blk.1.post_attention_norm.weight'", NULL);
         remove(path);
     }
 }

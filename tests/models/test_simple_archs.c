@@ -1,5 +1,6 @@
-/* The simple MoE architectures (qwen2moe, llama with experts, olmoe) on
- * tiny models bmoe-mkmodel generates: the logits of the prompt as one
+/* The simple MoE architectures (qwen2moe, llama with experts, olmoe,
+ * bailingmoe2, glm4moe) on tiny models bmoe-mkmodel generates: the logits of
+ * the prompt as one
  * prefill batch, then of each greedy id as a single-token decode (teacher
  * forcing), against llama.cpp's within shared/oracle/README.md's tolerances,
  * and every greedy step's argmax equal to llama.cpp's greedy id (F32; the
@@ -19,9 +20,33 @@
 #define STREAM_CACHE_MB_F32 6
 #define STREAM_CACHE_MB_QUANTIZED 1
 
+/* What the route callback saw of a grouped router: every routing's experts
+ * must lie in at most n_group_used of the groups. */
+typedef struct group_watch {
+    int per_group, n_group_used;
+    int routings, spread_too_wide;
+} group_watch;
+
+static void watch_groups(void *user, const bmoe_route_event *event)
+{
+    group_watch *w = user;
+    bool used[64] = {false};
+    int n_used = 0;
+    for (int k = 0; k < event->n_experts_used; k++) {
+        int g = event->experts[k] / w->per_group;
+        if (g >= 0 && g < 64 && !used[g]) {
+            used[g] = true;
+            n_used++;
+        }
+    }
+    w->routings++;
+    w->spread_too_wide += n_used > w->n_group_used;
+}
+
 /* The prefill and teacher-forced decode steps; NULL (with a failed check)
  * if the model does not load or evaluate. */
-static float *evaluate(const char *path, const oracle_case *c, bool streamed, bool quantized)
+static float *evaluate(const simple_arch_model *m, const char *path, const oracle_case *c, bool streamed,
+                       bool quantized)
 {
     bmoe_error error = {0};
     bmoe_model_params model_params = bmoe_model_default_params();
@@ -39,6 +64,12 @@ static float *evaluate(const char *path, const oracle_case *c, bool streamed, bo
     params.n_ctx = 128;
     params.n_threads = 2;
     params.kv_type = BMOE_KV_F32;
+    group_watch watch = {0};
+    if (m->n_group > 0) {
+        watch = (group_watch){m->n_expert / m->n_group, m->n_group_used, 0, 0};
+        params.route_callback = watch_groups;
+        params.route_user = &watch;
+    }
     bmoe_context *context = bmoe_context_create(model, &params, &error);
     CHECK_MSG(context != NULL, "context: %s", error.message);
     float *logits = calloc((size_t)c->rows * (size_t)c->n_vocab, sizeof(float));
@@ -49,6 +80,9 @@ static float *evaluate(const char *path, const oracle_case *c, bool streamed, bo
                        false, NULL, &error) == 0;
         CHECK_MSG(ok, "decode step %d: %s", s, error.message);
     }
+    if (m->n_group > 0)
+        CHECK_MSG(watch.routings > 0 && watch.spread_too_wide == 0, "%s: %d of %d routings span more than %d groups",
+                  m->name, watch.spread_too_wide, watch.routings, m->n_group_used);
     if (streamed) {
         bmoe_stream_state state;
         bmoe_model_get_stream_state(model, &state);
@@ -128,6 +162,10 @@ static void check_info(const simple_arch_model *m, const char *path)
     CHECK_MSG(out && strstr(out, line), "%s: --info lacks '%s'", m->name, line + 1);
     snprintf(line, sizeof line, "\nexperts: %d (%d used)\n", m->n_expert, m->n_expert_used);
     CHECK_MSG(out && strstr(out, line), "%s: --info lacks '%s'", m->name, line + 1);
+    if (m->n_group > 0) {
+        snprintf(line, sizeof line, "\nexpert groups: %d (%d used)\n", m->n_group, m->n_group_used);
+        CHECK_MSG(out && strstr(out, line), "%s: --info lacks '%s'", m->name, line + 1);
+    }
     free(out);
 }
 
@@ -148,10 +186,10 @@ int main(int argc, char **argv)
     bool quantized = strstr(m->name, "f32") == NULL;
     if (simple_arch_write(m, path, sizeof path)) {
         check_info(m, path);
-        float *resident = evaluate(path, &c, false, quantized);
+        float *resident = evaluate(m, path, &c, false, quantized);
         if (resident)
             compare(m->name, &c, resident, quantized);
-        float *streamed = evaluate(path, &c, true, quantized);
+        float *streamed = evaluate(m, path, &c, true, quantized);
         CHECK_MSG(resident && streamed &&
                       memcmp(resident, streamed, (size_t)c.rows * (size_t)c.n_vocab * sizeof(float)) == 0,
                   "%s: streamed logits differ from resident ones", m->name);

@@ -27,6 +27,8 @@ bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_
 bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
   LIBS bmoe_engine m)
 add_dependencies(test_arch_errors bmoe-mkmodel) # the gemma4 variants it copies
+# grouped top-k expert selection on hand-made keys
+bmoe_add_test(test_moe_select SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_select.c LIBS bmoe_engine m)
 bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 # gemma4's KV sharing and per-layer embeddings: an independent float64
@@ -35,14 +37,16 @@ bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
 bmoe_add_test(test_gemma4_reference SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gemma4_reference.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 add_dependencies(test_gemma4_reference bmoe-mkmodel)
-# The simple MoE architectures (qwen2moe, llama with experts, olmoe): tiny
+# The simple MoE architectures (qwen2moe, llama with experts, olmoe,
+# bailingmoe2, glm4moe): tiny
 # models bmoe-mkmodel generates, against llama.cpp's logits in data/ (written
 # by data/regenerate.sh), resident and streamed, and bmoe-cli --info.
 bmoe_add_test(test_simple_archs SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_simple_archs.c
   LIBS bmoe_engine PkgConfig::CJSON m ARGS qwen2moe-tiny-f32 LABELS unit oracle)
 target_compile_definitions(test_simple_archs PRIVATE BMOE_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 add_dependencies(test_simple_archs bmoe-mkmodel bmoe-cli)
-foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m olmoe-tiny-f32 olmoe-tiny-q4_k_m)
+foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m olmoe-tiny-f32 olmoe-tiny-q4_k_m
+    bailingmoe2-tiny-f32 bailingmoe2-tiny-q4_k_m glm4moe-tiny-f32 glm4moe-tiny-q4_k_m)
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()

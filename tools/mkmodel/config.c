@@ -70,6 +70,22 @@ static const preset presets[] = {
       .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256, .n_ff_shared = 256, .n_vocab = 512,
       .n_ctx = 8192, .rope_freq_base = 1e7f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_PLAIN,
       .type = TYPE_F32}},
+    {"tiny-bailingmoe2", "bailingmoe2, 3 layers (0 dense) + 1 MTP block, n_embd 256, fused qkv 4/2 heads of 64 with "
+     "head norms, RoPE 32 dims, 16 experts in 4 groups (2 used) top-4 (sigmoid, bias, x2.5), ff 256, shared expert "
+     "256, dense ff 512, vocab 512",
+     {.arch = MKMODEL_BAILINGMOE2, .n_layer = 3, .n_nextn = 1, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 64, .n_rot = 32, .n_expert = 16, .n_expert_used = 4, .n_expert_group = 4,
+      .n_expert_group_used = 2, .n_ff_expert = 256, .n_ff_shared = 256, .n_ff = 512, .n_leading_dense = 1,
+      .expert_weights_scale = 2.5f, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 600000.0f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-glm4moe", "glm4moe, 3 layers (0 dense) + 1 MTP block, n_embd 256, 4/2 heads of 64 with q/k/v biases "
+     "and head norms, RoPE 32 dims, 16 experts in 4 groups (2 used) top-4 (sigmoid, bias, x1.5), ff 256, "
+     "shared expert, dense ff 512, vocab 512",
+     {.arch = MKMODEL_GLM4MOE, .n_layer = 3, .n_nextn = 1, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+      .head_dim = 64, .n_rot = 32, .qk_norm = 1, .n_expert = 16, .n_expert_used = 4, .n_expert_group = 4,
+      .n_expert_group_used = 2, .n_ff_expert = 256, .n_ff = 512, .n_leading_dense = 1,
+      .expert_weights_scale = 1.5f, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 1e6f, .rms_eps = 1e-5f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
      {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
       .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
@@ -112,6 +128,22 @@ static const preset presets[] = {
       .ssm_v_heads = 32, .n_expert = 256, .n_expert_used = 8, .n_ff_expert = 512, .n_ff_shared = 512,
       .n_vocab = 248320, .n_ctx = 262144, .rope_freq_base = 1e7f, .rms_eps = 1e-6f,
       .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
+    /* The public configurations of Ling-mini-2.0 (16.3B parameters) and
+     * GLM-4.5-Air (106B, and its MTP block: 110B in the checkpoint). */
+    {"ling-mini-2.0", "Ling-mini-2.0 as Q4_K_M: 20 layers (1 dense), 256 experts in 8 groups (4 used) top-8 + "
+     "shared, vocab 157184, ~10 GB",
+     {.arch = MKMODEL_BAILINGMOE2, .n_layer = 20, .n_embd = 2048, .n_head = 16, .n_head_kv = 4, .head_dim = 128,
+      .n_rot = 64, .n_expert = 256, .n_expert_used = 8, .n_expert_group = 8, .n_expert_group_used = 4,
+      .n_ff_expert = 512, .n_ff_shared = 512, .n_ff = 5120, .n_leading_dense = 1, .expert_weights_scale = 2.5f,
+      .n_vocab = 157184, .n_ctx = 32768, .rope_freq_base = 600000.0f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
+    {"glm-4.5-air", "GLM-4.5-Air as Q4_K_M: 46 layers (1 dense) + 1 MTP block, 128 experts top-8 + shared, "
+     "vocab 151552, ~79 GB (its 1408-wide rows fall back to Q8_0)",
+     {.arch = MKMODEL_GLM4MOE, .n_layer = 46, .n_nextn = 1, .n_embd = 4096, .n_head = 96, .n_head_kv = 8,
+      .head_dim = 128, .n_rot = 64, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 1408, .n_ff = 10944,
+      .n_leading_dense = 1, .expert_weights_scale = 1.0f, .n_vocab = 151552, .n_ctx = 131072,
+      .rope_freq_base = 1e6f, .rms_eps = 1e-5f, .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K,
+      .fill = MKMODEL_FILL_BLOCKS}},
 };
 
 #define PRESET_COUNT (sizeof presets / sizeof presets[0])
@@ -160,6 +192,10 @@ const char *mkmodel_arch_name(enum mkmodel_arch arch)
         return "qwen2moe";
     case MKMODEL_OLMOE:
         return "olmoe";
+    case MKMODEL_BAILINGMOE2:
+        return "bailingmoe2";
+    case MKMODEL_GLM4MOE:
+        return "glm4moe";
     }
     return "?";
 }
@@ -182,6 +218,10 @@ int mkmodel_arch_from_name(const char *name)
         return MKMODEL_QWEN2MOE;
     if (strcmp(name, "olmoe") == 0)
         return MKMODEL_OLMOE;
+    if (strcmp(name, "bailingmoe2") == 0)
+        return MKMODEL_BAILINGMOE2;
+    if (strcmp(name, "glm4moe") == 0)
+        return MKMODEL_GLM4MOE;
     return -1;
 }
 
@@ -313,6 +353,33 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
         if (config->n_rot % 2 != 0 || config->ssm_v_heads % config->ssm_k_heads != 0)
             return error_set(err, "--rope-dims %u must be even and --ssm-v-heads %u a multiple of --ssm-k-heads %u",
                              config->n_rot, config->ssm_v_heads, config->ssm_k_heads);
+    }
+    if (config->arch == MKMODEL_BAILINGMOE2 || config->arch == MKMODEL_GLM4MOE) {
+        if (config->n_layer + config->n_nextn > 512 || config->n_nextn > 8)
+            return error_set(err, "--nextn-layers %u: at most 8, and with --layers %u at most 512 blocks",
+                             config->n_nextn, config->n_layer);
+        if (config->n_leading_dense > config->n_layer)
+            return error_set(err, "--dense-layers %u exceeds --layers %u", config->n_leading_dense, config->n_layer);
+        if (config->n_leading_dense > 0)
+            LIMIT(n_ff, 1, 1u << 20, "--ff");
+        if (config->n_rot > config->head_dim || config->n_rot % 2 != 0)
+            return error_set(err, "--rope-dims %u must be even and at most --head-dim %u", config->n_rot,
+                             config->head_dim);
+        uint32_t groups = config->n_expert_group, used = config->n_expert_group_used;
+        if (groups > 1 && (config->n_expert % groups != 0 || config->n_expert / groups < 2 || used < 1 ||
+                           used >= groups || config->n_expert_used > used * (config->n_expert / groups)))
+            return error_set(err, "--groups %u --groups-used %u: the groups must split --experts %u into groups of "
+                             "2 or more, fewer used than there are, holding --experts-used %u", groups, used,
+                             config->n_expert, config->n_expert_used);
+        if (!(config->expert_weights_scale >= 0.0f && config->expert_weights_scale <= 100.0f))
+            return error_set(err, "--weights-scale %g out of range [0, 100]", (double)config->expert_weights_scale);
+    }
+    if (config->arch == MKMODEL_BAILINGMOE2) {
+        LIMIT(n_ff_shared, 1, 1u << 20, "--shared-ff");
+        /* llama.cpp sizes the fused qkv as n_embd + 2 x the KV width */
+        if (config->n_head * config->head_dim != config->n_embd)
+            return error_set(err, "bailingmoe2: --heads %u x --head-dim %u must equal --embd %u", config->n_head,
+                             config->head_dim, config->n_embd);
     }
     if (!(config->rope_freq_base > 0.0f && config->rope_freq_base < 1e12f))
         return error_set(err, "--rope-base %g out of range", (double)config->rope_freq_base);
@@ -465,11 +532,19 @@ static bool layer_attends(const mkmodel_config *c, uint32_t il)
 /* DeltaNet's A = -exp(A_log) in [-1.5, -0.5): negative, so the state decays. */
 #define DECAY_RATE MKMODEL_NOISE_UNIFORM, -1.0f, 0.5f
 
+/* The multi-token-prediction blocks after the layers run (the architectures
+ * that have them). */
+static uint32_t mtp_blocks(const mkmodel_config *c)
+{
+    return c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE ? c->n_nextn : 0;
+}
+
 static int build_tensors(mkmodel_model *model, bmoe_error *err)
 {
     const mkmodel_config *c = &model->config;
     uint32_t per_layer = 32;
-    uint32_t capacity = 8 + per_layer * c->n_layer;
+    uint32_t n_blocks = c->n_layer + mtp_blocks(c);
+    uint32_t capacity = 8 + per_layer * n_blocks;
     model->tensors = calloc(capacity, sizeof *model->tensors);
     if (!model->tensors)
         return error_set(err, "out of memory for the tensor table");
@@ -495,7 +570,52 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
         ADD(ROLE_MATRIX, GLOBAL, "per_layer_model_proj.weight", 2, E, P * c->n_layer, 1, NORMAL(s_embd));
         ADD(ROLE_VECTOR, GLOBAL, "per_layer_proj_norm.weight", 1, P, 1, 1, NORM_WEIGHT);
     }
-    for (uint32_t il = 0; il < c->n_layer; il++) {
+    for (uint32_t il = 0; il < n_blocks; il++) {
+        if (c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE) {
+            /* architectures.md 10.2, and llama.cpp's glm4moe loader */
+            bool bailing = c->arch == MKMODEL_BAILINGMOE2;
+            int64_t fs = bailing ? c->n_ff_shared : c->n_ff_expert;
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (bailing) {
+                ADD(ROLE_MATRIX, il, "attn_qkv.weight", 2, E, Q + 2 * KV, 1, NORMAL(s_embd));
+            } else {
+                ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_q.bias", 1, Q, 1, 1, BIAS);
+                ADD(ROLE_MATRIX, il, "attn_k.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_k.bias", 1, KV, 1, 1, BIAS);
+                ADD(ROLE_ATTN_V, il, "attn_v.weight", 2, E, KV, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_v.bias", 1, KV, 1, 1, BIAS);
+            }
+            if (bailing || c->qk_norm) {
+                ADD(ROLE_VECTOR, il, "attn_q_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "attn_k_norm.weight", 1, c->head_dim, 1, 1, NORM_WEIGHT);
+            }
+            ADD(ROLE_MATRIX, il, "attn_output.weight", 2, Q, E, 1, NORMAL(s_q));
+            ADD(ROLE_VECTOR, il, bailing ? "ffn_norm.weight" : "post_attention_norm.weight", 1, E, 1, 1,
+                NORM_WEIGHT);
+            if (il < c->n_leading_dense) {
+                ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, c->n_ff, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
+            } else {
+                ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+                ADD(ROLE_VECTOR, il, "exp_probs_b.bias", 1, X, 1, 1, BIAS);
+                ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+                ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+                ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+                ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, fs, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, fs, 1, NORMAL(s_embd));
+                ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, fs, E, 1, NORMAL(inverse_sqrt((uint32_t)fs)));
+            }
+            if (il >= c->n_layer) { /* the MTP block's own tensors (the required ones) */
+                ADD(ROLE_MATRIX, il, "nextn.eh_proj.weight", 2, 2 * E, E, 1, NORMAL(inverse_sqrt(2 * c->n_embd)));
+                ADD(ROLE_VECTOR, il, "nextn.enorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "nextn.hnorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                if (bailing)
+                    ADD(ROLE_VECTOR, il, "layer_output_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            }
+            continue;
+        }
         if (c->arch == MKMODEL_LFM2MOE) {
             ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
             if (layer_attends(c, il)) {
@@ -745,7 +865,9 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
     KV(NULL, "general.file_type", GGUF_TYPE_UINT32, u32, mkmodel_file_type(c));
     KV(NULL, "general.quantization_version", GGUF_TYPE_UINT32, u32, 2);
 
-    KV_U32("block_count", c->n_layer);
+    KV_U32("block_count", c->n_layer + mtp_blocks(c));
+    if (mtp_blocks(c) > 0)
+        KV_U32("nextn_predict_layers", mtp_blocks(c));
     KV_U32("context_length", c->n_ctx);
     KV_U32("embedding_length", c->n_embd);
     /* Mixtral-style llama and olmoe files give the experts' width as
@@ -794,6 +916,20 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
         KV_U32("ssm.time_step_rank", c->ssm_v_heads);
         KV_U32("ssm.inner_size", c->ssm_v_heads * c->ssm_dk);
         KV_U32("expert_shared_feed_forward_length", c->n_ff_shared);
+    } else if (c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE) {
+        KV_U32("rope.dimension_count", c->n_rot ? c->n_rot : c->head_dim);
+        KV_U32("leading_dense_block_count", c->n_leading_dense);
+        KV_U32("expert_shared_count", 1);
+        if (c->arch == MKMODEL_BAILINGMOE2)
+            KV_U32("expert_shared_feed_forward_length", c->n_ff_shared);
+        KV_U32("expert_gating_func", 2); /* sigmoid */
+        KV(a, "expert_weights_norm", GGUF_TYPE_BOOL, b, true);
+        if (c->expert_weights_scale != 0.0f)
+            KV_F32("expert_weights_scale", c->expert_weights_scale);
+        if (c->n_expert_group > 0) {
+            KV_U32("expert_group_count", c->n_expert_group);
+            KV_U32("expert_group_used_count", c->n_expert_group_used);
+        }
     } else if (c->arch != MKMODEL_GPT_OSS) {
         KV_U32("rope.dimension_count", c->head_dim);
     }

@@ -1,5 +1,5 @@
 /* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama,
- * lfm2moe, gemma4, qwen35moe)
+ * lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe)
  * of a chosen shape, seed and weight type, with a small real byte-level BPE
  * tokenizer and the family's chat template; or, with --plan, prints the
  * tensor table and sizes without writing. This file parses the flags; every
@@ -30,7 +30,7 @@ static void print_usage(FILE *out)
     mkmodel_list_presets(out);
     fprintf(out,
             "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe |\n"
-            "                         qwen2moe | olmoe\n"
+            "                         qwen2moe | olmoe | bailingmoe2 | glm4moe\n"
             "                         (default: the preset's;\n"
             "                         without --shape, tiny-<arch>)\n"
             "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
@@ -49,6 +49,11 @@ static void print_usage(FILE *out)
             "                         their kind; per-layer embeddings of D per layer)\n"
             "  --rope-dims N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N  --shared-ff N\n"
             "                         (qwen35moe; --shared-ff also qwen2moe)\n"
+            "  --groups N  --groups-used N  --nextn-layers N  --weights-scale F  --qk-norm 0|1\n"
+            "                         (bailingmoe2, glm4moe: N expert groups of which the best\n"
+            "                         N are eligible; N trailing MTP blocks, not run; the routed\n"
+            "                         weights' scale; glm4moe's head norms; --dense-layers,\n"
+            "                         --rope-dims and, bailingmoe2, --shared-ff apply too)\n"
             "  --rope-base F  --eps F  --name TEXT\n"
             "  --type T               f32 f16 bf16 q8_0 q4_k q5_k q6_k mxfp4, or a recipe:\n"
             "                         q4_k_m   Q4_K; Q6_K for output, and for attn_v and\n"
@@ -142,6 +147,10 @@ static const u32_flag u32_flags[] = {
     {"--ssm-k-heads", FIELD(ssm_k_heads)},
     {"--ssm-v-heads", FIELD(ssm_v_heads)},
     {"--shared-ff", FIELD(n_ff_shared)},
+    {"--groups", FIELD(n_expert_group)},
+    {"--groups-used", FIELD(n_expert_group_used)},
+    {"--nextn-layers", FIELD(n_nextn)},
+    {"--qk-norm", FIELD(qk_norm)},
 };
 
 static const u32_flag *find_u32_flag(const char *flag)
@@ -158,7 +167,7 @@ static bool takes_value(const char *flag)
     static const char *const others[] = {"-o",     "--output", "--shape", "--arch",
                                          "--type", "--expert-type", "--fill", "--seed",
                                          "--rope-base", "--eps", "--yarn-factor", "--name",
-                                         "--quantize"};
+                                         "--quantize", "--weights-scale"};
     if (find_u32_flag(flag))
         return true;
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
@@ -200,7 +209,8 @@ int main(int argc, char **argv)
     config.n_split = 1;
     config.n_merges = 100000;
     if (arch && mkmodel_arch_from_name(arch) < 0)
-        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe)", arch);
+        return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, "
+                           "bailingmoe2, glm4moe)", arch);
     char default_shape[32];
     if (!shape) {
         snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");
@@ -273,6 +283,9 @@ int main(int argc, char **argv)
         } else if (strcmp(flag, "--yarn-factor") == 0) {
             if (!parse_float(value, &config.yarn_factor))
                 return usage_error("--yarn-factor needs a number, got '%s'", value);
+        } else if (strcmp(flag, "--weights-scale") == 0) {
+            if (!parse_float(value, &config.expert_weights_scale))
+                return usage_error("--weights-scale needs a number, got '%s'", value);
         } else if (strcmp(flag, "--name") == 0) {
             if (strlen(value) >= sizeof config.name)
                 return usage_error("--name '%s' is too long (63 bytes at most)", value);

@@ -22,7 +22,9 @@ enum mkmodel_arch {
     MKMODEL_GEMMA4,
     MKMODEL_QWEN35MOE,
     MKMODEL_QWEN2MOE,
-    MKMODEL_OLMOE
+    MKMODEL_OLMOE,
+    MKMODEL_BAILINGMOE2,
+    MKMODEL_GLM4MOE
 };
 
 /* A weight recipe: one plain type for every matrix, or a named mix. */
@@ -60,16 +62,21 @@ typedef struct mkmodel_config {
     uint32_t yarn_original_ctx; /* gpt-oss */
     /* the hybrid architectures (see the presets) */
     uint32_t attention_interval; /* lfm2moe, qwen35moe: layer il attends iff (il + 1) % interval == 0 */
-    uint32_t n_leading_dense;    /* lfm2moe: dense FFN layers before the MoE ones */
+    uint32_t n_leading_dense;    /* lfm2moe, bailingmoe2, glm4moe: dense FFN layers before the MoE ones */
     uint32_t conv_taps;          /* lfm2moe shortconv.l_cache, qwen35moe ssm.conv_kernel */
     uint32_t head_dim_swa;       /* gemma4: sliding-window layers' head size (head_dim: full layers') */
     uint32_t n_head_kv_full;     /* gemma4: full layers' KV heads (n_head_kv: sliding-window layers') */
     uint32_t swa_period;         /* gemma4: swa_period - 1 sliding-window layers, then a full one */
     uint32_t shared_kv_layers;   /* gemma4: the last N layers attend over earlier layers' KV caches */
     uint32_t per_layer_input;    /* gemma4: per-layer embedding width Dp; 0: none */
-    uint32_t n_rot;              /* qwen35moe: rotated dims (partial RoPE); 0: head_dim */
+    uint32_t n_rot;              /* qwen35moe, bailingmoe2, glm4moe: rotated dims (partial RoPE); 0: head_dim */
     uint32_t ssm_dk, ssm_k_heads, ssm_v_heads; /* qwen35moe Gated DeltaNet */
-    uint32_t n_ff_shared;        /* qwen35moe, qwen2moe shared expert */
+    uint32_t n_ff_shared;        /* qwen35moe, qwen2moe, bailingmoe2 shared expert (glm4moe's: n_ff_expert) */
+    /* bailingmoe2, glm4moe: */
+    uint32_t n_expert_group, n_expert_group_used; /* grouped routing; 0: keys not written */
+    uint32_t n_nextn;            /* trailing multi-token-prediction blocks (not run), after n_layer */
+    uint32_t qk_norm;            /* glm4moe: per-head q/k norms (bailingmoe2 always has them) */
+    float expert_weights_scale;  /* 0: key not written */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */
