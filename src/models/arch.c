@@ -20,6 +20,8 @@ int qwen2moe_bind(model *m, bmoe_error *err);
 int qwen2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int olmoe_bind(model *m, bmoe_error *err);
 int olmoe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int deepseek2_bind(model *m, bmoe_error *err);
+int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
     {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
@@ -30,6 +32,7 @@ static const model_arch model_archs[] = {
     {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true},
     {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false},
     {"olmoe", olmoe_bind, olmoe_forward, false},
+    {"deepseek2", deepseek2_bind, deepseek2_forward, false},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -49,5 +52,5 @@ const model_arch *model_arch_at(int index)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, deepseek2";
 }
