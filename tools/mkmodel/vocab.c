@@ -78,9 +78,10 @@ static family family_of(enum mkmodel_arch arch)
     case MKMODEL_LFM2MOE:
     case MKMODEL_QWEN2MOE:
     case MKMODEL_OLMOE:
+    case MKMODEL_DEEPSEEK2:
         /* Qwen3.5, LFM2 and Qwen2-MoE chat in ChatML too; their ids and
-         * templates here are Qwen3's, and OLMoE gets the same (a random model
-         * needs a working tokenizer, not theirs) */
+         * templates here are Qwen3's, and OLMoE and DeepSeek get the same (a
+         * random model needs a working tokenizer, not theirs) */
         f.specials = qwen3_specials;
         f.special_count = sizeof qwen3_specials / sizeof qwen3_specials[0];
         f.pre = "qwen2";
