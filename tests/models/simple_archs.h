@@ -1,5 +1,5 @@
 /* The tiny models of the simple MoE architectures (qwen2moe, llama with
- * experts, olmoe) that the model tests generate with bmoe-mkmodel, and
+ * experts, olmoe, deepseek2) that the model tests generate with bmoe-mkmodel, and
  * their reference logits in tests/models/data (llama.cpp's, written by
  * data/regenerate.sh from the same presets). Header-only; the test's
  * mk_setup comes first. */
@@ -23,6 +23,12 @@ static const simple_arch_model simple_arch_models[] = {
     {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2},
     {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8},
     {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8},
+    /* latent cache, low-rank queries, sigmoid routing with a selection bias */
+    {"deepseek2-tiny-f32", "--shape tiny-deepseek2 --type f32", "deepseek2", 16, 4},
+    {"deepseek2-tiny-q4_k_m", "--shape tiny-deepseek2 --type q4_k_m", "deepseek2", 16, 4},
+    /* attn_q and the older attn_kv_b (decompressed heads), softmax routing */
+    {"deepseek2-lite-tiny-f32", "--shape tiny-deepseek2-lite --type f32", "deepseek2", 16, 4},
+    {"deepseek2-lite-tiny-q4_k_m", "--shape tiny-deepseek2-lite --type q4_k_m", "deepseek2", 16, 4},
 };
 enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
 

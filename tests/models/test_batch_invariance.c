@@ -305,6 +305,29 @@ static void check_simple_archs(void)
     }
 }
 
+/* deepseek2's caches: the latent-cache file keeps per token and layer the
+ * latent and the rope key (kv_lora 256 + 32) and the latent again as the
+ * values (256), not every head's key and value; the older attn_kv_b file
+ * keeps its 4 heads' decompressed keys (64 + 32) and values (64). */
+static void check_deepseek2_memory(void)
+{
+    mk_setup("batch_invariance");
+    const struct {
+        const char *name;
+        uint64_t kv_bytes;
+    } cases[] = {
+        {"deepseek2-tiny-f32", 4ull * 64 * ((256 + 32) + 256) * 4},
+        {"deepseek2-lite-tiny-f32", 3ull * 64 * 4 * ((64 + 32) + 64) * 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1200];
+        if (!simple_arch_write(simple_arch_find(cases[i].name), path, sizeof path))
+            continue;
+        check_memory_file(cases[i].name, path, cases[i].kv_bytes, 0);
+        remove(path);
+    }
+}
+
 int main(void)
 {
     /* 3 layers x 64 positions x (K and V of 2 heads of 32) x f32 */
@@ -326,6 +349,7 @@ int main(void)
     check_model("qwen35moe-tiny-f32");
     check_gemma4_variants();
     check_simple_archs();
+    check_deepseek2_memory();
     check_routes();
     return test_finish();
 }

@@ -1,4 +1,5 @@
-/* The simple MoE architectures (qwen2moe, llama with experts, olmoe) on
+/* The simple MoE architectures (qwen2moe, llama with experts, olmoe,
+ * deepseek2) on
  * tiny models bmoe-mkmodel generates: the logits of the prompt as one
  * prefill batch, then of each greedy id as a single-token decode (teacher
  * forcing), against llama.cpp's within shared/oracle/README.md's tolerances,
