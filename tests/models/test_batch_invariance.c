@@ -285,8 +285,23 @@ static void check_gemma4_variants(void)
     oracle_case_free(&c);
 }
 
-/* The simple architectures' quantized models (simple_archs.h) on their
- * reference prompt: invariant, and their argmax llama.cpp's. */
+/* deepseek2's caches (64 f32 positions): the latent-cache file keeps per
+ * token and layer the latent and the rope key (kv_lora 256 + 32) and the
+ * latent again as the values (256), not every head's key and value; the
+ * older attn_kv_b file keeps its 4 heads' decompressed keys (64 + 32) and
+ * values (64). 0: not checked. */
+static uint64_t simple_arch_kv_bytes(const char *name)
+{
+    if (strcmp(name, "deepseek2-tiny-f32") == 0)
+        return 4ull * 64 * ((256 + 32) + 256) * 4;
+    if (strcmp(name, "deepseek2-lite-tiny-f32") == 0)
+        return 3ull * 64 * 4 * ((64 + 32) + 64) * 4;
+    return 0;
+}
+
+/* The simple architectures' models marked for it (simple_archs.h) on their
+ * reference prompt: invariant, and their argmax llama.cpp's; and the cache
+ * sizes of those simple_arch_kv_bytes knows. */
 static void check_simple_archs(void)
 {
     mk_setup("batch_invariance");
@@ -294,37 +309,18 @@ static void check_simple_archs(void)
         const simple_arch_model *m = &simple_arch_models[i];
         oracle_case c;
         char path[1200];
-        if (strstr(m->name, "q4_k_m") == NULL || simple_arch_case_load(&c, m->name) != 0)
+        uint64_t kv_bytes = simple_arch_kv_bytes(m->name);
+        if ((!m->batch_invariance && !kv_bytes) || simple_arch_case_load(&c, m->name) != 0)
             continue;
         CHECK(c.n_prompt >= N_TOKENS);
         if (c.n_prompt >= N_TOKENS && simple_arch_write(m, path, sizeof path)) {
-            check_model_file(m->name, path, c.prompt_ids, &c);
+            if (kv_bytes)
+                check_memory_file(m->name, path, kv_bytes, 0);
+            if (m->batch_invariance)
+                check_model_file(m->name, path, c.prompt_ids, &c);
             remove(path);
         }
         oracle_case_free(&c);
-    }
-}
-
-/* deepseek2's caches: the latent-cache file keeps per token and layer the
- * latent and the rope key (kv_lora 256 + 32) and the latent again as the
- * values (256), not every head's key and value; the older attn_kv_b file
- * keeps its 4 heads' decompressed keys (64 + 32) and values (64). */
-static void check_deepseek2_memory(void)
-{
-    mk_setup("batch_invariance");
-    const struct {
-        const char *name;
-        uint64_t kv_bytes;
-    } cases[] = {
-        {"deepseek2-tiny-f32", 4ull * 64 * ((256 + 32) + 256) * 4},
-        {"deepseek2-lite-tiny-f32", 3ull * 64 * 4 * ((64 + 32) + 64) * 4},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char path[1200];
-        if (!simple_arch_write(simple_arch_find(cases[i].name), path, sizeof path))
-            continue;
-        check_memory_file(cases[i].name, path, cases[i].kv_bytes, 0);
-        remove(path);
     }
 }
 
@@ -349,7 +345,6 @@ int main(void)
     check_model("qwen35moe-tiny-f32");
     check_gemma4_variants();
     check_simple_archs();
-    check_deepseek2_memory();
     check_routes();
     return test_finish();
 }
