@@ -24,6 +24,8 @@ int bailingmoe2_bind(model *m, bmoe_error *err);
 int bailingmoe2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int glm4moe_bind(model *m, bmoe_error *err);
 int glm4moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int deepseek2_bind(model *m, bmoe_error *err);
+int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
     {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
@@ -36,6 +38,7 @@ static const model_arch model_archs[] = {
     {"olmoe", olmoe_bind, olmoe_forward, false},
     {"bailingmoe2", bailingmoe2_bind, bailingmoe2_forward, false},
     {"glm4moe", glm4moe_bind, glm4moe_forward, false},
+    {"deepseek2", deepseek2_bind, deepseek2_forward, false},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -55,5 +58,5 @@ const model_arch *model_arch_at(int index)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2";
 }

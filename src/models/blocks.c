@@ -98,6 +98,33 @@ void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_
     matmul_run(s->pool, s->kernels, jobs, n_jobs);
 }
 
+void linear_per_head(run_state *s, const tensor_view *w, const float *x, int64_t x_stride, int64_t x_head_stride,
+                     int n_tokens, float *out, int64_t out_stride, int64_t out_head_stride)
+{
+    int64_t n_in = w->ne[0], n_out = w->ne[1];
+    int n_heads = (int)w->ne[2];
+    size_t bytes = activation_row_bytes(w->type, n_in);
+    /* token t's heads side by side, so that head h's rows are one strided run */
+    for (int t = 0; t < n_tokens; t++)
+        for (int h = 0; h < n_heads; h++)
+            activation_convert(s->kernels, w->type, x + (int64_t)t * x_stride + (int64_t)h * x_head_stride, n_in,
+                               s->head_inputs + ((size_t)t * (size_t)n_heads + (size_t)h) * bytes);
+    for (int h = 0; h < n_heads; h++)
+        s->head_jobs[h] = (matmul_job){
+            .weights = (const uint8_t *)w->data + (size_t)h * (size_t)n_out * w->row_bytes,
+            .type = w->type,
+            .n_in = n_in,
+            .n_out = n_out,
+            .weight_row_bytes = w->row_bytes,
+            .activations = s->head_inputs + (size_t)h * bytes,
+            .activation_stride = (size_t)n_heads * bytes,
+            .n_tokens = n_tokens,
+            .out = out + (int64_t)h * out_head_stride,
+            .out_stride = out_stride,
+        };
+    matmul_run(s->pool, s->kernels, s->head_jobs, n_heads);
+}
+
 void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride)
 {
     if (!bias->data)

@@ -704,7 +704,7 @@ static void layout_caches(run_state *s, const model *m, size_t *k_elements, size
 {
     const model_hparams *hp = &m->hparams;
     size_t k = 0, v = 0, state = 0;
-    int64_t mixer = 0;
+    int64_t mixer = hp->n_mixer_floats;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const layer_hparams *lh = &hp->layer[il];
         bool own_kv = lh->kv_source == il;
@@ -812,6 +812,10 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         }
         s->expert_handles = allocate(e, sizeof(expert_handle), &failed);
     }
+    if (m->head_activation_bytes > 0) {
+        s->head_inputs = allocate(nu * m->head_activation_bytes, 1, &failed);
+        s->head_jobs = allocate((size_t)hp->n_head, sizeof(matmul_job), &failed);
+    }
     if (separate_router_input) {
         s->x2 = allocate(nu * n_embd, sizeof(float), &failed);
         s->block_out2 = allocate(nu * n_embd, sizeof(float), &failed);
@@ -866,7 +870,7 @@ void run_state_destroy(run_state *s)
                        s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->probe, s->probe_input,
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
-                       s->per_layer_gate};
+                       s->per_layer_gate, s->head_inputs, s->head_jobs};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);

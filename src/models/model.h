@@ -96,6 +96,20 @@ typedef struct model_hparams {
     int32_t expert_gating_func;
     bool expert_weights_norm;
     float expert_weights_scale;
+    /* multi-head latent attention (deepseek2, architectures.md 9.3): each
+     * head's query and key are mla_qk_nope + n_rot long, its value mla_v_dim;
+     * queries through a rank-mla_q_lora bottleneck (0: attn_q directly), keys
+     * and values decompressed from an mla_kv_lora latent (0: no MLA).
+     * mla_absorbed: the cache holds per token only the normalized latent and
+     * the rotated key (one KV head of kv_lora + n_rot, values the latent) and
+     * the per-head matrices attn_k_b, attn_v_b act on the queries and the
+     * attention output; otherwise (attn_kv_b files) every head's decompressed
+     * key and value are cached */
+    int32_t mla_q_lora, mla_kv_lora, mla_qk_nope, mla_v_dim;
+    bool mla_absorbed;
+    /* floats per token of run_state.mixer an attention mixer needs beyond
+     * q, k, v and attn (MLA's intermediate projections); 0: none */
+    int64_t n_mixer_floats;
     float rms_eps;
     float kq_scale;
     float final_softcap;      /* logits = c tanh(logits / c) when > 0 */
@@ -117,6 +131,15 @@ typedef struct layer_weights {
     tensor_view attn_q_norm, attn_k_norm; /* {Dk}, per head */
     tensor_view attn_output;       /* {H*Dv, n_embd} */
     tensor_view attn_output_bias;  /* {n_embd} */
+    /* multi-head latent attention (deepseek2), Dq = qk_nope + n_rot */
+    tensor_view attn_q_a;          /* {n_embd, q_lora} */
+    tensor_view attn_q_a_norm;     /* {q_lora} */
+    tensor_view attn_q_b;          /* {q_lora, H*Dq} */
+    tensor_view attn_kv_a_mqa;     /* {n_embd, kv_lora + n_rot}: the latent, then the shared rope key */
+    tensor_view attn_kv_a_norm;    /* {kv_lora} */
+    tensor_view attn_k_b;          /* {qk_nope, kv_lora, H}: head h's key part is attn_k_b[h] . latent */
+    tensor_view attn_v_b;          /* {kv_lora, v_dim, H}: head h's value is attn_v_b[h] . latent */
+    tensor_view attn_kv_b;         /* {kv_lora, H*(qk_nope + v_dim)}: older files' k_b and v_b in one */
     tensor_view attn_sinks;        /* {H} */
     tensor_view ffn_norm;          /* {n_embd}: the pre-FFN norm */
     /* dense FFN */
@@ -186,6 +209,8 @@ typedef struct model {
     expert_store *experts;       /* where the MoE layers get their experts' bytes; not owned */
     bmoe_lossy_params lossy;     /* the levers that change the routing (moe.c); all 0: exact */
     size_t max_activation_bytes; /* largest converted input row of any bound matrix */
+    size_t head_activation_bytes; /* one token's converted inputs of a per-head stacked matrix
+                                     (linear_per_head): every head's row; 0: none */
     uint8_t *tensor_used;        /* during model_init: [gguf_tensor_count] bound by a view */
 } model;
 
@@ -228,6 +253,8 @@ typedef struct run_state {
     uint8_t *expert_inputs[2]; /* [n_ubatch*K][max_activation_bytes]: gate and up rows gathered by expert */
     uint8_t *expert_down_inputs; /* [n_ubatch*K][max_activation_bytes]: down's input rows (a group's down
                                     runs before the next group's gate and up) */
+    uint8_t *head_inputs;   /* [n_ubatch][head_activation_bytes] linear_per_head's converted inputs */
+    matmul_job *head_jobs;  /* [n_head] linear_per_head's jobs */
 
     /* mixture of experts, for n_ubatch tokens times K selections */
     float *router_logits;   /* [n_ubatch][E] */
@@ -444,6 +471,13 @@ int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_e
  * floats apart unless out_strides is given. */
 void linear(run_state *s, const float *x, int64_t x_stride, int n_tokens, int n_matrices,
             const tensor_view *const *weights, float *const *outs, const int64_t *out_strides);
+
+/* For each head h of a stacked {n_in, n_out, n_heads} matrix w and each of
+ * n_tokens rows: out[t] + h * out_head_stride (n_out floats) = w[h] . the
+ * n_in floats at x[t] + h * x_head_stride; rows x_stride and out_stride
+ * floats apart. Every head runs in one parallel step. */
+void linear_per_head(run_state *s, const tensor_view *w, const float *x, int64_t x_stride, int64_t x_head_stride,
+                     int n_tokens, float *out, int64_t out_stride, int64_t out_head_stride);
 
 /* x[t] += bias for each of n_tokens rows of n floats. */
 void add_bias(float *x, const tensor_view *bias, int n_tokens, int64_t stride);

@@ -156,7 +156,9 @@ static void test_accepted_flags(void)
     const char *list[] = {"--list-archs", NULL};
     cli_result r;
     if (cli_run(list, &r) == 0) {
-        CHECK(r.exit_code == 0 && strcmp(r.out, "qwen3moe\ngpt-oss\nllama\nlfm2moe\ngemma4\nqwen35moe\nqwen2moe\nolmoe\nbailingmoe2\nglm4moe\n") == 0);
+        CHECK(r.exit_code == 0 &&
+              strcmp(r.out, "qwen3moe\ngpt-oss\nllama\nlfm2moe\ngemma4\nqwen35moe\nqwen2moe\nolmoe\nbailingmoe2\nglm4moe\n"
+                            "deepseek2\n") == 0);
         cli_result_free(&r);
     }
 }

@@ -144,6 +144,33 @@ static void check_gpt_oss(const char *shape, int layers, int experts, int tensor
     free(plan);
 }
 
+/* DeepSeek-V2-Lite: 15.7 B parameters (27 layers, the first dense; MLA
+ * without low-rank queries; 64 experts of 1408 + 2 shared). */
+static void check_deepseek_v2_lite(void)
+{
+    CHECK(mk_run("--shape deepseek-v2-lite --plan") == 0);
+    char *plan = test_read_file(mk_stdout, NULL);
+    CHECK(plan != NULL);
+    if (!plan)
+        return;
+    /* globals 3; per layer 8 attention and norm tensors, then 3 dense or 7 MoE */
+    CHECK_MSG(count_tensor_lines(plan) == 3 + 27 * 8 + 3 + 26 * 7, "%d tensors", count_tensor_lines(plan));
+    unsigned long long attention = 2048 + 2048ull * 16 * 192 + 2048ull * 576 + 512 + 2ull * 128 * 512 * 16 +
+                                   2048ull * 2048 + 2048;
+    unsigned long long moe = 2048ull * 64 + 3ull * 2048 * 1408 * 64 + 3ull * 2048 * 2816;
+    unsigned long long params = 2ull * 2048 * 102400 + 2048 + 27 * attention + 3ull * 2048 * 10944 + 26 * moe;
+    CHECK_MSG(plan_value(plan, "params=") == params, "params %llu, expected %llu", plan_value(plan, "params="),
+              params);
+    CHECK(params > 15600000000ull && params < 15800000000ull);
+    CHECK(plan_has(plan, "\ntensor blk.1.attn_k_b.weight Q8_0 128 512 16 "));
+    CHECK(plan_has(plan, "\ntensor blk.1.attn_v_b.weight Q4_K 512 128 16 "));
+    CHECK(plan_has(plan, "\ntensor blk.3.ffn_gate_exps.weight Q4_K 2048 1408 64 "));
+    CHECK(plan_has(plan, "\ntensor blk.3.ffn_down_exps.weight Q8_0 1408 2048 64 "));
+    CHECK(plan_has(plan, "\ntensor blk.0.ffn_up.weight Q4_K 2048 10944 1 "));
+    CHECK(!plan_has(plan, "attn_q_a"));
+    free(plan);
+}
+
 int main(void)
 {
     mk_setup("mkmodel_cli");
@@ -190,6 +217,8 @@ int main(void)
         "--eps 0",
         "--rope-base nan",
         "--shape tiny-gpt-oss --sliding-window 0",
+        "--shape tiny-deepseek2 --rope-dims 33",
+        "--shape tiny-deepseek2 --kv-lora 0",
         "--name 0123456789012345678901234567890123456789012345678901234567890123456789",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -215,6 +244,7 @@ int main(void)
                          "\ntensor blk.46.nextn.eh_proj.weight Q4_K 8192 4096 1 ",
                          "\ntensor blk.46.ffn_up_exps.weight Q4_K 4096 1408 128 ", NULL};
     check_grouped_preset("glm-4.5-air", 800, 46, 128, 109227306752ull, air, 76.0, 82.0);
+    check_deepseek_v2_lite();
 
     /* --plan with a split: shard lines that add up to the file total. */
     CHECK(mk_run("--shape qwen3-30b-a3b --split 4 --plan") == 0);

@@ -1,6 +1,6 @@
 /* The tiny models of the simple MoE architectures (qwen2moe, llama with
- * experts, olmoe, bailingmoe2, glm4moe) that the model tests generate with
- * bmoe-mkmodel, and
+ * experts, olmoe, bailingmoe2, glm4moe, deepseek2) that the model tests
+ * generate with bmoe-mkmodel, and
  * their reference logits in tests/models/data (llama.cpp's, written by
  * data/regenerate.sh from the same presets). Header-only; the test's
  * mk_setup comes first. */
@@ -16,19 +16,33 @@ typedef struct simple_arch_model {
     const char *architecture; /* general.architecture */
     int n_expert, n_expert_used;
     int n_group, n_group_used;  /* grouped routing; 0: none */
+    /* test_batch_invariance runs it: the Q4_K_M models; the grouped routers'
+     * (bailingmoe2, glm4moe) F32 ones (what is theirs, the routing, fused
+     * q/k/v, the shared expert, does not depend on the weights' type, and an
+     * F32 model is written in a fraction of the time); for deepseek2 the F32
+     * latent-cache one only (its own code is per token whatever the weights'
+     * type, and the older layout's attention is the plain one; both Q4_K_M
+     * models added a minute under ASan, both F32 ones 35 s) */
+    bool batch_invariance;
 } simple_arch_model;
 
 static const simple_arch_model simple_arch_models[] = {
-    {"qwen2moe-tiny-f32", "--shape tiny-qwen2moe --type f32", "qwen2moe", 16, 4, 0, 0},
-    {"qwen2moe-tiny-q4_k_m", "--shape tiny-qwen2moe --type q4_k_m", "qwen2moe", 16, 4, 0, 0},
-    {"mixtral-tiny-f32", "--shape tiny-mixtral --type f32", "llama", 8, 2, 0, 0},
-    {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2, 0, 0},
-    {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8, 0, 0},
-    {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8, 0, 0},
-    {"bailingmoe2-tiny-f32", "--shape tiny-bailingmoe2 --type f32", "bailingmoe2", 16, 4, 4, 2},
-    {"bailingmoe2-tiny-q4_k_m", "--shape tiny-bailingmoe2 --type q4_k_m", "bailingmoe2", 16, 4, 4, 2},
-    {"glm4moe-tiny-f32", "--shape tiny-glm4moe --type f32", "glm4moe", 16, 4, 4, 2},
-    {"glm4moe-tiny-q4_k_m", "--shape tiny-glm4moe --type q4_k_m", "glm4moe", 16, 4, 4, 2},
+    {"qwen2moe-tiny-f32", "--shape tiny-qwen2moe --type f32", "qwen2moe", 16, 4, 0, 0, false},
+    {"qwen2moe-tiny-q4_k_m", "--shape tiny-qwen2moe --type q4_k_m", "qwen2moe", 16, 4, 0, 0, true},
+    {"mixtral-tiny-f32", "--shape tiny-mixtral --type f32", "llama", 8, 2, 0, 0, false},
+    {"mixtral-tiny-q4_k_m", "--shape tiny-mixtral --type q4_k_m", "llama", 8, 2, 0, 0, true},
+    {"olmoe-tiny-f32", "--shape tiny-olmoe --type f32", "olmoe", 16, 8, 0, 0, false},
+    {"olmoe-tiny-q4_k_m", "--shape tiny-olmoe --type q4_k_m", "olmoe", 16, 8, 0, 0, true},
+    {"bailingmoe2-tiny-f32", "--shape tiny-bailingmoe2 --type f32", "bailingmoe2", 16, 4, 4, 2, true},
+    {"bailingmoe2-tiny-q4_k_m", "--shape tiny-bailingmoe2 --type q4_k_m", "bailingmoe2", 16, 4, 4, 2, false},
+    {"glm4moe-tiny-f32", "--shape tiny-glm4moe --type f32", "glm4moe", 16, 4, 4, 2, true},
+    {"glm4moe-tiny-q4_k_m", "--shape tiny-glm4moe --type q4_k_m", "glm4moe", 16, 4, 4, 2, false},
+    /* latent cache, low-rank queries, sigmoid routing with a selection bias */
+    {"deepseek2-tiny-f32", "--shape tiny-deepseek2 --type f32", "deepseek2", 16, 4, 0, 0, true},
+    {"deepseek2-tiny-q4_k_m", "--shape tiny-deepseek2 --type q4_k_m", "deepseek2", 16, 4, 0, 0, false},
+    /* attn_q and the older attn_kv_b (decompressed heads), softmax routing */
+    {"deepseek2-lite-tiny-f32", "--shape tiny-deepseek2-lite --type f32", "deepseek2", 16, 4, 0, 0, false},
+    {"deepseek2-lite-tiny-q4_k_m", "--shape tiny-deepseek2-lite --type q4_k_m", "deepseek2", 16, 4, 0, 0, false},
 };
 enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
 

@@ -1,7 +1,7 @@
 /* Bad input for the hybrid and the simple MoE architectures: an oracle
  * model (or a generated one: gemma4's KV sharing and per-layer embeddings,
- * the tiny qwen2moe, olmoe, Mixtral-style llama, bailingmoe2 and glm4moe)
- * copied with one defect
+ * the tiny qwen2moe, olmoe, Mixtral-style llama, bailingmoe2, glm4moe and
+ * deepseek2) copied with one defect
  * (a per-layer key of the wrong length, a missing recurrent tensor, a layer
  * pattern that contradicts the tensors present, a tensor of another shape)
  * fails to load with a one-line message naming the problem. The unmodified
@@ -331,6 +331,43 @@ static void test_simple_archs(void)
     }
 }
 
+/* deepseek2 in both attention layouts: the latent-cache file (low-rank
+ * queries, attn_k_b and attn_v_b) and the older one (attn_q, attn_kv_b). */
+static void test_deepseek2(void)
+{
+    mk_setup("arch_errors");
+    char path[1200];
+    if (write_generated("tiny-deepseek2", path, sizeof path)) {
+        expect(path, "deepseek2-copy", &(variant){0}, NULL, NULL);
+        expect(path, "deepseek2-no-k-b", &(variant){.drop_tensor = "blk.2.attn_k_b.weight"},
+               "missing tensor 'blk.2.attn_k_b.weight'", NULL);
+        expect(path, "deepseek2-no-latent-norm", &(variant){.drop_tensor = "blk.0.attn_kv_a_norm.weight"},
+               "missing tensor 'blk.0.attn_kv_a_norm.weight'", NULL);
+        expect(path, "deepseek2-no-q-norm", &(variant){.drop_tensor = "blk.1.attn_q_a_norm.weight"},
+               "missing tensor 'blk.1.attn_q_a_norm.weight'", NULL);
+        /* DeepSeek-V3's groups, read as every architecture's */
+        expect(path, "deepseek2-groups", &(variant){.uint_key = "deepseek2.expert_group_count", .uint_value = 3},
+               "deepseek2.expert_group_count 3 does not split deepseek2.expert_count 16", NULL);
+        /* the cache's key is kv_lora_rank + 32 = 288 wide, the key says 160 */
+        expect(path, "deepseek2-kv-lora", &(variant){.uint_key = "deepseek2.attention.kv_lora_rank", .uint_value = 128},
+               "key_length kv_lora_rank + rope.dimension_count (160)", "have 1, 288, 256");
+        expect(path, "deepseek2-dense-count",
+               &(variant){.uint_key = "deepseek2.leading_dense_block_count", .uint_value = 2},
+               "layer 1 is a dense layer", "blk.1.ffn_gate_inp.weight");
+        expect(path, "deepseek2-no-q-lora", &(variant){.uint_key = "deepseek2.attention.q_lora_rank", .uint_value = 0},
+               "layer 0 is a full-rank query layer", "blk.0.attn_q_a.weight");
+        remove(path);
+    }
+    if (write_generated("tiny-deepseek2-lite", path, sizeof path)) {
+        expect(path, "deepseek2-lite-copy", &(variant){0}, NULL, NULL);
+        expect(path, "deepseek2-lite-no-kv-b", &(variant){.drop_tensor = "blk.1.attn_kv_b.weight"},
+               "missing tensor 'blk.1.attn_kv_b.weight'", NULL);
+        expect(path, "deepseek2-lite-shared", &(variant){.uint_key = "deepseek2.expert_shared_count", .uint_value = 2},
+               "tensor 'blk.1.ffn_gate_shexp.weight' has shape {256, 256}", "expected {256, 512}");
+        remove(path);
+    }
+}
+
 int main(void)
 {
     test_lfm2moe();
@@ -338,5 +375,6 @@ int main(void)
     test_gemma4_variants();
     test_qwen35moe();
     test_simple_archs();
+    test_deepseek2();
     return test_finish();
 }

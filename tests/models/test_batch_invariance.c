@@ -287,12 +287,23 @@ static void check_gemma4_variants(void)
     oracle_case_free(&c);
 }
 
-/* The simple architectures' quantized models (simple_archs.h) on their
- * reference prompt: invariant, and their argmax llama.cpp's. The grouped
- * routers' (bailingmoe2, glm4moe) F32 models: what is theirs (the routing,
- * fused q/k/v, the shared expert) does not depend on the weights' type, the
- * quantized matrices are the others' business, and an F32 model is written
- * in a fraction of the time. */
+/* deepseek2's caches (64 f32 positions): the latent-cache file keeps per
+ * token and layer the latent and the rope key (kv_lora 256 + 32) and the
+ * latent again as the values (256), not every head's key and value; the
+ * older attn_kv_b file keeps its 4 heads' decompressed keys (64 + 32) and
+ * values (64). 0: not checked. */
+static uint64_t simple_arch_kv_bytes(const char *name)
+{
+    if (strcmp(name, "deepseek2-tiny-f32") == 0)
+        return 4ull * 64 * ((256 + 32) + 256) * 4;
+    if (strcmp(name, "deepseek2-lite-tiny-f32") == 0)
+        return 3ull * 64 * 4 * ((64 + 32) + 64) * 4;
+    return 0;
+}
+
+/* The simple architectures' models marked for it (simple_archs.h) on their
+ * reference prompt: invariant, and their argmax llama.cpp's; and the cache
+ * sizes of those simple_arch_kv_bytes knows. */
 static void check_simple_archs(void)
 {
     mk_setup("batch_invariance");
@@ -300,11 +311,15 @@ static void check_simple_archs(void)
         const simple_arch_model *m = &simple_arch_models[i];
         oracle_case c;
         char path[1200];
-        if (strstr(m->name, m->n_group > 0 ? "f32" : "q4_k_m") == NULL || simple_arch_case_load(&c, m->name) != 0)
+        uint64_t kv_bytes = simple_arch_kv_bytes(m->name);
+        if ((!m->batch_invariance && !kv_bytes) || simple_arch_case_load(&c, m->name) != 0)
             continue;
         CHECK(c.n_prompt >= N_TOKENS);
         if (c.n_prompt >= N_TOKENS && simple_arch_write(m, path, sizeof path)) {
-            check_model_file(m->name, path, c.prompt_ids, &c);
+            if (kv_bytes)
+                check_memory_file(m->name, path, kv_bytes, 0);
+            if (m->batch_invariance)
+                check_model_file(m->name, path, c.prompt_ids, &c);
             remove(path);
         }
         oracle_case_free(&c);

@@ -1,6 +1,6 @@
 /* The simple MoE architectures (qwen2moe, llama with experts, olmoe,
- * bailingmoe2, glm4moe) on tiny models bmoe-mkmodel generates: the logits of
- * the prompt as one
+ * bailingmoe2, glm4moe, deepseek2) on tiny models bmoe-mkmodel generates: the
+ * logits of the prompt as one
  * prefill batch, then of each greedy id as a single-token decode (teacher
  * forcing), against llama.cpp's within shared/oracle/README.md's tolerances,
  * and every greedy step's argmax equal to llama.cpp's greedy id (F32; the

@@ -86,6 +86,24 @@ static const preset presets[] = {
       .n_expert_group_used = 2, .n_ff_expert = 256, .n_ff = 512, .n_leading_dense = 1,
       .expert_weights_scale = 1.5f, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 1e6f, .rms_eps = 1e-5f,
       .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-deepseek2", "deepseek2, 4 layers (0 dense ff 512), n_embd 256, 4 heads, MLA: q_lora 256, kv_lora 256, "
+     "qk 64+32 rope, v 64 (attn_k_b/attn_v_b), YaRN 40, 16 experts top-4 sigmoid + bias, normalized, x2.5, "
+     "2 shared, ff 256, vocab 512",
+     {.arch = MKMODEL_DEEPSEEK2, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 1, .head_dim = 96,
+      .n_rot = 32, .q_lora_rank = 256, .kv_lora_rank = 256, .v_head_dim = 64, .n_expert = 16, .n_expert_used = 4,
+      .n_ff_expert = 256, .n_expert_shared = 2, .n_ff = 512, .n_leading_dense = 1, .sigmoid_routing = true,
+      .expert_weights_norm = true, .expert_weights_scale = 2.5f, .n_vocab = 512, .n_ctx = 163840,
+      .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f, .yarn_original_ctx = 4096,
+      .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-deepseek2-lite", "deepseek2 as older Lite files: 3 layers (0 dense ff 512), n_embd 256, 4 heads, "
+     "attn_q, kv_lora 256, qk 64+32 rope, v 64 (one attn_kv_b), YaRN 40, 16 experts top-4 softmax, 1 shared, "
+     "ff 256, vocab 512",
+     {.arch = MKMODEL_DEEPSEEK2, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 4, .head_dim = 96,
+      .n_rot = 32, .kv_lora_rank = 256, .v_head_dim = 64, .fused_kv_b = true, .n_expert = 16, .n_expert_used = 4,
+      .n_ff_expert = 256, .n_expert_shared = 1, .n_ff = 512, .n_leading_dense = 1, .expert_weights_scale = 1.0f,
+      .n_vocab = 512, .n_ctx = 163840, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f,
+      .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN,
+      .type = TYPE_F32}},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
      {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
       .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
@@ -103,6 +121,14 @@ static const preset presets[] = {
       .n_vocab = 201088, .n_ctx = 131072, .sliding_window = 128, .rope_freq_base = 150000.0f,
       .rms_eps = 1e-5f, .yarn_factor = 32.0f, .yarn_original_ctx = 4096,
       .recipe = MKMODEL_RECIPE_MXFP4_MOE, .type = TYPE_Q8_0, .fill = MKMODEL_FILL_BLOCKS}},
+    {"deepseek-v2-lite", "DeepSeek-V2-Lite as Q4_K_M: 27 layers (1 dense), MLA (kv_lora 512), 64 experts top-6 "
+     "+ 2 shared, vocab 102400, ~15.7 B parameters",
+     {.arch = MKMODEL_DEEPSEEK2, .n_layer = 27, .n_embd = 2048, .n_head = 16, .n_head_kv = 1, .head_dim = 192,
+      .n_rot = 64, .kv_lora_rank = 512, .v_head_dim = 128, .n_expert = 64, .n_expert_used = 6,
+      .n_ff_expert = 1408, .n_expert_shared = 2, .n_ff = 10944, .n_leading_dense = 1,
+      .expert_weights_scale = 1.0f, .n_vocab = 102400, .n_ctx = 163840, .rope_freq_base = 10000.0f,
+      .rms_eps = 1e-6f, .yarn_factor = 40.0f, .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f,
+      .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
     /* The three hybrids' shapes as their public configurations describe them
      * (layer counts, widths, heads, experts); the layer patterns follow the
      * architectures' rules (an attention layer every 4th, 5 SWA layers per
@@ -196,6 +222,8 @@ const char *mkmodel_arch_name(enum mkmodel_arch arch)
         return "bailingmoe2";
     case MKMODEL_GLM4MOE:
         return "glm4moe";
+    case MKMODEL_DEEPSEEK2:
+        return "deepseek2";
     }
     return "?";
 }
@@ -222,6 +250,8 @@ int mkmodel_arch_from_name(const char *name)
         return MKMODEL_BAILINGMOE2;
     if (strcmp(name, "glm4moe") == 0)
         return MKMODEL_GLM4MOE;
+    if (strcmp(name, "deepseek2") == 0)
+        return MKMODEL_DEEPSEEK2;
     return -1;
 }
 
@@ -340,6 +370,23 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
     }
     if (config->arch == MKMODEL_QWEN2MOE)
         LIMIT(n_ff_shared, 1, 1u << 20, "--shared-ff");
+    if (config->arch == MKMODEL_DEEPSEEK2) {
+        LIMIT(n_rot, 2, config->head_dim - 1, "--rope-dims");
+        LIMIT(kv_lora_rank, 1, 65536, "--kv-lora");
+        LIMIT(v_head_dim, 1, 1024, "--v-head-dim");
+        LIMIT(n_expert_shared, 1, 64, "--shared-experts");
+        if (config->q_lora_rank > 65536 || config->n_leading_dense > config->n_layer)
+            return error_set(err, "--q-lora %u must be at most 65536 and --dense-layers %u at most --layers %u",
+                             config->q_lora_rank, config->n_leading_dense, config->n_layer);
+        if (config->n_leading_dense > 0)
+            LIMIT(n_ff, 1, 1u << 20, "--ff");
+        if (config->n_rot % 2 != 0)
+            return error_set(err, "--rope-dims %u must be even", config->n_rot);
+        if (config->yarn_factor != 0.0f &&
+            !(config->yarn_factor >= 1.0f && config->yarn_factor <= 1024.0f && config->yarn_original_ctx >= 1))
+            return error_set(err, "--yarn-factor %g must be 0 (no YaRN) or in [1, 1024] with a positive "
+                             "--yarn-orig-ctx (%u)", (double)config->yarn_factor, config->yarn_original_ctx);
+    }
     if (config->arch == MKMODEL_OLMOE && config->n_head_kv != config->n_head)
         return error_set(err, "olmoe: --kv-heads %u must equal --heads %u (its k norm spans the whole projection)",
                          config->n_head_kv, config->n_head);
@@ -718,6 +765,47 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
                 NORMAL(inverse_sqrt(c->n_ff_shared)));
             continue;
         }
+        if (c->arch == MKMODEL_DEEPSEEK2) {
+            /* multi-head latent attention (architectures.md 9.2); the latent is
+             * RMS-normalized, so the matrices reading it are drawn at 1/sqrt(kv_lora) */
+            int64_t r = c->n_rot, nope = c->head_dim - r, vd = c->v_head_dim, H = c->n_head;
+            int64_t q_lora = c->q_lora_rank, kv_lora = c->kv_lora_rank, shared = F * c->n_expert_shared;
+            float s_latent = inverse_sqrt(c->kv_lora_rank);
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (q_lora > 0) {
+                ADD(ROLE_MATRIX, il, "attn_q_a.weight", 2, E, q_lora, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_q_a_norm.weight", 1, q_lora, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_MATRIX, il, "attn_q_b.weight", 2, q_lora, Q, 1, NORMAL(inverse_sqrt(c->q_lora_rank)));
+            } else {
+                ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
+            }
+            ADD(ROLE_MATRIX, il, "attn_kv_a_mqa.weight", 2, E, kv_lora + r, 1, NORMAL(s_embd));
+            ADD(ROLE_VECTOR, il, "attn_kv_a_norm.weight", 1, kv_lora, 1, 1, NORM_WEIGHT);
+            if (c->fused_kv_b) {
+                ADD(ROLE_MATRIX, il, "attn_kv_b.weight", 2, kv_lora, H * (nope + vd), 1, NORMAL(s_latent));
+            } else {
+                ADD(ROLE_MATRIX, il, "attn_k_b.weight", 3, nope, kv_lora, H, NORMAL(s_latent));
+                ADD(ROLE_MATRIX, il, "attn_v_b.weight", 3, kv_lora, vd, H, NORMAL(s_latent));
+            }
+            ADD(ROLE_MATRIX, il, "attn_output.weight", 2, H * vd, E, 1, NORMAL(inverse_sqrt((uint32_t)(H * vd))));
+            ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            if (il < c->n_leading_dense) {
+                ADD(ROLE_MATRIX, il, "ffn_gate.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "ffn_up.weight", 2, E, c->n_ff, 1, NORMAL(s_embd));
+                ADD(ROLE_FFN_DOWN, il, "ffn_down.weight", 2, c->n_ff, E, 1, NORMAL(inverse_sqrt(c->n_ff)));
+                continue;
+            }
+            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+            if (c->sigmoid_routing)
+                ADD(ROLE_VECTOR, il, "exp_probs_b.bias", 1, X, 1, 1, BIAS);
+            ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+            ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, shared, E, 1, NORMAL(inverse_sqrt((uint32_t)shared)));
+            continue;
+        }
         ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
         bool qkv_bias = c->arch == MKMODEL_GPT_OSS || c->arch == MKMODEL_QWEN2MOE;
         ADD(ROLE_MATRIX, il, "attn_q.weight", 2, E, Q, 1, NORMAL(s_embd));
@@ -894,11 +982,44 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
             model->layer_kv_heads[il] = (int32_t)(!attends ? 0 : full ? c->n_head_kv_full : c->n_head_kv);
         }
         KV_ARRAY("attention.head_count_kv", GGUF_TYPE_INT32, c->n_layer, model->layer_kv_heads);
+    } else if (c->arch == MKMODEL_DEEPSEEK2) {
+        /* the latent-cache files describe their cache: one KV head of the
+         * latent and the rope key, whose values are the latent; older files
+         * (attn_kv_b) their decompressed heads */
+        bool latent = !c->fused_kv_b;
+        KV_U32("attention.head_count_kv", latent ? 1 : c->n_head);
+        KV_U32("attention.key_length", latent ? c->kv_lora_rank + c->n_rot : c->head_dim);
+        KV_U32("attention.value_length", latent ? c->kv_lora_rank : c->v_head_dim);
+        if (latent) {
+            KV_U32("attention.key_length_mla", c->head_dim);
+            KV_U32("attention.value_length_mla", c->v_head_dim);
+        }
+        /* the reference reads q_lora_rank on every layer count but the Lite ones */
+        if (c->q_lora_rank > 0 || (c->n_layer != 26 && c->n_layer != 27))
+            KV_U32("attention.q_lora_rank", c->q_lora_rank);
+        KV_U32("attention.kv_lora_rank", c->kv_lora_rank);
+        KV_U32("leading_dense_block_count", c->n_leading_dense);
+        KV_U32("expert_shared_count", c->n_expert_shared);
+        KV_U32("expert_gating_func", c->sigmoid_routing ? 2 : 1);
+        KV(a, "expert_weights_norm", GGUF_TYPE_BOOL, b, c->expert_weights_norm);
+        if (c->expert_weights_scale != 0.0f)
+            KV_F32("expert_weights_scale", c->expert_weights_scale);
+        KV_U32("expert_group_count", 1);
+        KV_U32("expert_group_used_count", 1);
+        KV_U32("rope.dimension_count", c->n_rot);
+        if (c->yarn_factor > 0.0f) {
+            KV_STRING(a, "rope.scaling.type", "yarn");
+            KV_F32("rope.scaling.factor", c->yarn_factor);
+            KV_U32("rope.scaling.original_context_length", c->yarn_original_ctx);
+            KV_F32("rope.scaling.yarn_log_multiplier", c->yarn_log_multiplier);
+        }
     } else {
         KV_U32("attention.head_count_kv", c->n_head_kv);
     }
-    KV_U32("attention.key_length", c->head_dim);
-    KV_U32("attention.value_length", c->head_dim);
+    if (c->arch != MKMODEL_DEEPSEEK2) {
+        KV_U32("attention.key_length", c->head_dim);
+        KV_U32("attention.value_length", c->head_dim);
+    }
     KV_F32("attention.layer_norm_rms_epsilon", c->rms_eps);
     KV_F32("rope.freq_base", c->rope_freq_base);
     if (c->arch == MKMODEL_QWEN35MOE) {
@@ -930,7 +1051,7 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
             KV_U32("expert_group_count", c->n_expert_group);
             KV_U32("expert_group_used_count", c->n_expert_group_used);
         }
-    } else if (c->arch != MKMODEL_GPT_OSS) {
+    } else if (c->arch != MKMODEL_GPT_OSS && c->arch != MKMODEL_DEEPSEEK2) {
         KV_U32("rope.dimension_count", c->head_dim);
     }
     if (c->arch == MKMODEL_LFM2MOE) {

@@ -1,5 +1,5 @@
 /* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama,
- * lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe)
+ * lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2)
  * of a chosen shape, seed and weight type, with a small real byte-level BPE
  * tokenizer and the family's chat template; or, with --plan, prints the
  * tensor table and sizes without writing. This file parses the flags; every
@@ -30,7 +30,7 @@ static void print_usage(FILE *out)
     mkmodel_list_presets(out);
     fprintf(out,
             "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe |\n"
-            "                         qwen2moe | olmoe | bailingmoe2 | glm4moe\n"
+            "                         qwen2moe | olmoe | bailingmoe2 | glm4moe | deepseek2\n"
             "                         (default: the preset's;\n"
             "                         without --shape, tiny-<arch>)\n"
             "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
@@ -39,16 +39,20 @@ static void print_usage(FILE *out)
             "                         Mixtral-style experts instead of the dense FFN)\n"
             "  --ff N                 dense FFN width (llama) / feed_forward_length key\n"
             "  --vocab N  --context N  --merges N (most BPE merges learned)\n"
-            "  --sliding-window N  --swa-pattern P  --yarn-factor F  --yarn-orig-ctx N  (gpt-oss)\n"
+            "  --sliding-window N  --swa-pattern P  --yarn-factor F  --yarn-orig-ctx N  (gpt-oss;\n"
+            "                         the YaRN ones also deepseek2)\n"
             "  --attention-interval N layer i attends iff (i + 1) %% N == 0 (lfm2moe, qwen35moe)\n"
-            "  --dense-layers N  --conv-taps N  (lfm2moe; conv-taps also qwen35moe)\n"
+            "  --dense-layers N  --conv-taps N  (lfm2moe; conv-taps also qwen35moe; dense-layers\n"
+            "                         also deepseek2)\n"
+            "  --q-lora N  --kv-lora N  --v-head-dim N  --shared-experts N  (deepseek2: --head-dim\n"
+            "                         is qk_nope + --rope-dims; --q-lora 0: attn_q directly)\n"
             "  --head-dim-swa N  --kv-heads-full N  --swa-period P  --sliding-window N  (gemma4:\n"
             "                         P-1 sliding-window layers, then a full one of --head-dim)\n"
             "  --shared-kv N  --per-layer-input D  (gemma4: the last N layers without K/V of\n"
             "                         their own, attending over the last earlier layer's cache of\n"
             "                         their kind; per-layer embeddings of D per layer)\n"
             "  --rope-dims N  --ssm-state N  --ssm-k-heads N  --ssm-v-heads N  --shared-ff N\n"
-            "                         (qwen35moe; --shared-ff also qwen2moe)\n"
+            "                         (qwen35moe; --shared-ff also qwen2moe, --rope-dims deepseek2)\n"
             "  --groups N  --groups-used N  --nextn-layers N  --weights-scale F  --qk-norm 0|1\n"
             "                         (bailingmoe2, glm4moe: N expert groups of which the best\n"
             "                         N are eligible; N trailing MTP blocks, not run; the routed\n"
@@ -151,6 +155,10 @@ static const u32_flag u32_flags[] = {
     {"--groups-used", FIELD(n_expert_group_used)},
     {"--nextn-layers", FIELD(n_nextn)},
     {"--qk-norm", FIELD(qk_norm)},
+    {"--q-lora", FIELD(q_lora_rank)},
+    {"--kv-lora", FIELD(kv_lora_rank)},
+    {"--v-head-dim", FIELD(v_head_dim)},
+    {"--shared-experts", FIELD(n_expert_shared)},
 };
 
 static const u32_flag *find_u32_flag(const char *flag)
@@ -210,7 +218,7 @@ int main(int argc, char **argv)
     config.n_merges = 100000;
     if (arch && mkmodel_arch_from_name(arch) < 0)
         return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, "
-                           "bailingmoe2, glm4moe)", arch);
+                           "bailingmoe2, glm4moe, deepseek2)", arch);
     char default_shape[32];
     if (!shape) {
         snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");

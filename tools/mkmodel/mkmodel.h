@@ -24,7 +24,8 @@ enum mkmodel_arch {
     MKMODEL_QWEN2MOE,
     MKMODEL_OLMOE,
     MKMODEL_BAILINGMOE2,
-    MKMODEL_GLM4MOE
+    MKMODEL_GLM4MOE,
+    MKMODEL_DEEPSEEK2
 };
 
 /* A weight recipe: one plain type for every matrix, or a named mix. */
@@ -58,11 +59,11 @@ typedef struct mkmodel_config {
     uint32_t sliding_window_pattern; /* gpt-oss; 0 = key not written (default 2) */
     float rope_freq_base;
     float rms_eps;
-    float yarn_factor;          /* gpt-oss */
-    uint32_t yarn_original_ctx; /* gpt-oss */
+    float yarn_factor;          /* gpt-oss, deepseek2 (0: no YaRN keys) */
+    uint32_t yarn_original_ctx; /* gpt-oss, deepseek2 */
     /* the hybrid architectures (see the presets) */
     uint32_t attention_interval; /* lfm2moe, qwen35moe: layer il attends iff (il + 1) % interval == 0 */
-    uint32_t n_leading_dense;    /* lfm2moe, bailingmoe2, glm4moe: dense FFN layers before the MoE ones */
+    uint32_t n_leading_dense;    /* lfm2moe, bailingmoe2, glm4moe, deepseek2: dense FFN layers before the MoE ones */
     uint32_t conv_taps;          /* lfm2moe shortconv.l_cache, qwen35moe ssm.conv_kernel */
     uint32_t head_dim_swa;       /* gemma4: sliding-window layers' head size (head_dim: full layers') */
     uint32_t n_head_kv_full;     /* gemma4: full layers' KV heads (n_head_kv: sliding-window layers') */
@@ -76,7 +77,17 @@ typedef struct mkmodel_config {
     uint32_t n_expert_group, n_expert_group_used; /* grouped routing; 0: keys not written */
     uint32_t n_nextn;            /* trailing multi-token-prediction blocks (not run), after n_layer */
     uint32_t qk_norm;            /* glm4moe: per-head q/k norms (bailingmoe2 always has them) */
-    float expert_weights_scale;  /* 0: key not written */
+    float expert_weights_scale;  /* bailingmoe2, glm4moe, deepseek2 (0: key not written) */
+    /* deepseek2's multi-head latent attention: head_dim is each head's query
+     * and key (qk_nope + n_rot), n_rot their rotated part */
+    uint32_t q_lora_rank;        /* 0: attn_q directly (the Lite models) */
+    uint32_t kv_lora_rank;
+    uint32_t v_head_dim;         /* each head's value */
+    bool fused_kv_b;             /* older files' attn_kv_b instead of attn_k_b and attn_v_b */
+    uint32_t n_expert_shared;    /* deepseek2: shared experts, n_ff_expert wide each */
+    bool sigmoid_routing;        /* deepseek2: expert_gating_func sigmoid with exp_probs_b (else softmax) */
+    bool expert_weights_norm;    /* deepseek2 */
+    float yarn_log_multiplier;   /* deepseek2: 0.1 * mscale_all_dim */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */

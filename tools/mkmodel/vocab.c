@@ -80,8 +80,9 @@ static family family_of(enum mkmodel_arch arch)
     case MKMODEL_OLMOE:
     case MKMODEL_BAILINGMOE2:
     case MKMODEL_GLM4MOE:
+    case MKMODEL_DEEPSEEK2:
         /* Qwen3.5, LFM2 and Qwen2-MoE chat in ChatML too; their ids and
-         * templates here are Qwen3's, and OLMoE, Ling and GLM get the same (a
+         * templates here are Qwen3's, and OLMoE, Ling, GLM and DeepSeek get the same (a
          * random model needs a working tokenizer, not theirs) */
         f.specials = qwen3_specials;
         f.special_count = sizeof qwen3_specials / sizeof qwen3_specials[0];
