@@ -29,23 +29,33 @@ KERNEL_INLINE __m256i iq_avx2_sign_mask(uint32_t signs)
     return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bits), bits);
 }
 
+/* The multipliers of iq_sub.scales as words: the first 16 values' in the
+ * low 128-bit lane, the last 16 values' in the high one (where maddubs
+ * leaves their pair sums). */
+KERNEL_INLINE __m256i iq_avx2_multipliers(uint32_t scales)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
+                                            2, 3, 2, 3, 2, 3, 2, 3);
+    return _mm256_shuffle_epi8(_mm256_set1_epi32((int)scales), spread);
+}
+
+KERNEL_INLINE __m256i iq_avx2_points(const uint64_t points[4])
+{
+    return _mm256_set_epi64x((long long)points[3], (long long)points[2], (long long)points[1],
+                             (long long)points[0]);
+}
+
 /* One block's scaled integer sum in eight int32 lanes. */
 KERNEL_INLINE __m256i iq_avx2_block(const uint8_t *block, const block_q8_k *y, const enum iq_kind kind)
 {
-    uint8_t scale[16];
-    iq_scales(kind, block, scale);
     __m256i sum = _mm256_setzero_si256();
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        uint64_t points[4];
-        uint32_t signs;
-        iq_sub_block(kind, block, s, points, &signs);
-        __m256i grid = _mm256_set_epi64x((long long)points[3], (long long)points[2], (long long)points[1],
-                                         (long long)points[0]);
-        __m256i mask = iq_avx2_sign_mask(signs);
+        iq_sub sub = iq_sub_block(kind, block, s);
+        __m256i mask = iq_avx2_sign_mask(sub.signs);
         __m256i q = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * s));
         q = _mm256_sub_epi8(_mm256_xor_si256(q, mask), mask);
-        __m256i multipliers = _mm256_set_m128i(_mm_set1_epi16(scale[2 * s + 1]), _mm_set1_epi16(scale[2 * s]));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(grid, q), multipliers));
+        __m256i pairs = _mm256_maddubs_epi16(iq_avx2_points(sub.points), q);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(sub.scales)));
     }
     return sum;
 }
@@ -79,22 +89,14 @@ KERNEL_INLINE void iq_avx2_group(const int R, int64_t n, const uint8_t *rows, si
  * 0; the pair sums are at most 2 x 9 x 127). */
 KERNEL_INLINE __m256i iq1_avx2_block(const uint8_t *block, const block_q8_k *y, const enum iq1_kind kind)
 {
-    uint8_t scale[16];
-    iq1_scales(kind, block, scale);
     const __m256i eight = _mm256_set1_epi8(8);
     __m256i sum = _mm256_setzero_si256();
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        uint64_t points[4], deltas[4];
-        iq1_sub_block(kind, block, s, points, deltas);
-        __m256i grid = _mm256_set_epi64x((long long)points[3], (long long)points[2], (long long)points[1],
-                                         (long long)points[0]);
-        __m256i delta = _mm256_set_epi64x((long long)deltas[3], (long long)deltas[2], (long long)deltas[1],
-                                          (long long)deltas[0]);
-        __m256i w = _mm256_add_epi8(_mm256_sign_epi8(eight, grid), delta);
+        iq1_sub sub = iq1_sub_block(kind, block, s);
+        __m256i w = _mm256_add_epi8(_mm256_sign_epi8(eight, iq_avx2_points(sub.points)), iq_avx2_points(sub.deltas));
         __m256i q = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * s));
-        __m256i multipliers = _mm256_set_m128i(_mm_set1_epi16(scale[2 * s + 1]), _mm_set1_epi16(scale[2 * s]));
         __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, multipliers));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(sub.scales)));
     }
     return sum;
 }

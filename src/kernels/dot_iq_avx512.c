@@ -3,7 +3,7 @@
  * (dot_iq_common.h reads the blocks). Two sub-blocks per zmm: their 64 sign bits are a byte
  * mask as they stand, so one masked subtract negates the activation's quants;
  * maddubs forms the exact pair sums and vpdpwssd applies the multipliers of
- * the four 16-value halves while accumulating. Each row sums its blocks into
+ * the four 16-value halves (one per 128-bit lane) while accumulating. Each row sums its blocks into
  * f32 lanes in increasing order; rows never share accumulators. */
 #include <immintrin.h>
 
@@ -19,32 +19,35 @@ KERNEL_INLINE float iq_avx512_hsum(__m512 v)
     return _mm_cvtss_f32(x);
 }
 
+/* The multipliers of two sub-blocks (iq_sub.scales of each) as words,
+ * each 128-bit lane holding one half's (where maddubs leaves its pair
+ * sums): lane L takes word L of the broadcast 64 bits. */
+KERNEL_INLINE __m512i iq_avx512_multipliers(uint32_t first, uint32_t second)
+{
+    const __m512i spread = _mm512_set_epi64(0x0706070607060706ll, 0x0706070607060706ll, 0x0504050405040504ll,
+                                            0x0504050405040504ll, 0x0302030203020302ll, 0x0302030203020302ll,
+                                            0x0100010001000100ll, 0x0100010001000100ll);
+    return _mm512_shuffle_epi8(_mm512_set1_epi64((long long)((uint64_t)first | (uint64_t)second << 32)), spread);
+}
+
+KERNEL_INLINE __m512i iq_avx512_points(const uint64_t low[4], const uint64_t high[4])
+{
+    return _mm512_set_epi64((long long)high[3], (long long)high[2], (long long)high[1], (long long)high[0],
+                            (long long)low[3], (long long)low[2], (long long)low[1], (long long)low[0]);
+}
+
 /* One block's scaled integer sum in sixteen int32 lanes. */
 KERNEL_INLINE __m512i iq_avx512_block(const uint8_t *block, const block_q8_k *y, const enum iq_kind kind)
 {
-    uint8_t scale[16];
-    iq_scales(kind, block, scale);
-    /* word k of the multipliers of sub-blocks 2p, 2p + 1 is that of half
-     * 4p + k / 8 (maddubs' word k holds values 2k and 2k + 1) */
-    const __m512i scales16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)scale)));
-    const __m512i spread = _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
-                                            0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0,
-                                            0);
     __m512i sum = _mm512_setzero_si512();
     KERNEL_UNROLLED for (int p = 0; p < 4; p++) {
-        uint64_t points[8];
-        uint32_t signs_low, signs_high;
-        iq_sub_block(kind, block, 2 * p, points, &signs_low);
-        iq_sub_block(kind, block, 2 * p + 1, points + 4, &signs_high);
-        __m512i grid = _mm512_set_epi64((long long)points[7], (long long)points[6], (long long)points[5],
-                                        (long long)points[4], (long long)points[3], (long long)points[2],
-                                        (long long)points[1], (long long)points[0]);
-        __mmask64 negative = (__mmask64)((uint64_t)signs_low | (uint64_t)signs_high << 32);
+        iq_sub first = iq_sub_block(kind, block, 2 * p);
+        iq_sub second = iq_sub_block(kind, block, 2 * p + 1);
+        __mmask64 negative = (__mmask64)((uint64_t)first.signs | (uint64_t)second.signs << 32);
         __m512i q = _mm512_loadu_si512((const void *)(y->qs + 64 * p));
         q = _mm512_mask_sub_epi8(q, negative, _mm512_setzero_si512(), q);
-        __m512i multipliers =
-            _mm512_permutexvar_epi16(_mm512_add_epi16(spread, _mm512_set1_epi16((short)(4 * p))), scales16);
-        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(grid, q), multipliers);
+        __m512i pairs = _mm512_maddubs_epi16(iq_avx512_points(first.points, second.points), q);
+        sum = _mm512_dpwssd_epi32(sum, pairs, iq_avx512_multipliers(first.scales, second.scales));
     }
     return sum;
 }
@@ -78,32 +81,19 @@ KERNEL_INLINE void iq_avx512_group(const int R, int64_t n, const uint8_t *rows, 
  * where w is (w is odd, never 0). */
 KERNEL_INLINE __m512i iq1_avx512_block(const uint8_t *block, const block_q8_k *y, const enum iq1_kind kind)
 {
-    uint8_t scale[16];
-    iq1_scales(kind, block, scale);
-    const __m512i scales16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)scale)));
-    const __m512i spread = _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
-                                            0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0,
-                                            0);
     __m512i sum = _mm512_setzero_si512();
     KERNEL_UNROLLED for (int p = 0; p < 4; p++) {
-        uint64_t points[8], deltas[8];
-        iq1_sub_block(kind, block, 2 * p, points, deltas);
-        iq1_sub_block(kind, block, 2 * p + 1, points + 4, deltas + 4);
-        __m512i g = _mm512_set_epi64((long long)points[7], (long long)points[6], (long long)points[5],
-                                     (long long)points[4], (long long)points[3], (long long)points[2],
-                                     (long long)points[1], (long long)points[0]);
-        __m512i delta = _mm512_set_epi64((long long)deltas[7], (long long)deltas[6], (long long)deltas[5],
-                                         (long long)deltas[4], (long long)deltas[3], (long long)deltas[2],
-                                         (long long)deltas[1], (long long)deltas[0]);
+        iq1_sub first = iq1_sub_block(kind, block, 2 * p);
+        iq1_sub second = iq1_sub_block(kind, block, 2 * p + 1);
+        __m512i g = iq_avx512_points(first.points, second.points);
         g = _mm512_add_epi8(g, g);
         g = _mm512_add_epi8(g, g);
         g = _mm512_add_epi8(g, g);
-        __m512i w = _mm512_add_epi8(g, delta);
+        __m512i w = _mm512_add_epi8(g, iq_avx512_points(first.deltas, second.deltas));
         __m512i q = _mm512_loadu_si512((const void *)(y->qs + 64 * p));
         q = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(w), _mm512_setzero_si512(), q);
-        __m512i multipliers =
-            _mm512_permutexvar_epi16(_mm512_add_epi16(spread, _mm512_set1_epi16((short)(4 * p))), scales16);
-        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(_mm512_abs_epi8(w), q), multipliers);
+        __m512i pairs = _mm512_maddubs_epi16(_mm512_abs_epi8(w), q);
+        sum = _mm512_dpwssd_epi32(sum, pairs, iq_avx512_multipliers(first.scales, second.scales));
     }
     return sum;
 }

@@ -26,23 +26,24 @@ KERNEL_INLINE int8x16_t iq_neon_apply_signs(int8x16_t q, uint8_t low, uint8_t hi
     return vsubq_s8(veorq_s8(q, mask), mask);
 }
 
+KERNEL_INLINE int8x16_t iq_neon_points(uint64_t first, uint64_t second)
+{
+    return vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(first), vcreate_u64(second)));
+}
+
 /* One block's scaled integer sum in four int32 lanes. */
 KERNEL_INLINE int32x4_t iq_neon_block(const uint8_t *block, const block_q8_k *y, const enum iq_kind kind)
 {
-    uint8_t scale[16];
-    iq_scales(kind, block, scale);
     int32x4_t sum = vdupq_n_s32(0);
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        uint64_t points[4];
-        uint32_t signs;
-        iq_sub_block(kind, block, s, points, &signs);
-        int8x16_t grid_low = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(points[0]), vcreate_u64(points[1])));
-        int8x16_t grid_high = vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(points[2]), vcreate_u64(points[3])));
-        int8x16_t q_low = iq_neon_apply_signs(vld1q_s8(y->qs + 32 * s), (uint8_t)signs, (uint8_t)(signs >> 8));
-        int8x16_t q_high =
-            iq_neon_apply_signs(vld1q_s8(y->qs + 32 * s + 16), (uint8_t)(signs >> 16), (uint8_t)(signs >> 24));
-        sum = vmlaq_n_s32(sum, vdotq_s32(vdupq_n_s32(0), grid_low, q_low), scale[2 * s]);
-        sum = vmlaq_n_s32(sum, vdotq_s32(vdupq_n_s32(0), grid_high, q_high), scale[2 * s + 1]);
+        iq_sub sub = iq_sub_block(kind, block, s);
+        int8x16_t q_low = iq_neon_apply_signs(vld1q_s8(y->qs + 32 * s), (uint8_t)sub.signs, (uint8_t)(sub.signs >> 8));
+        int8x16_t q_high = iq_neon_apply_signs(vld1q_s8(y->qs + 32 * s + 16), (uint8_t)(sub.signs >> 16),
+                                               (uint8_t)(sub.signs >> 24));
+        int32x4_t low = vdotq_s32(vdupq_n_s32(0), iq_neon_points(sub.points[0], sub.points[1]), q_low);
+        int32x4_t high = vdotq_s32(vdupq_n_s32(0), iq_neon_points(sub.points[2], sub.points[3]), q_high);
+        sum = vmlaq_n_s32(sum, low, (int32_t)(sub.scales & 0xffff));
+        sum = vmlaq_n_s32(sum, high, (int32_t)(sub.scales >> 16));
     }
     return sum;
 }
@@ -75,20 +76,17 @@ KERNEL_INLINE void iq_neon_group(const int R, int64_t n, const uint8_t *rows, si
  * bytes, so sdot takes them as they are. */
 KERNEL_INLINE int32x4_t iq1_neon_block(const uint8_t *block, const block_q8_k *y, const enum iq1_kind kind)
 {
-    uint8_t scale[16];
-    iq1_scales(kind, block, scale);
     int32x4_t sum = vdupq_n_s32(0);
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        uint64_t points[4], deltas[4];
-        iq1_sub_block(kind, block, s, points, deltas);
-        int8x16_t w_low = vaddq_s8(vshlq_n_s8(vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(points[0]),
-                                                                                 vcreate_u64(points[1]))), 3),
-                                   vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(deltas[0]), vcreate_u64(deltas[1]))));
-        int8x16_t w_high = vaddq_s8(vshlq_n_s8(vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(points[2]),
-                                                                                  vcreate_u64(points[3]))), 3),
-                                    vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(deltas[2]), vcreate_u64(deltas[3]))));
-        sum = vmlaq_n_s32(sum, vdotq_s32(vdupq_n_s32(0), w_low, vld1q_s8(y->qs + 32 * s)), scale[2 * s]);
-        sum = vmlaq_n_s32(sum, vdotq_s32(vdupq_n_s32(0), w_high, vld1q_s8(y->qs + 32 * s + 16)), scale[2 * s + 1]);
+        iq1_sub sub = iq1_sub_block(kind, block, s);
+        int8x16_t w_low = vaddq_s8(vshlq_n_s8(iq_neon_points(sub.points[0], sub.points[1]), 3),
+                                   iq_neon_points(sub.deltas[0], sub.deltas[1]));
+        int8x16_t w_high = vaddq_s8(vshlq_n_s8(iq_neon_points(sub.points[2], sub.points[3]), 3),
+                                    iq_neon_points(sub.deltas[2], sub.deltas[3]));
+        int32x4_t low = vdotq_s32(vdupq_n_s32(0), w_low, vld1q_s8(y->qs + 32 * s));
+        int32x4_t high = vdotq_s32(vdupq_n_s32(0), w_high, vld1q_s8(y->qs + 32 * s + 16));
+        sum = vmlaq_n_s32(sum, low, (int32_t)(sub.scales & 0xffff));
+        sum = vmlaq_n_s32(sum, high, (int32_t)(sub.scales >> 16));
     }
     return sum;
 }
