@@ -114,6 +114,18 @@ typedef struct block_iq1_m {
     uint8_t scales[8]; /* four 16-bit words: 3-bit scales of each 16 values, and the f16 scale in their top nibbles */
 } block_iq1_m;
 
+/* The ternary formats (values -1, 0, 1 times d; quant_ternary.c). */
+typedef struct block_tq1_0 {
+    uint8_t qs[48]; /* five values a byte, base 3 */
+    uint8_t qh[4];  /* four values a byte, base 3 */
+    uint16_t d;
+} block_tq1_0;
+
+typedef struct block_tq2_0 {
+    uint8_t qs[64]; /* four 2-bit codes a byte (value: code - 1) */
+    uint16_t d;
+} block_tq2_0;
+
 typedef struct block_q8_k {
     float d;
     int8_t qs[256];
@@ -142,6 +154,8 @@ _Static_assert(sizeof(block_iq3_xxs) == 98, "IQ3_XXS block");
 _Static_assert(sizeof(block_iq3_s) == 110, "IQ3_S block");
 _Static_assert(sizeof(block_iq1_s) == 50, "IQ1_S block");
 _Static_assert(sizeof(block_iq1_m) == 56, "IQ1_M block");
+_Static_assert(sizeof(block_tq1_0) == 54, "TQ1_0 block");
+_Static_assert(sizeof(block_tq2_0) == 66, "TQ2_0 block");
 
 /* Non-linear 4-bit grid of IQ4_NL and IQ4_XS (spec 3.6). */
 extern const int8_t quant_iq4nl_values[16];
@@ -304,6 +318,11 @@ void dequantize_row_iq1_s(const void *src, float *dst, int64_t n);
 float vec_dot_iq1_s(int64_t n, const void *weights, const void *activations);
 void dequantize_row_iq1_m(const void *src, float *dst, int64_t n);
 float vec_dot_iq1_m(int64_t n, const void *weights, const void *activations);
+
+void dequantize_row_tq1_0(const void *src, float *dst, int64_t n);
+float vec_dot_tq1_0(int64_t n, const void *weights, const void *activations);
+void dequantize_row_tq2_0(const void *src, float *dst, int64_t n);
+float vec_dot_tq2_0(int64_t n, const void *weights, const void *activations);
 
 void dequantize_row_mxfp4(const void *src, float *dst, int64_t n);
 void quantize_row_mxfp4(const float *src, void *dst, int64_t n);

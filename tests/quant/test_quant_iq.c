@@ -2,7 +2,8 @@
  * IQ1_M): the structure of their grids and sign table, a few grid points
  * typed in by hand from the formats' definition (llama.cpp's ggml-common.h),
  * and blocks built here byte by byte whose values the test works out from
- * the block layout and those points, not from quant_iq_grid.c. */
+ * the block layout and those points, not from quant_iq_grid.c. The same for
+ * the ternary TQ1_0 and TQ2_0, whose bytes the test encodes itself. */
 #include "base/fp16.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
@@ -277,6 +278,69 @@ static void test_iq1_m(void)
     compare("IQ1_M", b, want);
 }
 
+/* ---- ternary formats ------------------------------------------------------- */
+
+/* A TQ1_0 byte as the format defines it: the digits (0, 1, 2; first most
+ * significant) as a base-3 number, scaled from 3^5 to 2^8 rounding up. */
+static uint8_t tq1_byte(const int digits[5])
+{
+    int v = 0;
+    for (int i = 0; i < 5; i++)
+        v = 3 * v + digits[i];
+    return (uint8_t)((v * 256 + 242) / 243);
+}
+
+static void test_tq1_0(void)
+{
+    uint8_t b[54] = {0};
+    float want[QK_K];
+    /* every digit 0 (value -1) unless set below; d = 0.5 at the end */
+    for (int i = 0; i < QK_K; i++)
+        want[i] = -0.5f;
+    put_u16(b + 52, F16_HALF);
+    static const int first[5] = {2, 0, 1, 2, 1}, middle[5] = {0, 1, 2, 0, 0}, last[5] = {1, 2, 0, 2, 0};
+    b[0] = tq1_byte(first);   /* values 32n of the first 160 */
+    b[32] = tq1_byte(middle); /* values 160 + 16n */
+    b[49] = tq1_byte(last);   /* qh byte 1: values 240 + 4l + 1, four digits */
+    for (int n = 0; n < 5; n++) {
+        want[32 * n] = 0.5f * (float)(first[n] - 1);
+        want[160 + 16 * n] = 0.5f * (float)(middle[n] - 1);
+    }
+    for (int l = 0; l < 4; l++)
+        want[240 + 4 * l + 1] = 0.5f * (float)(last[l] - 1);
+    compare("TQ1_0", b, want);
+    /* every byte an encoder can write decodes to its own digits */
+    int wrong = 0;
+    for (int v = 0; v < 243; v++) {
+        int digits[5] = {v / 81, v / 27 % 3, v / 9 % 3, v / 3 % 3, v % 3};
+        uint8_t block[54] = {0};
+        block[5] = tq1_byte(digits);
+        put_u16(block + 52, F16_ONE);
+        float got[QK_K];
+        quant_format_of(TYPE_TQ1_0)->dequantize_row(block, got, QK_K);
+        for (int n = 0; n < 5; n++)
+            wrong += got[32 * n + 5] != (float)(digits[n] - 1);
+    }
+    CHECK_MSG(wrong == 0, "TQ1_0: %d digits of the 243 encodings decode wrong", wrong);
+}
+
+static void test_tq2_0(void)
+{
+    uint8_t b[66] = {0};
+    float want[QK_K];
+    for (int i = 0; i < QK_K; i++)
+        want[i] = -0.5f; /* code 0 */
+    put_u16(b + 64, F16_HALF);
+    b[0] = 2 | 0 << 2 | 1 << 4 | 2 << 6;  /* values 0, 32, 64, 96 */
+    b[33] = 0 | 1 << 2 | 2 << 4 | 1 << 6; /* values 129, 161, 193, 225 */
+    static const int codes0[4] = {2, 0, 1, 2}, codes33[4] = {0, 1, 2, 1};
+    for (int l = 0; l < 4; l++) {
+        want[32 * l] = 0.5f * (float)(codes0[l] - 1);
+        want[128 + 1 + 32 * l] = 0.5f * (float)(codes33[l] - 1);
+    }
+    compare("TQ2_0", b, want);
+}
+
 int main(void)
 {
     test_grids();
@@ -287,5 +351,7 @@ int main(void)
     test_iq3_s();
     test_iq1_s();
     test_iq1_m();
+    test_tq1_0();
+    test_tq2_0();
     return test_finish();
 }

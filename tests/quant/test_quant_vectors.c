@@ -186,11 +186,12 @@ int main(void)
     }
     free(terminated);
 
-    /* The grid i-quants have no oracle vectors (the reference quantizer of
-     * most of them needs an importance matrix): random valid blocks (every
-     * bit pattern is one, given a finite scale) against their own
-     * dequantization. */
-    static const char *grid_types[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"};
+    /* The grid i-quants and the ternary formats have no oracle vectors (the
+     * reference quantizer of most i-quants needs an importance matrix):
+     * random blocks (every bit pattern decodes, given a finite scale)
+     * against their own dequantization. */
+    static const char *grid_types[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M",
+                                       "TQ1_0",   "TQ2_0"};
     for (size_t t = 0; t < sizeof grid_types / sizeof grid_types[0]; t++) {
         const quant_format *format = quant_format_of((uint32_t)quant_type_from_name(grid_types[t]));
         CHECK_MSG(format && format->dequantize_row && format->vec_dot, "%s: no dot", grid_types[t]);
@@ -206,6 +207,9 @@ int main(void)
             if (format->type == TYPE_IQ1_M) { /* the f16 scale is the top nibble of four words */
                 for (int k = 0; k < 4; k++)
                     block[49 + 2 * k] = (unsigned char)((block[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 0x0f) << 4);
+            } else if (format->type == TYPE_TQ1_0 || format->type == TYPE_TQ2_0) { /* d last */
+                block[format->block_bytes - 2] = (unsigned char)(d & 0xff);
+                block[format->block_bytes - 1] = (unsigned char)(d >> 8);
             } else {
                 block[0] = (unsigned char)(d & 0xff);
                 block[1] = (unsigned char)(d >> 8);
