@@ -61,6 +61,18 @@ KERNELS_IQ_DECLARE(neon)
     [TYPE_IQ3_S] = isa##_dot_decode_iq3_s, [TYPE_IQ1_S] = isa##_dot_decode_iq1_s,                     \
     [TYPE_IQ1_M] = isa##_dot_decode_iq1_m
 
+/* Dot products of the ternary formats (dot_ternary_avx2.c, which the
+ * AVX-512 set lists too, and dot_ternary_neon.c). */
+#define KERNELS_TERNARY_DECLARE(isa)                                                                      \
+    void isa##_dot_rows_tq1_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_rows_tq2_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_decode_tq1_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_decode_tq2_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);
+KERNELS_TERNARY_DECLARE(avx2)
+KERNELS_TERNARY_DECLARE(neon)
+#define KERNELS_TERNARY_ROWS(isa) [TYPE_TQ1_0] = isa##_dot_rows_tq1_0, [TYPE_TQ2_0] = isa##_dot_rows_tq2_0
+#define KERNELS_TERNARY_DECODE(isa) [TYPE_TQ1_0] = isa##_dot_decode_tq1_0, [TYPE_TQ2_0] = isa##_dot_decode_tq2_0
+
 /* Elementwise kernels: the scalar definitions (elementwise.c) and their
  * SIMD forms (elementwise_*.c), and the attention kernels (attend.c,
  * attend_*.c), named here for the sets' tables. */

@@ -115,6 +115,10 @@ static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
         case TYPE_IQ1_M:
             put_iq_scale(type, block, rng_float(-0.01f, 0.01f));
             break;
+        case TYPE_TQ1_0:
+        case TYPE_TQ2_0: /* d last */
+            put_f16(block + format->block_bytes - 2, rng_float(-0.01f, 0.01f));
+            break;
         default: /* other types: scales stay random only if a set adds them */
             break;
         }
@@ -156,6 +160,12 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     case TYPE_IQ1_M:
         fill = 0xff; /* the last grid points, every sign negative, the largest scales */
         break;
+    case TYPE_TQ1_0:
+        fill = 0xff; /* every digit 2: every value +1 */
+        break;
+    case TYPE_TQ2_0:
+        fill = 0xaa; /* code 2: every value +1 */
+        break;
     default:
         random_block_bytes(type, row, n);
         return;
@@ -183,6 +193,10 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
         case TYPE_IQ1_S:
         case TYPE_IQ1_M:
             put_iq_scale(type, block, 0.004f);
+            break;
+        case TYPE_TQ1_0:
+        case TYPE_TQ2_0:
+            put_f16(block + format->block_bytes - 2, 0.004f);
             break;
         default:
             put_f16(block, 0.004f);
@@ -656,7 +670,8 @@ static void test_quantizers(const kernel_set *set)
 
 static const uint32_t required_types[] = {TYPE_Q8_0,    TYPE_Q4_K,   TYPE_Q5_K,  TYPE_Q6_K,    TYPE_MXFP4,
                                           TYPE_F16,     TYPE_BF16,   TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S,
-                                          TYPE_IQ3_XXS, TYPE_IQ3_S,  TYPE_IQ1_S,   TYPE_IQ1_M};
+                                          TYPE_IQ3_XXS, TYPE_IQ3_S,  TYPE_IQ1_S,   TYPE_IQ1_M, TYPE_TQ1_0,
+                                          TYPE_TQ2_0};
 
 static void test_set(const kernel_set *set)
 {
