@@ -198,10 +198,11 @@ static bool is_plain_type(int type)
     return false;
 }
 
-/* The grid i-quants: no quantizer, so only experts are written in them
- * (random valid blocks), as the low-bit files of large MoE models do. */
-static const uint32_t expert_only_types[] = {TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S, TYPE_IQ3_XXS,
-                                             TYPE_IQ3_S,   TYPE_IQ1_S,  TYPE_IQ1_M};
+/* The grid i-quants and the ternary formats: no quantizer, so only experts
+ * are written in them (random valid blocks), as the low-bit files of large
+ * MoE models do. */
+static const uint32_t expert_only_types[] = {TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S, TYPE_IQ3_XXS, TYPE_IQ3_S,
+                                             TYPE_IQ1_S,   TYPE_IQ1_M,  TYPE_TQ1_0, TYPE_TQ2_0};
 
 static bool is_expert_only_type(int type)
 {
@@ -232,7 +233,8 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
     }
     if (!is_plain_type(t))
         return error_set(err, "unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
-                         "mxfp4 q4_k_m mxfp4_moe iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m)", name);
+                         "mxfp4 q4_k_m mxfp4_moe iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m tq1_0 tq2_0)",
+                         name);
     *recipe = MKMODEL_RECIPE_PLAIN;
     *type = (uint32_t)t;
     return 0;
@@ -713,7 +715,7 @@ uint32_t mkmodel_file_type(const mkmodel_config *config)
     if (config->recipe == MKMODEL_RECIPE_MXFP4_MOE)
         return 38;
     if (config->recipe == MKMODEL_RECIPE_EXPERTS) {
-        /* the reference engine's "mostly" file types of the i-quants */
+        /* the reference engine's "mostly" file types of these formats */
         switch (config->type) {
         case TYPE_IQ2_XXS:
             return 19;
@@ -727,6 +729,10 @@ uint32_t mkmodel_file_type(const mkmodel_config *config)
             return 26;
         case TYPE_IQ2_S:
             return 28;
+        case TYPE_TQ1_0:
+            return 36;
+        case TYPE_TQ2_0:
+            return 37;
         default:
             return 31; /* IQ1_M */
         }

@@ -5,8 +5,8 @@
  * whatever the type, so an F32 and a Q8_0 file of one seed hold the same
  * model); FILL_BLOCKS writes random valid blocks directly (random quant bits,
  * scale fields chosen for the tensor's standard deviation), which is what
- * makes the 18-60 GB presets fast, and the only way for the grid i-quants,
- * which have no quantizer. Only arithmetic on integers and floats,
+ * makes the 18-60 GB presets fast, and the only way for the grid i-quants
+ * and the ternary formats, which have no quantizer. Only arithmetic on integers and floats,
  * no libm, so the bytes are the same on every machine. Owns the scratch row. */
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +150,9 @@ static float iq_value_rms(uint32_t type)
     }
 }
 
+/* The RMS of uniformly random ternary values (-1, 0, 1): sqrt(2/3). */
+#define TERNARY_VALUE_RMS 0.8165f
+
 /* Standard deviations of the uniform quant codes of each format, used to
  * pick block scales that give the tensor's standard deviation:
  * Q8_0 int8 73.9; Q4_K 0..15 4.61; Q5_K 0..31 9.23; Q6_K -32..31 18.47;
@@ -237,6 +240,31 @@ static void random_blocks(mkmodel_filler *filler, uint8_t *row)
         }
         break;
     }
+    case TYPE_TQ1_0:
+        /* five base-3 digits a byte (four in the last 4), written as the
+         * format scales them: ceil(v * 256 / 243) */
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *block = row + b * 54;
+            for (int j = 0; j < 52; j++) {
+                int v = j < 48 ? block[j] % 243 : block[j] % 81 * 3;
+                block[j] = (uint8_t)((v * 256 + 242) / 243);
+            }
+            store_f16(block + 52, sigma / TERNARY_VALUE_RMS);
+        }
+        break;
+    case TYPE_TQ2_0:
+        /* four 2-bit codes 0..2 a byte: the random byte's base-3 digits */
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *block = row + b * 66;
+            for (int j = 0; j < 64; j++) {
+                int v = block[j] % 81, codes = 0;
+                for (int l = 0; l < 4; l++, v /= 3)
+                    codes |= (v % 3) << (2 * l);
+                block[j] = (uint8_t)codes;
+            }
+            store_f16(block + 64, sigma / TERNARY_VALUE_RMS);
+        }
+        break;
     default:
         break; /* never reached: only the types above are quantized here */
     }
