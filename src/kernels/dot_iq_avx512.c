@@ -1,10 +1,11 @@
 /* AVX-512 (F, BW, VL, VNNI) dot-product kernels of the grid i-quants
  * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M against Q8_K
- * (dot_iq_common.h reads the blocks). Two sub-blocks per zmm: their 64 sign bits are a byte
- * mask as they stand, so one masked subtract negates the activation's quants;
- * maddubs forms the exact pair sums and vpdpwssd applies the multipliers of
- * the four 16-value halves (one per 128-bit lane) while accumulating. Each row sums its blocks into
- * f32 lanes in increasing order; rows never share accumulators. */
+ * (dot_iq_common.h reads the blocks). Two sub-blocks per zmm: their 64 sign
+ * bits are a byte mask as they stand, so one masked subtract negates the
+ * activation's quants; maddubs forms the exact pair sums and vpdpwssd
+ * applies the multipliers of the four 16-value halves (one per 128-bit
+ * lane) while accumulating. Each row sums its blocks into f32 lanes in
+ * increasing order; rows never share accumulators. */
 #include <immintrin.h>
 
 #include "dot_iq_common.h"

@@ -257,8 +257,8 @@ int main(int argc, char **argv)
             uint32_t type;
             if (mkmodel_parse_type(value, &recipe, &type, &err) != 0 ||
                 (recipe != MKMODEL_RECIPE_PLAIN && recipe != MKMODEL_RECIPE_EXPERTS))
-                return usage_error("unsupported --expert-type '%s' (a plain type such as mxfp4, an i-quant or tq1_0/tq2_0)",
-                                   value);
+                return usage_error("unsupported --expert-type '%s' (a plain type such as mxfp4, an "
+                                   "i-quant or tq1_0/tq2_0)", value);
             config.expert_type = (int32_t)type;
         } else if (strcmp(flag, "--fill") == 0) {
             if (strcmp(value, "quantize") == 0)
