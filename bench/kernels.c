@@ -1,5 +1,8 @@
 /* bench-kernels: decode-shaped matrix-vector products (Qwen3-30B-A3B shapes)
- * for Q4_K, Q6_K, Q8_0 and MXFP4 on 1 and 2 threads, reported as GB/s of
+ * for Q4_K, Q6_K, Q8_0 and MXFP4, and on the expert shapes for the grid
+ * i-quants and ternary formats (IQ2_XXS ... IQ1_M, TQ1_0, TQ2_0: the
+ * formats of the largest MoE files, whose GB/s next to Q4_K's says what the
+ * smaller file costs per byte), on 1 and 2 threads, reported as GB/s of
  * weights streamed and as a fraction of the memory bandwidth measured in the
  * same run by a plain streaming read. A benchmark, never a test: it prints a
  * markdown table and checks nothing.
@@ -225,6 +228,22 @@ static void fill_random_weights(uint32_t type, unsigned char *data, size_t bytes
         case TYPE_MXFP4: /* E8M0 exponent near 2^-7 */
             block[0] = (unsigned char)(120 + random_next() % 8);
             break;
+        case TYPE_IQ1_M: /* the scale in the top nibbles of the words at 48-55 */
+            for (int k = 0; k < 4; k++)
+                block[49 + 2 * k] = (unsigned char)((block[49 + 2 * k] & 0x0f) | ((scale >> (4 * k)) & 0x0f) << 4);
+            break;
+        case TYPE_IQ2_XXS: /* the other grid i-quants: d in front */
+        case TYPE_IQ2_XS:
+        case TYPE_IQ2_S:
+        case TYPE_IQ3_XXS:
+        case TYPE_IQ3_S:
+        case TYPE_IQ1_S:
+            memcpy(block, &scale, 2);
+            break;
+        case TYPE_TQ1_0: /* the ternary formats: d last */
+        case TYPE_TQ2_0:
+            memcpy(block + block_bytes - 2, &scale, 2);
+            break;
         default:
             break;
         }
@@ -384,9 +403,11 @@ int main(int argc, char **argv)
         }
     }
 
-    static const uint32_t types[] = {TYPE_Q4_K, TYPE_Q6_K, TYPE_Q8_0, TYPE_MXFP4};
+    static const uint32_t types[] = {TYPE_Q4_K,  TYPE_Q6_K,    TYPE_Q8_0,  TYPE_MXFP4, TYPE_IQ2_XXS,
+                                     TYPE_IQ2_XS, TYPE_IQ2_S,   TYPE_IQ3_XXS, TYPE_IQ3_S, TYPE_IQ1_S,
+                                     TYPE_IQ1_M, TYPE_TQ1_0,   TYPE_TQ2_0};
     static const int64_t shapes[][2] = {{2048, 768}, {768, 2048}, {2048, 4096}, {2048, 151936}};
-    enum { N_TYPES = 4, N_SHAPES = 4 };
+    enum { N_TYPES = 13, N_SHAPES = 4, N_EXPERT_SHAPES = 2, FIRST_EXPERT_ONLY_TYPE = 4 };
 
     /* One arena serves the bandwidth read and every cold cycle. */
     size_t cold_target = 2 * l3 > COLD_MIN_BYTES ? 2 * l3 : COLD_MIN_BYTES;
@@ -446,7 +467,9 @@ int main(int argc, char **argv)
             printf("| %s | no dot kernel | | | | | | | | |\n", quant_format_of(type)->name);
             continue;
         }
-        for (int s = 0; s < N_SHAPES; s++) {
+        /* the i-quants are the experts' formats: the expert shapes only */
+        int n_shapes = t >= FIRST_EXPERT_ONLY_TYPE ? N_EXPERT_SHAPES : N_SHAPES;
+        for (int s = 0; s < n_shapes; s++) {
             int64_t n_in = shapes[s][0], n_out = shapes[s][1];
             size_t row_bytes = quant_row_bytes(type, n_in);
             size_t matrix_bytes = row_bytes * (size_t)n_out;

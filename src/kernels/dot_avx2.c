@@ -3,7 +3,9 @@
  * their tile (rows x tokens) forms, and axpy for F32 and F16.
  * Integer sums inside a block are exact (maddubs on unsigned 4-6 bit weights,
  * or on |w| and the activation with w's sign where both sides are signed);
- * across blocks each row accumulates in f32 lanes in increasing block order. */
+ * across blocks each row accumulates in f32 lanes in increasing block order.
+ * The grid i-quants' and the ternary formats' kernels are in dot_iq_avx2.c and
+ * dot_ternary_avx2.c; this set lists them. */
 #include <immintrin.h>
 
 #include "dot_common.h"
@@ -765,6 +767,8 @@ static const kernel_set avx2_set = {
         [TYPE_F16] = avx2_dot_rows_f16,
         [TYPE_BF16] = avx2_dot_rows_bf16,
         [TYPE_F32] = avx2_dot_rows_f32,
+        KERNELS_IQ_ROWS(avx2),
+        KERNELS_TERNARY_ROWS(avx2),
     },
     .dot_decode = {
         [TYPE_Q8_0] = avx2_dot_decode_q8_0,
@@ -777,6 +781,8 @@ static const kernel_set avx2_set = {
         [TYPE_F16] = avx2_dot_decode_f16,
         [TYPE_BF16] = avx2_dot_decode_bf16,
         [TYPE_F32] = avx2_dot_decode_f32,
+        KERNELS_IQ_DECODE(avx2),
+        KERNELS_TERNARY_DECODE(avx2),
     },
     .dot_tile = {
         [TYPE_Q8_0] = avx2_dot_tile_q8_0,

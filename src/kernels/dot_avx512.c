@@ -5,7 +5,9 @@
  * activation's block sums (exact for every byte value); K-quants unpack 64
  * weights per zmm and apply the sub-block scales with vpdpwssd. Integer
  * sums inside a block are exact; across blocks (or steps) each row
- * accumulates in f32 lanes in increasing order. */
+ * accumulates in f32 lanes in increasing order.
+ * The grid i-quants' and the ternary formats' kernels are in dot_iq_avx512.c and
+ * dot_ternary_avx2.c; this set lists them. */
 #include <immintrin.h>
 
 #include "dot_common.h"
@@ -1057,6 +1059,8 @@ static const kernel_set avx512_set = {
         [TYPE_F16] = avx512_dot_rows_f16,
         [TYPE_BF16] = avx512_dot_rows_bf16,
         [TYPE_F32] = avx512_dot_rows_f32,
+        KERNELS_IQ_ROWS(avx512),
+        KERNELS_TERNARY_ROWS(avx2),
     },
     .dot_decode = {
         [TYPE_Q8_0] = avx512_dot_decode_q8_0,
@@ -1069,6 +1073,8 @@ static const kernel_set avx512_set = {
         [TYPE_F16] = avx512_dot_decode_f16,
         [TYPE_BF16] = avx512_dot_decode_bf16,
         [TYPE_F32] = avx512_dot_decode_f32,
+        KERNELS_IQ_DECODE(avx512),
+        KERNELS_TERNARY_DECODE(avx2),
     },
     .dot_tile = {
         [TYPE_Q8_0] = avx512_dot_tile_q8_0,

@@ -4,7 +4,9 @@
  * per token in a batch). sdot (vdotq_s32)
  * does the exact integer sums inside a block; nibble formats go through a
  * 16-entry table lookup (vqtbl1q); across blocks each row accumulates in f32
- * lanes in increasing block order. */
+ * lanes in increasing block order.
+ * The grid i-quants' and the ternary formats' kernels are in dot_iq_neon.c and
+ * dot_ternary_neon.c; this set lists them. */
 #include <arm_neon.h>
 #include <math.h>
 
@@ -624,6 +626,8 @@ static const kernel_set neon_set = {
         [TYPE_F16] = neon_dot_rows_f16,
         [TYPE_BF16] = neon_dot_rows_bf16,
         [TYPE_F32] = neon_dot_rows_f32,
+        KERNELS_IQ_ROWS(neon),
+        KERNELS_TERNARY_ROWS(neon),
     },
     .dot_decode = {
         [TYPE_Q8_0] = neon_dot_decode_q8_0,
@@ -636,6 +640,8 @@ static const kernel_set neon_set = {
         [TYPE_F16] = neon_dot_decode_f16,
         [TYPE_BF16] = neon_dot_decode_bf16,
         [TYPE_F32] = neon_dot_decode_f32,
+        KERNELS_IQ_DECODE(neon),
+        KERNELS_TERNARY_DECODE(neon),
     },
     .dot_tile = {
         [TYPE_Q4_K] = neon_dot_tile_q4_k,

@@ -28,6 +28,51 @@ void neon_quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void neon_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void neon_quantize_row_f16(const float *src, void *dst, int64_t n);
 
+/* Dot products of the grid i-quants (dot_iq_avx2.c, dot_iq_avx512.c,
+ * dot_iq_neon.c), named here for the sets' tables. */
+#define KERNELS_IQ_DECLARE(isa)                                                                           \
+    void isa##_dot_rows_iq2_xxs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_rows_iq2_xs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);    \
+    void isa##_dot_rows_iq2_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_rows_iq3_xxs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_rows_iq3_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_decode_iq2_xxs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out); \
+    void isa##_dot_decode_iq2_xs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);  \
+    void isa##_dot_decode_iq2_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_decode_iq3_xxs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out); \
+    void isa##_dot_decode_iq3_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_rows_iq1_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_rows_iq1_m(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_decode_iq1_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_decode_iq1_m(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);
+KERNELS_IQ_DECLARE(avx2)
+KERNELS_IQ_DECLARE(avx512)
+KERNELS_IQ_DECLARE(neon)
+
+/* The entries of a set's dot_rows and dot_decode tables for them. */
+#define KERNELS_IQ_ROWS(isa)                                                                        \
+    [TYPE_IQ2_XXS] = isa##_dot_rows_iq2_xxs, [TYPE_IQ2_XS] = isa##_dot_rows_iq2_xs,                 \
+    [TYPE_IQ2_S] = isa##_dot_rows_iq2_s, [TYPE_IQ3_XXS] = isa##_dot_rows_iq3_xxs,                   \
+    [TYPE_IQ3_S] = isa##_dot_rows_iq3_s, [TYPE_IQ1_S] = isa##_dot_rows_iq1_s,                         \
+    [TYPE_IQ1_M] = isa##_dot_rows_iq1_m
+#define KERNELS_IQ_DECODE(isa)                                                                      \
+    [TYPE_IQ2_XXS] = isa##_dot_decode_iq2_xxs, [TYPE_IQ2_XS] = isa##_dot_decode_iq2_xs,             \
+    [TYPE_IQ2_S] = isa##_dot_decode_iq2_s, [TYPE_IQ3_XXS] = isa##_dot_decode_iq3_xxs,               \
+    [TYPE_IQ3_S] = isa##_dot_decode_iq3_s, [TYPE_IQ1_S] = isa##_dot_decode_iq1_s,                     \
+    [TYPE_IQ1_M] = isa##_dot_decode_iq1_m
+
+/* Dot products of the ternary formats (dot_ternary_avx2.c, which the
+ * AVX-512 set lists too, and dot_ternary_neon.c). */
+#define KERNELS_TERNARY_DECLARE(isa)                                                                      \
+    void isa##_dot_rows_tq1_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_rows_tq2_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);     \
+    void isa##_dot_decode_tq1_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
+    void isa##_dot_decode_tq2_0(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);
+KERNELS_TERNARY_DECLARE(avx2)
+KERNELS_TERNARY_DECLARE(neon)
+#define KERNELS_TERNARY_ROWS(isa) [TYPE_TQ1_0] = isa##_dot_rows_tq1_0, [TYPE_TQ2_0] = isa##_dot_rows_tq2_0
+#define KERNELS_TERNARY_DECODE(isa) [TYPE_TQ1_0] = isa##_dot_decode_tq1_0, [TYPE_TQ2_0] = isa##_dot_decode_tq2_0
+
 /* Elementwise kernels: the scalar definitions (elementwise.c) and their
  * SIMD forms (elementwise_*.c), and the attention kernels (attend.c,
  * attend_*.c), named here for the sets' tables. */

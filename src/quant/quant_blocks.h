@@ -65,6 +65,67 @@ typedef struct block_iq4_xs {
     uint8_t qs[128];
 } block_iq4_xs;
 
+/* The grid-based i-quants (256-element super-blocks of 8 sub-blocks of 32).
+ * Their grids are in quant_iq_grids.c; "signs" are 8 sign bits, one per
+ * value of a group of 8 (set: negative), or 7 of them with the eighth
+ * implied by even parity (quant_iq_sign_bytes). */
+typedef struct block_iq2_xxs {
+    uint16_t d;
+    uint16_t qs[32]; /* per sub-block 4 words: 4 grid indices (bytes), then 4 x 7 sign bits and a 4-bit scale */
+} block_iq2_xxs;
+
+typedef struct block_iq2_xs {
+    uint16_t d;
+    uint16_t qs[32];   /* per group of 8: 9-bit grid index, 7 sign bits above it */
+    uint8_t scales[8]; /* per sub-block: 4-bit scale of its first 16 values, then of its last 16 */
+} block_iq2_xs;
+
+typedef struct block_iq2_s {
+    uint16_t d;
+    uint8_t qs[32];    /* low 8 bits of each group's 10-bit grid index */
+    uint8_t signs[32]; /* one sign byte per group */
+    uint8_t qh[8];     /* per sub-block: bits 8-9 of its 4 indices, 2 bits each */
+    uint8_t scales[8]; /* as IQ2_XS */
+} block_iq2_s;
+
+typedef struct block_iq3_xxs {
+    uint16_t d;
+    uint8_t qs[64];          /* one grid index per group of 4 */
+    uint8_t signs_scale[32]; /* per sub-block a 32-bit word: 4 x 7 sign bits, a 4-bit scale */
+} block_iq3_xxs;
+
+typedef struct block_iq3_s {
+    uint16_t d;
+    uint8_t qs[64];    /* low 8 bits of each group-of-4's 9-bit grid index */
+    uint8_t qh[8];     /* per sub-block: bit 8 of its 8 indices */
+    uint8_t signs[32]; /* one sign byte per 8 values */
+    uint8_t scales[4]; /* 4-bit scales, two sub-blocks a byte (low nibble first) */
+} block_iq3_s;
+
+typedef struct block_iq1_s {
+    uint16_t d;
+    uint8_t qs[32]; /* low 8 bits of each group's 11-bit grid index */
+    uint16_t qh[8]; /* per sub-block: 4 x 3 index bits, a 3-bit scale, the delta's sign (bit 15) */
+} block_iq1_s;
+
+typedef struct block_iq1_m {
+    uint8_t qs[32];    /* low 8 bits of each group's 11-bit grid index */
+    uint8_t qh[16];    /* per pair of groups: 3 index bits and the delta's sign, per group a nibble */
+    uint8_t scales[8]; /* four 16-bit words: 3-bit scales of each 16 values, and the f16 scale in their top nibbles */
+} block_iq1_m;
+
+/* The ternary formats (values -1, 0, 1 times d; quant_ternary.c). */
+typedef struct block_tq1_0 {
+    uint8_t qs[48]; /* five values a byte, base 3 */
+    uint8_t qh[4];  /* four values a byte, base 3 */
+    uint16_t d;
+} block_tq1_0;
+
+typedef struct block_tq2_0 {
+    uint8_t qs[64]; /* four 2-bit codes a byte (value: code - 1) */
+    uint16_t d;
+} block_tq2_0;
+
 typedef struct block_q8_k {
     float d;
     int8_t qs[256];
@@ -86,11 +147,35 @@ _Static_assert(sizeof(block_q5_k) == 176, "Q5_K block");
 _Static_assert(sizeof(block_q6_k) == 210, "Q6_K block");
 _Static_assert(sizeof(block_iq4_xs) == 136, "IQ4_XS block");
 _Static_assert(sizeof(block_q8_k) == 292, "Q8_K block");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "IQ2_XXS block");
+_Static_assert(sizeof(block_iq2_xs) == 74, "IQ2_XS block");
+_Static_assert(sizeof(block_iq2_s) == 82, "IQ2_S block");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "IQ3_XXS block");
+_Static_assert(sizeof(block_iq3_s) == 110, "IQ3_S block");
+_Static_assert(sizeof(block_iq1_s) == 50, "IQ1_S block");
+_Static_assert(sizeof(block_iq1_m) == 56, "IQ1_M block");
+_Static_assert(sizeof(block_tq1_0) == 54, "TQ1_0 block");
+_Static_assert(sizeof(block_tq2_0) == 66, "TQ2_0 block");
 
 /* Non-linear 4-bit grid of IQ4_NL and IQ4_XS (spec 3.6). */
 extern const int8_t quant_iq4nl_values[16];
 /* E2M1 values times two, so that they are integers (spec 3.7). */
 extern const int8_t quant_mxfp4_values[16];
+/* Grids of the i-quants (quant_iq_grids.c): each point's values one per
+ * byte, value j in byte j; IQ1's as int8 (-1, 0, 1), the others unsigned. */
+extern const uint64_t quant_iq2xxs_grid[256];
+extern const uint64_t quant_iq2xs_grid[512];
+extern const uint64_t quant_iq2s_grid[1024];
+extern const uint32_t quant_iq3xxs_grid[256];
+extern const uint32_t quant_iq3s_grid[512];
+extern const uint64_t quant_iq1s_grid[2048];
+/* The sign byte of 7 stored sign bits: the formats that store 7 keep an
+ * even number of negative values in every group of 8, so bit 7 is their
+ * parity. */
+extern const uint8_t quant_iq_sign_bytes[128];
+/* The magnitude of the delta IQ1_S and IQ1_M add to every grid value of a
+ * group (its sign is stored per sub-block resp. per group). */
+#define QUANT_IQ1_DELTA 0.125f
 /* QUANT_E8M0_HALF_BITS(e) for every e: one load for the SIMD kernels, where
  * the compare, shifts and select would cost several instructions per block. */
 extern const uint32_t quant_e8m0_half_bits[256];
@@ -218,6 +303,26 @@ void quantize_row_iq4_nl(const float *src, void *dst, int64_t n);
 float vec_dot_iq4_nl(int64_t n, const void *weights, const void *activations);
 void dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
 float vec_dot_iq4_xs(int64_t n, const void *weights, const void *activations);
+
+void dequantize_row_iq2_xxs(const void *src, float *dst, int64_t n);
+float vec_dot_iq2_xxs(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq2_xs(const void *src, float *dst, int64_t n);
+float vec_dot_iq2_xs(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq2_s(const void *src, float *dst, int64_t n);
+float vec_dot_iq2_s(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq3_xxs(const void *src, float *dst, int64_t n);
+float vec_dot_iq3_xxs(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq3_s(const void *src, float *dst, int64_t n);
+float vec_dot_iq3_s(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq1_s(const void *src, float *dst, int64_t n);
+float vec_dot_iq1_s(int64_t n, const void *weights, const void *activations);
+void dequantize_row_iq1_m(const void *src, float *dst, int64_t n);
+float vec_dot_iq1_m(int64_t n, const void *weights, const void *activations);
+
+void dequantize_row_tq1_0(const void *src, float *dst, int64_t n);
+float vec_dot_tq1_0(int64_t n, const void *weights, const void *activations);
+void dequantize_row_tq2_0(const void *src, float *dst, int64_t n);
+float vec_dot_tq2_0(int64_t n, const void *weights, const void *activations);
 
 void dequantize_row_mxfp4(const void *src, float *dst, int64_t n);
 void quantize_row_mxfp4(const float *src, void *dst, int64_t n);

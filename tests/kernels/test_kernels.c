@@ -52,6 +52,19 @@ static void random_floats(float *x, int64_t n)
     }
 }
 
+/* The f16 block scale of a grid i-quant block: IQ1_M spreads it over the top
+ * nibbles of its four scale words (bytes 48-55), the others start with it. */
+static void put_iq_scale(uint32_t type, uint8_t *block, float value)
+{
+    uint16_t h = fp32_to_fp16(value);
+    if (type != TYPE_IQ1_M) {
+        memcpy(block, &h, 2);
+        return;
+    }
+    for (int k = 0; k < 4; k++)
+        block[49 + 2 * k] = (uint8_t)((block[49 + 2 * k] & 0x0f) | (((h >> (4 * k)) & 0x0f) << 4));
+}
+
 /* Random block bytes, then every scale field overwritten with a sane value so
  * the row's numbers stay finite and of ordinary size. */
 static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
@@ -93,6 +106,19 @@ static void random_block_bytes(uint32_t type, uint8_t *row, int64_t n)
         case TYPE_Q6_K:
             put_f16(block + 208, rng_float(-0.01f, 0.01f));
             break;
+        case TYPE_IQ2_XXS:
+        case TYPE_IQ2_XS:
+        case TYPE_IQ2_S:
+        case TYPE_IQ3_XXS:
+        case TYPE_IQ3_S:
+        case TYPE_IQ1_S:
+        case TYPE_IQ1_M:
+            put_iq_scale(type, block, rng_float(-0.01f, 0.01f));
+            break;
+        case TYPE_TQ1_0:
+        case TYPE_TQ2_0: /* d last */
+            put_f16(block + format->block_bytes - 2, rng_float(-0.01f, 0.01f));
+            break;
         default: /* other types: scales stay random only if a set adds them */
             break;
         }
@@ -125,6 +151,21 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     case TYPE_Q8_0:
         fill = 0x80; /* -128 */
         break;
+    case TYPE_IQ2_XXS:
+    case TYPE_IQ2_XS:
+    case TYPE_IQ2_S:
+    case TYPE_IQ3_XXS:
+    case TYPE_IQ3_S:
+    case TYPE_IQ1_S:
+    case TYPE_IQ1_M:
+        fill = 0xff; /* the last grid points, every sign negative, the largest scales */
+        break;
+    case TYPE_TQ1_0:
+        fill = 0xff; /* every digit 2: every value +1 */
+        break;
+    case TYPE_TQ2_0:
+        fill = 0xaa; /* code 2: every value +1 */
+        break;
     default:
         random_block_bytes(type, row, n);
         return;
@@ -143,6 +184,19 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
             break;
         case TYPE_MXFP4:
             block[0] = 120;
+            break;
+        case TYPE_IQ2_XXS:
+        case TYPE_IQ2_XS:
+        case TYPE_IQ2_S:
+        case TYPE_IQ3_XXS:
+        case TYPE_IQ3_S:
+        case TYPE_IQ1_S:
+        case TYPE_IQ1_M:
+            put_iq_scale(type, block, 0.004f);
+            break;
+        case TYPE_TQ1_0:
+        case TYPE_TQ2_0:
+            put_f16(block + format->block_bytes - 2, 0.004f);
             break;
         default:
             put_f16(block, 0.004f);
@@ -614,8 +668,10 @@ static void test_quantizers(const kernel_set *set)
           kernels_quantize_row(set, TYPE_Q4_K) == set->quantize_row[TYPE_Q4_K]);
 }
 
-static const uint32_t required_types[] = {TYPE_Q8_0, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K,
-                                          TYPE_MXFP4, TYPE_F16, TYPE_BF16};
+static const uint32_t required_types[] = {TYPE_Q8_0,    TYPE_Q4_K,   TYPE_Q5_K,  TYPE_Q6_K,    TYPE_MXFP4,
+                                          TYPE_F16,     TYPE_BF16,   TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S,
+                                          TYPE_IQ3_XXS, TYPE_IQ3_S,  TYPE_IQ1_S,   TYPE_IQ1_M, TYPE_TQ1_0,
+                                          TYPE_TQ2_0};
 
 static void test_set(const kernel_set *set)
 {

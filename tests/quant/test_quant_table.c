@@ -108,7 +108,10 @@ int main(void)
         {TYPE_Q5_1, TYPE_Q8_1},   {TYPE_Q8_0, TYPE_Q8_0},   {TYPE_IQ4_NL, TYPE_Q8_0},
         {TYPE_MXFP4, TYPE_Q8_0},  {TYPE_Q2_K, TYPE_Q8_K},   {TYPE_Q3_K, TYPE_Q8_K},
         {TYPE_Q4_K, TYPE_Q8_K},   {TYPE_Q5_K, TYPE_Q8_K},   {TYPE_Q6_K, TYPE_Q8_K},
-        {TYPE_IQ4_XS, TYPE_Q8_K},
+        {TYPE_IQ4_XS, TYPE_Q8_K},   {TYPE_IQ2_XXS, TYPE_Q8_K}, {TYPE_IQ2_XS, TYPE_Q8_K},
+        {TYPE_IQ2_S, TYPE_Q8_K},    {TYPE_IQ3_XXS, TYPE_Q8_K}, {TYPE_IQ3_S, TYPE_Q8_K},
+        {TYPE_IQ1_S, TYPE_Q8_K},    {TYPE_IQ1_M, TYPE_Q8_K},   {TYPE_TQ1_0, TYPE_Q8_K},
+        {TYPE_TQ2_0, TYPE_Q8_K},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const quant_format *format = quant_format_of((uint32_t)pairs[i].weight);

@@ -186,6 +186,43 @@ int main(void)
     }
     free(terminated);
 
+    /* The grid i-quants and the ternary formats have no oracle vectors (the
+     * reference quantizer of most i-quants needs an importance matrix):
+     * random blocks (every bit pattern decodes, given a finite scale)
+     * against their own dequantization. */
+    static const char *grid_types[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M",
+                                       "TQ1_0",   "TQ2_0"};
+    for (size_t t = 0; t < sizeof grid_types / sizeof grid_types[0]; t++) {
+        const quant_format *format = quant_format_of((uint32_t)quant_type_from_name(grid_types[t]));
+        CHECK_MSG(format && format->dequantize_row && format->vec_dot, "%s: no dot", grid_types[t]);
+        if (!format || !format->dequantize_row || !format->vec_dot)
+            continue;
+        size_t bytes = quant_row_bytes(format->type, N_ELEMENTS);
+        unsigned char *blocks = malloc(bytes);
+        for (size_t i = 0; i < bytes; i++)
+            blocks[i] = (unsigned char)quant_test_next(&random);
+        for (int b = 0; b < N_ELEMENTS / QK_K; b++) {
+            unsigned char *block = blocks + (size_t)b * (size_t)format->block_bytes;
+            uint16_t d = fp32_to_fp16(0.01f + 0.001f * (float)b);
+            if (format->type == TYPE_IQ1_M) { /* the f16 scale is the top nibble of four words */
+                for (int k = 0; k < 4; k++)
+                    block[49 + 2 * k] = (unsigned char)((block[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 0x0f) << 4);
+            } else if (format->type == TYPE_TQ1_0 || format->type == TYPE_TQ2_0) { /* d last */
+                block[format->block_bytes - 2] = (unsigned char)(d & 0xff);
+                block[format->block_bytes - 1] = (unsigned char)(d >> 8);
+            } else {
+                block[0] = (unsigned char)(d & 0xff);
+                block[1] = (unsigned char)(d >> 8);
+            }
+        }
+        float *values = malloc(N_ELEMENTS * sizeof(float));
+        format->dequantize_row(blocks, values, N_ELEMENTS);
+        check_dot(format, blocks, values, &random, 1.0f);
+        check_dot(format, blocks, values, &random, 1e-3f);
+        free(values);
+        free(blocks);
+    }
+
     /* F32 has no oracle file: its dot against itself is a plain f32 dot. */
     const quant_format *f32 = quant_format_of(TYPE_F32);
     float w[N_ELEMENTS];

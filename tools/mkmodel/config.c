@@ -268,6 +268,20 @@ static bool is_plain_type(int type)
     return false;
 }
 
+/* The grid i-quants and the ternary formats: no quantizer, so only experts
+ * are written in them (random valid blocks), as the low-bit files of large
+ * MoE models do. */
+static const uint32_t expert_only_types[] = {TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S, TYPE_IQ3_XXS, TYPE_IQ3_S,
+                                             TYPE_IQ1_S,   TYPE_IQ1_M,  TYPE_TQ1_0, TYPE_TQ2_0};
+
+static bool is_expert_only_type(int type)
+{
+    for (size_t i = 0; i < sizeof expert_only_types / sizeof expert_only_types[0]; i++)
+        if ((int)expert_only_types[i] == type)
+            return true;
+    return false;
+}
+
 int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *type,
                        bmoe_error *err)
 {
@@ -282,9 +296,15 @@ int mkmodel_parse_type(const char *name, enum mkmodel_recipe *recipe, uint32_t *
         return 0;
     }
     int t = quant_type_from_name(name);
+    if (is_expert_only_type(t)) {
+        *recipe = MKMODEL_RECIPE_EXPERTS;
+        *type = (uint32_t)t;
+        return 0;
+    }
     if (!is_plain_type(t))
         return error_set(err, "unsupported --type '%s' (f32 f16 bf16 q8_0 q4_k q5_k q6_k "
-                         "mxfp4 q4_k_m mxfp4_moe)", name);
+                         "mxfp4 q4_k_m mxfp4_moe iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m tq1_0 tq2_0)",
+                         name);
     *recipe = MKMODEL_RECIPE_PLAIN;
     *type = (uint32_t)t;
     return 0;
@@ -432,7 +452,8 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
         return error_set(err, "--rope-base %g out of range", (double)config->rope_freq_base);
     if (!(config->rms_eps > 0.0f && config->rms_eps < 1.0f))
         return error_set(err, "--eps %g out of range (0, 1)", (double)config->rms_eps);
-    if (config->expert_type >= 0 && !is_plain_type(config->expert_type))
+    if (config->expert_type >= 0 && !is_plain_type(config->expert_type) &&
+        !is_expert_only_type(config->expert_type))
         return error_set(err, "unsupported --expert-type");
     return 0;
 }
@@ -475,6 +496,8 @@ static uint32_t choose_type(const mkmodel_config *config, enum role role, uint32
             type = TYPE_MXFP4; /* gpt-oss experts keep their native format */
     } else if (config->recipe == MKMODEL_RECIPE_MXFP4_MOE) {
         type = expert ? TYPE_MXFP4 : TYPE_Q8_0;
+    } else if (config->recipe == MKMODEL_RECIPE_EXPERTS) {
+        type = expert ? config->type : TYPE_Q8_0;
     }
     if (expert && config->expert_type >= 0)
         type = (uint32_t)config->expert_type;
@@ -899,6 +922,29 @@ uint32_t mkmodel_file_type(const mkmodel_config *config)
         return 15;
     if (config->recipe == MKMODEL_RECIPE_MXFP4_MOE)
         return 38;
+    if (config->recipe == MKMODEL_RECIPE_EXPERTS) {
+        /* the reference engine's "mostly" file types of these formats */
+        switch (config->type) {
+        case TYPE_IQ2_XXS:
+            return 19;
+        case TYPE_IQ2_XS:
+            return 20;
+        case TYPE_IQ3_XXS:
+            return 23;
+        case TYPE_IQ1_S:
+            return 24;
+        case TYPE_IQ3_S:
+            return 26;
+        case TYPE_IQ2_S:
+            return 28;
+        case TYPE_TQ1_0:
+            return 36;
+        case TYPE_TQ2_0:
+            return 37;
+        default:
+            return 31; /* IQ1_M */
+        }
+    }
     switch (config->type) {
     case TYPE_F32:
         return 0;

@@ -5,7 +5,8 @@
  * whatever the type, so an F32 and a Q8_0 file of one seed hold the same
  * model); FILL_BLOCKS writes random valid blocks directly (random quant bits,
  * scale fields chosen for the tensor's standard deviation), which is what
- * makes the 18-60 GB presets fast. Only arithmetic on integers and floats,
+ * makes the 18-60 GB presets fast, and the only way for the grid i-quants
+ * and the ternary formats, which have no quantizer. Only arithmetic on integers and floats,
  * no libm, so the bytes are the same on every machine. Owns the scratch row. */
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,32 @@ static void random_scales_k4(mkmodel_rng *rng, uint8_t *packed, int levels)
     pack_scales_k4(packed, scale, min);
 }
 
+/* The root mean square of a grid i-quant's values over its block scale d,
+ * for uniformly random blocks: that of the sub-block multiplier (2s + 1
+ * times the format's power of two; 4-bit s: E[(2s + 1)^2] = 341, 3-bit:
+ * 85) times that of the grid values (over all points of the grid; IQ1
+ * with its +-1/8 delta). */
+static float iq_value_rms(uint32_t type)
+{
+    switch (type) {
+    case TYPE_IQ2_XXS:
+        return 53.4f;
+    case TYPE_IQ2_XS:
+        return 55.9f;
+    case TYPE_IQ2_S:
+        return 56.4f;
+    case TYPE_IQ3_XXS:
+        return 142.4f;
+    case TYPE_IQ3_S:
+        return 140.2f;
+    default: /* IQ1_S, IQ1_M */
+        return 7.2f;
+    }
+}
+
+/* The RMS of uniformly random ternary values (-1, 0, 1): sqrt(2/3). */
+#define TERNARY_VALUE_RMS 0.8165f
+
 /* Standard deviations of the uniform quant codes of each format, used to
  * pick block scales that give the tensor's standard deviation:
  * Q8_0 int8 73.9; Q4_K 0..15 4.61; Q5_K 0..31 9.23; Q6_K -32..31 18.47;
@@ -189,6 +216,53 @@ static void random_blocks(mkmodel_filler *filler, uint8_t *row)
         }
         break;
     }
+    case TYPE_IQ2_XXS:
+    case TYPE_IQ2_XS:
+    case TYPE_IQ2_S:
+    case TYPE_IQ3_XXS:
+    case TYPE_IQ3_S:
+    case TYPE_IQ1_S:
+        /* every bit pattern of these blocks is valid: only the f16 scale in
+         * front is chosen */
+        for (int64_t b = 0; b < blocks; b++)
+            store_f16(row + b * format->block_bytes, sigma / iq_value_rms(t->type));
+        break;
+    case TYPE_IQ1_M: {
+        /* the f16 scale sits in the top nibbles of the four scale words
+         * (bytes 48-55), its lowest nibble in word 0 */
+        uint16_t h = fp32_to_fp16(sigma / iq_value_rms(t->type));
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *words = row + b * 56 + 48;
+            for (int k = 0; k < 4; k++)
+                words[2 * k + 1] = (uint8_t)((words[2 * k + 1] & 0x0f) | ((h >> (4 * k)) & 0x0f) << 4);
+        }
+        break;
+    }
+    case TYPE_TQ1_0:
+        /* five base-3 digits a byte (four in the last 4), written as the
+         * format scales them: ceil(v * 256 / 243) */
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *block = row + b * 54;
+            for (int j = 0; j < 52; j++) {
+                int v = j < 48 ? block[j] % 243 : block[j] % 81 * 3;
+                block[j] = (uint8_t)((v * 256 + 242) / 243);
+            }
+            store_f16(block + 52, sigma / TERNARY_VALUE_RMS);
+        }
+        break;
+    case TYPE_TQ2_0:
+        /* four 2-bit codes 0..2 a byte: the random byte's base-3 digits */
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *block = row + b * 66;
+            for (int j = 0; j < 64; j++) {
+                int v = block[j] % 81, codes = 0;
+                for (int l = 0; l < 4; l++, v /= 3)
+                    codes |= (v % 3) << (2 * l);
+                block[j] = (uint8_t)codes;
+            }
+            store_f16(block + 64, sigma / TERNARY_VALUE_RMS);
+        }
+        break;
     default:
         break; /* never reached: only the types above are quantized here */
     }
@@ -199,7 +273,9 @@ static int encode_row(mkmodel_filler *filler, uint8_t *out, bmoe_error *err)
     const mkmodel_tensor *t = filler->tensor;
     int64_t n = filler->row_elems;
     bool floats = t->type == TYPE_F32 || t->type == TYPE_F16 || t->type == TYPE_BF16;
-    if (!floats && filler->fill == MKMODEL_FILL_BLOCKS) {
+    const quant_format *format = quant_format_of(t->type);
+    /* formats without a quantizer (the grid i-quants) always get blocks */
+    if (!floats && (filler->fill == MKMODEL_FILL_BLOCKS || (format && !format->quantize_row))) {
         random_blocks(filler, out);
         return 0;
     }
@@ -221,7 +297,6 @@ static int encode_row(mkmodel_filler *filler, uint8_t *out, bmoe_error *err)
         }
         return 0;
     default: {
-        const quant_format *format = quant_format_of(t->type);
         if (!format || !format->quantize_row)
             return error_set(err, "no quantizer for %s (tensor %s); use --fill blocks",
                              format ? format->name : "?", t->name);

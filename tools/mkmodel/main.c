@@ -64,6 +64,9 @@ static void print_usage(FILE *out)
             "                                  ffn_down(_exps) of layers i < n/8, i >= 7n/8\n"
             "                                  or (i - n/8) %% 3 == 2 (gpt-oss experts: MXFP4)\n"
             "                         mxfp4_moe experts MXFP4, other matrices Q8_0\n"
+            "                         iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m tq1_0\n"
+            "                         tq2_0    experts in that format (random valid blocks:\n"
+            "                                  there is no quantizer), other matrices Q8_0\n"
             "                         Norms, biases, sinks and the router ffn_gate_inp are\n"
             "                         always F32. A matrix whose rows are not whole blocks\n"
             "                         of the type falls back to Q8_0 (rows of 32k), else F32.\n"
@@ -271,9 +274,9 @@ int main(int argc, char **argv)
             enum mkmodel_recipe recipe;
             uint32_t type;
             if (mkmodel_parse_type(value, &recipe, &type, &err) != 0 ||
-                recipe != MKMODEL_RECIPE_PLAIN)
-                return usage_error("unsupported --expert-type '%s' (a plain type such as mxfp4)",
-                                   value);
+                (recipe != MKMODEL_RECIPE_PLAIN && recipe != MKMODEL_RECIPE_EXPERTS))
+                return usage_error("unsupported --expert-type '%s' (a plain type such as mxfp4, an "
+                                   "i-quant or tq1_0/tq2_0)", value);
             config.expert_type = (int32_t)type;
         } else if (strcmp(flag, "--fill") == 0) {
             if (strcmp(value, "quantize") == 0)

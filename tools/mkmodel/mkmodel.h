@@ -32,7 +32,8 @@ enum mkmodel_arch {
 enum mkmodel_recipe {
     MKMODEL_RECIPE_PLAIN, /* every matrix in `type` */
     MKMODEL_RECIPE_Q4_K_M, /* Q4_K, Q6_K for attn_v/ffn_down on "more bits" layers and output */
-    MKMODEL_RECIPE_MXFP4_MOE /* experts MXFP4, other matrices Q8_0 (the public gpt-oss files) */
+    MKMODEL_RECIPE_MXFP4_MOE, /* experts MXFP4, other matrices Q8_0 (the public gpt-oss files) */
+    MKMODEL_RECIPE_EXPERTS    /* experts in `type` (a grid i-quant or ternary), other matrices Q8_0 */
 };
 
 /* How tensor data is produced. */
