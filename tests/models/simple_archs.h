@@ -40,6 +40,9 @@ static const simple_arch_model simple_arch_models[] = {
     /* latent cache, low-rank queries, sigmoid routing with a selection bias */
     {"deepseek2-tiny-f32", "--shape tiny-deepseek2 --type f32", "deepseek2", 16, 4, 0, 0, true},
     {"deepseek2-tiny-q4_k_m", "--shape tiny-deepseek2 --type q4_k_m", "deepseek2", 16, 4, 0, 0, false},
+    /* DeepSeek-V3's grouped routing on the same: 4 groups, the best 2 eligible */
+    {"deepseek3-tiny-f32", "--shape tiny-deepseek3 --type f32", "deepseek2", 16, 4, 4, 2, false},
+    {"deepseek3-tiny-q4_k_m", "--shape tiny-deepseek3 --type q4_k_m", "deepseek2", 16, 4, 4, 2, false},
     /* attn_q and the older attn_kv_b (decompressed heads), softmax routing */
     {"deepseek2-lite-tiny-f32", "--shape tiny-deepseek2-lite --type f32", "deepseek2", 16, 4, 0, 0, false},
     {"deepseek2-lite-tiny-q4_k_m", "--shape tiny-deepseek2-lite --type q4_k_m", "deepseek2", 16, 4, 0, 0, false},

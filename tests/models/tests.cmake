@@ -47,7 +47,8 @@ target_compile_definitions(test_simple_archs PRIVATE BMOE_TEST_DATA_DIR="${CMAKE
 add_dependencies(test_simple_archs bmoe-mkmodel bmoe-cli)
 foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m olmoe-tiny-f32 olmoe-tiny-q4_k_m
     bailingmoe2-tiny-f32 bailingmoe2-tiny-q4_k_m glm4moe-tiny-f32 glm4moe-tiny-q4_k_m
-    deepseek2-tiny-f32 deepseek2-tiny-q4_k_m deepseek2-lite-tiny-f32 deepseek2-lite-tiny-q4_k_m)
+    deepseek2-tiny-f32 deepseek2-tiny-q4_k_m deepseek2-lite-tiny-f32 deepseek2-lite-tiny-q4_k_m
+    deepseek3-tiny-f32 deepseek3-tiny-q4_k_m)
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()

@@ -95,6 +95,15 @@ static const preset presets[] = {
       .expert_weights_norm = true, .expert_weights_scale = 2.5f, .n_vocab = 512, .n_ctx = 163840,
       .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f, .yarn_original_ctx = 4096,
       .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-deepseek3", "deepseek2 as DeepSeek-V3 files: tiny-deepseek2 with its 16 experts in 4 groups, the best 2 "
+     "eligible",
+     {.arch = MKMODEL_DEEPSEEK2, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 1, .head_dim = 96,
+      .n_rot = 32, .q_lora_rank = 256, .kv_lora_rank = 256, .v_head_dim = 64, .n_expert = 16, .n_expert_used = 4,
+      .n_expert_group = 4, .n_expert_group_used = 2, .n_ff_expert = 256, .n_expert_shared = 1, .n_ff = 512,
+      .n_leading_dense = 1, .sigmoid_routing = true, .expert_weights_norm = true, .expert_weights_scale = 2.5f,
+      .n_vocab = 512, .n_ctx = 163840, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f,
+      .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN,
+      .type = TYPE_F32}},
     {"tiny-deepseek2-lite", "deepseek2 as older Lite files: 3 layers (0 dense ff 512), n_embd 256, 4 heads, "
      "attn_q, kv_lora 256, qk 64+32 rope, v 64 (one attn_kv_b), YaRN 40, 16 experts top-4 softmax, 1 shared, "
      "ff 256, vocab 512",
@@ -1050,8 +1059,8 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
         KV(a, "expert_weights_norm", GGUF_TYPE_BOOL, b, c->expert_weights_norm);
         if (c->expert_weights_scale != 0.0f)
             KV_F32("expert_weights_scale", c->expert_weights_scale);
-        KV_U32("expert_group_count", 1);
-        KV_U32("expert_group_used_count", 1);
+        KV_U32("expert_group_count", c->n_expert_group > 0 ? c->n_expert_group : 1);
+        KV_U32("expert_group_used_count", c->n_expert_group > 0 ? c->n_expert_group_used : 1);
         KV_U32("rope.dimension_count", c->n_rot);
         if (c->yarn_factor > 0.0f) {
             KV_STRING(a, "rope.scaling.type", "yarn");
