@@ -108,6 +108,57 @@ static inline int oracle_argmax(const float *row, int n)
     return best;
 }
 
+/* How far a row's top logit stands above its second. */
+static inline float oracle_top2_margin(const float *row, int n)
+{
+    int top = oracle_argmax(row, n);
+    float second = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (i != top && row[i] > second)
+            second = row[i];
+    return row[top] - second;
+}
+
+/* The largest |mine - theirs| over a row; a NaN anywhere gives INFINITY. */
+static inline float oracle_row_max_diff(const float *mine, const float *theirs, int n)
+{
+    float d = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = fabsf(mine[i] - theirs[i]);
+        if (!(diff <= d))
+            d = isnan(diff) ? INFINITY : diff;
+    }
+    return d;
+}
+
+/* Loads DIR/<name>.json and its logits, reference data a test keeps beside
+ * it (the oracle's layout, without the prompt text: the prompt is ids). -1
+ * (with a failed check) if missing. */
+static inline int oracle_data_case_load(oracle_case *c, const char *dir, const char *name)
+{
+    char path[1024];
+    size_t size;
+    memset(c, 0, sizeof *c);
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    char *text = test_read_file(path, &size);
+    cJSON *json = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK_MSG(json != NULL, "cannot read %s", path);
+    if (!json)
+        return -1;
+    c->prompt_ids = oracle_int_array(json, "prompt_ids", &c->n_prompt);
+    c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
+    c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
+    c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
+    c->text = strdup("");
+    cJSON_Delete(json);
+    snprintf(path, sizeof path, "%s/%s.logits.f32", dir, name);
+    c->logits = (float *)test_read_file(path, &size);
+    bool whole = c->logits && size == (size_t)c->rows * (size_t)c->n_vocab * sizeof(float);
+    CHECK_MSG(whole, "bad logits file %s", path);
+    return whole ? 0 : -1;
+}
+
 static inline int compare_floats(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;

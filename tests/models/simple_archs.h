@@ -71,31 +71,10 @@ static inline bool simple_arch_write(const simple_arch_model *m, char *path, siz
     return status == 0;
 }
 
-/* Loads data/<name>.json and its logits (the oracle's layout, without the
- * prompt text: the prompt is ids). -1 (with a failed check) if missing. */
+/* data/<name>.json and its logits (oracle_data_case_load). */
 static inline int simple_arch_case_load(oracle_case *c, const char *name)
 {
-    char path[1024];
-    size_t size;
-    memset(c, 0, sizeof *c);
-    snprintf(path, sizeof path, "%s/%s.json", BMOE_TEST_DATA_DIR, name);
-    char *text = test_read_file(path, &size);
-    cJSON *json = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    CHECK_MSG(json != NULL, "cannot read %s", path);
-    if (!json)
-        return -1;
-    c->prompt_ids = oracle_int_array(json, "prompt_ids", &c->n_prompt);
-    c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
-    c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
-    c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
-    c->text = strdup("");
-    cJSON_Delete(json);
-    snprintf(path, sizeof path, "%s/%s.logits.f32", BMOE_TEST_DATA_DIR, name);
-    c->logits = (float *)test_read_file(path, &size);
-    bool whole = c->logits && size == (size_t)c->rows * (size_t)c->n_vocab * sizeof(float);
-    CHECK_MSG(whole, "bad logits file %s", path);
-    return whole ? 0 : -1;
+    return oracle_data_case_load(c, BMOE_TEST_DATA_DIR, name);
 }
 
 #endif

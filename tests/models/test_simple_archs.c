@@ -99,16 +99,6 @@ static float *evaluate(const simple_arch_model *m, const char *path, const oracl
     return logits;
 }
 
-static float top2_margin(const float *row, int n)
-{
-    int top = oracle_argmax(row, n);
-    float second = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (i != top && row[i] > second)
-            second = row[i];
-    return row[top] - second;
-}
-
 static void compare(const char *name, const oracle_case *c, const float *logits, bool quantized)
 {
     float *d = calloc((size_t)c->rows, sizeof(float));
@@ -117,16 +107,12 @@ static void compare(const char *name, const oracle_case *c, const float *logits,
     for (int r = 0; r < c->rows; r++) {
         const float *mine = logits + (size_t)r * (size_t)c->n_vocab;
         const float *theirs = c->logits + (size_t)r * (size_t)c->n_vocab;
-        for (int i = 0; i < c->n_vocab; i++) {
-            float diff = fabsf(mine[i] - theirs[i]);
-            if (!(diff <= d[r])) /* NaN counts as a failure */
-                d[r] = isnan(diff) ? INFINITY : diff;
-        }
+        d[r] = oracle_row_max_diff(mine, theirs, c->n_vocab);
         if (d[r] > worst) {
             worst = d[r];
             worst_row = r;
         }
-        bool clear = top2_margin(theirs, c->n_vocab) >= 0.5f;
+        bool clear = oracle_top2_margin(theirs, c->n_vocab) >= 0.5f;
         if (clear) {
             margin_rows++;
             agree += oracle_argmax(mine, c->n_vocab) == oracle_argmax(theirs, c->n_vocab);

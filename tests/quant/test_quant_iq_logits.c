@@ -51,31 +51,6 @@ static const struct {
     {"qwen3moe-tiny-tq2_0", "tq2_0"},
 };
 
-static int case_load(oracle_case *c, const char *name)
-{
-    char path[1024];
-    size_t size;
-    memset(c, 0, sizeof *c);
-    snprintf(path, sizeof path, "%s/%s.json", BMOE_TEST_DATA_DIR, name);
-    char *text = test_read_file(path, &size);
-    cJSON *json = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    CHECK_MSG(json != NULL, "cannot read %s", path);
-    if (!json)
-        return -1;
-    c->prompt_ids = oracle_int_array(json, "prompt_ids", &c->n_prompt);
-    c->greedy_ids = oracle_int_array(json, "greedy_ids", &c->n_greedy);
-    c->n_vocab = cJSON_GetObjectItemCaseSensitive(json, "n_vocab")->valueint;
-    c->rows = cJSON_GetObjectItemCaseSensitive(json, "rows")->valueint;
-    c->text = strdup("");
-    cJSON_Delete(json);
-    snprintf(path, sizeof path, "%s/%s.logits.f32", BMOE_TEST_DATA_DIR, name);
-    c->logits = (float *)test_read_file(path, &size);
-    bool whole = c->logits && size == (size_t)c->rows * (size_t)c->n_vocab * sizeof(float);
-    CHECK_MSG(whole, "bad logits file %s", path);
-    return whole ? 0 : -1;
-}
-
 /* The prefill rows, then one row per teacher-forced decode step; NULL (with
  * a failed check) if the model does not load or evaluate. */
 static float *evaluate(const char *path, const oracle_case *c)
@@ -110,16 +85,6 @@ static float *evaluate(const char *path, const oracle_case *c)
     return logits;
 }
 
-static float top2_margin(const float *row, int n)
-{
-    int top = oracle_argmax(row, n);
-    float second = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (i != top && row[i] > second)
-            second = row[i];
-    return row[top] - second;
-}
-
 static void compare(const char *name, const oracle_case *c, const float *logits)
 {
     float *d = calloc((size_t)c->rows, sizeof(float));
@@ -128,16 +93,12 @@ static void compare(const char *name, const oracle_case *c, const float *logits)
     for (int r = 0; r < c->rows; r++) {
         const float *mine = logits + (size_t)r * (size_t)c->n_vocab;
         const float *theirs = c->logits + (size_t)r * (size_t)c->n_vocab;
-        for (int i = 0; i < c->n_vocab; i++) {
-            float diff = fabsf(mine[i] - theirs[i]);
-            if (!(diff <= d[r])) /* NaN counts as a failure */
-                d[r] = isnan(diff) ? INFINITY : diff;
-        }
+        d[r] = oracle_row_max_diff(mine, theirs, c->n_vocab);
         if (d[r] > worst) {
             worst = d[r];
             worst_row = r;
         }
-        bool clear = top2_margin(theirs, c->n_vocab) >= 0.5f;
+        bool clear = oracle_top2_margin(theirs, c->n_vocab) >= 0.5f;
         if (clear) {
             margin_rows++;
             agree += oracle_argmax(mine, c->n_vocab) == oracle_argmax(theirs, c->n_vocab);
@@ -182,7 +143,7 @@ int main(int argc, char **argv)
     }
     const char *name = models[which].name;
     oracle_case c;
-    if (case_load(&c, name) != 0)
+    if (oracle_data_case_load(&c, BMOE_TEST_DATA_DIR, name) != 0)
         return test_finish();
     CHECK(c.rows == c.n_prompt + c.n_greedy);
     char scratch[160], file[160], path[1200];
