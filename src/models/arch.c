@@ -21,9 +21,7 @@ int qwen2moe_forward(const model *m, run_state *s, const forward_batch *batch, b
 int olmoe_bind(model *m, bmoe_error *err);
 int olmoe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int bailingmoe2_bind(model *m, bmoe_error *err);
-int bailingmoe2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int glm4moe_bind(model *m, bmoe_error *err);
-int glm4moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int deepseek2_bind(model *m, bmoe_error *err);
 int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
@@ -36,8 +34,8 @@ static const model_arch model_archs[] = {
     {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true},
     {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false},
     {"olmoe", olmoe_bind, olmoe_forward, false},
-    {"bailingmoe2", bailingmoe2_bind, bailingmoe2_forward, false},
-    {"glm4moe", glm4moe_bind, glm4moe_forward, false},
+    {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false},
+    {"glm4moe", glm4moe_bind, keyed_transformer_forward, false},
     {"deepseek2", deepseek2_bind, deepseek2_forward, false},
 };
 

@@ -84,19 +84,3 @@ int bailingmoe2_bind(model *m, bmoe_error *err)
     }
     return 0;
 }
-
-/* h += attn_output . attention(q, k head-normed, partial RoPE);
- * h += dense(x) or moe(x) + shared(x), x = norm(h; ffn_norm) */
-static int bailingmoe2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
-{
-    moe_config config = model_moe_config(&m->hparams);
-    return transformer_layer(m, s, batch, il, &config, NULL, err);
-}
-
-int bailingmoe2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
-{
-    if (embed_batch(m, s, batch, err) != 0)
-        return -1;
-    rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
-    return forward_layers(m, s, batch, bailingmoe2_layer, err);
-}

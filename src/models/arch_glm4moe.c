@@ -74,20 +74,3 @@ int glm4moe_bind(model *m, bmoe_error *err)
     }
     return 0;
 }
-
-/* h += attn_output . attention(q, k, v with biases, optional head norms,
- * partial RoPE); h += dense(x) or moe(x) + shared(x), x = norm(h;
- * post_attention_norm) */
-static int glm4moe_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
-{
-    moe_config config = model_moe_config(&m->hparams);
-    return transformer_layer(m, s, batch, il, &config, NULL, err);
-}
-
-int glm4moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
-{
-    if (embed_batch(m, s, batch, err) != 0)
-        return -1;
-    rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
-    return forward_layers(m, s, batch, glm4moe_layer, err);
-}

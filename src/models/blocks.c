@@ -600,3 +600,17 @@ int forward_check_abort(run_state *s, int layer, bmoe_error *err)
         return error_set_status(err, BMOE_ERR_ABORTED, "forward: aborted before layer %d", layer);
     return 0;
 }
+
+static int keyed_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+{
+    moe_config config = model_moe_config(&m->hparams);
+    return transformer_layer(m, s, batch, il, &config, NULL, err);
+}
+
+int keyed_transformer_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err)
+{
+    if (embed_batch(m, s, batch, err) != 0)
+        return -1;
+    rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
+    return forward_layers(m, s, batch, keyed_layer, err);
+}

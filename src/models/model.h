@@ -624,6 +624,12 @@ void shortconv_block(run_state *s, const model *m, int il, int n_tokens, int fir
 int transformer_layer(const model *m, run_state *s, const forward_batch *batch, int il, const moe_config *config,
                       const float *sinks, bmoe_error *err);
 
+/* The forward of an architecture made of transformer_layer only, its
+ * routing the one the file's keys chose (model_moe_config): bailingmoe2's
+ * and glm4moe's, whose differences are all in what their bind functions
+ * bound. */
+int keyed_transformer_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+
 /* h rows first..first+rows-1 += ffn(norm(h; ffn_norm)): the layer's routed
  * experts (config) plus its shared expert when it has one (scaled by
  * sigmoid(ffn_gate_inp_shexp . x) when it has that gate), or its dense
