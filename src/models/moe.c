@@ -235,6 +235,26 @@ static int moe_layer_ahead(const model *m, int layer, int n)
     return -1;
 }
 
+/* The experts with rows, those with the most first (ties: the lower
+ * index), into selected; returns how many. Streaming reads a batch's
+ * experts in this order, so the largest share of the compute can start
+ * while the rest is read and what is left after the last read is small;
+ * resident, the longest jobs go first and the threads finish together.
+ * Each expert's rows depend on that expert alone: the order changes no bit. */
+static int most_used_first(const int32_t *expert_count, int n_expert, int32_t *selected)
+{
+    int n = 0;
+    for (int e = 0; e < n_expert; e++) {
+        if (expert_count[e] == 0)
+            continue;
+        int i = n++;
+        for (; i > 0 && expert_count[selected[i - 1]] < expert_count[e]; i--)
+            selected[i] = selected[i - 1];
+        selected[i] = e;
+    }
+    return n;
+}
+
 /* Layer's router applied to one row of input: its scores. */
 static void score_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
                               float *scores)
@@ -438,12 +458,52 @@ static void probe_decode_routing(run_state *s, const model *m, const moe_config 
     s->probe_input_layer = layer;
 }
 
-/* What a decode step reads ahead once a layer's own reads are queued: the
- * route-ahead choice N layers on, or the predicted next layer. */
-static void read_ahead(run_state *s, const model *m, const moe_config *config, int layer_index,
-                       const float *router_input, int32_t position, bmoe_stats *counters)
+/* A prompt's micro-batch, where reading the next layer's experts ahead
+ * pays: a verify batch of speculative decoding (at most 9 tokens) routes
+ * too few tokens for its union to be foretold. */
+#define PREFILL_AHEAD_MIN_TOKENS 16
+
+/* The next MoE layer's experts for a prompt's micro-batch, read while this
+ * layer computes: that layer's router on each token's input to this one
+ * (the stale gate; across a batch, the union it predicts is most of what
+ * the layer then routes to), those most tokens choose first. Reads stay
+ * behind every demand read; the guesses the layer does not route to are
+ * dropped at its acquire. Uses the router's scores buffer, free once this
+ * layer's routing is chosen. Changes no bit of the output. */
+static void predict_next_layer_batch(run_state *s, const model *m, const moe_config *config, int layer_index,
+                                     const float *router_input, int n_tokens)
 {
-    if (m->lossy.route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed)
+    const model_hparams *hp = &m->hparams;
+    int next = moe_layer_ahead(m, layer_index, 1);
+    if (next < 0)
+        return;
+    const layer_weights *weights = &m->weights.layers[next];
+    const tensor_view *router = &weights->ffn_gate_inp;
+    linear(s, router_input, hp->n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
+    add_bias(s->router_logits, &weights->ffn_gate_inp_bias, n_tokens, hp->n_expert);
+    int32_t count[MODEL_MAX_EXPERTS] = {0};
+    for (int t = 0; t < n_tokens; t++) {
+        float *scores = s->router_logits + (int64_t)t * hp->n_expert;
+        int32_t experts[MODEL_MAX_EXPERTS];
+        gate_scores(config, scores, hp->n_expert);
+        select_by_keys(hp, scores, weights->exp_probs_b.data, experts);
+        for (int k = 0; k < hp->n_expert_used; k++)
+            count[experts[k]]++;
+    }
+    int32_t order[MODEL_MAX_EXPERTS];
+    int n = most_used_first(count, hp->n_expert, order);
+    expert_store_prefetch(m->experts, next, order, n, n);
+}
+
+/* What is read ahead once a layer's own reads are queued: for a decode
+ * step, the route-ahead choice N layers on or the predicted next layer; for
+ * a prompt's micro-batch, the next layer's predicted union. */
+static void read_ahead(run_state *s, const model *m, const moe_config *config, int layer_index,
+                       const float *router_input, int n_tokens, int32_t position, bmoe_stats *counters)
+{
+    if (n_tokens > 1)
+        predict_next_layer_batch(s, m, config, layer_index, router_input, n_tokens);
+    else if (m->lossy.route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed)
         route_ahead_choose(s, m, config, layer_index, router_input, position, counters);
     else if (expert_store_predict_max(m->experts) > 0)
         predict_next_layer(s, m, config, layer_index, router_input, position);
@@ -521,8 +581,8 @@ static int64_t run_experts(run_state *s, const layer_weights *layer, const moe_c
  * the split into two runs changes a bit. */
 static int moe_group(run_state *s, const model *m, const layer_weights *layer, int layer_index,
                      const moe_config *config, const int32_t *group, int n_group, const uint8_t *const *inputs,
-                     const size_t *strides, const float *ahead_input, int32_t position, bmoe_stats *counters,
-                     bmoe_error *err)
+                     const size_t *strides, const float *ahead_input, int n_tokens, int32_t position,
+                     bmoe_stats *counters, bmoe_error *err)
 {
     expert_store *store = m->experts;
     expert_matrices mx = {.fused = layer->ffn_gate_up_exps.name != NULL, .up = &layer->ffn_up_exps,
@@ -537,7 +597,7 @@ static int moe_group(run_state *s, const model *m, const layer_weights *layer, i
         return -1;
     }
     if (ahead_input)
-        read_ahead(s, m, config, layer_index, ahead_input, position, counters);
+        read_ahead(s, m, config, layer_index, ahead_input, n_tokens, position, counters);
     const matmul_waiter *waiter = expert_store_waiter(store);
     bool pending[MODEL_MAX_EXPERTS];
     int n_ready = 0;
@@ -688,18 +748,18 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
     if (expert_store_stages_all(m->experts) && stage_unrouted(s, m->experts, layer_index, n_expert, err) != 0)
         return -1;
     int32_t *selected = s->distinct_experts;
-    int n_selected = 0;
-    for (int e = 0; e < n_expert; e++)
-        if (s->expert_count[e] > 0)
-            selected[n_selected++] = e;
+    int n_selected = most_used_first(s->expert_count, n_expert, selected);
     int capacity = expert_store_capacity(m->experts);
-    /* a decode step: choose or predict what later layers will route */
-    const float *ahead_input =
-        decode && (ahead || expert_store_predict_max(m->experts) > 0) ? (router_x ? router_x : x) : NULL;
+    /* a decode step: choose or predict what later layers will route; a
+     * prompt's micro-batch: predict the next layer's union */
+    bool batch_ahead = n_tokens >= PREFILL_AHEAD_MIN_TOKENS && expert_store_caches(m->experts) &&
+                       !expert_store_stages_all(m->experts);
+    bool decode_ahead = decode && (ahead || expert_store_predict_max(m->experts) > 0);
+    const float *ahead_input = batch_ahead || decode_ahead ? (router_x ? router_x : x) : NULL;
     for (int g = 0; g < n_selected; g += capacity) {
         int n_group = n_selected - g < capacity ? n_selected - g : capacity;
         if (moe_group(s, m, layer, layer_index, config, selected + g, n_group, inputs, strides,
-                      g == 0 ? ahead_input : NULL, positions[0], counters, err) != 0)
+                      g == 0 ? ahead_input : NULL, n_tokens, positions[0], counters, err) != 0)
             return -1;
     }
 

@@ -635,16 +635,27 @@ int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts
     return read;
 }
 
-/* The reads of an acquire's misses, projection-major: the matmul of every
- * missing expert's first projection can start before any second one is in. */
+/* The read of projection p of (layer, expert), which holds a slot. */
+static io_job *entry_job(expert_store *store, int layer, int expert, int p)
+{
+    int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)expert];
+    return &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
+}
+
+/* The misses' reads in the order the matmuls consume them (expert_store.h):
+ * the projections before the last one expert by expert, then the last
+ * projection expert by expert. The lanes serve a submission in order, so
+ * the first expert's compute can start once its own bytes are in rather
+ * than once one projection of every expert is. */
 static void submit_misses(expert_store *store, int layer, const int32_t *experts, const int *misses, int n_misses)
 {
     int n_jobs = 0;
-    for (int p = 0; p < store->layers[layer].n_projections; p++)
-        for (int m = 0; m < n_misses; m++) {
-            int slot = store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[misses[m]]];
-            store->submit[n_jobs++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
-        }
+    int last = store->layers[layer].n_projections - 1;
+    for (int m = 0; m < n_misses; m++)
+        for (int p = 0; p < last; p++)
+            store->submit[n_jobs++] = entry_job(store, layer, experts[misses[m]], p);
+    for (int m = 0; m < n_misses; m++)
+        store->submit[n_jobs++] = entry_job(store, layer, experts[misses[m]], last);
     io_lanes_submit(store->lanes, store->submit, n_jobs);
 }
 

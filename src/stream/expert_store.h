@@ -102,7 +102,10 @@ bool expert_store_stages_all(const expert_store *store);
 
 /* Makes experts[0..n) of layer (distinct) available; fills handles[0..n).
  * Serial: returns once their bytes are in. Overlap: returns at once; each
- * projection's handle says when its bytes are in. Returns 0 or -1. */
+ * projection's handle says when its bytes are in. The misses are read in
+ * the order a MoE layer computes: experts in the order given, every
+ * projection but the last (gate and up) first, then the last (down).
+ * Returns 0 or -1. */
 int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
                          bmoe_error *err);
 /* Ends the acquire (every acquire, a failed one too): waits for its reads,
