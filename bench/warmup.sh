@@ -18,8 +18,8 @@
 #                   by bmoe-analyze route --profile
 #   wide            (BMOE_BENCH_WIDE=1, prompts longer than 512 only) random-cold
 #                   with the whole prompt as one micro-batch (--ubatch = prompt)
-#   CONFIG@base     (BMOE_BENCH_BASELINE=path of another build's bmoe-cli) each
-#                   streamed configuration again with that binary, interleaved
+#   CONFIG@base     a streamed configuration run with the bmoe-cli of another
+#                   build (BMOE_BENCH_BASELINE=its path), interleaved: an A/B
 #
 # Columns: TTFT (load excluded: prefill and the first token), prefill tok/s,
 # MiB the prefill read, the prefill's I/O bound (those bytes over the disk's
@@ -82,10 +82,10 @@ if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
   [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
   cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
   baseline_cli=$work/bmoe-cli-base
-  for config in $configs; do
-    [ "$config" = resident ] || configs="$configs $config@base"
-  done
 fi
+case " $configs " in
+  *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
+esac
 
 # prompt_ids N SEED: N token ids, a different sequence per seed
 prompt_ids() {
