@@ -196,6 +196,15 @@ static uint32_t rule_q4_k_fallback(const char *name, const gguf_tensor *t)
     (void)name;
     return t->ne[0] % 256 == 0 ? TYPE_Q4_K : TYPE_Q8_0;
 }
+/* iq2_xxs with experts 96 wide: their down projections (rows of 96) fall
+ * back to IQ4_NL, as published i-quant files store such rows; the other
+ * matrices are Q8_0 as the recipe says. */
+static uint32_t rule_iq2_xxs_fallback(const char *name, const gguf_tensor *t)
+{
+    if (!strstr(name, "_exps.weight"))
+        return TYPE_Q8_0;
+    return t->ne[0] % 256 == 0 ? TYPE_IQ2_XXS : TYPE_IQ4_NL;
+}
 /* q4_k with rows of 40: neither K-quants nor Q8_0 fit, F32. */
 static uint32_t rule_q4_k_f32_fallback(const char *name, const gguf_tensor *t)
 {
@@ -569,6 +578,11 @@ int main(void)
     gguf_close(make_and_check(&narrow, "q4_k", "", rule_q4_k_fallback, "narrow.gguf"));
     shape narrower = {"llama", 1, 40, 4, 2, 64, 0, 0, 0, 256, 300, 0};
     gguf_close(make_and_check(&narrower, "q4_k", "", rule_q4_k_f32_fallback, "narrower.gguf"));
+    shape narrow_experts = {"qwen3moe", 1, 256, 4, 2, 64, 4, 2, 96, 256, 300, 0};
+    m = make_and_check(&narrow_experts, "iq2_xxs", " --fill blocks", rule_iq2_xxs_fallback, "iq-narrow.gguf");
+    if (m)
+        check_statistics(m, &narrow_experts, "iq2_xxs blocks, IQ4_NL down");
+    gguf_close(m);
 
     /* At the real vocabulary size the specials sit at their real ids. */
     shape full_vocab = {"qwen3moe", 1, 64, 1, 1, 64, 2, 1, 32, 64, 151936, 0};

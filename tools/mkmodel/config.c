@@ -173,7 +173,7 @@ static const preset presets[] = {
       .n_vocab = 157184, .n_ctx = 32768, .rope_freq_base = 600000.0f, .rms_eps = 1e-6f,
       .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
     {"glm-4.5-air", "GLM-4.5-Air as Q4_K_M: 46 layers (1 dense) + 1 MTP block, 128 experts top-8 + shared, "
-     "vocab 151552, ~79 GB (its 1408-wide rows fall back to Q8_0)",
+     "vocab 151552, ~79 GB (its 1408-wide rows fall back to Q8_0; with an i-quant --type, to IQ4_NL)",
      {.arch = MKMODEL_GLM4MOE, .n_layer = 46, .n_nextn = 1, .n_embd = 4096, .n_head = 96, .n_head_kv = 8,
       .head_dim = 128, .n_rot = 64, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 1408, .n_ff = 10944,
       .n_leading_dense = 1, .expert_weights_scale = 1.0f, .n_vocab = 151552, .n_ctx = 131072,
@@ -510,10 +510,15 @@ static uint32_t choose_type(const mkmodel_config *config, enum role role, uint32
     }
     if (expert && config->expert_type >= 0)
         type = (uint32_t)config->expert_type;
-    /* A row must be whole blocks: fall back to Q8_0 (32-element blocks), else F32. */
+    /* A row must be whole blocks: fall back to a format of 32-element
+     * blocks, else F32. The grid i-quants fall back to IQ4_NL, as the
+     * published files of those types store such rows (GLM-4.5-Air's
+     * 1408-wide down projections); the others to Q8_0. */
     const quant_format *format = quant_format_of(type);
-    if (!format || ne0 % format->block_elems != 0)
-        type = ne0 % 32 == 0 ? TYPE_Q8_0 : TYPE_F32;
+    if (!format || ne0 % format->block_elems != 0) {
+        bool grid_iquant = is_expert_only_type((int)type) && type != TYPE_TQ1_0 && type != TYPE_TQ2_0;
+        type = ne0 % 32 != 0 ? TYPE_F32 : grid_iquant ? TYPE_IQ4_NL : TYPE_Q8_0;
+    }
     return type;
 }
 

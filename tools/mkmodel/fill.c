@@ -216,6 +216,11 @@ static void random_blocks(mkmodel_filler *filler, uint8_t *row)
         }
         break;
     }
+    case TYPE_IQ4_NL:
+        /* 67.4: the RMS of its 16-value table */
+        for (int64_t b = 0; b < blocks; b++)
+            store_f16(row + b * 18, sigma / 67.4f);
+        break;
     case TYPE_IQ2_XXS:
     case TYPE_IQ2_XS:
     case TYPE_IQ2_S:
