@@ -15,8 +15,10 @@
 # of ../shared/data/route-traces/qwen.route.csv at top-6 (replay-2g,
 # replay-lru-2g: a 2000 MiB cache); trained-*: the routing of the trained
 # model in models/, recorded first and widened to this shape by
-# bench/widen-route-trace.awk. Then, without a cap, resident against a cache
-# holding every expert (--preload-experts).
+# bench/widen-route-trace.awk. CONFIG@base: that configuration with the
+# bmoe-cli of another build (BMOE_BENCH_BASELINE=its path), an A/B in the
+# same rounds. Then, without a cap, resident against a cache holding every
+# expert (--preload-experts).
 #
 # Columns: decode and prefill tok/s, MiB read per token, hit rate, stall per
 # token; the I/O bound (bench-iobench's rate for random O_DIRECT reads of one
@@ -32,7 +34,8 @@
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 2),
 # BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all; empty: none),
 # BMOE_BENCH_WHOLE_ROUNDS (rounds of the resident / whole-cache pair, default
-# BMOE_BENCH_ROUNDS, 0: none), BMOE_SHARED_DIR (default ../shared).
+# BMOE_BENCH_ROUNDS, 0: none), BMOE_BENCH_BASELINE (for @base rows),
+# BMOE_SHARED_DIR (default ../shared).
 # A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,6 +111,15 @@ cp "$cli" "$work/bmoe-cli"
 cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
 export LD_LIBRARY_PATH=$work
 cli=$work/bmoe-cli
+baseline_cli=""
+if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
+  [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
+  cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
+  baseline_cli=$work/bmoe-cli-base
+fi
+case " $configs " in
+  *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
+esac
 
 # disk_rate: MiB/s of random O_DIRECT reads of one expert projection of this
 # shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth, now.
@@ -185,7 +197,9 @@ for round in $(seq 1 "$rounds"); do
       echo "round $round llama            decode $rate tok/s (llama-bench -lm mmap -ot '.*=CPU' -p 0 -n 8)"
       continue
     fi
-    extra=${flags[$config]}
+    extra=${flags[${config%@base}]}
+    binary=$cli
+    [ "$config" = "${config%@base}" ] || binary=$baseline_cli
     before="-"
     case "$extra" in
       *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate) ;;
@@ -203,7 +217,7 @@ for round in $(seq 1 "$rounds"); do
         ;;
     esac
     # shellcheck disable=SC2086
-    if "${capped[@]}" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
+    if "${capped[@]}" "$binary" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
       # the disk's rate for this run: the mean of its rates right before and right after it
       disk="-" reread="-"
