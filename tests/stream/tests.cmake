@@ -3,6 +3,9 @@
 bmoe_add_test(test_stream_identity SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_identity.c
   LIBS bmoe_engine m TIMEOUT 900)
 add_dependencies(test_stream_identity bmoe-mkmodel)
+bmoe_add_test(test_stream_order SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_order.c LIBS bmoe_engine m
+  Threads::Threads TIMEOUT 120)
+add_dependencies(test_stream_order bmoe-mkmodel)
 bmoe_add_test(test_stream_faults SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_faults.c LIBS bmoe_engine m TIMEOUT 600)
 add_dependencies(test_stream_faults bmoe-mkmodel)
 bmoe_add_test(test_stream_memory SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_memory.c LIBS bmoe_engine m
