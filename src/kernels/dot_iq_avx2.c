@@ -193,6 +193,54 @@ KERNEL_INLINE void iq_avx2_group(const int R, int64_t n, const uint8_t *rows, si
         out[r] = iq_factor(kind) * iq_avx2_hsum(acc[r]);
 }
 
+/* IQ1: a block's delta signs and multipliers in vectors, as for the other
+ * grid formats (iq_avx2_codes): the 16 bytes holding the delta signs in
+ * both 128-bit lanes, and iq_sub.scales of sub-block s in dword s. */
+typedef struct iq1_avx2_codes {
+    __m256i high; /* IQ1_S: qh words (delta sign at bit 15); IQ1_M: qh nibbles (delta sign at bit 3) */
+    __m256i scales;
+} iq1_avx2_codes;
+
+KERNEL_INLINE iq1_avx2_codes iq1_avx2_block_codes(const enum iq1_kind kind, const uint8_t *block)
+{
+    iq1_avx2_codes codes;
+    if (kind == IQ1_KIND_S) {
+        __m128i words = _mm_loadu_si128((const __m128i *)(block + 34));
+        codes.high = _mm256_broadcastsi128_si256(words);
+        __m256i scale = _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu16_epi32(words), 11), _mm256_set1_epi32(0x0e));
+        scale = _mm256_or_si256(scale, _mm256_set1_epi32(1));
+        codes.scales = _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
+    } else {
+        codes.high = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(block + 32)));
+        /* word s / 2 of the four scale words, shifted by 6 for odd s: 3 bits a half */
+        __m128i words = _mm_loadl_epi64((const __m128i *)(block + 48));
+        __m256i scale = _mm256_srlv_epi32(_mm256_cvtepu16_epi32(_mm_unpacklo_epi16(words, words)),
+                                          _mm256_setr_epi32(0, 6, 0, 6, 0, 6, 0, 6));
+        __m256i pairs = _mm256_or_si256(_mm256_and_si256(scale, _mm256_set1_epi32(7)),
+                                        _mm256_and_si256(_mm256_slli_epi32(scale, 13), _mm256_set1_epi32(0x70000)));
+        codes.scales = _mm256_add_epi32(_mm256_add_epi32(pairs, pairs), _mm256_set1_epi32(0x00010001));
+    }
+    return codes;
+}
+
+/* The deltas of sub-block s: -1 or +1 in each byte of a group. */
+KERNEL_INLINE __m256i iq1_avx2_deltas(const enum iq1_kind kind, __m256i high, int s)
+{
+    __m256i spread, bit;
+    if (kind == IQ1_KIND_S) {
+        spread = _mm256_set1_epi8((char)(2 * s + 1));
+        bit = _mm256_set1_epi8((char)0x80);
+    } else {
+        const int j = 2 * s;
+        spread = _mm256_setr_epi8(j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1, j + 1,
+                                  j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1);
+        bit = _mm256_setr_epi64x(0x0808080808080808ll, (long long)0x8080808080808080ull, 0x0808080808080808ll,
+                                 (long long)0x8080808080808080ull);
+    }
+    __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(high, spread), bit), bit);
+    return _mm256_or_si256(negative, _mm256_set1_epi8(1));
+}
+
 /* IQ1: one block's integer sum, 8 times the reference's plus its delta sum
  * (dot_iq_common.h), in eight int32 lanes. sign() forms 8g from g in
  * -1, 0, 1; maddubs takes |w| and the quants with w's sign (w is odd, never
@@ -200,13 +248,15 @@ KERNEL_INLINE void iq_avx2_group(const int R, int64_t n, const uint8_t *rows, si
 KERNEL_INLINE __m256i iq1_avx2_block(const uint8_t *block, const block_q8_k *y, const enum iq1_kind kind)
 {
     const __m256i eight = _mm256_set1_epi8(8);
+    iq1_avx2_codes codes = iq1_avx2_block_codes(kind, block);
     __m256i sum = _mm256_setzero_si256();
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        iq1_sub sub = iq1_sub_block(kind, block, s);
-        __m256i w = _mm256_add_epi8(_mm256_sign_epi8(eight, iq_avx2_points(sub.points)), iq_avx2_points(sub.deltas));
+        uint64_t points[4];
+        iq1_sub_points(kind, block, s, points);
+        __m256i w = _mm256_add_epi8(_mm256_sign_epi8(eight, iq_avx2_points(points)), iq1_avx2_deltas(kind, codes.high, s));
         __m256i q = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * s));
         __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(_mm256_set1_epi32((int)sub.scales), 0)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(iq_avx2_lane_of(codes.scales, s), s)));
     }
     return sum;
 }

@@ -210,29 +210,37 @@ typedef struct iq1_sub {
     uint32_t scales;
 } iq1_sub;
 
+/* The grid points of sub-block s, as iq1_sub.points. */
+KERNEL_INLINE void iq1_sub_points(const enum iq1_kind kind, const uint8_t *block, int s, uint64_t points[4])
+{
+    uint32_t low = iq_le32(block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s);
+    uint16_t word;
+    memcpy(&word, block + (kind == IQ1_KIND_S ? 34 : 32) + 2 * s, 2);
+    uint32_t high = word; /* IQ1_S: 4 x 3 index bits, then the scale and the delta's sign;
+                             IQ1_M: a nibble a group, 3 index bits and the delta's sign */
+    const int stride = kind == IQ1_KIND_S ? 3 : 4;
+    KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+        points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (stride * g)) & 7) << 8];
+}
+
 KERNEL_INLINE iq1_sub iq1_sub_block(const enum iq1_kind kind, const uint8_t *block, int s)
 {
     const uint64_t plus = 0x0101010101010101ull, minus = ~0ull;
     iq1_sub sub;
-    uint32_t low = iq_le32(block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s);
+    iq1_sub_points(kind, block, s, sub.points);
     if (kind == IQ1_KIND_S) {
         uint16_t word;
         memcpy(&word, block + 34 + 2 * s, 2);
-        uint32_t high = word; /* 4 x 3 index bits, the scale, the delta's sign */
-        KERNEL_UNROLLED for (int g = 0; g < 4; g++) {
-            sub.points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (3 * g)) & 7) << 8];
+        uint32_t high = word;
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
             sub.deltas[g] = high >> 15 ? minus : plus;
-        }
         sub.scales = iq_scale_same((high >> 12) & 7);
     } else {
         uint16_t word;
         memcpy(&word, block + 32 + 2 * s, 2);
-        uint32_t high = word; /* a nibble a group: 3 index bits, the delta's sign */
-        KERNEL_UNROLLED for (int g = 0; g < 4; g++) {
-            uint32_t nibble = (high >> (4 * g)) & 0x0f;
-            sub.points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | (nibble & 7) << 8];
-            sub.deltas[g] = nibble >> 3 ? minus : plus;
-        }
+        uint32_t high = word;
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+            sub.deltas[g] = (high >> (4 * g + 3)) & 1 ? minus : plus;
         uint16_t words[4];
         iq1_m_words(block, words);
         uint32_t scales = (uint32_t)words[s / 2] >> (6 * (s % 2)); /* 3 bits a half */
