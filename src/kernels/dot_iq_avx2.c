@@ -153,18 +153,44 @@ KERNEL_INLINE __m256i iq_avx2_points(const uint64_t points[4])
                              (long long)points[0]);
 }
 
+/* IQ3's eight 4-value grid entries of sub-block s, inserted one by one from
+ * the table: cheaper than pairing them into 8-byte points in scalar. */
+KERNEL_INLINE __m256i iq3_avx2_points(const enum iq_kind kind, const uint8_t *block, int s)
+{
+    uint32_t index[8];
+    const uint32_t *grid = kind == IQ_KIND_3XXS ? quant_iq3xxs_grid : quant_iq3s_grid;
+    uint32_t high = kind == IQ_KIND_3XXS ? 0 : block[66 + s];
+    KERNEL_UNROLLED for (int k = 0; k < 8; k++)
+        index[k] = block[2 + 8 * s + k] | ((high >> k) & 1) << 8;
+    __m128i low = _mm_cvtsi32_si128((int)grid[index[0]]);
+    __m128i top = _mm_cvtsi32_si128((int)grid[index[4]]);
+    low = _mm_insert_epi32(low, (int)grid[index[1]], 1);
+    top = _mm_insert_epi32(top, (int)grid[index[5]], 1);
+    low = _mm_insert_epi32(low, (int)grid[index[2]], 2);
+    top = _mm_insert_epi32(top, (int)grid[index[6]], 2);
+    low = _mm_insert_epi32(low, (int)grid[index[3]], 3);
+    top = _mm_insert_epi32(top, (int)grid[index[7]], 3);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(low), top, 1);
+}
+
 /* One block's scaled integer sum in eight int32 lanes. */
 KERNEL_INLINE __m256i iq_avx2_block(const uint8_t *block, const block_q8_k *y, const enum iq_kind kind)
 {
     iq_avx2_codes codes = iq_avx2_block_codes(kind, block);
     __m256i sum = _mm256_setzero_si256();
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
-        uint64_t points[4];
-        iq_sub_points(kind, block, s, points);
+        __m256i grid;
+        if (kind == IQ_KIND_3XXS || kind == IQ_KIND_3S) {
+            grid = iq3_avx2_points(kind, block, s);
+        } else {
+            uint64_t points[4];
+            iq_sub_points(kind, block, s, points);
+            grid = iq_avx2_points(points);
+        }
         __m256i mask = iq_avx2_sign_mask(iq_avx2_lane_of(codes.signs, s), s);
         __m256i q = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * s));
         q = _mm256_sub_epi8(_mm256_xor_si256(q, mask), mask);
-        __m256i pairs = _mm256_maddubs_epi16(iq_avx2_points(points), q);
+        __m256i pairs = _mm256_maddubs_epi16(grid, q);
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(iq_avx2_lane_of(codes.scales, s), s)));
     }
     return sum;
