@@ -1,6 +1,7 @@
 /* AVX2 dot-product kernels of the grid i-quants IQ2_XXS, IQ2_XS, IQ2_S,
- * IQ3_XXS, IQ3_S, IQ1_S and IQ1_M against Q8_K (dot_iq_common.h reads the
- * blocks). A sub-block is one ymm of 32 unsigned grid values; its signs negate the
+ * IQ3_XXS, IQ3_S, IQ1_S and IQ1_M against Q8_K (dot_iq_common.h looks up the
+ * grid points; a block's signs and multipliers are unpacked here, in vectors).
+ * A sub-block is one ymm of 32 unsigned grid values; its signs negate the
  * activation's quants (xor and subtract with a byte mask), maddubs forms
  * the exact pair sums (at most 2 x 62 x 127, inside 16 bits), and madd
  * applies the multipliers of the two 16-value halves, one per 128-bit lane.
@@ -25,9 +26,9 @@ KERNEL_INLINE float iq_avx2_hsum(__m256 v)
  * pairs take a few instructions each, and a sub-block then picks its own
  * with one shuffle. Only the grid points stay scalar lookups. */
 
-/* The high dwords of 16 bytes at p and 16 at p + 16, and so on: the sign and
- * scale words of IQ2_XXS's eight 8-byte sub-blocks, as dword s = sub-block s.
- * shuffle_ps leaves them in the order 0 1 4 5 | 2 3 6 7, permute4x64 fixes it. */
+/* The high dword of each of the eight 8-byte words at p, dword s from word s
+ * (IQ2_XXS: each sub-block's sign and scale word). shuffle_ps leaves them in
+ * the order 0 1 4 5 | 2 3 6 7; permute4x64 restores it. */
 KERNEL_INLINE __m256i iq_avx2_high_dwords(const uint8_t *p)
 {
     __m256 first = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -105,9 +106,9 @@ KERNEL_INLINE iq_avx2_codes iq_avx2_block_codes(const enum iq_kind kind, const u
         break;
     default: {
         /* one 4-bit scale a sub-block, sub-block s at bit 4s of bytes 106-109 */
-        int nibbles = (int)iq_le32(block + 106);
-        __m256i scale = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(nibbles), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                                         _mm256_set1_epi32(0x0f));
+        __m256i nibbles = _mm256_set1_epi32((int)iq_le32(block + 106));
+        __m256i scale = _mm256_srlv_epi32(nibbles, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+        scale = _mm256_and_si256(scale, _mm256_set1_epi32(0x0f));
         scale = _mm256_add_epi32(_mm256_add_epi32(scale, scale), _mm256_set1_epi32(1));
         codes.signs = _mm256_loadu_si256((const __m256i *)(block + 74));
         codes.scales = _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
@@ -160,8 +161,8 @@ KERNEL_INLINE __m256i iq3_avx2_points(const enum iq_kind kind, const uint8_t *bl
     uint32_t index[8];
     const uint32_t *grid = kind == IQ_KIND_3XXS ? quant_iq3xxs_grid : quant_iq3s_grid;
     uint32_t high = kind == IQ_KIND_3XXS ? 0 : block[66 + s];
-    /* IQ3_XXS's bytes from one word, IQ3_S's one by one (each with a shift of
-     * its high bit already): fewer instructions for each, as measured */
+    /* IQ3_XXS's index bytes taken apart from one word, IQ3_S's read one by
+     * one (its shifts go to the high bits): the faster way for each */
     uint64_t bytes = iq_le64(block + 2 + 8 * s);
     KERNEL_UNROLLED for (int k = 0; k < 8; k++)
         index[k] = kind == IQ_KIND_3XXS ? (uint32_t)((bytes >> (8 * k)) & 0xff)
@@ -283,7 +284,8 @@ KERNEL_INLINE __m256i iq1_avx2_block(const uint8_t *block, const block_q8_k *y, 
     KERNEL_UNROLLED for (int s = 0; s < 8; s++) {
         uint64_t points[4];
         iq1_sub_points(kind, block, s, points);
-        __m256i w = _mm256_add_epi8(_mm256_sign_epi8(eight, iq_avx2_points(points)), iq1_avx2_deltas(kind, codes.high, s));
+        __m256i g8 = _mm256_sign_epi8(eight, iq_avx2_points(points));
+        __m256i w = _mm256_add_epi8(g8, iq1_avx2_deltas(kind, codes.high, s));
         __m256i q = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * s));
         __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, iq_avx2_multipliers(iq_avx2_lane_of(codes.scales, s), s)));
