@@ -160,13 +160,21 @@ KERNEL_INLINE __m256i iq3_avx2_points(const enum iq_kind kind, const uint8_t *bl
 {
     uint32_t index[8];
     const uint32_t *grid = kind == IQ_KIND_3XXS ? quant_iq3xxs_grid : quant_iq3s_grid;
-    uint32_t high = kind == IQ_KIND_3XXS ? 0 : block[66 + s];
-    /* IQ3_XXS's index bytes taken apart from one word, IQ3_S's read one by
-     * one (its shifts go to the high bits): the faster way for each */
     uint64_t bytes = iq_le64(block + 2 + 8 * s);
-    KERNEL_UNROLLED for (int k = 0; k < 8; k++)
-        index[k] = kind == IQ_KIND_3XXS ? (uint32_t)((bytes >> (8 * k)) & 0xff)
-                                        : block[2 + 8 * s + k] | ((high >> k) & 1) << 8;
+    if (kind == IQ_KIND_3XXS) {
+        KERNEL_UNROLLED for (int k = 0; k < 8; k++)
+            index[k] = (uint32_t)((bytes >> (8 * k)) & 0xff);
+    } else {
+        /* IQ3_S: bit k of byte 66 + s is bit 8 of index k; interleaved with
+         * the low bytes in a vector, the eight indices come back as words */
+        const __m128i bits = _mm_set1_epi64x((long long)0x8040201008040201ull);
+        __m128i high = _mm_and_si128(_mm_set1_epi8((char)block[66 + s]), bits);
+        high = _mm_min_epu8(high, _mm_set1_epi8(1));
+        __m128i words = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)bytes), high);
+        uint64_t first = (uint64_t)_mm_cvtsi128_si64(words), second = (uint64_t)_mm_extract_epi64(words, 1);
+        KERNEL_UNROLLED for (int k = 0; k < 8; k++)
+            index[k] = (uint32_t)(((k < 4 ? first : second) >> (16 * (k % 4))) & 0xffff);
+    }
     __m128i low = _mm_cvtsi32_si128((int)grid[index[0]]);
     __m128i top = _mm_cvtsi32_si128((int)grid[index[4]]);
     low = _mm_insert_epi32(low, (int)grid[index[1]], 1);
