@@ -214,13 +214,15 @@ typedef struct iq1_sub {
 KERNEL_INLINE void iq1_sub_points(const enum iq1_kind kind, const uint8_t *block, int s, uint64_t points[4])
 {
     uint32_t low = iq_le32(block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s);
-    uint16_t word;
-    memcpy(&word, block + (kind == IQ1_KIND_S ? 34 : 32) + 2 * s, 2);
-    uint32_t high = word; /* IQ1_S: 4 x 3 index bits, then the scale and the delta's sign;
-                             IQ1_M: a nibble a group, 3 index bits and the delta's sign */
-    const int stride = kind == IQ1_KIND_S ? 3 : 4;
+    /* The 16-bit word of high bits (IQ1_S: 4 x 3 index bits, then the scale
+     * and the delta's sign; IQ1_M: a nibble a group, 3 index bits and the
+     * delta's sign) read inside a 32-bit one that stays within the block,
+     * IQ1_S's in its top half: a 16-bit variable was spilled as 16 bits and
+     * reloaded as 32, a store the load could not be forwarded from. */
+    uint32_t high = iq_le32(block + 32 + 2 * s);
+    const int first = kind == IQ1_KIND_S ? 16 : 0, stride = kind == IQ1_KIND_S ? 3 : 4;
     KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-        points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (stride * g)) & 7) << 8];
+        points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (first + stride * g)) & 7) << 8];
 }
 
 KERNEL_INLINE iq1_sub iq1_sub_block(const enum iq1_kind kind, const uint8_t *block, int s)
