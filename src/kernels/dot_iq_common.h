@@ -87,15 +87,15 @@ KERNEL_INLINE uint32_t iq_scale_same(uint32_t scale)
 }
 
 /* The four grid points of sub-block s (0..7) of a block, as iq_sub.points.
- * Words are read whole and taken apart with shifts: byte and 16-bit reads
- * one at a time cost more than the lookups. */
+ * Words are read whole and taken apart with shifts, but for IQ2_XXS's whole
+ * index bytes: those taken apart from a word are moved through the high-byte
+ * registers and spilled, and cost more than one read each. */
 KERNEL_INLINE void iq_sub_points(const enum iq_kind kind, const uint8_t *block, int s, uint64_t points[4])
 {
     switch (kind) {
     case IQ_KIND_2XXS: {
-        uint32_t indices = iq_le32(block + 2 + 8 * s); /* then the signs and the scale */
         KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-            points[g] = quant_iq2xxs_grid[(indices >> (8 * g)) & 0xff];
+            points[g] = quant_iq2xxs_grid[block[2 + 8 * s + g]];
         break;
     }
     case IQ_KIND_2XS: {
