@@ -87,9 +87,10 @@ KERNEL_INLINE uint32_t iq_scale_same(uint32_t scale)
 }
 
 /* The four grid points of sub-block s (0..7) of a block, as iq_sub.points.
- * Words are read whole and taken apart with shifts, but for IQ2_XXS's whole
- * index bytes: those taken apart from a word are moved through the high-byte
- * registers and spilled, and cost more than one read each. */
+ * Index bytes standing alone are read one by one: taken apart from a word
+ * they went through the high-byte registers and stack spills, costing more
+ * than a read each. Fields sharing bytes are read in words and taken apart
+ * with shifts. */
 KERNEL_INLINE void iq_sub_points(const enum iq_kind kind, const uint8_t *block, int s, uint64_t points[4])
 {
     switch (kind) {
@@ -105,10 +106,9 @@ KERNEL_INLINE void iq_sub_points(const enum iq_kind kind, const uint8_t *block, 
         break;
     }
     case IQ_KIND_2S: {
-        uint32_t low = iq_le32(block + 2 + 4 * s);
         uint32_t high = block[66 + s];
         KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-            points[g] = quant_iq2s_grid[((low >> (8 * g)) & 0xff) | ((high >> (2 * g)) & 3) << 8];
+            points[g] = quant_iq2s_grid[block[2 + 4 * s + g] | ((high >> (2 * g)) & 3) << 8];
         break;
     }
     case IQ_KIND_3XXS: {
@@ -213,7 +213,7 @@ typedef struct iq1_sub {
 /* The grid points of sub-block s, as iq1_sub.points. */
 KERNEL_INLINE void iq1_sub_points(const enum iq1_kind kind, const uint8_t *block, int s, uint64_t points[4])
 {
-    uint32_t low = iq_le32(block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s);
+    const uint8_t *low = block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s;
     /* The 16-bit word of high bits (IQ1_S: 4 x 3 index bits, then the scale
      * and the delta's sign; IQ1_M: a nibble a group, 3 index bits and the
      * delta's sign) read inside a 32-bit one that stays within the block,
@@ -222,7 +222,7 @@ KERNEL_INLINE void iq1_sub_points(const enum iq1_kind kind, const uint8_t *block
     uint32_t high = iq_le32(block + 32 + 2 * s);
     const int first = kind == IQ1_KIND_S ? 16 : 0, stride = kind == IQ1_KIND_S ? 3 : 4;
     KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-        points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (first + stride * g)) & 7) << 8];
+        points[g] = quant_iq1s_grid[low[g] | ((high >> (first + stride * g)) & 7) << 8];
 }
 
 KERNEL_INLINE iq1_sub iq1_sub_block(const enum iq1_kind kind, const uint8_t *block, int s)
