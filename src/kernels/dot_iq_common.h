@@ -86,49 +86,36 @@ KERNEL_INLINE uint32_t iq_scale_same(uint32_t scale)
     return (2 * scale + 1) * 0x00010001u;
 }
 
-/* Sub-block s (0..7) of a block. Words are read whole and taken apart with
- * shifts: byte and 16-bit reads one at a time cost more than the lookups. */
-KERNEL_INLINE iq_sub iq_sub_block(const enum iq_kind kind, const uint8_t *block, int s)
+/* The four grid points of sub-block s (0..7) of a block, as iq_sub.points.
+ * Index bytes standing alone are read one by one: taken apart from a word
+ * they went through the high-byte registers and stack spills, costing more
+ * than a read each. Fields sharing bytes are read in words and taken apart
+ * with shifts. */
+KERNEL_INLINE void iq_sub_points(const enum iq_kind kind, const uint8_t *block, int s, uint64_t points[4])
 {
-    iq_sub sub;
     switch (kind) {
     case IQ_KIND_2XXS: {
-        uint64_t word = iq_le64(block + 2 + 8 * s); /* 4 index bytes, then signs and scale */
         KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-            sub.points[g] = quant_iq2xxs_grid[(word >> (8 * g)) & 0xff];
-        sub.signs = iq_sign_bytes4((uint32_t)(word >> 32));
-        sub.scales = iq_scale_same((uint32_t)(word >> 60));
+            points[g] = quant_iq2xxs_grid[block[2 + 8 * s + g]];
         break;
     }
     case IQ_KIND_2XS: {
-        uint64_t codes = iq_le64(block + 2 + 8 * s); /* four 16-bit codes */
-        uint32_t signs = 0;
-        KERNEL_UNROLLED for (int g = 0; g < 4; g++) {
-            uint32_t code = (uint32_t)(codes >> (16 * g)) & 0xffff;
-            sub.points[g] = quant_iq2xs_grid[code & 511];
-            signs |= (uint32_t)quant_iq_sign_bytes[code >> 9] << (8 * g);
-        }
-        sub.signs = signs;
-        sub.scales = iq_scale_pair(block[66 + s]);
+        uint64_t codes = iq_le64(block + 2 + 8 * s); /* four 16-bit codes: 9 index bits, 7 sign bits */
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+            points[g] = quant_iq2xs_grid[(codes >> (16 * g)) & 511];
         break;
     }
     case IQ_KIND_2S: {
-        uint32_t low = iq_le32(block + 2 + 4 * s);
         uint32_t high = block[66 + s];
         KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-            sub.points[g] = quant_iq2s_grid[((low >> (8 * g)) & 0xff) | ((high >> (2 * g)) & 3) << 8];
-        sub.signs = iq_le32(block + 34 + 4 * s);
-        sub.scales = iq_scale_pair(block[74 + s]);
+            points[g] = quant_iq2s_grid[block[2 + 4 * s + g] | ((high >> (2 * g)) & 3) << 8];
         break;
     }
     case IQ_KIND_3XXS: {
         uint64_t indices = iq_le64(block + 2 + 8 * s);
-        uint32_t signs_scale = iq_le32(block + 66 + 4 * s);
         KERNEL_UNROLLED for (int g = 0; g < 4; g++)
-            sub.points[g] = quant_iq3xxs_grid[(indices >> (16 * g)) & 0xff] |
-                            (uint64_t)quant_iq3xxs_grid[(indices >> (16 * g + 8)) & 0xff] << 32;
-        sub.signs = iq_sign_bytes4(signs_scale);
-        sub.scales = iq_scale_same(signs_scale >> 28);
+            points[g] = quant_iq3xxs_grid[(indices >> (16 * g)) & 0xff] |
+                        (uint64_t)quant_iq3xxs_grid[(indices >> (16 * g + 8)) & 0xff] << 32;
         break;
     }
     default: {
@@ -138,12 +125,48 @@ KERNEL_INLINE iq_sub iq_sub_block(const enum iq_kind kind, const uint8_t *block,
             int k = 2 * g;
             uint32_t first = (uint32_t)(((low >> (8 * k)) & 0xff) | ((high >> k) & 0x100));
             uint32_t second = (uint32_t)(((low >> (8 * k + 8)) & 0xff) | ((high >> (k + 1)) & 0x100));
-            sub.points[g] = quant_iq3s_grid[first] | (uint64_t)quant_iq3s_grid[second] << 32;
+            points[g] = quant_iq3s_grid[first] | (uint64_t)quant_iq3s_grid[second] << 32;
         }
+        break;
+    }
+    }
+}
+
+/* Sub-block s (0..7) of a block. */
+KERNEL_INLINE iq_sub iq_sub_block(const enum iq_kind kind, const uint8_t *block, int s)
+{
+    iq_sub sub;
+    iq_sub_points(kind, block, s, sub.points);
+    switch (kind) {
+    case IQ_KIND_2XXS: {
+        uint32_t signs_scale = iq_le32(block + 6 + 8 * s);
+        sub.signs = iq_sign_bytes4(signs_scale);
+        sub.scales = iq_scale_same(signs_scale >> 28);
+        break;
+    }
+    case IQ_KIND_2XS: {
+        uint64_t codes = iq_le64(block + 2 + 8 * s);
+        uint32_t signs = 0;
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+            signs |= (uint32_t)quant_iq_sign_bytes[(codes >> (16 * g + 9)) & 127] << (8 * g);
+        sub.signs = signs;
+        sub.scales = iq_scale_pair(block[66 + s]);
+        break;
+    }
+    case IQ_KIND_2S:
+        sub.signs = iq_le32(block + 34 + 4 * s);
+        sub.scales = iq_scale_pair(block[74 + s]);
+        break;
+    case IQ_KIND_3XXS: {
+        uint32_t signs_scale = iq_le32(block + 66 + 4 * s);
+        sub.signs = iq_sign_bytes4(signs_scale);
+        sub.scales = iq_scale_same(signs_scale >> 28);
+        break;
+    }
+    default:
         sub.signs = iq_le32(block + 74 + 4 * s);
         sub.scales = iq_scale_same((block[106 + s / 2] >> (4 * (s % 2))) & 0x0f);
         break;
-    }
     }
     return sub;
 }
@@ -187,29 +210,39 @@ typedef struct iq1_sub {
     uint32_t scales;
 } iq1_sub;
 
+/* The grid points of sub-block s, as iq1_sub.points. */
+KERNEL_INLINE void iq1_sub_points(const enum iq1_kind kind, const uint8_t *block, int s, uint64_t points[4])
+{
+    const uint8_t *low = block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s;
+    /* The 16-bit word of high bits (IQ1_S: 4 x 3 index bits, then the scale
+     * and the delta's sign; IQ1_M: a nibble a group, 3 index bits and the
+     * delta's sign) read inside a 32-bit one that stays within the block,
+     * IQ1_S's in its top half: a 16-bit variable was spilled as 16 bits and
+     * reloaded as 32, a store the load could not be forwarded from. */
+    uint32_t high = iq_le32(block + 32 + 2 * s);
+    const int first = kind == IQ1_KIND_S ? 16 : 0, stride = kind == IQ1_KIND_S ? 3 : 4;
+    KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+        points[g] = quant_iq1s_grid[low[g] | ((high >> (first + stride * g)) & 7) << 8];
+}
+
 KERNEL_INLINE iq1_sub iq1_sub_block(const enum iq1_kind kind, const uint8_t *block, int s)
 {
     const uint64_t plus = 0x0101010101010101ull, minus = ~0ull;
     iq1_sub sub;
-    uint32_t low = iq_le32(block + (kind == IQ1_KIND_S ? 2 : 0) + 4 * s);
+    iq1_sub_points(kind, block, s, sub.points);
     if (kind == IQ1_KIND_S) {
         uint16_t word;
         memcpy(&word, block + 34 + 2 * s, 2);
-        uint32_t high = word; /* 4 x 3 index bits, the scale, the delta's sign */
-        KERNEL_UNROLLED for (int g = 0; g < 4; g++) {
-            sub.points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | ((high >> (3 * g)) & 7) << 8];
+        uint32_t high = word;
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
             sub.deltas[g] = high >> 15 ? minus : plus;
-        }
         sub.scales = iq_scale_same((high >> 12) & 7);
     } else {
         uint16_t word;
         memcpy(&word, block + 32 + 2 * s, 2);
-        uint32_t high = word; /* a nibble a group: 3 index bits, the delta's sign */
-        KERNEL_UNROLLED for (int g = 0; g < 4; g++) {
-            uint32_t nibble = (high >> (4 * g)) & 0x0f;
-            sub.points[g] = quant_iq1s_grid[((low >> (8 * g)) & 0xff) | (nibble & 7) << 8];
-            sub.deltas[g] = nibble >> 3 ? minus : plus;
-        }
+        uint32_t high = word;
+        KERNEL_UNROLLED for (int g = 0; g < 4; g++)
+            sub.deltas[g] = (high >> (4 * g + 3)) & 1 ? minus : plus;
         uint16_t words[4];
         iq1_m_words(block, words);
         uint32_t scales = (uint32_t)words[s / 2] >> (6 * (s % 2)); /* 3 bits a half */

@@ -205,6 +205,39 @@ static void extreme_block_bytes(uint32_t type, uint8_t *row, int64_t n)
     }
 }
 
+/* The grid i-quants whose sign bytes are 7-bit codes and an implied parity
+ * bit (IQ2_XXS, IQ2_XS, IQ3_XXS): random bytes, then code (t + 32g) % 128 in
+ * group g of the row's sub-block t (and scale t % 16 where the scale shares
+ * the codes' word), so a row of 128 sub-blocks holds every code in every
+ * group. */
+static int has_sign_codes(uint32_t type)
+{
+    return type == TYPE_IQ2_XXS || type == TYPE_IQ2_XS || type == TYPE_IQ3_XXS;
+}
+
+static void every_sign_code_bytes(uint32_t type, uint8_t *row, int64_t n)
+{
+    random_block_bytes(type, row, n);
+    const size_t block_bytes = (size_t)quant_format_of(type)->block_bytes;
+    for (int64_t t = 0; t < n / 32; t++) {
+        uint8_t *block = row + (size_t)(t / 8) * block_bytes;
+        int s = (int)(t % 8);
+        if (type == TYPE_IQ2_XS) {
+            for (int g = 0; g < 4; g++) {
+                uint8_t *code = block + 2 + 8 * s + 2 * g; /* 9 index bits, then the sign code */
+                code[1] = (uint8_t)((code[1] & 1) | ((t + 32 * g) % 128) << 1);
+            }
+            continue;
+        }
+        uint32_t word = (uint32_t)(t % 16) << 28;
+        for (int g = 0; g < 4; g++)
+            word |= (uint32_t)((t + 32 * g) % 128) << (7 * g);
+        uint8_t *at = block + (type == TYPE_IQ2_XXS ? 6 + 8 * s : 66 + 4 * s);
+        for (int k = 0; k < 4; k++)
+            at[k] = (uint8_t)(word >> (8 * k));
+    }
+}
+
 typedef struct case_data {
     uint32_t type;
     int64_t n;
@@ -222,6 +255,7 @@ enum case_kind {
     CASE_RANDOM,        /* rows of random bytes and quantized random floats */
     CASE_EXTREME_PLUS,  /* extreme_block_bytes rows, every activation +1 */
     CASE_EXTREME_MINUS, /* extreme_block_bytes rows, every activation -1 */
+    CASE_SIGN_CODES,    /* every_sign_code_bytes rows (has_sign_codes types), random activation */
 };
 
 /* Builds rows (random: even rows from random bytes, odd rows quantized from
@@ -247,7 +281,9 @@ static int case_create(case_data *data, uint32_t type, int64_t n, enum case_kind
     float *act_values = malloc(sizeof(float) * (size_t)n);
     for (int r = 0; r < MAX_ROWS; r++) {
         uint8_t *row = data->weights + r * data->row_bytes;
-        if (kind != CASE_RANDOM) {
+        if (kind == CASE_SIGN_CODES) {
+            every_sign_code_bytes(type, row, n);
+        } else if (kind != CASE_RANDOM) {
             extreme_block_bytes(type, row, n);
         } else if (r % 2 == 1 && format->quantize_row) {
             random_floats(values, n);
@@ -257,7 +293,7 @@ static int case_create(case_data *data, uint32_t type, int64_t n, enum case_kind
         }
         memcpy(data->reversed + (MAX_ROWS - 1 - r) * data->row_bytes, row, data->row_bytes);
     }
-    if (kind == CASE_RANDOM) {
+    if (kind == CASE_RANDOM || kind == CASE_SIGN_CODES) {
         random_floats(values, n);
     } else {
         for (int64_t i = 0; i < n; i++)
@@ -713,6 +749,14 @@ static void test_set(const kernel_set *set)
                     check_case(set, dot, &data);
                 case_destroy(&data);
             }
+        }
+        /* Every sign code in every group: the SIMD kernels expand the
+         * codes and their parity bit in vectors, not from the table. */
+        if (has_sign_codes(type)) {
+            case_data data;
+            if (case_create(&data, type, 128 * 32, CASE_SIGN_CODES))
+                check_case(set, dot, &data);
+            case_destroy(&data);
         }
         types_run++;
     }
