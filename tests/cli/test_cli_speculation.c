@@ -14,9 +14,16 @@
  *    carry the same counters;
  *  - --draft-replay of a plain run's --ids-out: accept gives 100 %
  *    acceptance, reject 0 %, each with the plain run's output;
- *  - --mtp is refused in one line (no nextn block, no MTP drafter in this
- *    build) with a non-zero exit, so are --draft 0 and --draft 9 and the
- *    flags' other misuses.
+ *  - --mtp on a tiny-qwen35moe with a nextn block (bmoe-mkmodel
+ *    --nextn-layers 1) leaves text and ids byte for byte as plain
+ *    decoding's with --draft 1..4, greedy and seeded sampling, resident and
+ *    streamed (streamed --mtp also equals resident plain decoding); every
+ *    run drafts at every step with room and verifies the drafts in batches
+ *    (random weights: few or no drafts are accepted, which is fine), and
+ *    its mtp: lines agree with the CSV and its trailer;
+ *  - --mtp is refused in one line on a model without a nextn block, with a
+ *    non-zero exit, so are --draft 0 and --draft 9 and the flags' other
+ *    misuses.
  * Expected values come from the definitions (a plain run, the counters'
  * meaning), never from the runs being checked. */
 #include <stdint.h>
@@ -30,7 +37,7 @@ enum { N_PREDICT = 32, MAX_ARGS = 48 };
 static const char PROMPT[] = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the dog sat on "
                              "the log. the dog sat on the log.";
 
-static char qwen[1100], hybrid[1100];
+static char qwen[1100], hybrid[1100], hybrid_head[1200];
 static const char trained[] = BMOE_MODELS_DIR "/qwen3moe-shakespeare-q8_0.gguf";
 
 /* A command line being built (the strings must outlive the run). */
@@ -207,51 +214,128 @@ static void check_csv(const char *what, const char *path, const drafting *d)
     CHECK_MSG(summary && key_number(summary, "mtp_drafted") == (double)d->drafted &&
                   key_number(summary, "mtp_accepted") == (double)d->accepted &&
                   key_number(summary, "mtp_decodes") == (double)d->decodes &&
-                  key_number(summary, "drafted_steps") == (double)d->drafted_steps &&
+                  (d->coverage ? key_number(summary, "drafted_steps") == (double)d->drafted_steps
+                               : key_number(summary, "drafted_steps") > 0 &&
+                                     key_number(summary, "drafted_steps") <= (double)d->decodes) &&
                   key_number(summary, "mtp_draft_s/tok") >= 0 && key_number(summary, "tokens") == (double)d->tokens,
-              "%s: the trailer's drafting keys differ from the ngram: lines: %s", what, summary ? summary : "(none)");
+              "%s: the trailer's drafting keys differ from the drafting lines: %s", what, summary ? summary : "(none)");
     free(csv);
 }
 
-/* The same generation without and with --ngram: the same bytes; the
- * drafting lines agree with themselves and with the CSV. */
-static void check_ngram(const config *c, const char *const *extra, bool accepts)
+/* Two files' bytes are the same (both readable). */
+static bool same_file(const char *a, const char *b)
 {
-    char what[160], csv[1200];
-    snprintf(what, sizeof what, "%s --ngram", c->name);
+    size_t length_a = 0, length_b = 0;
+    char *bytes_a = test_read_file(a, &length_a), *bytes_b = test_read_file(b, &length_b);
+    bool same = bytes_a && bytes_b && length_a == length_b && memcmp(bytes_a, bytes_b, length_a) == 0;
+    free(bytes_a);
+    free(bytes_b);
+    return same;
+}
+
+/* The same generation without and with a draft source (source: "ngram" or
+ * "mtp", its flag --<source>): the same bytes and ids; the drafting lines
+ * agree with themselves and with the CSV. reference (may be NULL): another
+ * configuration whose plain run must give the same text too. */
+static void check_source(const config *c, const char *source, const char *const *extra, bool accepts,
+                         const config *reference)
+{
+    char what[160], csv[1200], flag[32], plain_ids[1200], drafted_ids[1200];
+    snprintf(what, sizeof what, "%s --%s", c->name, source);
+    snprintf(flag, sizeof flag, "--%s", source);
     snprintf(csv, sizeof csv, "%s/spec-%d.csv", test_tmp_dir(), (int)getpid());
+    snprintf(plain_ids, sizeof plain_ids, "%s/spec-%d-plain.ids", test_tmp_dir(), (int)getpid());
+    snprintf(drafted_ids, sizeof drafted_ids, "%s/spec-%d-drafted.ids", test_tmp_dir(), (int)getpid());
     args plain = {0}, drafted = {0};
     push_config(&plain, c);
+    push(&plain, "--ids-out");
+    push(&plain, plain_ids);
     push_config(&drafted, c);
-    push(&drafted, "--ngram");
+    push(&drafted, flag);
     for (int i = 0; extra[i]; i++)
         push(&drafted, extra[i]);
     push(&drafted, "--csv");
     push(&drafted, csv);
+    push(&drafted, "--ids-out");
+    push(&drafted, drafted_ids);
     output p, s;
     bool plain_ok = run_ok(c->name, &plain, &p), drafted_ok = run_ok(what, &drafted, &s);
     if (plain_ok && drafted_ok) {
         CHECK_MSG(strcmp(p.text, s.text) == 0, "%s: the text differs from plain decoding's:\n%s\n---\n%s", what,
                   p.text, s.text);
+        CHECK_MSG(same_file(plain_ids, drafted_ids), "%s: the ids differ from plain decoding's", what);
         CHECK_MSG(!strstr(p.report, "drafts accepted"), "%s: drafting lines without drafting", c->name);
         drafting d;
-        bool parsed = parse_drafting(s.report, "ngram", &d);
-        CHECK_MSG(parsed && d.coverage, "%s: no ngram: lines in\n%s", what, s.report);
-        if (parsed && d.coverage) {
+        bool parsed = parse_drafting(s.report, source, &d);
+        /* n-gram drafting may abstain and says on how many steps it drafted */
+        bool abstains = strcmp(source, "ngram") == 0;
+        CHECK_MSG(parsed && d.coverage == abstains, "%s: no %s: lines in\n%s", what, source, s.report);
+        if (parsed && d.coverage == abstains) {
             CHECK_MSG(d.tokens == N_PREDICT && d.decodes + d.accepted == d.tokens,
                       "%s: %lld decodes and %lld accepted drafts for %lld tokens", what, d.decodes, d.accepted,
                       d.tokens);
-            CHECK_MSG(d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes &&
-                          d.accepted <= d.drafted,
-                      "%s: drafted on %lld of %lld steps, %lld/%lld accepted", what, d.drafted_steps, d.steps,
-                      d.accepted, d.drafted);
+            CHECK_MSG(!abstains || (d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes),
+                      "%s: drafted on %lld of %lld steps", what, d.drafted_steps, d.steps);
+            /* the head drafts up to --draft tokens at every step with room:
+             * more drafts than verify decodes */
+            CHECK_MSG(abstains || d.drafted >= d.decodes - 1, "%s: %lld drafts in %lld decodes", what, d.drafted,
+                      d.decodes);
+            CHECK_MSG(d.accepted <= d.drafted, "%s: %lld/%lld accepted", what, d.accepted, d.drafted);
             CHECK_MSG(!accepts || d.accepted > 0, "%s: no draft accepted", what);
             check_csv(what, csv, &d);
         }
     }
+    if (reference && drafted_ok) {
+        args other = {0};
+        push_config(&other, reference);
+        output o;
+        if (run_ok(reference->name, &other, &o))
+            CHECK_MSG(strcmp(o.text, s.text) == 0, "%s: the text differs from %s's plain decoding", what,
+                      reference->name);
+        output_free(&o);
+    }
     unlink(csv);
+    unlink(plain_ids);
+    unlink(drafted_ids);
     output_free(&p);
     output_free(&s);
+}
+
+static void check_ngram(const config *c, const char *const *extra, bool accepts)
+{
+    check_source(c, "ngram", extra, accepts, NULL);
+}
+
+/* --mtp with --draft 1..4, greedy and sampled, resident and streamed. */
+static void check_mtp(void)
+{
+    char path[1200], command[4096];
+    snprintf(path, sizeof path, "%s/spec-%d-nextn.gguf", test_tmp_dir(), (int)getpid());
+    snprintf(command, sizeof command,
+             "'%s/bmoe-mkmodel' --shape tiny-qwen35moe --nextn-layers 1 --type f32 --quiet -o '%s'", BMOE_BIN_DIR,
+             path);
+    cli_result made;
+    if (cli_run_shell(command, &made) != 0 || made.exit_code != 0) {
+        CHECK_MSG(0, "bmoe-mkmodel --nextn-layers 1 failed");
+        return;
+    }
+    cli_result_free(&made);
+    snprintf(hybrid_head, sizeof hybrid_head, "%s", path);
+    const config greedy = {"qwen35moe+nextn greedy resident -t 1", hybrid_head, "1", false, false};
+    const config sampled = {"qwen35moe+nextn sampled resident -t 2", hybrid_head, "2", true, false};
+    const config greedy_streamed = {"qwen35moe+nextn greedy streamed -t 2", hybrid_head, "2", false, true};
+    const config sampled_streamed = {"qwen35moe+nextn sampled streamed -t 1", hybrid_head, "1", true, true};
+    const char *const draft_counts[] = {"1", "2", "3", "4"};
+    for (int i = 0; i < 4; i++) {
+        const char *extra[] = {"--draft", draft_counts[i], NULL};
+        check_source(&greedy, "mtp", extra, false, NULL);
+    }
+    const char *three[] = {"--draft", "3", NULL}, *two[] = {"--draft", "2", NULL}, *four[] = {"--draft", "4", NULL};
+    check_source(&sampled, "mtp", three, false, NULL);
+    const config sampled_resident_one = {"qwen35moe+nextn sampled resident -t 1", hybrid_head, "1", true, false};
+    check_source(&greedy_streamed, "mtp", two, false, &greedy);
+    check_source(&sampled_streamed, "mtp", four, false, &sampled_resident_one);
+    unlink(path);
 }
 
 /* A plain run writes its ids; replayed as drafts they are all accepted,
@@ -415,6 +499,7 @@ int main(void)
     check_ngram(&configs[3], eager, false);
     check_replay(&configs[1]);
     check_replay(&configs[3]);
+    check_mtp();
     check_session();
     check_refusals();
     return test_finish();
