@@ -8,7 +8,12 @@
  * empty cache, then one chained row at the next position attending over
  * them, logits and output hidden states both. The same reference with the
  * two halves of the concatenation swapped must disagree, so the comparison
- * can see the input fusion's order. A model without the block refuses
+ * can see the input fusion's order. Then the drafter (draft_mtp.c) after
+ * a prefill: the hidden rows it captured give the prefill's logits through
+ * the final norm and output (so they are the last layer's output before the
+ * final norm), and its drafts and last logits are the reference's when the
+ * reference is fed the same pairs (hidden at i, token at i + 1, position i)
+ * and then chained on its own output. A model without the block refuses
  * --mtp with a load error naming it. */
 #include <math.h>
 #include <stdbool.h>
@@ -16,6 +21,7 @@
 
 #include "../mkmodel/mkmodel_run.h"
 #include "bmoe.h"
+#include "engine/draft_mtp.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 
@@ -228,6 +234,8 @@ static double max_abs(const double *values, int n)
     return m;
 }
 
+static void check_drafter(const char *path, const reference *base);
+
 /* The largest |engine - reference| over n values, relative to the reference's scale. */
 static double relative_error(const float *engine, const double *ref, int n)
 {
@@ -364,7 +372,87 @@ static void check_head(const char *path)
 
     bmoe_context_free(context);
     bmoe_model_free(loaded);
+    check_drafter(path, &r);
     gguf_close(file);
+}
+
+/* The largest logit's lead over the second, relative to the logits' scale. */
+static double top_margin(const double *x, int n)
+{
+    int best = argmax_d(x, n);
+    double second = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (i != best && x[i] > second)
+            second = x[i];
+    return (x[best] - second) / (max_abs(x, n) > 1.0 ? max_abs(x, n) : 1.0);
+}
+
+enum { PROMPT = 8, DRAFTS = 3 };
+
+static void check_drafter(const char *path, const reference *base)
+{
+    bmoe_error err;
+    error_clear(&err);
+    bmoe_model *loaded = bmoe_model_load(path, NULL, &err);
+    bmoe_context_params cp = bmoe_context_default_params();
+    cp.n_ctx = MAX_CTX;
+    cp.n_threads = 2;
+    cp.n_ubatch = 3; /* the catch-up in several batches */
+    cp.kv_type = BMOE_KV_F32;
+    bmoe_context *context = loaded ? bmoe_context_create(loaded, &cp, &err) : NULL;
+    CHECK_MSG(context != NULL, "drafter context: %s", err.message);
+    if (!context) {
+        bmoe_model_free(loaded);
+        return;
+    }
+    static draft_mtp drafter;
+    CHECK_MSG(draft_mtp_init(&drafter, context, &err) == 0, "draft_mtp_init: %s", err.message);
+    draft_mtp_start(&drafter, 0);
+    int E = base->n_embd, V = base->n_vocab;
+    int32_t prompt[PROMPT + 1] = {3, 141, 59, 265, 358, 97, 93, 238, 46};
+    static float main_logits[512];
+    CHECK_MSG(bmoe_eval(context, prompt, PROMPT, main_logits, false, NULL, &err) == 0, "eval: %s", err.message);
+    /* the captured row of the prompt's last position gives its logits
+     * through output_norm and output */
+    static double row[MAX_EMBD], normed[MAX_EMBD], logits[512], hidden_out[MAX_EMBD];
+    for (int i = 0; i < E; i++)
+        row[i] = drafter.hidden_rows[(int64_t)(PROMPT - 1) * E + i];
+    ref_rmsnorm(normed, row, tensor(base, -1, "output_norm.weight", E, 1, 1), E, base->eps);
+    matvec(logits, tensor(base, -1, "output.weight", E, V, 1), normed, E, V);
+    CHECK_MSG(relative_error(main_logits, logits, V) < TOLERANCE,
+              "the captured hidden row does not give the prefill's logits (off by %.3g)",
+              relative_error(main_logits, logits, V));
+
+    context->tokens[PROMPT] = prompt[PROMPT]; /* the next token, not evaluated */
+    int32_t drafts[DRAFTS];
+    int32_t count = draft_mtp_propose(&drafter, context, drafts, DRAFTS, &err);
+    CHECK_MSG(count == DRAFTS, "draft_mtp_propose: %d drafts: %s", count, err.message);
+    CHECK_MSG(drafter.filled == PROMPT, "the head's rows from the main model: %d, want %d", drafter.filled, PROMPT);
+
+    static reference r;
+    r = *base;
+    memset(r.k_cache, 0, sizeof r.k_cache);
+    memset(r.v_cache, 0, sizeof r.v_cache);
+    static float step_hidden[MAX_EMBD];
+    for (int i = 0; i < PROMPT; i++)
+        reference_step(&r, prompt[i + 1], drafter.hidden_rows + (int64_t)i * E, i, logits, hidden_out);
+    for (int k = 0; k < DRAFTS && count == DRAFTS; k++) {
+        if (k > 0) {
+            for (int i = 0; i < E; i++)
+                step_hidden[i] = (float)hidden_out[i];
+            reference_step(&r, drafts[k - 1], step_hidden, PROMPT - 1 + k, logits, hidden_out);
+        }
+        /* a near tie could go either way in float32 */
+        if (top_margin(logits, V) > 10 * TOLERANCE)
+            CHECK_MSG(drafts[k] == argmax_d(logits, V), "draft %d: %d, the reference's argmax %d", k, drafts[k],
+                      argmax_d(logits, V));
+    }
+    CHECK_MSG(relative_error(drafter.head_logits, logits, V) < TOLERANCE,
+              "the last chained step's logits are off by %.3g", relative_error(drafter.head_logits, logits, V));
+    draft_mtp_free(&drafter, context);
+    CHECK_MSG(context->state.hidden_rows == NULL, "the capture is off after draft_mtp_free");
+    bmoe_context_free(context);
+    bmoe_model_free(loaded);
 }
 
 /* --mtp on a model without a nextn block: refused at load with the reason. */
