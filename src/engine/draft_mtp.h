@@ -1,10 +1,11 @@
 /* MTP drafting for speculative decoding: the model's own next-token head
  * (its first nextn block, model_head_forward_fn) proposes the tokens after
- * the next one. The head at position i reads the main model's hidden state
- * at i (the last layer's output, before the final norm) and the token at
- * i + 1, and gives the logits of the token at i + 2; a chained step feeds
- * the head's own output hidden state back with its drafted token, one
- * position further.
+ * the next one. The head at position i reads the main model's final hidden
+ * state at i (after the final norm, what the output matrix reads, as vLLM
+ * feeds Qwen3-Next's MTP module) and the token at i + 1, and
+ * gives the logits of the token at i + 2; a chained step feeds the head's
+ * own output hidden state (after its shared_head_norm) back with its
+ * drafted token, one position further.
  *
  * The head keeps a KV cache of its own (the head block's layer in the run
  * state). Its rows are caught up lazily, before each draft, over every
@@ -23,7 +24,7 @@
 #include "engine.h"
 
 typedef struct draft_mtp {
-    float *hidden_rows;   /* [n_ctx][n_embd] the main model's last-layer output at each position */
+    float *hidden_rows;   /* [n_ctx][n_embd] the main model's final hidden state at each position */
     float *head_hidden;   /* [n_ubatch][n_embd] the head's output rows of its last batch */
     float *step_hidden;   /* [n_embd] the hidden state the next chained step reads */
     float *head_logits;   /* [n_vocab] */

@@ -305,9 +305,9 @@ int forward_layers(const model *m, run_state *s, const forward_batch *batch, for
     for (int il = 0; il < m->hparams.n_layer; il++)
         if (forward_check_abort(s, il, err) != 0 || layer(m, s, batch, il, err) != 0)
             return -1;
-    if (s->hidden_rows)
-        memcpy(s->hidden_rows + (int64_t)batch->position * m->hparams.n_embd, s->h,
-               (size_t)batch->n_tokens * (size_t)m->hparams.n_embd * sizeof *s->h);
+    if (s->hidden_rows) /* what the output matrix reads: after the final norm */
+        rmsnorm_rows(s->hidden_rows + (int64_t)batch->position * m->hparams.n_embd, s->h, &m->weights.output_norm,
+                     batch->n_tokens, m->hparams.n_embd, m->hparams.rms_eps);
     output_logits(m, s, batch);
     return 0;
 }
@@ -348,14 +348,14 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
     s->probe = probe;
     if (status != 0)
         return -1;
+    const tensor_view *norm = l->nextn_shared_head_norm.name ? &l->nextn_shared_head_norm : &m->weights.output_norm;
+    rmsnorm_rows(s->x, s->h, norm, n, n_embd, hp->rms_eps);
     if (hidden_out)
-        memcpy(hidden_out, s->h, (size_t)n * (size_t)n_embd * sizeof *s->h);
+        memcpy(hidden_out, s->x, (size_t)n * (size_t)n_embd * sizeof *s->x);
     int count = n - batch->first_output;
     if (count > 0 && batch->logits) {
-        const tensor_view *norm = l->nextn_shared_head_norm.name ? &l->nextn_shared_head_norm : &m->weights.output_norm;
-        rmsnorm_rows(s->x, s->h + (int64_t)batch->first_output * n_embd, norm, count, n_embd, hp->rms_eps);
         const tensor_view *output = &m->weights.output;
-        linear(s, s->x, n_embd, count, 1, &output, &batch->logits, NULL);
+        linear(s, s->x + (int64_t)batch->first_output * n_embd, n_embd, count, 1, &output, &batch->logits, NULL);
     }
     return 0;
 }

@@ -325,9 +325,10 @@ typedef struct run_state {
     float *per_layer_gate;     /* [n_ubatch][Dp] */
     int64_t mixer_floats;
     float *head_input;         /* [n_ubatch][2*n_embd] the draft head's [enorm(e), hnorm(h)]; NULL without a head */
-    /* not owned: when set, forward_layers keeps the last layer's output (the
-     * hidden state before the final norm, every row) of position p at
-     * hidden_rows + p * n_embd ([n_ctx][n_embd]), for the draft head */
+    /* not owned: when set, forward_layers keeps every row's final hidden
+     * state (the last layer's output after the final norm: what the output
+     * matrix reads) of position p at hidden_rows + p * n_embd
+     * ([n_ctx][n_embd]), for the draft head */
     float *hidden_rows;
     size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
@@ -347,11 +348,12 @@ typedef struct forward_batch {
 typedef int (*model_bind_fn)(model *m, bmoe_error *err);
 typedef int (*model_forward_fn)(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 /* The draft head (layer n_layer) over a batch: row t's token is the one
- * after the position whose main hidden state is hidden[t] ([n_tokens][n_embd]),
- * evaluated at batch->position + t with the head's own KV cache; rows
- * first_output.. give the logits of the token after next. hidden_out (may be
- * NULL) receives every row's output hidden state (before the head's norm),
- * what a chained step feeds back as its hidden. */
+ * after the position whose final hidden state (run_state.hidden_rows) is
+ * hidden[t] ([n_tokens][n_embd]), evaluated at batch->position + t with the
+ * head's own KV cache; rows first_output.. give the logits of the token
+ * after next. hidden_out (may be NULL) receives every row's output hidden
+ * state (after the head's norm: what its logits read), what a chained step
+ * feeds back as its hidden. */
 typedef int (*model_head_forward_fn)(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
                                      float *hidden_out, bmoe_error *err);
 
@@ -572,8 +574,8 @@ int forward_layers(const model *m, run_state *s, const forward_batch *batch, for
 
 /* The draft head's forward pass around its block (layer n_layer, run by
  * `layer`): h = eh_proj . [enorm(embedding(token)), hnorm(hidden)], the
- * block, hidden_out = h (when not NULL), then logits = output .
- * norm(h; shared_head_norm, else output_norm) for the rows that give them.
+ * block, x = norm(h; shared_head_norm, else output_norm), hidden_out = x
+ * (when not NULL), logits = output . x for the rows that give them.
  * The caller filled nothing: this embeds and fills the RoPE cache. */
 int head_forward_layers(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
                         forward_layer_fn layer, float *hidden_out, bmoe_error *err);

@@ -1,16 +1,17 @@
 /* The qwen35moe draft head (its nextn block, model_head_forward_fn) against
  * an independent float64 computation written here from the tensors of an
  * F32 tiny-qwen35moe --nextn-layers 1 file, read through the GGUF reader
- * only: h = eh_proj . [ref_rmsnorm(embedding; enorm), ref_rmsnorm(hidden; hnorm)],
+ * only: h = eh_proj . [rmsnorm(embedding; enorm), rmsnorm(hidden; hnorm)],
  * one gated full-attention block (architectures.md 8.3) over the head's own
- * cached positions with its MoE and gated shared expert (8.5), then logits =
- * output . ref_rmsnorm(h; shared_head_norm). Checked: a batch of rows from an
+ * cached positions with its MoE and gated shared expert (8.5), then x =
+ * rmsnorm(h; shared_head_norm) (the output hidden state) and logits =
+ * output . x. Checked: a batch of rows from an
  * empty cache, then one chained row at the next position attending over
  * them, logits and output hidden states both. The same reference with the
  * two halves of the concatenation swapped must disagree, so the comparison
  * can see the input fusion's order. Then the drafter (draft_mtp.c) after
  * a prefill: the hidden rows it captured give the prefill's logits through
- * the final norm and output (so they are the last layer's output before the
+ * the output matrix alone (so they are the final hidden states, after the
  * final norm), and its drafts and last logits are the reference's when the
  * reference is fed the same pairs (hidden at i, token at i + 1, position i)
  * and then chained on its own output. A model without the block refuses
@@ -220,9 +221,8 @@ static void reference_step(reference *r, int token, const float *hidden, int pos
     matvec(&shared_gate, block(r, "ffn_gate_inp_shexp.weight", E, 1, 1), x, E, 1);
     for (int i = 0; i < E; i++)
         h[i] += ffn[i] + out[i] * ref_sigmoid(shared_gate);
-    memcpy(hidden_out, h, (size_t)E * sizeof *h);
-
     ref_rmsnorm(x, h, block(r, "nextn.shared_head_norm.weight", E, 1, 1), E, r->eps);
+    memcpy(hidden_out, x, (size_t)E * sizeof *x);
     matvec(logits, tensor(r, -1, "output.weight", E, V, 1), x, E, V);
 }
 
@@ -413,12 +413,11 @@ static void check_drafter(const char *path, const reference *base)
     static float main_logits[512];
     CHECK_MSG(bmoe_eval(context, prompt, PROMPT, main_logits, false, NULL, &err) == 0, "eval: %s", err.message);
     /* the captured row of the prompt's last position gives its logits
-     * through output_norm and output */
-    static double row[MAX_EMBD], normed[MAX_EMBD], logits[512], hidden_out[MAX_EMBD];
+     * through the output matrix */
+    static double row[MAX_EMBD], logits[512], hidden_out[MAX_EMBD];
     for (int i = 0; i < E; i++)
         row[i] = drafter.hidden_rows[(int64_t)(PROMPT - 1) * E + i];
-    ref_rmsnorm(normed, row, tensor(base, -1, "output_norm.weight", E, 1, 1), E, base->eps);
-    matvec(logits, tensor(base, -1, "output.weight", E, V, 1), normed, E, V);
+    matvec(logits, tensor(base, -1, "output.weight", E, V, 1), row, E, V);
     CHECK_MSG(relative_error(main_logits, logits, V) < TOLERANCE,
               "the captured hidden row does not give the prefill's logits (off by %.3g)",
               relative_error(main_logits, logits, V));
