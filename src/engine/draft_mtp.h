@@ -13,8 +13,9 @@
  * catch-up's last row is the first draft's, so a draft step costs one head
  * batch plus one head token per further draft, and the prefill itself runs
  * no head (a generation that never drafts pays only the capture of the
- * hidden rows). The chained steps' rows are not the main model's and are
- * overwritten by the next catch-up.
+ * hidden rows, for which the last layer computes every prefill row). The
+ * chained steps' rows are not the main model's and are overwritten by the
+ * next catch-up.
  *
  * Owns the main hidden rows the forward pass captures (run_state.hidden_rows
  * points at them while drafting is on) and the head's output buffers. */
