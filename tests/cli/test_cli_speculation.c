@@ -308,6 +308,61 @@ static void check_ngram(const config *c, const char *const *extra, bool accepts)
 
 static void check_session(const char *source, const char *model, bool accepts);
 
+/* The generated text of a session's output: its delta_text values in order
+ * (JSON escapes kept), each turn's followed by a newline at its BMOE_DONE. */
+static char *session_text(const char *out)
+{
+    size_t capacity = strlen(out) + 1, length = 0;
+    char *text = malloc(capacity);
+    if (!text)
+        return NULL;
+    for (const char *line = out; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const char *delta = strstr(line, "\"delta_text\":\"");
+        if (delta && (!end || delta < end)) {
+            for (const char *c = delta + 14; *c && *c != '"' && (!end || c < end); c++) {
+                if (*c == '\\' && c[1])
+                    text[length++] = *c++;
+                text[length++] = *c;
+            }
+        } else if (strncmp(line, "BMOE_DONE ", 10) == 0) {
+            text[length++] = '\n';
+        }
+        line = end ? end + 1 : NULL;
+    }
+    text[length] = '\0';
+    return text;
+}
+
+/* Three turns, the later ones reusing part of the kept context (the head's
+ * rows there come from an earlier turn): --mtp gives plain decoding's text. */
+static void check_session_reuse(const char *model)
+{
+    static const char *const flags[] = {"", "--mtp --draft 3"};
+    char *texts[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        char script[4096];
+        snprintf(script, sizeof script,
+                 "printf '%%s\\n' "
+                 "'{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"the cat sat on the mat\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"generate\",\"id\":2,\"prompt\":\"the cat sat on the log and\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"generate\",\"id\":3,\"prompt\":\"the cat sat on the mat\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 %s",
+                 model, flags[i]);
+        cli_result r;
+        if (cli_run_shell(script, &r) != 0)
+            continue;
+        CHECK_MSG(r.exit_code == 0, "session %s: exit %d: %s", flags[i], r.exit_code, r.err);
+        texts[i] = session_text(r.out);
+        cli_result_free(&r);
+    }
+    CHECK_MSG(texts[0] && texts[1] && strlen(texts[0]) > 3 && strcmp(texts[0], texts[1]) == 0,
+              "session --mtp with reused prefixes: the text differs from plain decoding's:\n%s\n---\n%s",
+              texts[0] ? texts[0] : "", texts[1] ? texts[1] : "");
+    free(texts[0]);
+    free(texts[1]);
+}
+
 /* --mtp with --draft 1..4, greedy and sampled, resident and streamed, and
  * in a session. */
 static void check_mtp(void)
@@ -339,6 +394,7 @@ static void check_mtp(void)
     check_source(&greedy_streamed, "mtp", two, false, &greedy);
     check_source(&sampled_streamed, "mtp", four, false, &sampled_resident_one);
     check_session("mtp", hybrid_head, false);
+    check_session_reuse(hybrid_head);
     unlink(path);
 }
 
