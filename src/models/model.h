@@ -543,8 +543,9 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
  * whose hidden state is still needed after the attention of `layer`. Every
  * layer but the last needs all rows (0); the last needs only the rows that
  * give logits (n_tokens when none do), unless a route callback is set, which
- * must see every (token, layer). Rows are independent after attention, so the
- * rows kept come out bit-identical. */
+ * must see every (token, layer), or the draft head keeps every row's hidden
+ * state (run_state.hidden_rows). Rows are independent after attention, so
+ * the rows kept come out bit-identical. */
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer);
 
 /* Before each layer: reports the previous segment to the trace callback (if
