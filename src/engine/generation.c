@@ -206,6 +206,7 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
 
     generation->n_reused = shared_prefix(context, prompt, n_prompt);
     bmoe_context_truncate(context, generation->n_reused);
+    speculation_start(&generation->spec, generation->n_reused);
     int32_t n_new = n_prompt - generation->n_reused;
     if (bmoe_eval(context, prompt + generation->n_reused, n_new, generation->logits, false, &generation->prefill,
                   &err) != 0)

@@ -270,7 +270,9 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
         paths[i] = gguf_shard_path(m->file, i);
         sizes[i] = gguf_shard_size(m->file, i);
     }
-    m->experts = expert_store_create(&config, layers, hp->n_layer, hp->n_expert, paths, sizes, n_files, err);
+    /* the draft head's experts are a layer's like any other */
+    m->experts = expert_store_create(&config, layers, hp->n_layer + hp->n_layer_head, hp->n_expert, paths, sizes,
+                                     n_files, err);
     if (!m->experts)
         return -1;
     mo->experts = m->experts;

@@ -19,7 +19,7 @@ static bool lossy_levers_on(const bmoe_lossy_params *lossy)
     return lossy->drop_cold_frac > 0.0f || lossy->substitute_lambda > 0.0f || lossy->route_ahead > 0;
 }
 
-int speculation_init(speculation *spec, const bmoe_speculation_params *params, const bmoe_context *context,
+int speculation_init(speculation *spec, const bmoe_speculation_params *params, bmoe_context *context,
                      bmoe_error *err)
 {
     memset(spec, 0, sizeof *spec);
@@ -47,9 +47,12 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, c
                                     "(nextn_predict_layers), and this %s model has none; n-gram drafting "
                                     "needs no model support",
                                     m->model.hparams.architecture);
-        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
-                                "generation: MTP drafting is not in this build yet (the model has a nextn block); "
-                                "n-gram drafting is");
+        if (m->model.hparams.n_layer_head == 0 || !m->model.arch->head_forward)
+            return error_set_status(err, BMOE_ERR_BAD_MODEL,
+                                    "generation: MTP drafting runs the nextn block of qwen35moe models; this %s "
+                                    "model's is not run by bmoe; n-gram drafting needs no model support",
+                                    m->model.hparams.architecture);
+        break;
     default:
         return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "generation: unknown draft source %d",
                                 (int)params->source);
@@ -73,6 +76,13 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, c
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "generation: out of memory for %d rows of drafts' logits",
                                 params->n_draft + 1);
     }
+    if (params->source == BMOE_DRAFT_MTP) {
+        if (draft_mtp_init(&spec->mtp, context, err) != 0) {
+            speculation_free(spec);
+            return -1;
+        }
+        spec->mtp_context = context;
+    }
     spec->enabled = true;
     return 0;
 }
@@ -83,7 +93,16 @@ void speculation_free(speculation *spec)
     free(spec->recurrent_snapshot);
     spec->rows = NULL;
     spec->recurrent_snapshot = NULL;
+    if (spec->mtp_context)
+        draft_mtp_free(&spec->mtp, spec->mtp_context);
+    spec->mtp_context = NULL;
     spec->enabled = false;
+}
+
+void speculation_start(speculation *spec, int32_t first)
+{
+    if (spec->mtp_context)
+        draft_mtp_start(&spec->mtp, first);
 }
 
 /* Drafts up to max_drafts tokens to follow token into spec->batch[1..];
@@ -105,7 +124,11 @@ static int32_t draft(speculation *spec, bmoe_context *context, int32_t token, in
     if (spec->params.source == BMOE_DRAFT_NGRAM)
         count = draft_ngram(context->tokens, n_history, spec->params.ngram_min_match, spec->params.ngram_max_match,
                             drafts, max_drafts);
-    else
+    else if (spec->params.source == BMOE_DRAFT_MTP) {
+        /* a failed head costs only its drafts: the step decodes plainly */
+        bmoe_error ignored;
+        count = draft_mtp_propose(&spec->mtp, context, drafts, max_drafts, &ignored);
+    } else
         count = spec->params.draft_callback(spec->params.draft_user, context->tokens, n_history, drafts, max_drafts);
     spec->counters.draft_ms += (engine_now_seconds() - start) * 1e3;
     /* a callback's mistakes cost only their drafts: keep what is usable */
@@ -148,6 +171,8 @@ int speculation_rollback(speculation *spec, bmoe_context *context, int32_t targe
 {
     if (context->position <= target)
         return 0;
+    if (spec->mtp_context)
+        draft_mtp_truncate(&spec->mtp, target);
     run_state *s = &context->state;
     bool restorable = spec->recurrent_snapshot && spec->batch_start >= 0 && target >= spec->batch_start &&
                       context->replay_to == 0;

@@ -7,6 +7,7 @@
 #ifndef BMOE_ENGINE_SPECULATION_H
 #define BMOE_ENGINE_SPECULATION_H
 
+#include "draft_mtp.h"
 #include "engine.h"
 
 /* Past 8 drafts a verify batch reads most experts of every layer (each
@@ -28,14 +29,20 @@ typedef struct speculation {
     int32_t queue_row_after[SPECULATION_MAX_DRAFT + 1];
     int32_t queue_head, queue_length;
     bmoe_spec_stats counters;
+    draft_mtp mtp;             /* the MTP head's state (source MTP) */
+    bmoe_context *mtp_context; /* the context whose capture draft_mtp turned on; NULL: none */
 } speculation;
 
 /* Checks params against the context's model (draft source, sizes, the
  * lossy levers) and allocates what a verify batch needs. Returns 0, or -1
  * with err; nothing to free then. With source NONE: 0, disabled. */
-int speculation_init(speculation *spec, const bmoe_speculation_params *params, const bmoe_context *context,
+int speculation_init(speculation *spec, const bmoe_speculation_params *params, bmoe_context *context,
                      bmoe_error *err);
 void speculation_free(speculation *spec);
+
+/* The generation evaluates its prompt from position first on (the rows
+ * before it were reused). */
+void speculation_start(speculation *spec, int32_t first);
 
 /* Decodes token (the next token, at the context's position) so that the
  * next logits are ready: with up to max_drafts drafted tokens after it in

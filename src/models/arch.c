@@ -14,6 +14,8 @@ int gemma4_bind(model *m, bmoe_error *err);
 int gemma4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int qwen35moe_bind(model *m, bmoe_error *err);
 int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int qwen35moe_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                           float *hidden_out, bmoe_error *err);
 int lfm2moe_bind(model *m, bmoe_error *err);
 int lfm2moe_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 int qwen2moe_bind(model *m, bmoe_error *err);
@@ -26,17 +28,17 @@ int deepseek2_bind(model *m, bmoe_error *err);
 int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
-    {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false},
-    {"gpt-oss", gpt_oss_bind, gpt_oss_forward, false},
-    {"llama", llama_bind, llama_forward, false},
-    {"lfm2moe", lfm2moe_bind, lfm2moe_forward, true},
-    {"gemma4", gemma4_bind, gemma4_forward, true},
-    {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true},
-    {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false},
-    {"olmoe", olmoe_bind, olmoe_forward, false},
-    {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false},
-    {"glm4moe", glm4moe_bind, keyed_transformer_forward, false},
-    {"deepseek2", deepseek2_bind, deepseek2_forward, false},
+    {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false, NULL},
+    {"gpt-oss", gpt_oss_bind, gpt_oss_forward, false, NULL},
+    {"llama", llama_bind, llama_forward, false, NULL},
+    {"lfm2moe", lfm2moe_bind, lfm2moe_forward, true, NULL},
+    {"gemma4", gemma4_bind, gemma4_forward, true, NULL},
+    {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true, qwen35moe_head_forward},
+    {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false, NULL},
+    {"olmoe", olmoe_bind, olmoe_forward, false, NULL},
+    {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false, NULL},
+    {"glm4moe", glm4moe_bind, keyed_transformer_forward, false, NULL},
+    {"deepseek2", deepseek2_bind, deepseek2_forward, false, NULL},
 };
 
 const model_arch *model_arch_find(const char *name)

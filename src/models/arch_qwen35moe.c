@@ -5,7 +5,11 @@
  * attention (query and output gate interleaved per head in attn_q, IMROPE,
  * which for text is NEOX on the first R dims). Every layer ends in a
  * softmax-routed MoE (renormalized) beside a shared expert gated by a
- * sigmoid; the FFN input norm is the tensor named post_attention_norm. */
+ * sigmoid; the FFN input norm is the tensor named post_attention_norm.
+ *
+ * The first nextn block (Qwen3.5's MTP module) is bound as the draft head:
+ * a gated full-attention layer like the others after the input fusion of
+ * head_forward_layers, with its own KV cache and experts. */
 #include <math.h>
 #include <stdio.h>
 
@@ -158,7 +162,24 @@ int qwen35moe_bind(model *m, bmoe_error *err)
     int64_t n_embd = hp->n_embd, fs = hp->n_ff_shexp;
     if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
         return -1;
-    for (int il = 0; il < hp->n_layer; il++) {
+    /* the head is a full-attention block of the layers' sizes */
+    hp->n_layer_head = hp->n_layer_nextn > 0 ? 1 : 0;
+    for (int il = hp->n_layer; il < hp->n_layer + hp->n_layer_head; il++) {
+        hp->layer[il] = hp->layer[hp->n_layer - 1];
+        hp->layer[il].mixer = MIXER_ATTENTION;
+        hp->layer[il].kv_source = il;
+        layer_weights *l = &m->weights.layers[il];
+        if (model_bind(m, &l->nextn_eh_proj, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){2 * n_embd, n_embd}, err,
+                       "blk.%d.nextn.eh_proj.weight", il) ||
+            model_bind(m, &l->nextn_enorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.nextn.enorm.weight", il) ||
+            model_bind(m, &l->nextn_hnorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.nextn.hnorm.weight", il) ||
+            model_bind(m, &l->nextn_shared_head_norm, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                       "blk.%d.nextn.shared_head_norm.weight", il))
+            return -1;
+    }
+    for (int il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         layer_weights *l = &m->weights.layers[il];
         hp->layer[il].ffn = FFN_MOE;
         if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
@@ -233,4 +254,10 @@ int qwen35moe_forward(const model *m, run_state *s, const forward_batch *batch, 
         return -1;
     rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
     return forward_layers(m, s, batch, qwen35moe_layer, err);
+}
+
+int qwen35moe_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                           float *hidden_out, bmoe_error *err)
+{
+    return head_forward_layers(m, s, batch, hidden, qwen35moe_layer, hidden_out, err);
 }

@@ -305,14 +305,65 @@ int forward_layers(const model *m, run_state *s, const forward_batch *batch, for
     for (int il = 0; il < m->hparams.n_layer; il++)
         if (forward_check_abort(s, il, err) != 0 || layer(m, s, batch, il, err) != 0)
             return -1;
+    if (s->hidden_rows) /* what the output matrix reads: after the final norm */
+        rmsnorm_rows(s->hidden_rows + (int64_t)batch->position * m->hparams.n_embd, s->h, &m->weights.output_norm,
+                     batch->n_tokens, m->hparams.n_embd, m->hparams.rms_eps);
     output_logits(m, s, batch);
+    return 0;
+}
+
+int head_forward_layers(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                        forward_layer_fn layer, float *hidden_out, bmoe_error *err)
+{
+    const model_hparams *hp = &m->hparams;
+    int il = hp->n_layer, n = batch->n_tokens;
+    int64_t n_embd = hp->n_embd;
+    const layer_weights *l = &m->weights.layers[il];
+    /* the observers and the prediction probe know the n_layer layers the
+     * forward pass runs; the head is the drafter's business */
+    bmoe_route_callback route_callback = s->route_callback;
+    bmoe_trace_callback trace_callback = s->trace_callback;
+    bmoe_route_override route_override = s->route_override;
+    bmoe_predict_score *probe = s->probe;
+    s->route_callback = NULL;
+    s->trace_callback = NULL;
+    s->route_override = NULL;
+    s->probe = NULL;
+    int status = embed_batch(m, s, batch, err);
+    if (status == 0) {
+        rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
+        /* h = eh_proj . [enorm(embedding), hnorm(hidden)] */
+        for (int t = 0; t < n; t++) {
+            float *row = s->head_input + (int64_t)t * 2 * n_embd;
+            rmsnorm_rows(row, s->h + (int64_t)t * n_embd, &l->nextn_enorm, 1, n_embd, hp->rms_eps);
+            rmsnorm_rows(row + n_embd, hidden + (int64_t)t * n_embd, &l->nextn_hnorm, 1, n_embd, hp->rms_eps);
+        }
+        const tensor_view *eh_proj = &l->nextn_eh_proj;
+        linear(s, s->head_input, 2 * n_embd, n, 1, &eh_proj, &s->h, NULL);
+        status = layer(m, s, batch, il, err);
+    }
+    s->route_callback = route_callback;
+    s->trace_callback = trace_callback;
+    s->route_override = route_override;
+    s->probe = probe;
+    if (status != 0)
+        return -1;
+    const tensor_view *norm = l->nextn_shared_head_norm.name ? &l->nextn_shared_head_norm : &m->weights.output_norm;
+    rmsnorm_rows(s->x, s->h, norm, n, n_embd, hp->rms_eps);
+    if (hidden_out)
+        memcpy(hidden_out, s->x, (size_t)n * (size_t)n_embd * sizeof *s->x);
+    int count = n - batch->first_output;
+    if (count > 0 && batch->logits) {
+        const tensor_view *output = &m->weights.output;
+        linear(s, s->x + (int64_t)batch->first_output * n_embd, n_embd, count, 1, &output, &batch->logits, NULL);
+    }
     return 0;
 }
 
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer)
 {
-    (void)s;
-    if (layer != n_layer - 1)
+    /* the draft head reads the last layer's output at every position */
+    if (layer != n_layer - 1 || s->hidden_rows)
         return 0;
     if (!batch->logits)
         return batch->n_tokens;

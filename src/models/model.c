@@ -400,7 +400,8 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
             .kv_source = il,
         };
 
-    m->weights.layers = calloc((size_t)hp->n_layer, sizeof *m->weights.layers);
+    /* the nextn blocks' rows too: an architecture may bind the first as its draft head */
+    m->weights.layers = calloc((size_t)(hp->n_layer + hp->n_layer_nextn), sizeof *m->weights.layers);
     if (!m->weights.layers)
         return error_set(err, "model: out of memory for %d layers", hp->n_layer);
     return 0;
@@ -705,7 +706,7 @@ static void layout_caches(run_state *s, const model *m, size_t *k_elements, size
     const model_hparams *hp = &m->hparams;
     size_t k = 0, v = 0, state = 0;
     int64_t mixer = hp->n_mixer_floats;
-    for (int32_t il = 0; il < hp->n_layer; il++) {
+    for (int32_t il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         const layer_hparams *lh = &hp->layer[il];
         bool own_kv = lh->kv_source == il;
         s->kv_k_offset[il] = own_kv ? k : s->kv_k_offset[lh->kv_source];
@@ -826,6 +827,8 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->per_layer_token_row = allocate(all_layers, sizeof(float), &failed);
         s->per_layer_gate = allocate(nu * dp, sizeof(float), &failed);
     }
+    if (hp->n_layer_head > 0)
+        s->head_input = allocate(nu * 2 * n_embd, sizeof(float), &failed);
     size_t k_elements, v_elements;
     layout_caches(s, m, &k_elements, &v_elements);
     if (s->mixer_floats > 0)
@@ -870,7 +873,7 @@ void run_state_destroy(run_state *s)
                        s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->probe, s->probe_input,
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
-                       s->per_layer_gate, s->head_inputs, s->head_jobs};
+                       s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
@@ -901,7 +904,7 @@ static void expert_projection_of(const tensor_view *view, expert_projection_sour
 
 void model_expert_sources(const model *m, expert_layer_source *layers)
 {
-    for (int il = 0; il < m->hparams.n_layer; il++) {
+    for (int il = 0; il < m->hparams.n_layer + m->hparams.n_layer_head; il++) {
         const layer_weights *l = &m->weights.layers[il];
         memset(&layers[il], 0, sizeof layers[il]);
         if (l->ffn_gate_up_exps.name) {
@@ -922,7 +925,7 @@ void model_expert_sources(const model *m, expert_layer_source *layers)
 
 void model_detach_expert_data(model *m)
 {
-    for (int il = 0; il < m->hparams.n_layer; il++) {
+    for (int il = 0; il < m->hparams.n_layer + m->hparams.n_layer_head; il++) {
         layer_weights *l = &m->weights.layers[il];
         l->ffn_gate_exps.data = l->ffn_up_exps.data = l->ffn_gate_up_exps.data = l->ffn_down_exps.data = NULL;
     }

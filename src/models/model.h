@@ -72,7 +72,11 @@ typedef struct model_hparams {
     int32_t n_ctx_train;
     int32_t n_embd;
     int32_t n_layer;          /* block_count - nextn_predict_layers */
-    int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run */
+    int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run by the forward pass */
+    /* the first of them bound as a draft head (layer n_layer, run by the
+     * architecture's head_forward): 1, or 0 when the file has none or the
+     * architecture does not run it; its KV cache and experts are a layer's */
+    int32_t n_layer_head;
     /* n_head .. n_ff: the largest over the layers (what buffers are sized by);
      * layer[il] holds each layer's own */
     int32_t n_head, n_head_kv;
@@ -184,6 +188,10 @@ typedef struct layer_weights {
     tensor_view ffn_gate_inp_shexp; /* {n_embd} its scalar gate */
     tensor_view ffn_gate_shexp, ffn_up_shexp; /* {n_embd, Fs} */
     tensor_view ffn_down_shexp;    /* {Fs, n_embd} */
+    /* the draft head's own tensors (a nextn block, architectures.md 1.12) */
+    tensor_view nextn_eh_proj;     /* {2*n_embd, n_embd}: of [enorm(embedding), hnorm(hidden)] */
+    tensor_view nextn_enorm, nextn_hnorm; /* {n_embd} */
+    tensor_view nextn_shared_head_norm;   /* {n_embd}; absent: the model's output_norm */
 } layer_weights;
 
 typedef struct model_weights {
@@ -194,7 +202,7 @@ typedef struct model_weights {
     tensor_view per_layer_token_embd; /* {Dp*L, n_vocab} */
     tensor_view per_layer_model_proj; /* {n_embd, Dp*L} */
     tensor_view per_layer_proj_norm;  /* {Dp} */
-    layer_weights *layers;   /* [n_layer] */
+    layer_weights *layers;   /* [n_layer + n_layer_nextn]: the draft head's block at n_layer */
 } model_weights;
 
 typedef struct model_arch model_arch;
@@ -316,6 +324,12 @@ typedef struct run_state {
     float *per_layer_token_row;/* [n_layer*Dp] one token's row of per_layer_token_embd */
     float *per_layer_gate;     /* [n_ubatch][Dp] */
     int64_t mixer_floats;
+    float *head_input;         /* [n_ubatch][2*n_embd] the draft head's [enorm(e), hnorm(h)]; NULL without a head */
+    /* not owned: when set, forward_layers keeps every row's final hidden
+     * state (the last layer's output after the final norm: what the output
+     * matrix reads) of position p at hidden_rows + p * n_embd
+     * ([n_ctx][n_embd]), for the draft head */
+    float *hidden_rows;
     size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
 
@@ -333,12 +347,22 @@ typedef struct forward_batch {
 
 typedef int (*model_bind_fn)(model *m, bmoe_error *err);
 typedef int (*model_forward_fn)(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+/* The draft head (layer n_layer) over a batch: row t's token is the one
+ * after the position whose final hidden state (run_state.hidden_rows) is
+ * hidden[t] ([n_tokens][n_embd]), evaluated at batch->position + t with the
+ * head's own KV cache; rows first_output.. give the logits of the token
+ * after next. hidden_out (may be NULL) receives every row's output hidden
+ * state (after the head's norm: what its logits read), what a chained step
+ * feeds back as its hidden. */
+typedef int (*model_head_forward_fn)(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                                     float *hidden_out, bmoe_error *err);
 
 struct model_arch {
     const char *name;          /* general.architecture */
     model_bind_fn bind;
     model_forward_fn forward;
     bool per_layer_hparams;    /* head counts and FFN widths may differ between layers */
+    model_head_forward_fn head_forward; /* NULL: the architecture runs no draft head */
 };
 
 /* The architecture registry (arch.c). NULL for an unknown name. */
@@ -519,8 +543,9 @@ void norm_rope_heads(float *x, const tensor_view *norm, const rope_config *rope,
  * whose hidden state is still needed after the attention of `layer`. Every
  * layer but the last needs all rows (0); the last needs only the rows that
  * give logits (n_tokens when none do), unless a route callback is set, which
- * must see every (token, layer). Rows are independent after attention, so the
- * rows kept come out bit-identical. */
+ * must see every (token, layer), or the draft head keeps every row's hidden
+ * state (run_state.hidden_rows). Rows are independent after attention, so
+ * the rows kept come out bit-identical. */
 int forward_first_row(const run_state *s, const forward_batch *batch, int layer, int n_layer);
 
 /* Before each layer: reports the previous segment to the trace callback (if
@@ -547,6 +572,14 @@ typedef int (*forward_layer_fn)(const model *m, run_state *s, const forward_batc
  * RoPE caches filled: each layer after forward_check_abort, then the final
  * norm and head (output_logits). */
 int forward_layers(const model *m, run_state *s, const forward_batch *batch, forward_layer_fn layer, bmoe_error *err);
+
+/* The draft head's forward pass around its block (layer n_layer, run by
+ * `layer`): h = eh_proj . [enorm(embedding(token)), hnorm(hidden)], the
+ * block, x = norm(h; shared_head_norm, else output_norm), hidden_out = x
+ * (when not NULL), logits = output . x for the rows that give them.
+ * The caller filled nothing: this embeds and fills the RoPE cache. */
+int head_forward_layers(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                        forward_layer_fn layer, float *hidden_out, bmoe_error *err);
 
 /* The attention mixer of the plain layers: q, k, v of norm(h; attn_norm) for
  * every row of the batch, the per-head norms where the layer has them, RoPE

@@ -14,9 +14,16 @@
  *    carry the same counters;
  *  - --draft-replay of a plain run's --ids-out: accept gives 100 %
  *    acceptance, reject 0 %, each with the plain run's output;
- *  - --mtp is refused in one line (no nextn block, no MTP drafter in this
- *    build) with a non-zero exit, so are --draft 0 and --draft 9 and the
- *    flags' other misuses.
+ *  - --mtp on a tiny-qwen35moe with a nextn block (bmoe-mkmodel
+ *    --nextn-layers 1) leaves text and ids byte for byte as plain
+ *    decoding's with --draft 1..4, greedy and seeded sampling, resident and
+ *    streamed (streamed --mtp also equals resident plain decoding); every
+ *    run drafts at every step with room and verifies the drafts in batches
+ *    (random weights: few or no drafts are accepted, which is fine), and
+ *    its mtp: lines agree with the CSV and its trailer;
+ *  - --mtp is refused in one line on a model without a nextn block, with a
+ *    non-zero exit, so are --draft 0 and --draft 9 and the flags' other
+ *    misuses.
  * Expected values come from the definitions (a plain run, the counters'
  * meaning), never from the runs being checked. */
 #include <stdint.h>
@@ -30,7 +37,7 @@ enum { N_PREDICT = 32, MAX_ARGS = 48 };
 static const char PROMPT[] = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the dog sat on "
                              "the log. the dog sat on the log.";
 
-static char qwen[1100], hybrid[1100];
+static char qwen[1100], hybrid[1100], hybrid_head[1200];
 static const char trained[] = BMOE_MODELS_DIR "/qwen3moe-shakespeare-q8_0.gguf";
 
 /* A command line being built (the strings must outlive the run). */
@@ -207,51 +214,188 @@ static void check_csv(const char *what, const char *path, const drafting *d)
     CHECK_MSG(summary && key_number(summary, "mtp_drafted") == (double)d->drafted &&
                   key_number(summary, "mtp_accepted") == (double)d->accepted &&
                   key_number(summary, "mtp_decodes") == (double)d->decodes &&
-                  key_number(summary, "drafted_steps") == (double)d->drafted_steps &&
+                  (d->coverage ? key_number(summary, "drafted_steps") == (double)d->drafted_steps
+                               : key_number(summary, "drafted_steps") > 0 &&
+                                     key_number(summary, "drafted_steps") <= (double)d->decodes) &&
                   key_number(summary, "mtp_draft_s/tok") >= 0 && key_number(summary, "tokens") == (double)d->tokens,
-              "%s: the trailer's drafting keys differ from the ngram: lines: %s", what, summary ? summary : "(none)");
+              "%s: the trailer's drafting keys differ from the drafting lines: %s", what, summary ? summary : "(none)");
     free(csv);
 }
 
-/* The same generation without and with --ngram: the same bytes; the
- * drafting lines agree with themselves and with the CSV. */
-static void check_ngram(const config *c, const char *const *extra, bool accepts)
+/* Two files' bytes are the same (both readable). */
+static bool same_file(const char *a, const char *b)
 {
-    char what[160], csv[1200];
-    snprintf(what, sizeof what, "%s --ngram", c->name);
+    size_t length_a = 0, length_b = 0;
+    char *bytes_a = test_read_file(a, &length_a), *bytes_b = test_read_file(b, &length_b);
+    bool same = bytes_a && bytes_b && length_a == length_b && memcmp(bytes_a, bytes_b, length_a) == 0;
+    free(bytes_a);
+    free(bytes_b);
+    return same;
+}
+
+/* The same generation without and with a draft source (source: "ngram" or
+ * "mtp", its flag --<source>): the same bytes and ids; the drafting lines
+ * agree with themselves and with the CSV. reference (may be NULL): another
+ * configuration whose plain run must give the same text too. */
+static void check_source(const config *c, const char *source, const char *const *extra, bool accepts,
+                         const config *reference)
+{
+    char what[160], csv[1200], flag[32], plain_ids[1200], drafted_ids[1200];
+    snprintf(what, sizeof what, "%s --%s", c->name, source);
+    snprintf(flag, sizeof flag, "--%s", source);
     snprintf(csv, sizeof csv, "%s/spec-%d.csv", test_tmp_dir(), (int)getpid());
+    snprintf(plain_ids, sizeof plain_ids, "%s/spec-%d-plain.ids", test_tmp_dir(), (int)getpid());
+    snprintf(drafted_ids, sizeof drafted_ids, "%s/spec-%d-drafted.ids", test_tmp_dir(), (int)getpid());
     args plain = {0}, drafted = {0};
     push_config(&plain, c);
+    push(&plain, "--ids-out");
+    push(&plain, plain_ids);
     push_config(&drafted, c);
-    push(&drafted, "--ngram");
+    push(&drafted, flag);
     for (int i = 0; extra[i]; i++)
         push(&drafted, extra[i]);
     push(&drafted, "--csv");
     push(&drafted, csv);
+    push(&drafted, "--ids-out");
+    push(&drafted, drafted_ids);
     output p, s;
     bool plain_ok = run_ok(c->name, &plain, &p), drafted_ok = run_ok(what, &drafted, &s);
     if (plain_ok && drafted_ok) {
         CHECK_MSG(strcmp(p.text, s.text) == 0, "%s: the text differs from plain decoding's:\n%s\n---\n%s", what,
                   p.text, s.text);
+        CHECK_MSG(same_file(plain_ids, drafted_ids), "%s: the ids differ from plain decoding's", what);
         CHECK_MSG(!strstr(p.report, "drafts accepted"), "%s: drafting lines without drafting", c->name);
         drafting d;
-        bool parsed = parse_drafting(s.report, "ngram", &d);
-        CHECK_MSG(parsed && d.coverage, "%s: no ngram: lines in\n%s", what, s.report);
-        if (parsed && d.coverage) {
+        bool parsed = parse_drafting(s.report, source, &d);
+        /* n-gram drafting may abstain and says on how many steps it drafted */
+        bool abstains = strcmp(source, "ngram") == 0;
+        CHECK_MSG(parsed && d.coverage == abstains, "%s: no %s: lines in\n%s", what, source, s.report);
+        if (parsed && d.coverage == abstains) {
             CHECK_MSG(d.tokens == N_PREDICT && d.decodes + d.accepted == d.tokens,
                       "%s: %lld decodes and %lld accepted drafts for %lld tokens", what, d.decodes, d.accepted,
                       d.tokens);
-            CHECK_MSG(d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes &&
-                          d.accepted <= d.drafted,
-                      "%s: drafted on %lld of %lld steps, %lld/%lld accepted", what, d.drafted_steps, d.steps,
-                      d.accepted, d.drafted);
+            CHECK_MSG(!abstains || (d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes),
+                      "%s: drafted on %lld of %lld steps", what, d.drafted_steps, d.steps);
+            /* the head drafts up to --draft tokens at every step with room:
+             * more drafts than verify decodes */
+            CHECK_MSG(abstains || d.drafted >= d.decodes - 1, "%s: %lld drafts in %lld decodes", what, d.drafted,
+                      d.decodes);
+            CHECK_MSG(d.accepted <= d.drafted, "%s: %lld/%lld accepted", what, d.accepted, d.drafted);
             CHECK_MSG(!accepts || d.accepted > 0, "%s: no draft accepted", what);
             check_csv(what, csv, &d);
         }
     }
+    if (reference && drafted_ok) {
+        args other = {0};
+        push_config(&other, reference);
+        output o;
+        if (run_ok(reference->name, &other, &o))
+            CHECK_MSG(strcmp(o.text, s.text) == 0, "%s: the text differs from %s's plain decoding", what,
+                      reference->name);
+        output_free(&o);
+    }
     unlink(csv);
+    unlink(plain_ids);
+    unlink(drafted_ids);
     output_free(&p);
     output_free(&s);
+}
+
+static void check_ngram(const config *c, const char *const *extra, bool accepts)
+{
+    check_source(c, "ngram", extra, accepts, NULL);
+}
+
+static void check_session(const char *source, const char *model, bool accepts);
+
+/* The generated text of a session's output: its delta_text values in order
+ * (JSON escapes kept), each turn's followed by a newline at its BMOE_DONE. */
+static char *session_text(const char *out)
+{
+    size_t capacity = strlen(out) + 1, length = 0;
+    char *text = malloc(capacity);
+    if (!text)
+        return NULL;
+    for (const char *line = out; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const char *delta = strstr(line, "\"delta_text\":\"");
+        if (delta && (!end || delta < end)) {
+            for (const char *c = delta + 14; *c && *c != '"' && (!end || c < end); c++) {
+                if (*c == '\\' && c[1])
+                    text[length++] = *c++;
+                text[length++] = *c;
+            }
+        } else if (strncmp(line, "BMOE_DONE ", 10) == 0) {
+            text[length++] = '\n';
+        }
+        line = end ? end + 1 : NULL;
+    }
+    text[length] = '\0';
+    return text;
+}
+
+/* Three turns, the later ones reusing part of the kept context (the head's
+ * rows there come from an earlier turn): --mtp gives plain decoding's text. */
+static void check_session_reuse(const char *model)
+{
+    static const char *const flags[] = {"", "--mtp --draft 3"};
+    char *texts[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        char script[4096];
+        snprintf(script, sizeof script,
+                 "printf '%%s\\n' "
+                 "'{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"the cat sat on the mat\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"generate\",\"id\":2,\"prompt\":\"the cat sat on the log and\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"generate\",\"id\":3,\"prompt\":\"the cat sat on the mat\",\"n_predict\":12}' "
+                 "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 %s",
+                 model, flags[i]);
+        cli_result r;
+        if (cli_run_shell(script, &r) != 0)
+            continue;
+        CHECK_MSG(r.exit_code == 0, "session %s: exit %d: %s", flags[i], r.exit_code, r.err);
+        texts[i] = session_text(r.out);
+        cli_result_free(&r);
+    }
+    CHECK_MSG(texts[0] && texts[1] && strlen(texts[0]) > 3 && strcmp(texts[0], texts[1]) == 0,
+              "session --mtp with reused prefixes: the text differs from plain decoding's:\n%s\n---\n%s",
+              texts[0] ? texts[0] : "", texts[1] ? texts[1] : "");
+    free(texts[0]);
+    free(texts[1]);
+}
+
+/* --mtp with --draft 1..4, greedy and sampled, resident and streamed, and
+ * in a session. */
+static void check_mtp(void)
+{
+    char path[1200], command[4096];
+    snprintf(path, sizeof path, "%s/spec-%d-nextn.gguf", test_tmp_dir(), (int)getpid());
+    snprintf(command, sizeof command,
+             "'%s/bmoe-mkmodel' --shape tiny-qwen35moe --nextn-layers 1 --type f32 --quiet -o '%s'", BMOE_BIN_DIR,
+             path);
+    cli_result made;
+    if (cli_run_shell(command, &made) != 0 || made.exit_code != 0) {
+        CHECK_MSG(0, "bmoe-mkmodel --nextn-layers 1 failed");
+        return;
+    }
+    cli_result_free(&made);
+    snprintf(hybrid_head, sizeof hybrid_head, "%s", path);
+    const config greedy = {"qwen35moe+nextn greedy resident -t 1", hybrid_head, "1", false, false};
+    const config sampled = {"qwen35moe+nextn sampled resident -t 2", hybrid_head, "2", true, false};
+    const config greedy_streamed = {"qwen35moe+nextn greedy streamed -t 2", hybrid_head, "2", false, true};
+    const config sampled_streamed = {"qwen35moe+nextn sampled streamed -t 1", hybrid_head, "1", true, true};
+    const char *const draft_counts[] = {"1", "2", "3", "4"};
+    for (int i = 0; i < 4; i++) {
+        const char *extra[] = {"--draft", draft_counts[i], NULL};
+        check_source(&greedy, "mtp", extra, false, NULL);
+    }
+    const char *three[] = {"--draft", "3", NULL}, *two[] = {"--draft", "2", NULL}, *four[] = {"--draft", "4", NULL};
+    check_source(&sampled, "mtp", three, false, NULL);
+    const config sampled_resident_one = {"qwen35moe+nextn sampled resident -t 1", hybrid_head, "1", true, false};
+    check_source(&greedy_streamed, "mtp", two, false, &greedy);
+    check_source(&sampled_streamed, "mtp", four, false, &sampled_resident_one);
+    check_session("mtp", hybrid_head, false);
+    check_session_reuse(hybrid_head);
+    unlink(path);
 }
 
 /* A plain run writes its ids; replayed as drafts they are all accepted,
@@ -311,32 +455,39 @@ static void check_replay(const config *c)
     output_free(&p);
 }
 
-/* A session's BMOE_DONE counts what the one-shot run's ngram: lines count
- * for the same greedy generation. */
-static void check_session(void)
+/* A session's BMOE_DONE counts what the one-shot run's drafting lines count
+ * for the same greedy generation (source "ngram" or "mtp" on model). */
+static void check_session(const char *source, const char *model, bool accepts)
 {
+    char flag[32], what[64];
+    snprintf(flag, sizeof flag, "--%s", source);
+    snprintf(what, sizeof what, "one-shot %s", flag);
     args one_shot = {0};
-    config c = {"trained greedy", trained, "2", false, false};
+    config c = {"greedy", model, "2", false, false};
     push_config(&one_shot, &c);
-    push(&one_shot, "--ngram");
+    push(&one_shot, flag);
     output o;
     drafting d;
-    bool ok = run_ok("one-shot --ngram", &one_shot, &o) && parse_drafting(o.report, "ngram", &d);
-    CHECK_MSG(ok, "one-shot --ngram: no ngram: lines");
+    bool ok = run_ok(what, &one_shot, &o) && parse_drafting(o.report, source, &d);
+    CHECK_MSG(ok, "%s: no %s: lines", what, source);
     char script[4096];
     snprintf(script, sizeof script,
              "printf '%%s\\n' '{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"%s\",\"n_predict\":%d}' "
-             "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 --ngram",
-             PROMPT, N_PREDICT, trained);
+             "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 %s",
+             PROMPT, N_PREDICT, model, flag);
     cli_result r;
     if (ok && cli_run_shell(script, &r) == 0) {
         const char *done = strstr(r.out, "BMOE_DONE ");
-        CHECK_MSG(r.exit_code == 0 && done, "--session --ngram: exit %d: %s", r.exit_code, r.err);
+        CHECK_MSG(r.exit_code == 0 && done, "--session %s: exit %d: %s", flag, r.exit_code, r.err);
+        /* the head drafts at every step with room: drafted_steps counts
+         * them, not the one-shot lines (which have no coverage line) */
+        long long steps = json_integer(done, "drafted_steps");
+        bool steps_agree = d.coverage ? steps == d.drafted_steps : steps > 0 && steps <= d.decodes;
         CHECK_MSG(json_integer(done, "tokens") == d.tokens && json_integer(done, "mtp_drafted") == d.drafted &&
                       json_integer(done, "mtp_accepted") == d.accepted &&
-                      json_integer(done, "mtp_decodes") == d.decodes &&
-                      json_integer(done, "drafted_steps") == d.drafted_steps && d.accepted > 0,
-                  "BMOE_DONE's counters differ from the ngram: lines (%lld/%lld, %lld decodes, %lld steps): %s",
+                      json_integer(done, "mtp_decodes") == d.decodes && steps_agree && d.drafted > 0 &&
+                      (!accepts || d.accepted > 0),
+                  "BMOE_DONE's counters differ from the %s: lines (%lld/%lld, %lld decodes, %lld steps): %s", source,
                   d.accepted, d.drafted, d.decodes, d.drafted_steps, done ? done : r.out);
         cli_result_free(&r);
     }
@@ -415,7 +566,8 @@ int main(void)
     check_ngram(&configs[3], eager, false);
     check_replay(&configs[1]);
     check_replay(&configs[3]);
-    check_session();
+    check_mtp();
+    check_session("ngram", trained, true);
     check_refusals();
     return test_finish();
 }

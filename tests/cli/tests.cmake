@@ -44,6 +44,7 @@ add_dependencies(test_cli_signals bmoe-mkmodel)
 add_dependencies(test_cli_reference bmoe-mkmodel)
 add_dependencies(test_cli_model_changes bmoe-mkmodel)
 add_dependencies(test_cli_params bmoe-mkmodel)
+add_dependencies(test_cli_speculation bmoe-mkmodel) # the qwen35moe with a nextn block --mtp drafts with
 
 # --describe-params against its JSON schema (tests/cli/describe-params.schema.json),
 # checked by Debian's python3-jsonschema.

@@ -37,6 +37,7 @@ typedef struct hybrid {
     int head_dim_swa, kv_full, period; /* gemma4 */
     int shared_kv, per_layer;          /* gemma4: KV-shared last layers, per-layer embedding width */
     int dk, k_heads, v_heads, shared;  /* qwen35moe */
+    int nextn;                         /* qwen35moe: MTP blocks after the layers */
 } hybrid;
 
 static void expected_lfm2moe(const hybrid *h, expected *list)
@@ -131,10 +132,19 @@ static void expected_qwen35moe(const hybrid *h, expected *list)
     add(list, -1, "token_embd.weight", e, h->vocab, 1);
     add(list, -1, "output_norm.weight", e, 1, 1);
     add(list, -1, "output.weight", e, h->vocab, 1);
-    for (int il = 0; il < h->layers; il++) {
+    for (int il = 0; il < h->layers + h->nextn; il++) {
         add(list, il, "attn_norm.weight", e, 1, 1);
         add(list, il, "post_attention_norm.weight", e, 1, 1);
-        if ((il + 1) % h->interval == 0) {
+        /* an MTP block is a full-attention block with four tensors of its own
+         * (llama.cpp's names for Qwen3.5's mtp.fc, pre_fc_norm_embedding,
+         * pre_fc_norm_hidden and mtp.norm) */
+        if (il >= h->layers) {
+            add(list, il, "nextn.eh_proj.weight", 2 * e, e, 1);
+            add(list, il, "nextn.enorm.weight", e, 1, 1);
+            add(list, il, "nextn.hnorm.weight", e, 1, 1);
+            add(list, il, "nextn.shared_head_norm.weight", e, 1, 1);
+        }
+        if (il >= h->layers || (il + 1) % h->interval == 0) {
             add(list, il, "attn_q.weight", e, 2 * q, 1); /* query and gate per head */
             add(list, il, "attn_k.weight", e, kv, 1);
             add(list, il, "attn_v.weight", e, kv, 1);
@@ -186,7 +196,8 @@ static int64_t get_layer(const gguf_model *m, const char *arch, const char *suff
 static void check_metadata(const gguf_model *m, const hybrid *h, const char *label)
 {
     const char *a = h->arch;
-    CHECK_MSG(get_int(m, a, "block_count") == h->layers && get_int(m, a, "embedding_length") == h->embd &&
+    CHECK_MSG(get_int(m, a, "block_count") == h->layers + h->nextn &&
+                  get_int(m, a, "nextn_predict_layers") == (h->nextn ? h->nextn : -12345) && get_int(m, a, "embedding_length") == h->embd &&
                   get_int(m, a, "expert_count") == h->experts && get_int(m, a, "expert_used_count") == h->used &&
                   get_int(m, a, "expert_feed_forward_length") == h->expert_ff,
               "%s: sizes", label);
@@ -278,7 +289,7 @@ static void check_file(const hybrid *h, const char *type)
     status = mk_run_tool("bmoe-cli", "--info '%s'", file);
     char *info = test_read_file(mk_stdout, NULL);
     char line[96];
-    snprintf(line, sizeof line, "\nlayers: %d\n", h->layers);
+    snprintf(line, sizeof line, "\nlayers: %d\n", h->layers + h->nextn); /* the file's blocks */
     CHECK_MSG(status == 0 && info && strstr(info, line), "%s: --info lacks '%s'", label, line + 1);
     snprintf(line, sizeof line, "\nexperts: %d (%d used)\n", h->experts, h->used);
     CHECK_MSG(info && strstr(info, line), "%s: --info lacks '%s'", label, line + 1);
@@ -343,6 +354,9 @@ int main(void)
          .layers = 3, .embd = 256, .heads = 4, .kv_heads = 2, .head_dim = 64, .experts = 16, .used = 4,
          .expert_ff = 256, .vocab = 512, .interval = 2, .taps = 4, .dk = 64, .k_heads = 2, .v_heads = 8,
          .shared = 256},
+        {.arch = "qwen35moe", .shape = "tiny-qwen35moe", .flags = "--nextn-layers 1", .layers = 4, .embd = 256,
+         .heads = 4, .kv_heads = 2, .head_dim = 64, .experts = 16, .used = 4, .expert_ff = 256, .vocab = 512,
+         .interval = 4, .taps = 4, .dk = 64, .k_heads = 2, .v_heads = 4, .shared = 256, .nextn = 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_file(&shapes[i], "f32");

@@ -52,3 +52,7 @@ foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m o
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
 endforeach()
+# the qwen35moe draft head (--mtp) against a float64 computation from the
+# tensors of a file bmoe-mkmodel writes; --mtp refused without the head
+bmoe_add_test(test_mtp_head SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mtp_head.c LIBS bmoe_engine m)
+add_dependencies(test_mtp_head bmoe-mkmodel bmoe-cli)

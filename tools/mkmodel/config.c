@@ -156,13 +156,13 @@ static const preset presets[] = {
       .n_expert_used = 8, .n_ff_expert = 704, .n_ff = 2112, .n_vocab = 262144, .n_ctx = 262144,
       .rope_freq_base = 1e6f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K,
       .fill = MKMODEL_FILL_BLOCKS}},
-    {"qwen3.5-35b-a3b", "Qwen3.5-35B-A3B as Q4_K_M: 40 layers (30 Gated DeltaNet, 10 gated attention), 256 "
-     "experts top-8 + shared, vocab 248320, ~21 GB",
+    {"qwen3.5-35b-a3b", "Qwen3.5-35B-A3B as Q4_K_M: 40 layers (30 Gated DeltaNet, 10 gated attention) + 1 MTP block, "
+     "256 experts top-8 + shared, vocab 248320, ~21 GB",
      {.arch = MKMODEL_QWEN35MOE, .n_layer = 40, .n_embd = 2048, .n_head = 16, .n_head_kv = 2, .head_dim = 256,
       .n_rot = 64, .attention_interval = 4, .conv_taps = 4, .ssm_dk = 128, .ssm_k_heads = 16,
       .ssm_v_heads = 32, .n_expert = 256, .n_expert_used = 8, .n_ff_expert = 512, .n_ff_shared = 512,
       .n_vocab = 248320, .n_ctx = 262144, .rope_freq_base = 1e7f, .rms_eps = 1e-6f,
-      .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
+      .n_nextn = 1, .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
     /* The public configurations of Ling-mini-2.0 (16.3B parameters) and
      * GLM-4.5-Air (106B, and its MTP block: 110B in the checkpoint). */
     {"ling-mini-2.0", "Ling-mini-2.0 as Q4_K_M: 20 layers (1 dense), 256 experts in 8 groups (4 used) top-8 + "
@@ -430,10 +430,10 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
             return error_set(err, "--rope-dims %u must be even and --ssm-v-heads %u a multiple of --ssm-k-heads %u",
                              config->n_rot, config->ssm_v_heads, config->ssm_k_heads);
     }
+    if (config->n_layer + config->n_nextn > 512 || config->n_nextn > 8)
+        return error_set(err, "--nextn-layers %u: at most 8, and with --layers %u at most 512 blocks",
+                         config->n_nextn, config->n_layer);
     if (config->arch == MKMODEL_BAILINGMOE2 || config->arch == MKMODEL_GLM4MOE) {
-        if (config->n_layer + config->n_nextn > 512 || config->n_nextn > 8)
-            return error_set(err, "--nextn-layers %u: at most 8, and with --layers %u at most 512 blocks",
-                             config->n_nextn, config->n_layer);
         if (config->n_leading_dense > config->n_layer)
             return error_set(err, "--dense-layers %u exceeds --layers %u", config->n_leading_dense, config->n_layer);
         if (config->n_leading_dense > 0)
@@ -608,7 +608,8 @@ static float inverse_sqrt(uint32_t n)
 /* The hybrids' layer patterns (architectures.md 6.3, 7.1, 8). */
 static bool layer_attends(const mkmodel_config *c, uint32_t il)
 {
-    return (il + 1) % c->attention_interval == 0;
+    /* an MTP block after the layers is a full-attention block (qwen35moe) */
+    return il >= c->n_layer || (il + 1) % c->attention_interval == 0;
 }
 
 /* A constant tensor: every value `value` (noise scale 0). */
@@ -620,7 +621,8 @@ static bool layer_attends(const mkmodel_config *c, uint32_t il)
  * that have them). */
 static uint32_t mtp_blocks(const mkmodel_config *c)
 {
-    return c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE ? c->n_nextn : 0;
+    return c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE || c->arch == MKMODEL_QWEN35MOE ? c->n_nextn
+                                                                                                          : 0;
 }
 
 static int build_tensors(mkmodel_model *model, bmoe_error *err)
@@ -800,6 +802,12 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, c->n_ff_shared, 1, NORMAL(s_embd));
             ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, c->n_ff_shared, E, 1,
                 NORMAL(inverse_sqrt(c->n_ff_shared)));
+            if (il >= c->n_layer) { /* the MTP block (Qwen3.5's mtp.fc, pre_fc_norm_*, mtp.norm) */
+                ADD(ROLE_MATRIX, il, "nextn.eh_proj.weight", 2, 2 * E, E, 1, NORMAL(inverse_sqrt(2 * c->n_embd)));
+                ADD(ROLE_VECTOR, il, "nextn.enorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "nextn.hnorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "nextn.shared_head_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            }
             continue;
         }
         if (c->arch == MKMODEL_DEEPSEEK2) {
