@@ -466,10 +466,11 @@ static void probe_decode_routing(run_state *s, const model *m, const moe_config 
 /* The next MoE layer's experts for a prompt's micro-batch, read while this
  * layer computes: that layer's router on each token's input to this one
  * (the stale gate; across a batch, the union it predicts is most of what
- * the layer then routes to), those most tokens choose first. Reads stay
- * behind every demand read; the guesses the layer does not route to are
- * dropped at its acquire. Uses the router's scores buffer, free once this
- * layer's routing is chosen. Changes no bit of the output. */
+ * the layer then routes to), those most tokens choose first, read behind
+ * this layer's own reads at the lanes' full depth (a guess that pays this
+ * often is worth reading whole; the wrong ones stay cached, cold). Uses the
+ * router's scores buffer, free once this layer's routing is chosen. Changes
+ * no bit of the output. */
 static void predict_next_layer_batch(run_state *s, const model *m, const moe_config *config, int layer_index,
                                      const float *router_input, int n_tokens)
 {
@@ -492,7 +493,7 @@ static void predict_next_layer_batch(run_state *s, const model *m, const moe_con
     }
     int32_t order[MODEL_MAX_EXPERTS];
     int n = most_used_first(count, hp->n_expert, order);
-    expert_store_prefetch(m->experts, next, order, n, n);
+    expert_store_read_ahead(m->experts, next, order, n);
 }
 
 /* What is read ahead once a layer's own reads are queued: for a decode

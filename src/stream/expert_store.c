@@ -528,7 +528,9 @@ static int slot_jobs(expert_store *store, int slot, io_job **jobs)
 static void cancel_prefetch(expert_store *store, int slot)
 {
     cache_slot *s = &store->slots[slot];
-    if (!s->prefetch_read || !slot_reading(store, slot))
+    /* a read-ahead (expert_store_read_ahead) is read to its end */
+    if (!s->prefetch_read || !slot_reading(store, slot) ||
+        !store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS].speculative)
         return;
     s->cancelled = true;
     io_job *jobs[EXPERT_MAX_PROJECTIONS];
@@ -619,6 +621,38 @@ int expert_store_predict_max(const expert_store *store)
     if (!store->config.streaming || store->config.cache_bytes == 0)
         return -1;
     return store->config.predict_spec_max;
+}
+
+static void submit_misses(expert_store *store, int layer, const int32_t *experts, const int *misses, int n_misses);
+
+int expert_store_read_ahead(expert_store *store, int layer, const int32_t *experts, int n)
+{
+    if (!expert_store_caches(store) || layer < 0 || layer >= store->n_layer ||
+        store->layers[layer].n_projections == 0 || n < 0 || n > store->n_expert)
+        return 0;
+    for (int k = 0; k < n; k++)
+        if (experts[k] < 0 || experts[k] >= store->n_expert)
+            return 0;
+    int *read = store->miss_index; /* free between acquires */
+    int n_read = 0;
+    for (int k = 0; k < n; k++) {
+        if (store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[k]] >= 0)
+            continue;
+        int slot = fill_slot(store, layer, experts[k], true);
+        if (slot < 0)
+            break;
+        store->policy->insert_cold(store->policy_state, slot);
+        if (!store->slots[slot].listed) {
+            store->slots[slot].listed = true;
+            store->speculative_slots[store->n_speculative++] = slot;
+        }
+        /* demand reads behind those queued: the full depth of the lanes, no yielding, no cancelling */
+        for (int p = 0; p < store->layers[layer].n_projections; p++)
+            store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p].speculative = false;
+        read[n_read++] = k;
+    }
+    submit_misses(store, layer, experts, read, n_read);
+    return n_read;
 }
 
 int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses)

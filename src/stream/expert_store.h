@@ -118,6 +118,14 @@ int expert_store_release(expert_store *store, bmoe_error *err);
  * lanes (after every demand read), admitted at the cold end and counted with
  * the prefetches; the others are left alone. Returns how many it read. */
 int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses);
+/* Reads ahead what is all but certain to be asked for next (a prompt's
+ * predicted union for the next layer): the experts of layer not in the
+ * cache, best first, as demand reads queued behind those already queued, at
+ * the lanes' full depth, in the order an acquire reads (gate and up, then
+ * down), admitted at the cold end and counted with the prefetches; unlike a
+ * prefetch, never yielded or cancelled. Needs a cache. Returns how many it
+ * read. */
+int expert_store_read_ahead(expert_store *store, int layer, const int32_t *experts, int n);
 /* What a caller may pass as max_misses: the configured predict_spec_max
  * (-1: prediction is off, or the store is resident or has no cache). */
 int expert_store_predict_max(const expert_store *store);
