@@ -7,6 +7,8 @@
 # length, interleaved in each round:
 #   resident        no cap, no reads (the file in the page cache): what the
 #                   compute allows; the prefill rate the streamed rows are held to
+#   replay-resident the same routing 6 experts a token, as the replay rows do:
+#                   theirs
 #   random-cold     the model's own (random) routing, empty cache
 #   random-profile  the same, the cache warmed from a profile (--expert-profile)
 #                   an earlier run of a different 512-token prompt wrote
@@ -44,7 +46,7 @@ model=${BMOE_BENCH_MODEL:-$build/models/qwen3-30b-a3b.gguf}
 rounds=${BMOE_BENCH_ROUNDS:-1}
 cap=${BMOE_BENCH_CAP:-8G}
 prompts=${BMOE_BENCH_PROMPTS:-"64 512 2048"}
-configs=${BMOE_BENCH_CONFIGS:-"resident random-cold random-profile replay-cold replay-profile"}
+configs=${BMOE_BENCH_CONFIGS:-"resident random-cold random-profile replay-resident replay-cold replay-profile"}
 shared=${BMOE_SHARED_DIR:-../shared}
 cli=$build/bin/bmoe-cli
 analyze=$build/bin/bmoe-analyze
@@ -148,6 +150,7 @@ run() {
   esac
   case "${config%@base}" in
     resident) extra="--no-moe-stream"; capped=() ;;
+    replay-resident) extra="--no-moe-stream $replay"; capped=() ;;
     random-cold) extra="$stream" ;;
     random-profile) cp "$random_profile" "$base.profile"; extra="$stream --expert-profile $base.profile" ;;
     replay-cold) extra="$stream $replay" ;;
@@ -155,7 +158,7 @@ run() {
     wide) extra="$stream --ubatch $n" ;;
     *) fail "unknown configuration $config" ;;
   esac
-  if [ "$config" = resident ]; then
+  if [ "${config%-resident}" != "$config" ] || [ "$config" = resident ]; then
     fits_in_memory || { echo "round $round $n $config: skipped (the model does not fit in memory)"; return; }
     cat "$model" > /dev/null
   else
@@ -199,6 +202,10 @@ prefill_best() {
   local name resident
   name=$(basename "$1" .csv)
   resident="$work/resident.${name#*.}.csv"
+  # the replayed rows route 6 experts a token: their own resident run
+  case "$name" in
+    replay-*) [ -f "$work/replay-resident.${name#*.}.csv" ] && resident="$work/replay-resident.${name#*.}.csv" ;;
+  esac
   [ -f "$resident" ] || return 0
   awk -v t="$(summary prefill_tps "$1")" -v b="$(prefill_bound "$1")" -v c="$(summary prefill_tps "$resident")" \
     'BEGIN { lim = (b != "" && b < c) ? b : c; if (lim > 0) printf "%.1f\n", 100 * t / lim }'
@@ -223,7 +230,7 @@ for n in $prompts; do
     hit=$(for f in $files; do span_hit "$f" 1 16; done | median)
     ratio=$(awk -v a="$first" -v b="$steady" 'BEGIN { if (b > 0) printf "%.0f%%\n", 100 * a / b; else print "-" }')
     [ "$best" = "-" ] || best=$(printf '%.0f%%' "$best")
-    [ "$config" != resident ] || { read_mib="-"; bound="-"; best="-"; hit="-"; }
+    case "$config" in *resident) read_mib="-"; bound="-"; best="-"; hit="-" ;; esac
     printf '| %6s | %-14s | %7s | %8s | %9s | %9s | %7s | %8s | %8s | %9s | %8s |\n' "$n" "$config" "$ttft" "$prefill" \
       "$read_mib" "$bound" "$best" "$first" "$steady" "$ratio" "$hit"
   done
