@@ -63,12 +63,9 @@ done
 [ -x "$memcap" ] || fail "$memcap is missing"
 [ -f "$trace" ] || fail "$trace is missing"
 
-if [ ! -f "$model" ]; then
-  mkdir -p "$(dirname "$model")"
-  echo "writing $model (about 18.5 GB) ..."
-  "$mkmodel" --shape qwen3-30b-a3b --seed 1 -o "$model.partial"
-  mv "$model.partial" "$model"
-fi
+# shellcheck source=bench/common.sh
+. bench/common.sh
+bench_write_model
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -106,43 +103,14 @@ declare -A flags=(
 configs=${BMOE_BENCH_CONFIGS-"resident replay-resident trained-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle trained-overlap trained-2g trained-lru-2g"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
-# the binaries measured are copies: a rebuild during the run changes nothing
-cp "$cli" "$work/bmoe-cli"
-cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
-export LD_LIBRARY_PATH=$work
-cli=$work/bmoe-cli
-baseline_cli=""
-if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
-  [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
-  cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
-  baseline_cli=$work/bmoe-cli-base
-fi
-case " $configs " in
-  *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
-esac
+bench_copy_cli "$configs"
 
-# disk_rate: MiB/s of random O_DIRECT reads of one expert projection of this
-# shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth, now.
-disk_rate() {
-  "$iobench" "$model" --size 864 --threads "$io_threads" --seconds 4 | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
-}
-echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads: $(disk_rate) MiB/s"
+echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads: $(disk_rate 4) MiB/s"
 # reread_rate TRACE: MiB/s of that run's decode reads issued again at the lanes' queue depth, now.
 reread_rate() {
   "$iobench" "$model" --replay "$1" --threads "$io_threads" | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
 }
 
-# fits_in_memory: whether the model file and 2 GiB more fit in MemAvailable
-# (which counts the page cache the kernel can reclaim)
-fits_in_memory() {
-  awk -v bytes="$(stat -c %s "$model")" '/^MemAvailable:/ { exit !(bytes + 2 * 2^30 <= $2 * 1024) }' /proc/meminfo
-}
-
-# summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
-summary() {
-  awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
-    END { print v }' "$2"
-}
 
 case " $configs " in
   *" oracle "*)
@@ -202,7 +170,7 @@ for round in $(seq 1 "$rounds"); do
     [ "$config" = "${config%@base}" ] || binary=$baseline_cli
     before="-"
     case "$extra" in
-      *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate) ;;
+      *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate 4) ;;
     esac
     # the resident rows: no cap, the whole file in the page cache, where it fits
     capped=("$memcap" --drop-caches "$cap")
@@ -223,7 +191,7 @@ for round in $(seq 1 "$rounds"); do
       disk="-" reread="-"
       if [ "$before" != "-" ]; then
         reread=$(reread_rate "$work/$config.$round.io.csv")
-        disk=$(awk -v a="$before" -v b="$(disk_rate)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
+        disk=$(awk -v a="$before" -v b="$(disk_rate 4)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
         rm -f "$work/$config.$round.io.csv"
       fi
       echo "$disk" > "$work/$config.$round.disk"
@@ -238,7 +206,6 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # run_bound CSV [KIND]: that run's I/O bound (tok/s), its disk rate (KIND disk:
 # random reads; reread: its own reads again) over its MiB per token
 run_bound() {

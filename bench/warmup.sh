@@ -65,38 +65,17 @@ done
 [ -x "$memcap" ] || fail "$memcap is missing"
 [ -f "$trace" ] || fail "$trace is missing"
 
-if [ ! -f "$model" ]; then
-  mkdir -p "$(dirname "$model")"
-  echo "writing $model (about 18.5 GB) ..."
-  "$mkmodel" --shape qwen3-30b-a3b --seed 1 -o "$model.partial"
-  mv "$model.partial" "$model"
-fi
+# shellcheck source=bench/common.sh
+. bench/common.sh
+bench_write_model
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# the binaries measured are copies: a rebuild during the run changes nothing
-cp "$cli" "$work/bmoe-cli"
-cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
-export LD_LIBRARY_PATH=$work
-cli=$work/bmoe-cli
-baseline_cli=""
-if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
-  [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
-  cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
-  baseline_cli=$work/bmoe-cli-base
-fi
-case " $configs " in
-  *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
-esac
+bench_copy_cli "$configs"
 
 # prompt_ids N SEED: N token ids, a different sequence per seed
 prompt_ids() {
   awk -v n="$1" -v seed="$2" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919 + seed * 104729) % 140000 }'
-}
-# summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
-summary() {
-  awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
-    END { print v }' "$2"
 }
 # span_rate FILE FIRST LAST: tok/s over the per-token rows FIRST..LAST (steps, 1-based)
 span_rate() {
@@ -107,14 +86,6 @@ span_rate() {
 span_hit() {
   awk -F, -v a="$2" -v b="$3" '/^#/ || $1 == "step" { next } $1 >= a && $1 <= b { h += $7; n++ }
     END { if (n > 0) printf "%.0f\n", h / n; else print "-" }' "$1"
-}
-# disk_rate: MiB/s of random O_DIRECT reads of one expert projection of this
-# shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth, now.
-disk_rate() {
-  "$iobench" "$model" --size 864 --threads "$io_threads" --seconds 3 | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
-}
-fits_in_memory() {
-  awk -v bytes="$(stat -c %s "$model")" '/^MemAvailable:/ { exit !(bytes + 2 * 2^30 <= $2 * 1024) }' /proc/meminfo
 }
 
 stream="--moe-stream --cache-mb auto --overlap --io-threads $io_threads"
@@ -162,13 +133,13 @@ run() {
     fits_in_memory || { echo "round $round $n $config: skipped (the model does not fit in memory)"; return; }
     cat "$model" > /dev/null
   else
-    before=$(disk_rate)
+    before=$(disk_rate 3)
   fi
   # shellcheck disable=SC2086
   if "${capped[@]}" "$binary" -m "$model" --prompt-ids "$(prompt_ids "$n" 1)" -n "$generated" --ignore-eos -t "$threads" \
        -c $((n + generated + 16)) $extra --csv "$base.csv" > "$base.log" 2>&1; then
     local disk="-"
-    [ "$before" = "-" ] || disk=$(awk -v a="$before" -v b="$(disk_rate)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
+    [ "$before" = "-" ] || disk=$(awk -v a="$before" -v b="$(disk_rate 3)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
     echo "$disk" > "$base.disk"
     printf 'round %d %5d %-15s ttft %7s s  prefill %7s tok/s  read %8s MiB  disk %s MiB/s  decode 1-16 %6s  17-64 %6s tok/s\n' \
       "$round" "$n" "$config" "$(summary ttft_s "$base.csv")" "$(summary prefill_tps "$base.csv")" \
@@ -190,7 +161,6 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # prefill_bound CSV: the prefill's I/O bound in tok/s (its reads over the disk's rate)
 prefill_bound() {
   awk -v d="$(cat "${1%.csv}.disk")" -v r="$(summary prefill_read_mib "$1")" -v n="$(summary n_prompt "$1")" \

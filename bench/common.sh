@@ -1,0 +1,58 @@
+# bench/common.sh: what the streaming benchmarks (bench/stream.sh,
+# bench/warmup.sh) share. Sourced, never run; the script sets fail(),
+# $work (a scratch directory it removes), $build and $model first.
+
+# bench_write_model: the full-size qwen3-30b-a3b shape at $model, written on
+# first use.
+bench_write_model() {
+  [ -f "$model" ] && return
+  mkdir -p "$(dirname "$model")"
+  echo "writing $model (about 18.5 GB) ..."
+  "$build/bin/bmoe-mkmodel" --shape qwen3-30b-a3b --seed 1 -o "$model.partial"
+  mv "$model.partial" "$model"
+}
+
+# bench_copy_cli CONFIGS: sets $cli to a copy of the build's bmoe-cli (a
+# rebuild during the run changes nothing) and $baseline_cli to a copy of
+# BMOE_BENCH_BASELINE (another build's bmoe-cli, for the CONFIG@base rows of
+# an A/B in the same rounds), refusing @base rows without it.
+bench_copy_cli() {
+  cp "$build/bin/bmoe-cli" "$work/bmoe-cli"
+  cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
+  export LD_LIBRARY_PATH=$work
+  cli=$work/bmoe-cli
+  baseline_cli=""
+  if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
+    [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
+    cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
+    baseline_cli=$work/bmoe-cli-base
+  fi
+  case " $1 " in
+    *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
+  esac
+}
+
+# summary KEY FILE: the value of KEY in the CSV's "# summary" trailer.
+summary() {
+  awk -v key="$1" '/^# summary/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = kv[2] } }
+    END { print v }' "$2"
+}
+
+# median: of the numbers on stdin, "-" for none.
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# disk_rate SECONDS: MiB/s of random O_DIRECT reads of one expert projection
+# of this shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth
+# ($io_threads), now.
+disk_rate() {
+  "$build/bin/bench-iobench" "$model" --size 864 --threads "$io_threads" --seconds "$1" |
+    sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
+}
+
+# fits_in_memory: whether the model file and 2 GiB more fit in MemAvailable
+# (which counts the page cache the kernel can reclaim).
+fits_in_memory() {
+  awk -v bytes="$(stat -c %s "$model")" '/^MemAvailable:/ { exit !(bytes + 2 * 2^30 <= $2 * 1024) }' /proc/meminfo
+}
