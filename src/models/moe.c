@@ -255,23 +255,25 @@ static int most_used_first(const int32_t *expert_count, int n_expert, int32_t *s
     return n;
 }
 
-/* Layer's router applied to one row of input: its scores. */
+/* Layer's router applied to n_rows rows of input: their scores, a row of
+ * n_expert each. */
 static void score_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
-                              float *scores)
+                              int n_rows, float *scores)
 {
     const layer_weights *weights = &m->weights.layers[layer];
     const tensor_view *router = &weights->ffn_gate_inp;
     float *out = scores;
-    linear(s, input, m->hparams.n_embd, 1, 1, &router, &out, NULL);
-    add_bias(scores, &weights->ffn_gate_inp_bias, 1, m->hparams.n_expert);
-    gate_scores(config, scores, m->hparams.n_expert);
+    linear(s, input, m->hparams.n_embd, n_rows, 1, &router, &out, NULL);
+    add_bias(scores, &weights->ffn_gate_inp_bias, n_rows, m->hparams.n_expert);
+    for (int r = 0; r < n_rows; r++)
+        gate_scores(config, scores + (int64_t)r * m->hparams.n_expert, m->hparams.n_expert);
 }
 
 /* Layer's router applied to one row of input: its scores and its top-k. */
 static void rank_with_router(run_state *s, const model *m, const moe_config *config, int layer, const float *input,
                              float *scores, int32_t *experts)
 {
-    score_with_router(s, m, config, layer, input, scores);
+    score_with_router(s, m, config, layer, input, 1, scores);
     select_by_keys(&m->hparams, scores, m->weights.layers[layer].exp_probs_b.data, experts);
 }
 
@@ -478,16 +480,12 @@ static void predict_next_layer_batch(run_state *s, const model *m, const moe_con
     int next = moe_layer_ahead(m, layer_index, 1);
     if (next < 0)
         return;
-    const layer_weights *weights = &m->weights.layers[next];
-    const tensor_view *router = &weights->ffn_gate_inp;
-    linear(s, router_input, hp->n_embd, n_tokens, 1, &router, &s->router_logits, NULL);
-    add_bias(s->router_logits, &weights->ffn_gate_inp_bias, n_tokens, hp->n_expert);
+    score_with_router(s, m, config, next, router_input, n_tokens, s->router_logits);
     int32_t count[MODEL_MAX_EXPERTS] = {0};
     for (int t = 0; t < n_tokens; t++) {
-        float *scores = s->router_logits + (int64_t)t * hp->n_expert;
         int32_t experts[MODEL_MAX_EXPERTS];
-        gate_scores(config, scores, hp->n_expert);
-        select_by_keys(hp, scores, weights->exp_probs_b.data, experts);
+        select_by_keys(hp, s->router_logits + (int64_t)t * hp->n_expert, m->weights.layers[next].exp_probs_b.data,
+                       experts);
         for (int k = 0; k < hp->n_expert_used; k++)
             count[experts[k]]++;
     }

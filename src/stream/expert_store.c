@@ -554,6 +554,35 @@ static void report_reads(expert_store *store, int slot)
     }
 }
 
+/* A slot for a guess at (layer, expert), not cached: admitted at the cold
+ * end and listed with the guesses; its jobs are prepared, not submitted.
+ * Returns the slot, or -1 when none is free. */
+static int admit_guess(expert_store *store, int layer, int expert)
+{
+    int slot = fill_slot(store, layer, expert, true);
+    if (slot < 0)
+        return -1;
+    store->policy->insert_cold(store->policy_state, slot);
+    if (!store->slots[slot].listed) {
+        store->slots[slot].listed = true;
+        store->speculative_slots[store->n_speculative++] = slot;
+    }
+    return slot;
+}
+
+/* Whether a read ahead of experts[0..n) of layer can be served: a cache, a
+ * layer with experts, valid and at most n_expert indices. */
+static bool ahead_request_valid(const expert_store *store, int layer, const int32_t *experts, int n)
+{
+    if (!expert_store_caches(store) || layer < 0 || layer >= store->n_layer ||
+        store->layers[layer].n_projections == 0 || n < 0 || n > store->n_expert)
+        return false;
+    for (int k = 0; k < n; k++)
+        if (experts[k] < 0 || experts[k] >= store->n_expert)
+            return false;
+    return true;
+}
+
 /* Speculative reads of up to max_misses experts of layer not in the cache,
  * in the order given, admitted at the cold end so wrong guesses go first;
  * their jobs go to store->submit from *n_jobs on. Returns how many. */
@@ -564,15 +593,10 @@ static int prefetch_entries(expert_store *store, int layer, const int32_t *exper
     for (int k = 0; k < n && read < max_misses; k++) {
         if (store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[k]] >= 0)
             continue;
-        int slot = fill_slot(store, layer, experts[k], true);
+        int slot = admit_guess(store, layer, experts[k]);
         if (slot < 0)
             break;
         read++;
-        store->policy->insert_cold(store->policy_state, slot);
-        if (!store->slots[slot].listed) {
-            store->slots[slot].listed = true;
-            store->speculative_slots[store->n_speculative++] = slot;
-        }
         for (int p = 0; p < store->layers[layer].n_projections; p++)
             store->submit[(*n_jobs)++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
     }
@@ -623,46 +647,10 @@ int expert_store_predict_max(const expert_store *store)
     return store->config.predict_spec_max;
 }
 
-static void submit_misses(expert_store *store, int layer, const int32_t *experts, const int *misses, int n_misses);
-
-int expert_store_read_ahead(expert_store *store, int layer, const int32_t *experts, int n)
-{
-    if (!expert_store_caches(store) || layer < 0 || layer >= store->n_layer ||
-        store->layers[layer].n_projections == 0 || n < 0 || n > store->n_expert)
-        return 0;
-    for (int k = 0; k < n; k++)
-        if (experts[k] < 0 || experts[k] >= store->n_expert)
-            return 0;
-    int *read = store->miss_index; /* free between acquires */
-    int n_read = 0;
-    for (int k = 0; k < n; k++) {
-        if (store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[k]] >= 0)
-            continue;
-        int slot = fill_slot(store, layer, experts[k], true);
-        if (slot < 0)
-            break;
-        store->policy->insert_cold(store->policy_state, slot);
-        if (!store->slots[slot].listed) {
-            store->slots[slot].listed = true;
-            store->speculative_slots[store->n_speculative++] = slot;
-        }
-        /* demand reads behind those queued: the full depth of the lanes, no yielding, no cancelling */
-        for (int p = 0; p < store->layers[layer].n_projections; p++)
-            store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p].speculative = false;
-        read[n_read++] = k;
-    }
-    submit_misses(store, layer, experts, read, n_read);
-    return n_read;
-}
-
 int expert_store_prefetch(expert_store *store, int layer, const int32_t *experts, int n, int max_misses)
 {
-    if (!expert_store_caches(store) || layer < 0 || layer >= store->n_layer ||
-        store->layers[layer].n_projections == 0)
+    if (!ahead_request_valid(store, layer, experts, n))
         return 0;
-    for (int k = 0; k < n; k++)
-        if (experts[k] < 0 || experts[k] >= store->n_expert)
-            return 0;
     int n_jobs = 0;
     int read = prefetch_entries(store, layer, experts, n, max_misses, &n_jobs);
     io_lanes_submit(store->lanes, store->submit, n_jobs);
@@ -691,6 +679,27 @@ static void submit_misses(expert_store *store, int layer, const int32_t *experts
     for (int m = 0; m < n_misses; m++)
         store->submit[n_jobs++] = entry_job(store, layer, experts[misses[m]], last);
     io_lanes_submit(store->lanes, store->submit, n_jobs);
+}
+
+int expert_store_read_ahead(expert_store *store, int layer, const int32_t *experts, int n)
+{
+    if (!ahead_request_valid(store, layer, experts, n))
+        return 0;
+    int *read = store->miss_index; /* free between acquires */
+    int n_read = 0;
+    for (int k = 0; k < n; k++) {
+        if (store->entry_slot[(size_t)layer * (size_t)store->n_expert + (size_t)experts[k]] >= 0)
+            continue;
+        int slot = admit_guess(store, layer, experts[k]);
+        if (slot < 0)
+            break;
+        /* demand reads behind those queued: the full depth of the lanes, no yielding, no cancelling */
+        for (int p = 0; p < store->layers[layer].n_projections; p++)
+            store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p].speculative = false;
+        read[n_read++] = k;
+    }
+    submit_misses(store, layer, experts, read, n_read);
+    return n_read;
 }
 
 int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
