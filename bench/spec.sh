@@ -10,25 +10,34 @@
 # --overlap), where MiB read per token shows what widening the batch costs.
 # Greedy, -t 2, 32 tokens after a 64-token prompt, on the full-size
 # qwen3-30b-a3b and qwen3.5-35b-a3b shapes (bmoe-mkmodel, written on first use).
+# Before them, real acceptance: --ngram drafts on the trained model of models/
+# (its own text, so its own routing), a copy-heavy prompt (a passage, then its
+# first lines again) and free prose, greedy and sampled (--temp 0.8 --seed 1),
+# resident and streamed through a cache of a third of its experts.
 #
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODELS (the model
-# files; default $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf and
+# files; "": the trained part only; default $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf and
 # $BMOE_BUILD_DIR/models/qwen3.5-35b-a3b.gguf; a missing file named after a
 # bmoe-mkmodel shape is written), BMOE_BENCH_ROUNDS (default 2),
 # BMOE_BENCH_DRAFTS (default "1 2 3 4"), BMOE_BENCH_RATES (default "0.6 0.8"; "": no
 # rate rows), BMOE_BENCH_TOKENS (default 32),
-# BMOE_BENCH_CAP (default 8G; "none": no streamed part), BMOE_SHARED_DIR
+# BMOE_BENCH_TRAINED (default 1; 0: no trained-model part), BMOE_BENCH_TRAINED_ROUNDS
+# (default 5), BMOE_BENCH_CAP (default 8G; "none": no streamed part), BMOE_SHARED_DIR
 # (default ../shared). Run as root (memcap). A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${BMOE_BUILD_DIR:-build}
-models=${BMOE_BENCH_MODELS:-"$build/models/qwen3-30b-a3b.gguf $build/models/qwen3.5-35b-a3b.gguf"}
+models=${BMOE_BENCH_MODELS-"$build/models/qwen3-30b-a3b.gguf $build/models/qwen3.5-35b-a3b.gguf"}
 rounds=${BMOE_BENCH_ROUNDS:-2}
 drafts=${BMOE_BENCH_DRAFTS:-"1 2 3 4"}
 rates=${BMOE_BENCH_RATES-"0.6 0.8"}
 tokens=${BMOE_BENCH_TOKENS:-32}
 cap=${BMOE_BENCH_CAP:-8G}
+trained_part=${BMOE_BENCH_TRAINED:-1}
+trained_rounds=${BMOE_BENCH_TRAINED_ROUNDS:-5}
+trained=models/qwen3moe-shakespeare-q8_0.gguf
+heldout=models/heldout.txt
 shared=${BMOE_SHARED_DIR:-../shared}
 cli=$build/bin/bmoe-cli
 mkmodel=$build/bin/bmoe-mkmodel
@@ -103,14 +112,15 @@ run_one() {
   fi
 }
 
-# table MODEL PHASE: the medians of one model and phase
+# table MODEL PHASE [CONFIGS [ROUNDS]]: the medians of one model and phase
 table() {
   local name=$1 phase=$2 config files f round plain
+  local table_configs=${3:-$configs} table_rounds=${4:-$rounds}
   echo
-  echo "== $name, $phase: medians over $rounds rounds (-t $threads; vs plain: against the same round's plain run)"
+  echo "== $name, $phase: medians over $table_rounds rounds (-t $threads; vs plain: against the same round's plain run)"
   printf '| %-9s | %9s | %8s | %9s | %10s | %9s |\n' config "decode" "vs plain" accepted "tok/decode" "MiB/tok"
   printf '|%s|\n' "-----------|-----------|----------|-----------|------------|-----------"
-  for config in $configs; do
+  for config in $table_configs; do
     files=$(ls "$work/$name.$phase.$config".*.csv 2>/dev/null || true)
     [ -n "$files" ] || { printf '| %-9s | failed |\n' "$config"; continue; }
     local decode versus accepted per_decode per_token
@@ -135,6 +145,47 @@ table() {
       "$per_token"
   done
 }
+
+# trained_part: real --ngram acceptance on the trained model (see the header)
+trained_part() {
+  [ -f "$trained" ] && [ -f "$heldout" ] || fail "$trained or $heldout is missing"
+  local expert_bytes cache_mb text sampling phase round config csv log flags
+  expert_bytes=$("$cli" --info "$trained" | awk '/expert bytes/ { print $3; exit }')
+  [ -n "$expert_bytes" ] || fail "cannot read the trained model's expert bytes"
+  cache_mb=$(awk -v b="$expert_bytes" 'BEGIN { m = int(b / 3 / 1048576 + 0.5); print (m < 1 ? 1 : m) }')
+  head -c 200 "$heldout" > "$work/trained-prose.txt"
+  { head -c 700 "$heldout"; printf '\n\n'; head -c 150 "$heldout"; } > "$work/trained-copy.txt"
+  local trained_configs="plain"
+  for n in $drafts; do trained_configs="$trained_configs ngram-$n"; done
+  echo "== trained model: $trained, 256 tokens, resident and streamed (--cache-mb $cache_mb, a third of its experts)"
+  for text in copy prose; do
+    for sampling in greedy sampled; do
+      for round in $(seq 1 "$trained_rounds"); do
+        for phase in resident stream; do
+          for config in $trained_configs; do
+            flags=(-t "$threads" -n 256 -c 1024 --ignore-eos)
+            [ "$sampling" = sampled ] && flags+=(--temp 0.8 --seed 1) || flags+=(--temp 0)
+            [ "$phase" = stream ] && flags+=(--moe-stream --cache-mb "$cache_mb" --overlap) || flags+=(--no-moe-stream)
+            [ "$config" = plain ] || flags+=(--ngram --draft "${config#ngram-}")
+            csv="$work/trained-$text-$sampling.$phase.$config.$round.csv"
+            log="${csv%.csv}.log"
+            "$cli" -m "$trained" -f "$work/trained-$text.txt" "${flags[@]}" --csv "$csv" --ids-out "${csv%.csv}.ids" > "$log" 2>&1 ||
+              fail "trained $text $sampling $phase $config: $(tail -n 1 "$log")"
+          done
+        done
+      done
+      # speculation never changes the text: a run whose output differs is a bug, not a figure
+      for f in "$work/trained-$text-$sampling".*.ids; do
+        cmp -s "$f" "$work/trained-$text-$sampling.resident.plain.1.ids" ||
+          fail "$f: the text differs from plain decoding's"
+      done
+      for phase in resident stream; do
+        table "trained-$text-$sampling" "$phase" "$trained_configs" "$trained_rounds"
+      done
+    done
+  done
+}
+[ "$trained_part" = 0 ] || trained_part
 
 for model in $models; do
   name=$(basename "$model" .gguf)
