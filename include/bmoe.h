@@ -504,7 +504,7 @@ enum bmoe_stop_reason {
 enum bmoe_draft_source {
     BMOE_DRAFT_NONE = 0,     /* plain decoding, one token per evaluation (the default) */
     BMOE_DRAFT_NGRAM = 1,    /* the continuation of the longest earlier match of the text's end */
-    BMOE_DRAFT_MTP = 2,      /* the model's next-token head (nextn block): not in this build yet */
+    BMOE_DRAFT_MTP = 2,      /* the model's next-token head (the nextn block of qwen35moe files) */
     BMOE_DRAFT_CALLBACK = 3, /* the params' draft_callback */
 };
 
@@ -532,6 +532,11 @@ typedef struct bmoe_speculation_params {
     int32_t n_draft;          /* 1..8 tokens drafted per step (default 3) */
     int32_t ngram_min_match;  /* n-gram: the shortest match that drafts (default 3) */
     int32_t ngram_max_match;  /* n-gram: matches are compared up to this many tokens (default 12) */
+    /* MTP: drafting stops at the first head step whose most likely token has
+     * a probability (softmax of the head's logits) below this, the first
+     * draft included (the step is then a plain decode). 0..1, default 0:
+     * every step drafts n_draft tokens; must be 0 with another source. */
+    float mtp_p_min;
     bmoe_draft_callback draft_callback; /* source CALLBACK */
     void *draft_user;
 } bmoe_speculation_params;

@@ -114,6 +114,7 @@ int cli_telemetry_begin(cli_telemetry *t, const bmoe_model *model, const bmoe_co
                                                     : NULL;
     c->spec_draft_max = c->spec ? spec->n_draft : 0;
     c->ngram_min_match = spec->source == BMOE_DRAFT_NGRAM ? spec->ngram_min_match : 0;
+    c->mtp_p_min = spec->source == BMOE_DRAFT_MTP ? spec->mtp_p_min : 0.0f;
     tm_draft_init(&t->draft);
     tm_files_fill_config(&t->files, c);
 

@@ -1,4 +1,5 @@
 /* MTP drafting (draft_mtp.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,8 @@
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err)
 {
     memset(drafter, 0, sizeof *drafter);
+    if (run_state_enable_head(&context->state, &context->model->model, err) != 0)
+        return -1;
     const model_hparams *hp = &context->model->model.hparams;
     size_t n_embd = (size_t)hp->n_embd;
     drafter->hidden_rows = malloc((size_t)context->n_ctx * n_embd * sizeof *drafter->hidden_rows);
@@ -57,6 +60,22 @@ static int32_t argmax(const float *values, int32_t n)
     return best;
 }
 
+/* The head's draft at best is sure enough: softmax(logits)[best] >= p_min,
+ * as 1 / sum(exp(l - l_best)) (l_best the largest logit), so no exp
+ * overflows and no vocabulary-sized buffer is needed. Each term is a
+ * float's exp, the sum a double's: 250k float additions could drift by
+ * more than the gap between a floor near 1 and the probability. */
+static bool sure_enough(const float *logits, int32_t n, int32_t best, float p_min)
+{
+    if (p_min <= 0.0f)
+        return true;
+    float top = logits[best];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        sum += (double)expf(logits[i] - top);
+    return 1.0 / sum >= (double)p_min;
+}
+
 int32_t draft_mtp_propose(draft_mtp *drafter, bmoe_context *context, int32_t *drafts, int32_t max_drafts,
                           bmoe_error *err)
 {
@@ -92,6 +111,8 @@ int32_t draft_mtp_propose(draft_mtp *drafter, bmoe_context *context, int32_t *dr
     memcpy(drafter->step_hidden, drafter->head_hidden + (int64_t)last_row * n_embd,
            (size_t)n_embd * sizeof *drafter->step_hidden);
     drafts[0] = argmax(drafter->head_logits, n_vocab);
+    if (!sure_enough(drafter->head_logits, n_vocab, drafts[0], drafter->p_min))
+        return 0;
     /* chained: the head's own output hidden state and its draft, one
      * position further each (rows past `filled`, overwritten by the next
      * catch-up) */
@@ -108,6 +129,8 @@ int32_t draft_mtp_propose(draft_mtp *drafter, bmoe_context *context, int32_t *dr
             return -1;
         memcpy(drafter->step_hidden, drafter->head_hidden, (size_t)n_embd * sizeof *drafter->step_hidden);
         drafts[k] = argmax(drafter->head_logits, n_vocab);
+        if (!sure_enough(drafter->head_logits, n_vocab, drafts[k], drafter->p_min))
+            return k;
     }
     return max_drafts;
 }

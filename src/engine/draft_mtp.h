@@ -8,8 +8,9 @@
  * drafted token, one position further.
  *
  * The head keeps a KV cache of its own (the head block's layer in the run
- * state). Its rows are caught up lazily, before each draft, over every
- * position the main model evaluated since the last one, in one batch: the
+ * state, which a context gets at its first MTP generation). Its rows are
+ * caught up lazily, before each draft, over every position the main model
+ * evaluated since the last one, in one batch: the
  * catch-up's last row is the first draft's, so a draft step costs one head
  * batch plus one head token per further draft, and the prefill itself runs
  * no head (a generation that never drafts pays only the capture of the
@@ -33,10 +34,14 @@ typedef struct draft_mtp {
      * states for positions [0, filled); -1: not started (the generation's
      * first evaluated position sets it, draft_mtp_start) */
     int32_t filled;
+    /* drafting stops at a head step whose top probability is below it (0:
+     * never); draft_mtp_init sets 0 */
+    float p_min;
 } draft_mtp;
 
-/* Allocates the buffers and turns the capture of hidden rows on. Returns 0,
- * or -1 with err (nothing to free then). */
+/* Allocates the buffers (the head's own KV cache in the context's run
+ * state too, on the context's first MTP generation) and turns the capture
+ * of hidden rows on. Returns 0, or -1 with err (nothing to free then). */
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err);
 /* Turns the capture off and frees the buffers. */
 void draft_mtp_free(draft_mtp *drafter, bmoe_context *context);
@@ -51,9 +56,11 @@ void draft_mtp_start(draft_mtp *drafter, int32_t first);
 void draft_mtp_truncate(draft_mtp *drafter, int32_t position);
 
 /* Up to max_drafts tokens to follow context->tokens[context->position]
- * (the next token, not evaluated yet), each the argmax of the head's logits;
- * the caller checked that position + max_drafts fits the context. Returns
- * the count, or -1 with err when a head evaluation failed. */
+ * (the next token, not evaluated yet), each the argmax of the head's logits,
+ * stopping before the first whose probability is below p_min (the head's
+ * rows are caught up even when that is the first); the caller checked that
+ * position + max_drafts fits the context. Returns the count, or -1 with err
+ * when a head evaluation failed. */
 int32_t draft_mtp_propose(draft_mtp *drafter, bmoe_context *context, int32_t *drafts, int32_t max_drafts,
                           bmoe_error *err);
 

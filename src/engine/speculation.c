@@ -57,6 +57,15 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
         return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "generation: unknown draft source %d",
                                 (int)params->source);
     }
+    /* written so that NaN fails too */
+    if (!(params->mtp_p_min >= 0.0f && params->mtp_p_min <= 1.0f))
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "generation: MTP probability floor %g: need 0..1", (double)params->mtp_p_min);
+    if (params->mtp_p_min > 0.0f && params->source != BMOE_DRAFT_MTP)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "generation: the probability floor %g is the MTP head's; this draft source has "
+                                "no probabilities (give 0)",
+                                (double)params->mtp_p_min);
     if (params->n_draft < 1 || params->n_draft > SPECULATION_MAX_DRAFT)
         return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "generation: %d drafted tokens per step: need 1..%d",
                                 params->n_draft, SPECULATION_MAX_DRAFT);
@@ -81,6 +90,7 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
             speculation_free(spec);
             return -1;
         }
+        spec->mtp.p_min = params->mtp_p_min;
         spec->mtp_context = context;
     }
     spec->enabled = true;

@@ -319,6 +319,9 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
     int il = hp->n_layer, n = batch->n_tokens;
     int64_t n_embd = hp->n_embd;
     const layer_weights *l = &m->weights.layers[il];
+    if (!s->head_input)
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT,
+                                "draft head: the context holds no cache for it (run_state_enable_head)");
     /* the observers and the prediction probe know the n_layer layers the
      * forward pass runs; the head is the drafter's business */
     bmoe_route_callback route_callback = s->route_callback;

@@ -700,13 +700,19 @@ static void *allocate_counted(size_t count, size_t size, bool *failed, size_t *t
 /* Lays out the KV cache (a layer's own size, none without attention or
  * for a layer attending over another's: its offsets are its source's) and
  * the recurrent state (a short-convolution layer's window of L-1 inputs per
- * channel); returns the elements of K and V and the floats of state. */
-static void layout_caches(run_state *s, const model *m, size_t *k_elements, size_t *v_elements)
+ * channel); returns the elements of K and V of the main layers, and with
+ * the draft head's block (laid out after them, so that adding its rows
+ * moves no other layer's), and the floats of state. */
+static void layout_caches(run_state *s, const model *m, size_t k_elements[2], size_t v_elements[2])
 {
     const model_hparams *hp = &m->hparams;
-    size_t k = 0, v = 0, state = 0;
+    size_t k = 0, v = 0, state = 0, k_main = 0, v_main = 0;
     int64_t mixer = hp->n_mixer_floats;
     for (int32_t il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
+        if (il == hp->n_layer) {
+            k_main = k;
+            v_main = v;
+        }
         const layer_hparams *lh = &hp->layer[il];
         bool own_kv = lh->kv_source == il;
         s->kv_k_offset[il] = own_kv ? k : s->kv_k_offset[lh->kv_source];
@@ -734,8 +740,10 @@ static void layout_caches(run_state *s, const model *m, size_t *k_elements, size
             mixer = need;
     }
     s->mixer_floats = mixer;
-    *k_elements = k;
-    *v_elements = v;
+    k_elements[0] = hp->n_layer_head > 0 ? k_main : k;
+    v_elements[0] = hp->n_layer_head > 0 ? v_main : v;
+    k_elements[1] = k;
+    v_elements[1] = v;
     s->recurrent_floats = state;
 }
 
@@ -827,18 +835,19 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
         s->per_layer_token_row = allocate(all_layers, sizeof(float), &failed);
         s->per_layer_gate = allocate(nu * dp, sizeof(float), &failed);
     }
-    if (hp->n_layer_head > 0)
-        s->head_input = allocate(nu * 2 * n_embd, sizeof(float), &failed);
-    size_t k_elements, v_elements;
-    layout_caches(s, m, &k_elements, &v_elements);
+    /* the draft head's block and input: run_state_enable_head */
+    size_t k_elements[2], v_elements[2];
+    layout_caches(s, m, k_elements, v_elements);
     if (s->mixer_floats > 0)
         s->mixer = allocate(nu * (size_t)s->mixer_floats, sizeof(float), &failed);
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
     size_t cache_bytes = 0; /* reported as kv_bytes and recurrent_floats */
-    s->k_cache = allocate_counted(k_elements, element, &failed, &cache_bytes);
-    s->v_cache = allocate_counted(v_elements, element, &failed, &cache_bytes);
-    s->kv_bytes = (k_elements + v_elements) * element;
-    s->kv_k_bytes = k_elements * element;
+    s->k_cache = allocate_counted(k_elements[0], element, &failed, &cache_bytes);
+    s->v_cache = allocate_counted(v_elements[0], element, &failed, &cache_bytes);
+    s->kv_bytes = (k_elements[0] + v_elements[0]) * element;
+    s->kv_k_bytes = k_elements[0] * element;
+    s->head_k_bytes = (k_elements[1] - k_elements[0]) * element;
+    s->head_v_bytes = (v_elements[1] - v_elements[0]) * element;
     s->recurrent = allocate_counted(s->recurrent_floats, sizeof(float), &failed, &cache_bytes);
     if (failed) {
         run_state_destroy(s);
@@ -860,6 +869,44 @@ int run_state_enable_probe(run_state *s, const model *m)
     s->probe_previous_ready = allocate(layers, sizeof(bool), &failed);
     s->probe_input_layer = -1;
     return failed ? -1 : 0;
+}
+
+/* The KV buffer of kept bytes grown by added ones, zeroed: the head's rows
+ * before a generation's first evaluated position are never computed (a
+ * reused prefix) and are read as they are. NULL when out of memory (the
+ * old buffer stays). Its first allocation may be one element for an empty
+ * cache (allocate_counted): kept is then 0. */
+static void *grow_cache(void *cache, size_t kept, size_t added)
+{
+    uint8_t *grown = realloc(cache, kept + added);
+    if (grown)
+        memset(grown + kept, 0, added);
+    return grown;
+}
+
+int run_state_enable_head(run_state *s, const model *m, bmoe_error *err)
+{
+    if (s->head_input || m->hparams.n_layer_head == 0)
+        return 0;
+    size_t input_bytes = (size_t)s->n_ubatch * 2 * (size_t)m->hparams.n_embd * sizeof(float);
+    size_t k_bytes = s->kv_k_bytes, v_bytes = s->kv_bytes - s->kv_k_bytes;
+    float *input = malloc(input_bytes);
+    void *k_cache = input ? grow_cache(s->k_cache, k_bytes, s->head_k_bytes) : NULL;
+    if (k_cache)
+        s->k_cache = k_cache; /* larger than kv_k_bytes says until V grows too: harmless */
+    void *v_cache = k_cache ? grow_cache(s->v_cache, v_bytes, s->head_v_bytes) : NULL;
+    if (!v_cache) {
+        free(input);
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
+                                "context: out of memory for the draft head's KV cache (%zu bytes for %d positions)",
+                                s->head_k_bytes + s->head_v_bytes, s->n_ctx);
+    }
+    s->v_cache = v_cache;
+    s->head_input = input;
+    s->buffer_bytes += input_bytes;
+    s->kv_k_bytes += s->head_k_bytes;
+    s->kv_bytes += s->head_k_bytes + s->head_v_bytes;
+    return 0;
 }
 
 void run_state_destroy(run_state *s)

@@ -304,11 +304,13 @@ typedef struct run_state {
 
     /* KV cache: layer il's keys at k_cache + kv_k_offset[il] elements,
      * [n_ctx][Hkv(il)*Dk(il)] (f16 or f32), likewise V; a layer without
-     * attention has none */
+     * attention has none. The draft head's block comes last and has its
+     * rows only once run_state_enable_head added them. */
     void *k_cache, *v_cache;
     size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
-    size_t kv_bytes;           /* K and V */
-    size_t kv_k_bytes;         /* K */
+    size_t kv_bytes;           /* K and V, as allocated */
+    size_t kv_k_bytes;         /* K, as allocated */
+    size_t head_k_bytes, head_v_bytes; /* what the draft head's block adds to each */
 
     /* Recurrent state of the layers that carry one (short-convolution
      * windows): layer il's at recurrent + recurrent_offset[il]. It describes
@@ -324,7 +326,8 @@ typedef struct run_state {
     float *per_layer_token_row;/* [n_layer*Dp] one token's row of per_layer_token_embd */
     float *per_layer_gate;     /* [n_ubatch][Dp] */
     int64_t mixer_floats;
-    float *head_input;         /* [n_ubatch][2*n_embd] the draft head's [enorm(e), hnorm(h)]; NULL without a head */
+    float *head_input;         /* [n_ubatch][2*n_embd] the draft head's [enorm(e), hnorm(h)]; NULL until
+                                  run_state_enable_head */
     /* not owned: when set, forward_layers keeps every row's final hidden
      * state (the last layer's output after the final norm: what the output
      * matrix reads) of position p at hidden_rows + p * n_embd
@@ -385,6 +388,12 @@ bool model_tensor_in_nextn(const model *m, const char *name);
 
 /* Turns the prediction probe on (its buffers); -1 when out of memory. */
 int run_state_enable_probe(run_state *s, const model *m);
+/* Adds what only the draft head reads (its block's KV rows, zeroed, and
+ * its input buffer), which a state does not hold from its creation: a
+ * context that never drafts with the head does not pay for them. Once is
+ * enough (later calls do nothing); a model without a head has nothing to
+ * add. 0, or -1 with err when out of memory (the state is unchanged). */
+int run_state_enable_head(run_state *s, const model *m, bmoe_error *err);
 
 int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
                      thread_pool *pool, bmoe_error *err);
@@ -577,7 +586,8 @@ int forward_layers(const model *m, run_state *s, const forward_batch *batch, for
  * `layer`): h = eh_proj . [enorm(embedding(token)), hnorm(hidden)], the
  * block, x = norm(h; shared_head_norm, else output_norm), hidden_out = x
  * (when not NULL), logits = output . x for the rows that give them.
- * The caller filled nothing: this embeds and fills the RoPE cache. */
+ * The caller filled nothing: this embeds and fills the RoPE cache. The
+ * state must have the head's buffers (run_state_enable_head). */
 int head_forward_layers(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
                         forward_layer_fn layer, float *hidden_out, bmoe_error *err);
 

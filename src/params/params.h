@@ -32,7 +32,7 @@ typedef enum param_id {
     P_PLAN_EXPLAIN, P_PROBE, P_PROBE_IO, P_NO_PROBE_IO, P_PROBE_MEM, P_NO_PROBE_MEM, P_DESCRIBE_PARAMS,
     P_SHOW_CONFIG, P_HELP_MARKDOWN, P_HOST, P_PORT, P_API_KEY, P_MAX_QUEUE, P_MAX_BODY, P_EXPERT_PROFILE,
     P_TIMEOUT, P_NGRAM, P_MTP, P_DRAFT, P_NGRAM_MIN_MATCH, P_NGRAM_MAX_MATCH, P_DRAFT_REPLAY, P_DRAFT_REPLAY_MODE,
-    P_IDS_OUT, P_ALIAS, P_DRAFT_REPLAY_RATE,
+    P_IDS_OUT, P_ALIAS, P_DRAFT_REPLAY_RATE, P_MTP_P_MIN,
     P_COUNT
 } param_id;
 
@@ -151,10 +151,11 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
 /* The speculation rows' rules once every flag is read (given: the rows
  * set, by id; speculation: what they set): --draft needs a draft source
  * (--ngram, --mtp or --draft-replay), the n-gram match lengths need
- * --ngram and min <= max, two sources or a source and an armed lossy
- * lever (lossy) exclude each other (a lever acts on single-token decodes
- * only, so a verify batch would not compute what plain decoding computes).
- * Returns 0, or the
+ * --ngram and min <= max, --mtp-p-min needs --mtp (0 is let through with
+ * --ngram, as the reference does; another value is refused with it), two
+ * sources or a source and an armed lossy lever (lossy) exclude each other
+ * (a lever acts on single-token decodes only, so a verify batch would not
+ * compute what plain decoding computes). Returns 0, or the
  * exit status with a one-line message in error: 2 for switches that
  * contradict each other, 1 for the rest. */
 int params_check_speculation(const bool given[P_COUNT], const bmoe_speculation_params *speculation,

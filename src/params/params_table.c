@@ -22,7 +22,6 @@
 #define DEBUG PARAM_DEBUG
 #define REQUEST PARAM_SCOPE_REQUEST
 
-#define NOT_YET_MTP "is not implemented in bmoe (its --mtp drafts the MTP head's most likely token at every step, with no probability floor)"
 #define NOT_HERE "is not implemented in bmoe (a switch of the reference's own experiments and tests)"
 #define NOT_YET_ROWS "is not implemented in bmoe yet (row-gathered tables, releasing the mapping)"
 #define NEEDS_DEVICE "needs a GPU or accelerator device, which this CPU-only build does not have"
@@ -136,6 +135,13 @@ static const param_def params_rows[] = {
      .default_text = "3", .jobs = CHAT | SERVE,
      .help = "tokens drafted per step at most (needs --ngram, --mtp or --draft-replay); a verify batch "
              "evaluates up to N+1 tokens, each routed to its own experts"},
+    {.id = P_MTP_P_MIN, .key = "mtp_p_min", .flag = "--mtp-p-min", .group = PARAM_GROUP_SPECULATION,
+     .level = ADVANCED, .scope = REQUEST, .type = PARAM_FLOAT, .low = 0, .high = 1, .value_name = "P",
+     .default_text = "0", .jobs = CHAT | SERVE,
+     .help = "a step stops drafting at the first head token whose probability (the softmax of the head's "
+             "logits) is below P, the first draft included (the step then decodes plainly): the drafts the "
+             "head is unsure of cost verify-batch rows that are seldom kept; the output stays byte-identical "
+             "(needs --mtp; 0: every step drafts up to --draft tokens)"},
     {.id = P_NGRAM_MIN_MATCH, .key = "ngram_min_match", .flag = "--ngram-min-match",
      .group = PARAM_GROUP_SPECULATION, .level = ADVANCED, .scope = REQUEST, .type = PARAM_INT, .low = 1,
      .high = 64, .unit = "tokens", .value_name = "N", .default_text = "3", .jobs = CHAT | SERVE,
@@ -417,7 +423,6 @@ static const param_def params_rows[] = {
      .help = "a client must send its whole request within S seconds and may not stay silent longer; past it "
              "the connection is closed"},
     /* the reference's flags bmoe does not have */
-    UNAVAILABLE("--mtp-p-min", PARAM_TEXT, NOT_YET_MTP),
     UNAVAILABLE("--io-two-wave", PARAM_SWITCH, NOT_HERE),
     UNAVAILABLE("--prefetch-sync", PARAM_SWITCH, NOT_HERE),
     UNAVAILABLE("--release-mmap", PARAM_SWITCH, NOT_YET_ROWS),

@@ -75,6 +75,7 @@ static void fill_telemetry(session *s)
     t->spec = spec->source == BMOE_DRAFT_NGRAM ? "ngram" : spec->source == BMOE_DRAFT_MTP ? "mtp" : NULL;
     t->spec_draft_max = t->spec ? spec->n_draft : 0;
     t->ngram_min_match = spec->source == BMOE_DRAFT_NGRAM ? spec->ngram_min_match : 0;
+    t->mtp_p_min = spec->source == BMOE_DRAFT_MTP ? spec->mtp_p_min : 0.0f;
     tm_files_fill_config(&s->files, t);
     if (t->cache_cycle_mb <= 0.0 && s->layout.known)
         t->cache_cycle_mb = (double)tm_layout_token_demand(&s->layout, t->n_expert_used) / 1048576.0;

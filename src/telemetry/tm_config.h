@@ -46,6 +46,7 @@ typedef struct tm_config {
                                    "mtp"; "replay": drafts from a list of ids); NULL: no drafting */
     int32_t spec_draft_max;     /* tokens drafted per step at most (0 without drafting) */
     int32_t ngram_min_match;    /* the n-gram source's shortest match (0 with another source or none) */
+    float mtp_p_min;            /* the MTP head's probability floor (0 with another source or none) */
     /* sampling */
     float temp, top_p;
     int32_t top_k;

@@ -44,10 +44,10 @@ void tm_csv_format_preamble(tm_buffer *out, const tm_config *c)
                      c->cache_frequency ? "freq" : "lru", c->preload_experts);
     tm_buffer_printf(out,
                      "# temp=%g top_k=%d top_p=%g seed=%" PRIu64 " compute_trace_layers=%d spec=%s"
-                     " spec_draft_max=%d mtp_p_min=0 ngram_min_match=%d\n",
+                     " spec_draft_max=%d mtp_p_min=%g ngram_min_match=%d\n",
                      (double)c->temp, (int)c->top_k, (double)c->top_p, c->seed, c->compute_trace_layers,
                      c->spec ? c->spec : "off", c->spec ? (int)c->spec_draft_max : 0,
-                     c->spec ? (int)c->ngram_min_match : 0);
+                     c->spec ? (double)c->mtp_p_min : 0.0, c->spec ? (int)c->ngram_min_match : 0);
     tm_buffer_append_string(out, "# ");
     tm_config_instrument_keys(out, c);
     tm_buffer_append_string(out, "\n");

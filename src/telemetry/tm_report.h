@@ -7,7 +7,7 @@
  *   <source>: drafting costs <s> s/token on top of decode -> <t> tok/s effective (vs <t> reported)
  *   <source>: drafted on <d> of <n> steps (<pct>%); the rest decoded plainly
  *                               (speculative decoding; <source> is ngram, mtp or replay; no third
- *                               line for mtp, which drafts at every step)
+ *                               line for mtp without --mtp-p-min, which drafts at every step)
  *   moe-stream: read ...        (streaming only; ", stall_s/tok=<s>" under overlap)
  *   moe-cache: <pct>% hit, resident <mib> MiB[, budget <n> MiB]   (a cache in use; budget when auto)
  *   moe-cache: <n> evictions, <m> re-reads (<x>/token)

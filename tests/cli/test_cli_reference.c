@@ -29,7 +29,6 @@ static void test_refused_flags(void)
     static const struct {
         const char *flag, *value, *says;
     } refused[] = {
-        {"--mtp-p-min", "0.5", "MTP head"},
         {"--io-two-wave", NULL, "not implemented"},        {"--prefetch-sync", NULL, "not implemented"},
         {"--release-mmap", NULL, "not implemented"},       {"--row-stream", NULL, "not implemented"},
         {"--row-stream-mb", "64", "not implemented"},      {"--tensor-overrides", "x", "needs"},

@@ -21,9 +21,15 @@
  *    run drafts at every step with room and verifies the drafts in batches
  *    (random weights: few or no drafts are accepted, which is fine), and
  *    its mtp: lines agree with the CSV and its trailer;
+ *  - --mtp-p-min: 1 drafts nothing (every step a plain decode, and the
+ *    coverage line says so), a floor found by halving from 1/2 drafts some
+ *    but fewer than no floor, and 0.5 and that floor leave the output as
+ *    plain decoding's, greedy and sampled; the CSV preamble carries the
+ *    floor;
  *  - --mtp is refused in one line on a model without a nextn block, with a
- *    non-zero exit, so are --draft 0 and --draft 9 and the flags' other
- *    misuses.
+ *    non-zero exit, so are --draft 0 and --draft 9, --mtp-p-min out of
+ *    [0, 1], not a number, with --ngram or without --mtp, and the flags'
+ *    other misuses.
  * Expected values come from the definitions (a plain run, the counters'
  * meaning), never from the runs being checked. */
 #include <stdint.h>
@@ -222,6 +228,15 @@ static void check_csv(const char *what, const char *path, const drafting *d)
     free(csv);
 }
 
+/* The extra flags set a non-zero --mtp-p-min. */
+static bool has_floor(const char *const *extra)
+{
+    for (int i = 0; extra[i] && extra[i + 1]; i++)
+        if (strcmp(extra[i], "--mtp-p-min") == 0)
+            return strtod(extra[i + 1], NULL) > 0.0;
+    return false;
+}
+
 /* Two files' bytes are the same (both readable). */
 static bool same_file(const char *a, const char *b)
 {
@@ -267,14 +282,17 @@ static void check_source(const config *c, const char *source, const char *const 
         CHECK_MSG(!strstr(p.report, "drafts accepted"), "%s: drafting lines without drafting", c->name);
         drafting d;
         bool parsed = parse_drafting(s.report, source, &d);
-        /* n-gram drafting may abstain and says on how many steps it drafted */
-        bool abstains = strcmp(source, "ngram") == 0;
+        /* n-gram drafting may abstain, and so may the head under a
+         * probability floor: they say on how many steps they drafted */
+        bool abstains = strcmp(source, "ngram") == 0 || has_floor(extra);
         CHECK_MSG(parsed && d.coverage == abstains, "%s: no %s: lines in\n%s", what, source, s.report);
         if (parsed && d.coverage == abstains) {
             CHECK_MSG(d.tokens == N_PREDICT && d.decodes + d.accepted == d.tokens,
                       "%s: %lld decodes and %lld accepted drafts for %lld tokens", what, d.decodes, d.accepted,
                       d.tokens);
-            CHECK_MSG(!abstains || (d.drafted_steps > 0 && d.drafted_steps <= d.steps && d.steps == d.decodes),
+            /* a floor may refuse every draft (check_mtp_floor makes sure some pass) */
+            CHECK_MSG(!abstains || ((d.drafted_steps > 0 || has_floor(extra)) && d.drafted_steps <= d.steps &&
+                                    d.steps == d.decodes),
                       "%s: drafted on %lld of %lld steps", what, d.drafted_steps, d.steps);
             /* the head drafts up to --draft tokens at every step with room:
              * more drafts than verify decodes */
@@ -307,6 +325,7 @@ static void check_ngram(const config *c, const char *const *extra, bool accepts)
 }
 
 static void check_session(const char *source, const char *model, bool accepts);
+static void check_mtp_floor(const config *greedy, const config *sampled);
 
 /* The generated text of a session's output: its delta_text values in order
  * (JSON escapes kept), each turn's followed by a newline at its BMOE_DONE. */
@@ -397,7 +416,103 @@ static void check_mtp(void)
     check_source(&sampled_streamed, "mtp", four, false, &sampled_resident_one);
     check_session("mtp", hybrid_head, false);
     check_session_reuse(hybrid_head);
+    check_mtp_floor(&greedy, &sampled);
     unlink(path);
+}
+
+/* One greedy --mtp --draft 3 run of c under --mtp-p-min p_min (NULL: not
+ * given), with a CSV: its drafting lines, its text (*text, the caller's
+ * to free) and the preamble's mtp_p_min (-1 when absent). false when it
+ * failed (already reported). */
+static bool run_floor(const config *c, const char *p_min, drafting *d, char **text, double *preamble)
+{
+    char what[160], csv[1200];
+    snprintf(what, sizeof what, "%s --mtp --mtp-p-min %s", c->name, p_min ? p_min : "(none)");
+    snprintf(csv, sizeof csv, "%s/spec-%d-floor.csv", test_tmp_dir(), (int)getpid());
+    args a = {0};
+    push_config(&a, c);
+    const char *flags[] = {"--mtp", "--draft", "3", "--csv", csv, p_min ? "--mtp-p-min" : NULL, p_min, NULL};
+    for (int i = 0; flags[i]; i++)
+        push(&a, flags[i]);
+    output o;
+    bool ok = run_ok(what, &a, &o) && parse_drafting(o.report, "mtp", d);
+    CHECK_MSG(ok, "%s: no mtp: lines", what);
+    size_t length = 0;
+    char *written = cli_read_all(csv, &length);
+    /* the key is in the preamble only */
+    *preamble = written ? key_number(strstr(written, " mtp_p_min=") ? strstr(written, " mtp_p_min=") + 1 : "",
+                                     "mtp_p_min")
+                        : -1;
+    free(written);
+    unlink(csv);
+    *text = o.text;
+    o.text = NULL;
+    output_free(&o);
+    return ok;
+}
+
+/* --mtp-p-min: a floor of 1 refuses every draft (random weights make no
+ * token certain), so each step decodes plainly and says so; halving the
+ * floor from 1/2 finds one that lets some drafts through, fewer than no
+ * floor does (a step's head probabilities depend only on the text before
+ * it, which is plain decoding's whatever the floor); every run gives plain
+ * decoding's text, and the CSV preamble the floor. That floor and 0.5 then
+ * go through check_source, greedy and sampled. */
+static void check_mtp_floor(const config *greedy, const config *sampled)
+{
+    args plain = {0};
+    push_config(&plain, greedy);
+    output p;
+    if (!run_ok(greedy->name, &plain, &p)) {
+        output_free(&p);
+        return;
+    }
+    drafting none, refused;
+    char *text = NULL;
+    double preamble = -1;
+    if (run_floor(greedy, NULL, &none, &text, &preamble))
+        CHECK_MSG(none.drafted > 0 && !none.coverage && preamble == 0.0 && strcmp(text, p.text) == 0,
+                  "--mtp without a floor: %lld drafts, coverage line %d, mtp_p_min=%g", none.drafted,
+                  none.coverage, preamble);
+    free(text);
+    text = NULL;
+    if (run_floor(greedy, "1", &refused, &text, &preamble))
+        CHECK_MSG(refused.drafted == 0 && refused.coverage && refused.drafted_steps == 0 &&
+                      refused.decodes == N_PREDICT && preamble == 1.0 && strcmp(text, p.text) == 0,
+                  "--mtp-p-min 1: %lld drafts on %lld steps, %lld decodes, mtp_p_min=%g", refused.drafted,
+                  refused.drafted_steps, refused.decodes, preamble);
+    free(text);
+    static const char *const floors[] = {"0.5", "0.25", "0.125", "0.0625", "0.03125", "0.015625", "0.0078125",
+                                         "0.00390625", "0.001953125", NULL};
+    const char *middle = NULL;
+    for (int i = 0; floors[i] && !middle; i++) {
+        drafting d;
+        text = NULL;
+        if (!run_floor(greedy, floors[i], &d, &text, &preamble)) {
+            free(text);
+            break;
+        }
+        CHECK_MSG(strcmp(text, p.text) == 0 && preamble == strtod(floors[i], NULL) && d.drafted <= none.drafted,
+                  "--mtp-p-min %s: %lld drafts (%lld without a floor), mtp_p_min=%g, text %s", floors[i],
+                  d.drafted, none.drafted, preamble, strcmp(text, p.text) == 0 ? "the same" : "another");
+        free(text);
+        if (d.drafted > 0) {
+            CHECK_MSG(d.drafted < none.drafted, "--mtp-p-min %s: all %lld drafts passed", floors[i], d.drafted);
+            middle = floors[i];
+        }
+    }
+    CHECK_MSG(middle != NULL, "no floor down to 1/512 let a draft through");
+    output_free(&p);
+    const char *half[] = {"--draft", "3", "--mtp-p-min", "0.5", NULL};
+    check_source(greedy, "mtp", half, false, NULL);
+    if (TEST_SANITIZED)
+        return; /* sanitized: greedy 0.5 only (the search's runs checked the drafting floor's text) */
+    check_source(sampled, "mtp", half, false, NULL);
+    if (!middle || strcmp(middle, "0.5") == 0)
+        return;
+    const char *drafts_some[] = {"--draft", "3", "--mtp-p-min", middle, NULL};
+    check_source(greedy, "mtp", drafts_some, false, NULL);
+    check_source(sampled, "mtp", drafts_some, false, NULL);
 }
 
 /* A plain run writes its ids; replayed as drafts they are all accepted,
@@ -530,6 +645,15 @@ static void check_refusals(void)
     check_refused("min > max", lengths, 1, "--ngram-min-match 6");
     const char *lossy[] = {"--ngram", "--moe-stream", "--route-ahead", "1", NULL};
     check_refused("--ngram --route-ahead", lossy, 2, "exclude each other");
+    const char *low[] = {"--mtp", "--mtp-p-min", "-0.1", NULL}, *high[] = {"--mtp", "--mtp-p-min", "1.5", NULL};
+    const char *word[] = {"--mtp", "--mtp-p-min", "abc", NULL};
+    check_refused("--mtp-p-min -0.1", low, 1, "--mtp-p-min: -0.1 is out of range [0, 1]");
+    check_refused("--mtp-p-min 1.5", high, 1, "--mtp-p-min: 1.5 is out of range [0, 1]");
+    check_refused("--mtp-p-min abc", word, 1, "--mtp-p-min: 'abc' is not a finite number");
+    const char *floor_ngram[] = {"--ngram", "--mtp-p-min", "0.5", NULL};
+    check_refused("--ngram --mtp-p-min 0.5", floor_ngram, 2, "--ngram drafts without");
+    const char *floor_alone[] = {"--mtp-p-min", "0.5", NULL};
+    check_refused("--mtp-p-min alone", floor_alone, 1, "--mtp-p-min needs --mtp");
     const char *mode[] = {"--draft-replay-mode", "reject", NULL};
     check_refused("--draft-replay-mode alone", mode, 1, "needs --draft-replay");
     const char *rate[] = {"--draft-replay-rate", "0.5", NULL};

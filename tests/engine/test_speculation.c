@@ -11,8 +11,9 @@
  * accepted run, and a generation freed early, leave the context where plain
  * decoding leaves it. The counters add up and agree with the routes a trace
  * sees; the n-gram drafter finds the longest, most recent match; MTP on a
- * model without a nextn block, bad sizes and the lossy levers are refused
- * at start. */
+ * model without a nextn block, bad sizes, a probability floor outside 0..1
+ * or with another source and the lossy levers are refused at start. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -359,14 +360,20 @@ static void check_refusals(bmoe_model *model, const char *path)
     struct {
         enum bmoe_draft_source source;
         int32_t n_draft, min_match, max_match;
+        float p_min;
         bmoe_status status;
         const char *says;
     } cases[] = {
-        {BMOE_DRAFT_MTP, 3, 3, 12, BMOE_ERR_BAD_MODEL, "nextn"},
-        {BMOE_DRAFT_NGRAM, 0, 3, 12, BMOE_ERR_INVALID_ARGUMENT, "1..8"},
-        {BMOE_DRAFT_NGRAM, 9, 3, 12, BMOE_ERR_INVALID_ARGUMENT, "1..8"},
-        {BMOE_DRAFT_NGRAM, 3, 4, 3, BMOE_ERR_INVALID_ARGUMENT, "min <= max"},
-        {BMOE_DRAFT_CALLBACK, 3, 3, 12, BMOE_ERR_INVALID_ARGUMENT, "no draft callback"},
+        {BMOE_DRAFT_MTP, 3, 3, 12, 0.0f, BMOE_ERR_BAD_MODEL, "nextn"},
+        {BMOE_DRAFT_NGRAM, 0, 3, 12, 0.0f, BMOE_ERR_INVALID_ARGUMENT, "1..8"},
+        {BMOE_DRAFT_NGRAM, 9, 3, 12, 0.0f, BMOE_ERR_INVALID_ARGUMENT, "1..8"},
+        {BMOE_DRAFT_NGRAM, 3, 4, 3, 0.0f, BMOE_ERR_INVALID_ARGUMENT, "min <= max"},
+        {BMOE_DRAFT_CALLBACK, 3, 3, 12, 0.0f, BMOE_ERR_INVALID_ARGUMENT, "no draft callback"},
+        /* the probability floor is the head's, within 0..1 (NaN is not) */
+        {BMOE_DRAFT_NGRAM, 3, 3, 12, 0.5f, BMOE_ERR_INVALID_ARGUMENT, "the MTP head's"},
+        {BMOE_DRAFT_NGRAM, 3, 3, 12, 1.5f, BMOE_ERR_INVALID_ARGUMENT, "need 0..1"},
+        {BMOE_DRAFT_NGRAM, 3, 3, 12, -0.1f, BMOE_ERR_INVALID_ARGUMENT, "need 0..1"},
+        {BMOE_DRAFT_NGRAM, 3, 3, 12, NAN, BMOE_ERR_INVALID_ARGUMENT, "need 0..1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bmoe_generation_params params = bmoe_generation_default_params();
@@ -374,6 +381,7 @@ static void check_refusals(bmoe_model *model, const char *path)
         params.speculation.n_draft = cases[i].n_draft;
         params.speculation.ngram_min_match = cases[i].min_match;
         params.speculation.ngram_max_match = cases[i].max_match;
+        params.speculation.mtp_p_min = cases[i].p_min;
         memset(&error, 0, sizeof error);
         bmoe_generation *generation = bmoe_generation_start(context, &params, prompt, 2, &error);
         CHECK_MSG(generation == NULL && error.status == cases[i].status && strstr(error.message, cases[i].says),

@@ -14,8 +14,11 @@
  * the output matrix alone (so they are the final hidden states, after the
  * final norm), and its drafts and last logits are the reference's when the
  * reference is fed the same pairs (hidden at i, token at i + 1, position i)
- * and then chained on its own output. A model without the block refuses
- * --mtp with a load error naming it. */
+ * and then chained on its own output; with a probability floor it stops
+ * where the reference's softmax says (the first draft included). A context
+ * holds the head's KV rows only once a generation drafts with it, and the
+ * head refuses to run before. A model without the block refuses --mtp with
+ * a load error naming it. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -235,6 +238,7 @@ static double max_abs(const double *values, int n)
 }
 
 static void check_drafter(const char *path, const reference *base);
+static void check_memory(const char *path, const reference *r);
 
 /* The largest |engine - reference| over n values, relative to the reference's scale. */
 static double relative_error(const float *engine, const double *ref, int n)
@@ -321,6 +325,14 @@ static void check_head(const char *path)
     }
     const model *m = &context->model->model;
     CHECK_MSG(m->hparams.n_layer_head == 1 && m->arch->head_forward, "the head is bound");
+    /* a context holds no head cache until drafting asks for it */
+    int32_t token = 17;
+    forward_batch early = {.tokens = &token, .n_tokens = 1, .position = 0, .first_output = 1, .logits = NULL};
+    static float early_hidden[MAX_EMBD];
+    CHECK_MSG(m->arch->head_forward(m, &context->state, &early, early_hidden, NULL, &err) != 0 &&
+                  strstr(err.message, "no cache"),
+              "the head ran without its cache: %s", err.message);
+    CHECK_MSG(run_state_enable_head(&context->state, m, &err) == 0, "run_state_enable_head: %s", err.message);
 
     int E = r.n_embd, V = r.n_vocab;
     static float hidden[ROWS + 1][MAX_EMBD], engine_hidden[ROWS][MAX_EMBD], engine_logits[ROWS][512];
@@ -373,6 +385,7 @@ static void check_head(const char *path)
     bmoe_context_free(context);
     bmoe_model_free(loaded);
     check_drafter(path, &r);
+    check_memory(path, &r);
     gguf_close(file);
 }
 
@@ -388,6 +401,61 @@ static double top_margin(const double *x, int n)
 }
 
 enum { PROMPT = 8, DRAFTS = 3 };
+
+/* softmax(x)'s largest value, in double from the definition. */
+static double top_probability(const double *x, int n)
+{
+    double top = x[argmax_d(x, n)], sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += exp(x[i] - top);
+    return 1.0 / sum;
+}
+
+/* The drafter's probability floor against the reference's probabilities
+ * of the same drafts (p_top[k] the k-th's): a floor just above p_top[k]
+ * (5 % above) stops the drafts at the first whose probability is under
+ * it, which may be the first (0 drafts); just below (5 %), draft k passes.
+ * A floor within 4 % of any draft's probability would test float32 logits
+ * against float64 ones, not the rule: skipped. Each call drafts again from the same caught-up state
+ * (draft_mtp_truncate gives back the last row). */
+static void check_floor(draft_mtp *drafter, bmoe_context *context, const int32_t *want, const double *p_top)
+{
+    bmoe_error err;
+    error_clear(&err);
+    int tested = 0;
+    for (int k = 0; k < DRAFTS; k++)
+        for (int side = 0; side < 2; side++) {
+            double floor = p_top[k] * (side ? 0.95 : 1.05);
+            bool clear = floor > 0.0 && floor <= 1.0;
+            for (int j = 0; j < DRAFTS; j++)
+                clear &= fabs(p_top[j] - floor) > 0.04 * p_top[j];
+            if (!clear)
+                continue;
+            tested++;
+            int expected = 0;
+            while (expected < DRAFTS && p_top[expected] >= floor)
+                expected++;
+            drafter->p_min = (float)floor;
+            draft_mtp_truncate(drafter, PROMPT);
+            int32_t drafts[DRAFTS];
+            int32_t count = draft_mtp_propose(drafter, context, drafts, DRAFTS, &err);
+            CHECK_MSG(count == expected && drafter->filled == PROMPT,
+                      "floor %.4f (draft %d's probability %.4f %s): %d drafts, want %d (head rows %d)", floor, k,
+                      p_top[k], side ? "below it" : "above it", count, expected, drafter->filled);
+            for (int i = 0; i < count && i < expected; i++)
+                CHECK_MSG(drafts[i] == want[i], "floor %.4f: draft %d changed", floor, i);
+        }
+    CHECK_MSG(tested > 0, "every floor near a draft's probability (%.4f %.4f %.4f): none tested", p_top[0],
+              p_top[1], p_top[2]);
+    /* 1 keeps nothing (no draft is certain on random weights), 0 everything */
+    drafter->p_min = 1.0f;
+    draft_mtp_truncate(drafter, PROMPT);
+    int32_t drafts[DRAFTS];
+    CHECK(draft_mtp_propose(drafter, context, drafts, DRAFTS, &err) == 0 && drafter->filled == PROMPT);
+    drafter->p_min = 0.0f;
+    draft_mtp_truncate(drafter, PROMPT);
+    CHECK(draft_mtp_propose(drafter, context, drafts, DRAFTS, &err) == DRAFTS && drafts[0] == want[0]);
+}
 
 static void check_drafter(const char *path, const reference *base)
 {
@@ -435,6 +503,8 @@ static void check_drafter(const char *path, const reference *base)
     static float step_hidden[MAX_EMBD];
     for (int i = 0; i < PROMPT; i++)
         reference_step(&r, prompt[i + 1], drafter.hidden_rows + (int64_t)i * E, i, logits, hidden_out);
+    double p_top[DRAFTS] = {0};
+    bool same_drafts = count == DRAFTS;
     for (int k = 0; k < DRAFTS && count == DRAFTS; k++) {
         if (k > 0) {
             for (int i = 0; i < E; i++)
@@ -445,11 +515,87 @@ static void check_drafter(const char *path, const reference *base)
         if (top_margin(logits, V) > 10 * TOLERANCE)
             CHECK_MSG(drafts[k] == argmax_d(logits, V), "draft %d: %d, the reference's argmax %d", k, drafts[k],
                       argmax_d(logits, V));
+        same_drafts &= drafts[k] == argmax_d(logits, V);
+        p_top[k] = top_probability(logits, V);
     }
     CHECK_MSG(relative_error(drafter.head_logits, logits, V) < TOLERANCE,
               "the last chained step's logits are off by %.3g", relative_error(drafter.head_logits, logits, V));
+    if (same_drafts)
+        check_floor(&drafter, context, drafts, p_top);
     draft_mtp_free(&drafter, context);
     CHECK_MSG(context->state.hidden_rows == NULL, "the capture is off after draft_mtp_free");
+    bmoe_context_free(context);
+    bmoe_model_free(loaded);
+}
+
+/* One generation of n_predict tokens on context, drafting with the head or not. */
+static void generate(bmoe_context *context, bool mtp)
+{
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = 6;
+    params.ignore_eos = true;
+    if (mtp) {
+        params.speculation.source = BMOE_DRAFT_MTP;
+        params.speculation.n_draft = 2;
+    }
+    const int32_t prompt[4] = {3, 141, 59, 265};
+    bmoe_error err;
+    error_clear(&err);
+    bmoe_generation *generation = bmoe_generation_start(context, &params, prompt, 4, &err);
+    CHECK_MSG(generation != NULL, "start (mtp %d): %s", mtp, err.message);
+    int status = generation ? bmoe_generation_run(generation, NULL, NULL, &err) : -1;
+    CHECK_MSG(status == 0, "generation (mtp %d): %s", mtp, err.message);
+    bmoe_generation_free(generation);
+}
+
+/* The head's KV cache and input buffer are the context's only once a
+ * generation drafts with the head: a plain context holds the main
+ * layers' keys and values (those of the layers that attend, every one of
+ * n_ctx positions), an MTP one one full-attention layer's more, and no more
+ * on a second MTP generation. */
+static void check_memory(const char *path, const reference *r)
+{
+    enum { N_CTX = 64 }; /* a multiple of the key tiles: no padding */
+    bmoe_error err;
+    error_clear(&err);
+    bmoe_model *loaded = bmoe_model_load(path, NULL, &err);
+    bmoe_context_params cp = bmoe_context_default_params();
+    cp.n_ctx = N_CTX;
+    cp.n_threads = 1;
+    cp.kv_type = BMOE_KV_F32;
+    bmoe_context *context = loaded ? bmoe_context_create(loaded, &cp, &err) : NULL;
+    CHECK_MSG(context != NULL, "memory context: %s", err.message);
+    if (!context) {
+        bmoe_model_free(loaded);
+        return;
+    }
+    int attention_layers = 0;
+    for (int il = 0; il < r->layer; il++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", il);
+        attention_layers += gguf_find_tensor(r->file, name) != NULL;
+    }
+    uint64_t layer_kv = (uint64_t)N_CTX * 2 * (uint64_t)r->n_head_kv * (uint64_t)r->head_dim * sizeof(float);
+    bmoe_context_memory created, plain, drafting, again;
+    bmoe_context_memory_usage(context, &created);
+    CHECK_MSG(attention_layers > 0 && created.kv_bytes == (uint64_t)attention_layers * layer_kv,
+              "a new context's KV: %llu bytes, want %d layers of %llu", (unsigned long long)created.kv_bytes,
+              attention_layers, (unsigned long long)layer_kv);
+    generate(context, false);
+    bmoe_context_memory_usage(context, &plain);
+    CHECK_MSG(plain.kv_bytes == created.kv_bytes && plain.buffer_bytes == created.buffer_bytes,
+              "a plain generation grew the context: KV %llu -> %llu bytes",
+              (unsigned long long)created.kv_bytes, (unsigned long long)plain.kv_bytes);
+    generate(context, true);
+    bmoe_context_memory_usage(context, &drafting);
+    CHECK_MSG(drafting.kv_bytes == plain.kv_bytes + layer_kv && drafting.buffer_bytes > plain.buffer_bytes &&
+                  drafting.recurrent_bytes == plain.recurrent_bytes,
+              "MTP drafting: KV %llu -> %llu bytes, want one head layer's %llu more",
+              (unsigned long long)plain.kv_bytes, (unsigned long long)drafting.kv_bytes,
+              (unsigned long long)layer_kv);
+    generate(context, true);
+    bmoe_context_memory_usage(context, &again);
+    CHECK(again.kv_bytes == drafting.kv_bytes && again.buffer_bytes == drafting.buffer_bytes);
     bmoe_context_free(context);
     bmoe_model_free(loaded);
 }

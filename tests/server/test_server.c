@@ -80,7 +80,12 @@ static void test_flags(void)
     /* drafting: the shared rules, and --mtp refused before the server listens (the model has no nextn block) */
     const char *draft_alone[] = {binary, "-m", model, "--draft", "2", NULL},
                *draft_nine[] = {binary, "-m", model, "--ngram", "--draft", "9", NULL},
-               *mtp[] = {binary, "-m", model, "--port", "0", "--mtp", NULL};
+               *mtp[] = {binary, "-m", model, "--port", "0", "--mtp", NULL},
+               *floor_ngram[] = {binary, "-m", model, "--ngram", "--mtp-p-min", "0.5", NULL};
+    if (cli_spawn(floor_ngram, &r) == 0) {
+        CHECK_MSG(r.exit_code == 2 && strstr(r.err, "--ngram drafts without"), "%s", r.err);
+        cli_result_free(&r);
+    }
     if (cli_spawn(draft_alone, &r) == 0) {
         CHECK_MSG(r.exit_code == 1 && strstr(r.err, "--draft needs a draft source"), "%s", r.err);
         cli_result_free(&r);

@@ -145,6 +145,16 @@ static void test_preamble(void)
     check_key(tm_buffer_text(&out), "ngram_min_match", "5");
     check_key(tm_buffer_text(&out), "mtp_p_min", "0");
     tm_buffer_free(&out);
+    /* the head's probability floor, as --mtp-p-min gave it */
+    c.spec = "mtp";
+    c.ngram_min_match = 0;
+    c.mtp_p_min = 0.25f;
+    tm_buffer_init(&out);
+    tm_csv_format_preamble(&out, &c);
+    check_key(tm_buffer_text(&out), "spec", "mtp");
+    check_key(tm_buffer_text(&out), "mtp_p_min", "0.25");
+    check_key(tm_buffer_text(&out), "ngram_min_match", "0");
+    tm_buffer_free(&out);
 }
 
 static void test_row(void)
