@@ -537,6 +537,12 @@ typedef struct bmoe_speculation_params {
      * draft included (the step is then a plain decode). 0..1, default 0:
      * every step drafts n_draft tokens; must be 0 with another source. */
     float mtp_p_min;
+    /* false (default): drafting pauses while its steps measure more wall
+     * seconds per generated token than plain steps, and is tried again now
+     * and then (the output is the same either way); true: every step the
+     * source proposes drafts is a verify batch (benchmarks pricing a batch,
+     * tests counting drafts) */
+    bool draft_always;
     bmoe_draft_callback draft_callback; /* source CALLBACK */
     void *draft_user;
 } bmoe_speculation_params;
@@ -613,6 +619,7 @@ typedef struct bmoe_spec_stats {
     int64_t accepted;         /* of those, equal to the token sampled at their position */
     int64_t rollback_tokens;  /* tokens re-evaluated to cut a recurrent state back (hybrid models) */
     double draft_ms;          /* wall time spent drafting (outside every bmoe_stats) */
+    int64_t paused_steps;     /* steps decoded plainly because drafting measured slower (not draft_always) */
 } bmoe_spec_stats;
 BMOE_API void bmoe_generation_spec_stats(const bmoe_generation *generation, bmoe_spec_stats *stats);
 BMOE_API int32_t bmoe_generation_n_generated(const bmoe_generation *generation);

@@ -227,6 +227,9 @@ int cli_run_generate(const cli_options *options)
         params.speculation.source = BMOE_DRAFT_CALLBACK;
         params.speculation.draft_callback = cli_draft_replay_propose;
         params.speculation.draft_user = &drafts;
+        /* a replay prices a verify batch at a known acceptance: pausing it
+         * would price plain decoding */
+        params.speculation.draft_always = true;
     }
     cli_telemetry_set_reasoning(&telemetry, chat.reasoning);
     replay.first_position = n_prompt;

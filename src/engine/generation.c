@@ -57,6 +57,7 @@ bmoe_generation_params bmoe_generation_default_params(void)
                 .ngram_min_match = 3,
                 .ngram_max_match = 12,
                 .mtp_p_min = 0.0f,
+                .draft_always = false,
                 .draft_callback = NULL,
                 .draft_user = NULL,
             },

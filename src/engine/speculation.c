@@ -25,6 +25,7 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
     memset(spec, 0, sizeof *spec);
     spec->batch_start = -1;
     spec->params = *params;
+    draft_gate_init(&spec->gate);
     const bmoe_model *m = context->model;
     switch (params->source) {
     case BMOE_DRAFT_NONE:
@@ -262,9 +263,20 @@ static int verify(speculation *spec, bmoe_context *context, bmoe_sampler *sample
 int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *sampler, int32_t token,
                        int32_t max_drafts, float *logits, bmoe_stats *stats, bmoe_error *err)
 {
-    int32_t n_drafts = draft(spec, context, token, max_drafts);
-    if (n_drafts > 0)
-        return verify(spec, context, sampler, n_drafts, logits, stats, err);
-    spec->batch_start = -1;
-    return bmoe_eval(context, &token, 1, logits, false, stats, err);
+    bool gated = spec->enabled && !spec->params.draft_always, paused = false;
+    double start = engine_now_seconds();
+    int32_t n_drafts = !gated || draft_gate_allows(&spec->gate, &paused) ? draft(spec, context, token, max_drafts) : 0;
+    if (paused)
+        spec->counters.paused_steps++;
+    int status;
+    if (n_drafts > 0) {
+        status = verify(spec, context, sampler, n_drafts, logits, stats, err);
+    } else {
+        spec->batch_start = -1;
+        status = bmoe_eval(context, &token, 1, logits, false, stats, err);
+    }
+    if (status == 0 && gated)
+        draft_gate_record(&spec->gate, n_drafts > 0, engine_now_seconds() - start,
+                          n_drafts > 0 ? spec->queue_length : 1);
+    return status;
 }

@@ -106,6 +106,7 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
     }
     case P_DRAFT: speculation->n_draft = number; break;
     case P_MTP_P_MIN: speculation->mtp_p_min = real; break;
+    case P_DRAFT_ALWAYS: speculation->draft_always = true; break;
     case P_NGRAM_MIN_MATCH: speculation->ngram_min_match = number; break;
     case P_NGRAM_MAX_MATCH: speculation->ngram_max_match = number; break;
     default: return PARAMS_NOT_ENGINE;
@@ -155,6 +156,9 @@ int params_check_speculation(const bool given[P_COUNT], const bmoe_speculation_p
                                   sources[0], lever);
     if (given[P_DRAFT] && n_sources == 0)
         return params_check_error(error, error_size, 1, "--draft needs a draft source (--ngram, --mtp or --draft-replay)");
+    if (given[P_DRAFT_ALWAYS] && n_sources == 0)
+        return params_check_error(error, error_size, 1,
+                                  "--draft-always needs a draft source (--ngram, --mtp or --draft-replay)");
     /* the reference lets a floor of 0 through with --ngram (no floor is no
      * floor) and refuses any other */
     if (given[P_MTP_P_MIN] && given[P_NGRAM] && speculation->mtp_p_min > 0.0f)

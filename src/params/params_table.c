@@ -142,6 +142,12 @@ static const param_def params_rows[] = {
              "logits) is below P, the first draft included (the step then decodes plainly): the drafts the "
              "head is unsure of cost verify-batch rows that are seldom kept; the output stays byte-identical "
              "(needs --mtp; 0: every step drafts up to --draft tokens)"},
+    {.id = P_DRAFT_ALWAYS, .key = "draft_always", .flag = "--draft-always", .group = PARAM_GROUP_SPECULATION,
+     .level = ADVANCED, .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT | SERVE,
+     .help = "draft at every step the source proposes tokens; without it drafting pauses while its steps measure "
+             "more seconds per generated token than plain steps (a wider batch that reads more experts than it "
+             "saves, a text that does not repeat) and is tried again now and then; the output is the same "
+             "either way (--draft-replay implies it)"},
     {.id = P_NGRAM_MIN_MATCH, .key = "ngram_min_match", .flag = "--ngram-min-match",
      .group = PARAM_GROUP_SPECULATION, .level = ADVANCED, .scope = REQUEST, .type = PARAM_INT, .low = 1,
      .high = 64, .unit = "tokens", .value_name = "N", .default_text = "3", .jobs = CHAT | SERVE,

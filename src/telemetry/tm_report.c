@@ -72,7 +72,8 @@ static void tm_report_share(tm_buffer *out, uint64_t part, uint64_t whole, const
 /* Speculative decoding's lines, prefixed with the source that drafted:
  * what was accepted and what it bought, what drafting cost outside the
  * decode, and (for a source that may abstain: n-gram, replay, the head
- * under a probability floor) how often it drafted. */
+ * under a probability floor, or any source the gate paused) how often it
+ * drafted. */
 static void tm_report_drafting(tm_buffer *out, const tm_config *c, const tm_summary *s)
 {
     const tm_totals *d = &s->decode;
@@ -86,7 +87,11 @@ static void tm_report_drafting(tm_buffer *out, const tm_config *c, const tm_summ
                           "reported)\n",
                      source, tm_totals_per_token(d, draft_s), wall_s + draft_s > 0 ? d->decoded / (wall_s + draft_s) : 0.0,
                      wall_s > 0 ? d->decoded / wall_s : 0.0);
-    if (strcmp(source, "mtp") == 0 && c->mtp_p_min <= 0.0f)
+    if (s->spec.paused_steps > 0)
+        tm_buffer_printf(out, "%s: drafting paused on %" PRId64 " steps, where it measured more seconds per token "
+                              "than plain decoding (--draft-always drafts anyway)\n",
+                         source, s->spec.paused_steps);
+    if (strcmp(source, "mtp") == 0 && c->mtp_p_min <= 0.0f && s->spec.paused_steps == 0)
         return; /* the head drafts at every step (no floor to stop it) */
     tm_buffer_printf(out, "%s: drafted on %" PRId64 " of %" PRId32 " steps (", source, s->spec.verify_batches,
                      d->decodes);

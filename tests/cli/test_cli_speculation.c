@@ -267,6 +267,7 @@ static void check_source(const config *c, const char *source, const char *const 
     push(&plain, plain_ids);
     push_config(&drafted, c);
     push(&drafted, flag);
+    push(&drafted, "--draft-always"); /* the counts below assume every proposal drafts */
     for (int i = 0; extra[i]; i++)
         push(&drafted, extra[i]);
     push(&drafted, "--csv");
@@ -431,7 +432,8 @@ static bool run_floor(const config *c, const char *p_min, drafting *d, char **te
     snprintf(csv, sizeof csv, "%s/spec-%d-floor.csv", test_tmp_dir(), (int)getpid());
     args a = {0};
     push_config(&a, c);
-    const char *flags[] = {"--mtp", "--draft", "3", "--csv", csv, p_min ? "--mtp-p-min" : NULL, p_min, NULL};
+    const char *flags[] = {"--mtp", "--draft-always", "--draft", "3", "--csv", csv,
+                           p_min ? "--mtp-p-min" : NULL, p_min, NULL};
     for (int i = 0; flags[i]; i++)
         push(&a, flags[i]);
     output o;
@@ -583,6 +585,7 @@ static void check_session(const char *source, const char *model, bool accepts)
     config c = {"greedy", model, "2", false, false};
     push_config(&one_shot, &c);
     push(&one_shot, flag);
+    push(&one_shot, "--draft-always");
     output o;
     drafting d;
     bool ok = run_ok(what, &one_shot, &o) && parse_drafting(o.report, source, &d);
@@ -590,7 +593,7 @@ static void check_session(const char *source, const char *model, bool accepts)
     char script[4096];
     snprintf(script, sizeof script,
              "printf '%%s\\n' '{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"%s\",\"n_predict\":%d}' "
-             "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 %s",
+             "'{\"cmd\":\"close\"}' | \"$BMOE_CLI\" -m '%s' --session --ignore-eos -t 2 %s --draft-always",
              PROMPT, N_PREDICT, model, flag);
     cli_result r;
     if (ok && cli_run_shell(script, &r) == 0) {
@@ -634,6 +637,8 @@ static void check_refusals(void)
 {
     const char *mtp[] = {"--mtp", NULL};
     check_refused("--mtp", mtp, 1, "nextn"); /* the oracle's qwen3moe has no next-token head */
+    const char *always[] = {"--draft-always", NULL};
+    check_refused("--draft-always alone", always, 1, "--draft-always needs a draft source");
     const char *zero[] = {"--ngram", "--draft", "0", NULL}, *nine[] = {"--ngram", "--draft", "9", NULL};
     check_refused("--draft 0", zero, 1, "--draft: 0 is out of range [1, 8]");
     check_refused("--draft 9", nine, 1, "--draft: 9 is out of range [1, 8]");

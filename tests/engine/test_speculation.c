@@ -198,6 +198,8 @@ static bmoe_speculation_params drafting(enum bmoe_draft_source source, int32_t n
     p.n_draft = n_draft;
     p.draft_callback = forced ? propose : NULL;
     p.draft_user = forced;
+    /* these runs count drafts: the gate's pauses depend on timings (check_gate) */
+    p.draft_always = true;
     return p;
 }
 
@@ -437,6 +439,37 @@ static void check_ngram(void)
     const int32_t once[] = {'a', 'b', 'c'};
     CHECK(draft_ngram(once, 3, 1, 12, drafts, 8) == 0);
 }
+/* The gate (draft_gate.h) on a draft source that is always wrong: 8 drafts
+ * and a verify batch of 9 tokens for one token cost more than a plain step
+ * on any machine, so drafting pauses, and the output stays plain
+ * decoding's; with draft_always every step drafts. */
+static void check_gate(bmoe_model *model, const char *label)
+{
+    run_config config = {.model = model, .threads = 1, .n_predict = 64};
+    outcome plain, gated, always;
+    generate(&config, &plain);
+    CHECK_MSG(plain.ok && plain.n_tokens == 64, "%s: plain decoding gave %d tokens, not 64", label, plain.n_tokens);
+    int32_t sequence[2 * MAX_TOKENS];
+    int32_t n_sequence = plain_sequence(model, &plain, sequence);
+    forced_drafts forced = {.plain = sequence, .n_plain = n_sequence, .n_vocab = bmoe_model_n_vocab(model),
+                            .mode = 1, .random_state = 99};
+    config.speculation = drafting(BMOE_DRAFT_CALLBACK, 8, &forced);
+    config.speculation.draft_always = false;
+    generate(&config, &gated);
+    CHECK_MSG(same_output(&plain, &gated), "%s: the gated drafts changed the output", label);
+    CHECK_MSG(gated.spec.paused_steps > 0 && gated.spec.accepted == 0 &&
+                  gated.spec.verify_batches + gated.spec.paused_steps <= plain.n_tokens &&
+                  gated.spec.verify_batches < plain.n_tokens / 2,
+              "%s: drafts never accepted, yet %lld verify batches and %lld paused steps for %d tokens", label,
+              (long long)gated.spec.verify_batches, (long long)gated.spec.paused_steps, plain.n_tokens);
+    forced.proposed = 0;
+    config.speculation.draft_always = true;
+    generate(&config, &always);
+    CHECK_MSG(same_output(&plain, &always) && always.spec.paused_steps == 0 &&
+                  always.spec.verify_batches == plain.n_tokens - 1,
+              "%s: draft_always: %lld verify batches, %lld paused, for %d tokens", label,
+              (long long)always.spec.verify_batches, (long long)always.spec.paused_steps, plain.n_tokens);
+}
 
 int main(void)
 {
@@ -471,8 +504,10 @@ int main(void)
             }
             if (!streamed) {
                 check_stops(model, label);
-                if (i == 0)
+                if (i == 0) {
                     check_refusals(model, path);
+                    check_gate(model, label);
+                }
             }
             bmoe_model_free(model);
         }

@@ -192,6 +192,16 @@ static void test_drafting(void)
     text = tm_buffer_text(&out);
     CHECK_MSG(strstr(text, "\nmtp: 0/0 drafts accepted (-), ") && !strstr(text, "drafted on"), "mtp lines:\n%s",
               text);
+    /* the gate paused the head on 1 step: the pause, and then how often it drafted */
+    tm_buffer_clear(&out);
+    s.spec.paused_steps = 1;
+    tm_report_format(&out, &c, &s);
+    text = tm_buffer_text(&out);
+    CHECK_MSG(strstr(text, "\nmtp: drafting paused on 1 steps, where it measured more seconds per token than plain "
+                           "decoding (--draft-always drafts anyway)\n"
+                           "mtp: drafted on 2 of 3 steps (66.7%); the rest decoded plainly\n"),
+              "paused mtp lines:\n%s", text);
+    s.spec.paused_steps = 0;
     /* no drafting: no such line */
     tm_buffer_clear(&out);
     s.drafting = false;
