@@ -13,7 +13,9 @@
 # Before them, real acceptance: --ngram drafts on the trained model of models/
 # (its own text, so its own routing), a copy-heavy prompt (a passage, then its
 # first lines again) and free prose, greedy and sampled (--temp 0.8 --seed 1),
-# resident and streamed through a cache of a third of its experts.
+# resident and streamed through a cache of a third of its experts; ngram-N is
+# the default (drafting paused where it measures slower), always-N drafts at
+# every match (--draft-always).
 #
 # Environment: BMOE_BUILD_DIR (default build), BMOE_BENCH_MODELS (the model
 # files; "": the trained part only; default $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf and
@@ -156,7 +158,7 @@ trained_part() {
   head -c 200 "$heldout" > "$work/trained-prose.txt"
   { head -c 700 "$heldout"; printf '\n\n'; head -c 150 "$heldout"; } > "$work/trained-copy.txt"
   local trained_configs="plain"
-  for n in $drafts; do trained_configs="$trained_configs ngram-$n"; done
+  for n in $drafts; do trained_configs="$trained_configs ngram-$n always-$n"; done
   echo "== trained model: $trained, 256 tokens, resident and streamed (--cache-mb $cache_mb, a third of its experts)"
   for text in copy prose; do
     for sampling in greedy sampled; do
@@ -166,7 +168,10 @@ trained_part() {
             flags=(-t "$threads" -n 256 -c 1024 --ignore-eos)
             [ "$sampling" = sampled ] && flags+=(--temp 0.8 --seed 1) || flags+=(--temp 0)
             [ "$phase" = stream ] && flags+=(--moe-stream --cache-mb "$cache_mb" --overlap) || flags+=(--no-moe-stream)
-            [ "$config" = plain ] || flags+=(--ngram --draft "${config#ngram-}")
+            case "$config" in
+              ngram-*) flags+=(--ngram --draft "${config#ngram-}") ;;
+              always-*) flags+=(--ngram --draft "${config#always-}" --draft-always) ;;
+            esac
             csv="$work/trained-$text-$sampling.$phase.$config.$round.csv"
             log="${csv%.csv}.log"
             "$cli" -m "$trained" -f "$work/trained-$text.txt" "${flags[@]}" --csv "$csv" --ids-out "${csv%.csv}.ids" > "$log" 2>&1 ||

@@ -161,29 +161,40 @@ double plan_hit_rate(uint64_t cache_bytes, uint64_t expert_bytes)
     return pow(fraction, PLAN_HIT_EXPONENT);
 }
 
+/* The least a streamed model runs with: one MoE layer's routed experts in
+ * the cache at once. A cache below one token's experts evicts within each
+ * token and so reads every expert a token routes to, but where the experts
+ * are many times the memory a cache a little above that hits little more
+ * (4 % for 600 MiB of GLM-4.5-Air's 35 GiB), so refusing such a model
+ * would refuse a run that goes at nearly the speed the disk allows. */
+static uint64_t layer_bytes_of(const plan_model *model)
+{
+    return (uint64_t)(model->n_expert_used > 0 ? model->n_expert_used : 0) * model->expert_slice_bytes;
+}
+
 /* The streaming cache the memory leaves: what is left past the dense
- * weights, the contexts and the floor, at least one token's experts (a
- * smaller cache evicts within a token), at most the whole expert set. */
+ * weights, the contexts and the floor, at least one layer's experts, at
+ * most the whole expert set. */
 static uint64_t usable_cache_bytes(const plan_model *model, uint64_t memory, uint64_t floor)
 {
     uint64_t taken = add_bytes(add_bytes(model->dense_bytes, model->context_bytes), floor);
     uint64_t usable = memory > taken ? memory - taken : 0;
-    if (usable < model->cycle_bytes)
-        usable = model->cycle_bytes;
+    if (usable < layer_bytes_of(model))
+        usable = layer_bytes_of(model);
     if (usable > model->expert_bytes)
         usable = model->expert_bytes;
     return usable;
 }
 
 /* A byte budget in MiB for --cache-mb: rounded down, except that a budget
- * at the cycle floor (or under 1 MiB, which the engine would read as "no
- * cache") is rounded up so it still holds the token's experts. */
-static int64_t cache_mb_of(uint64_t bytes, uint64_t cycle_bytes)
+ * at the floor (one layer's experts, or under 1 MiB, which the engine
+ * would read as "no cache") is rounded up so it still holds them. */
+static int64_t cache_mb_of(uint64_t bytes, uint64_t floor_bytes)
 {
     if (bytes == 0)
         return 0;
     uint64_t mb = bytes / MIB;
-    if (mb == 0 || bytes <= cycle_bytes)
+    if (mb == 0 || bytes <= floor_bytes)
         mb = (bytes + MIB - 1) / MIB;
     return (int64_t)mb;
 }
@@ -251,7 +262,7 @@ static void decide_regime(plan *out, const plan_model *model, const plan_machine
     else
         decide(out, "regime", tag,
                "%s|the file (%" PRIu64 " MiB) does not fit in %" PRIu64 " MiB; the dense set, the contexts and one "
-               "token's experts (%" PRIu64 " MiB together) do",
+               "layer's experts (%" PRIu64 " MiB together) do",
                plan_regime_name(out->regime), mib_of(model->file_bytes), mib_of(machine->memory_bytes),
                mib_of(dense_need));
 }
@@ -366,7 +377,8 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
                compute);
         return;
     }
-    out->predicted_hit = plan_hit_rate(cache_bytes, model->expert_bytes);
+    /* below one token's experts the cache evicts within each token */
+    out->predicted_hit = cache_bytes < model->cycle_bytes ? 0 : plan_hit_rate(cache_bytes, model->expert_bytes);
     /* page faults read one at a time: the mapping has no lanes */
     token_costs costs = costs_of(model, machine, out->predicted_hit, cache_is_page_cache ? 1 : out->io_threads);
     double seconds = 0;
@@ -399,8 +411,8 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
     uint64_t memory = machine->memory_bytes;
     uint64_t whole = add_bytes(add_bytes(model->file_bytes, model->context_bytes), floor);
     /* the floor is room the cache gives up first, not a need: a model runs
-     * while its dense set, its contexts and one token's experts fit */
-    uint64_t dense_need = add_bytes(add_bytes(model->dense_bytes, model->context_bytes), model->cycle_bytes);
+     * while its dense set, its contexts and one layer's experts fit */
+    uint64_t dense_need = add_bytes(add_bytes(model->dense_bytes, model->context_bytes), layer_bytes_of(model));
     bool dense_model = model->expert_bytes == 0;
     if (memory == 0 || whole <= memory)
         out->regime = PLAN_REGIME_FITS;
@@ -414,9 +426,9 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
     if (out->regime == PLAN_REGIME_DENSE_OVERSIZED) {
         snprintf(out->refusal, sizeof out->refusal,
                  "the model cannot run here: its dense weights (%" PRIu64 " MiB), contexts (%" PRIu64
-                 " MiB) and one token's experts (%" PRIu64 " MiB) need %" PRIu64 " MiB; %" PRIu64
+                 " MiB) and one layer's experts (%" PRIu64 " MiB) need %" PRIu64 " MiB; %" PRIu64
                  " MiB are available",
-                 mib_of(model->dense_bytes), mib_of(model->context_bytes), mib_of(model->cycle_bytes),
+                 mib_of(model->dense_bytes), mib_of(model->context_bytes), mib_of(layer_bytes_of(model)),
                  mib_of(dense_need), mib_of(memory));
         return -1;
     }
@@ -462,11 +474,13 @@ int plan_make(const plan_model *model, const plan_machine *machine, const plan_p
             snprintf(typed, sizeof typed, "%" PRId64, pins->cache_mb);
         decide(out, "cache_mb", PLAN_OPERATOR, "%s|typed by the user; kept, and the prediction uses it", typed);
     } else if (out->stream) {
-        out->cache_mb = cache_mb_of(rule_bytes, model->cycle_bytes);
+        out->cache_mb = cache_mb_of(rule_bytes, layer_bytes_of(model));
         cache_bytes = (uint64_t)out->cache_mb * MIB;
         const char *bound = rule_bytes >= model->expert_bytes ? ", capped at the whole expert set"
-                            : rule_bytes <= model->cycle_bytes ? ", raised to one token's experts"
-                                                               : "";
+                            : rule_bytes <= layer_bytes_of(model) ? ", raised to one layer's experts"
+                            : rule_bytes < model->cycle_bytes
+                                ? ", below one token's experts: every token reads the experts it routes to"
+                                : "";
         decide(out, "cache_mb", PLAN_DERIVED,
                "%" PRId64 "|the memory left past the dense set, the contexts and the floor%s", out->cache_mb, bound);
     } else {

@@ -170,9 +170,17 @@ static void test_table(void)
         /* exactly the dense set, the contexts, the floor and one cycle: the cache is the cycle */
         {.name = "floored at the cycle", .model = m120, .machine = machine_with(2048 + 512 + 1024 + 1920),
          .status = 0, .regime = PLAN_REGIME_EXPERTS_STREAM, .stream = true, .cache_mb = 1920},
-        /* the dense set, the contexts and one cycle need 3072: the floor is the cache's to give up */
-        {.name = "dense set too large", .model = m30, .machine = machine_with(3071), .status = -1,
+        /* the dense set, the contexts and one layer's experts (8 x 2 MiB) need 2064: the floor and
+         * the rest of a token's experts are the cache's to give up */
+        {.name = "dense set too large", .model = m30, .machine = machine_with(2063), .status = -1,
          .regime = PLAN_REGIME_DENSE_OVERSIZED},
+        {.name = "one layer's experts", .model = m30, .machine = machine_with(2064), .status = 0,
+         .regime = PLAN_REGIME_EXPERTS_STREAM, .stream = true, .cache_mb = 16, .key = "cache_mb",
+         .tag = PLAN_DERIVED, .reason_has = "raised to one layer's experts"},
+        /* 1536 + 512 + 1024 leave 500 MiB of 3572: under a token's 1024 */
+        {.name = "below one token's experts", .model = m30, .machine = machine_with(3572), .status = 0,
+         .regime = PLAN_REGIME_EXPERTS_STREAM, .stream = true, .cache_mb = 500, .key = "cache_mb",
+         .tag = PLAN_DERIVED, .reason_has = "every token reads"},
         {.name = "cgroup cap", .model = m30,
          .machine = {.memory_bytes = 5976 * MIB, .memory_capped_by_cgroup = true, .n_cores = 8}, .status = 0,
          .regime = PLAN_REGIME_EXPERTS_STREAM, .stream = true, .cache_mb = 2904, .key = "memory",
@@ -227,15 +235,16 @@ static void test_table(void)
 static void test_refusal_message(void)
 {
     plan_model model = model_30b();
-    plan_machine machine = machine_with(3000);
+    plan_machine machine = machine_with(2050);
     plan p;
     CHECK(plan_make(&model, &machine, NULL, &p) == -1);
     CHECK(p.regime == PLAN_REGIME_DENSE_OVERSIZED);
-    /* 1536 + 512 + 1024 needed, 3000 there */
-    CHECK_MSG(strstr(p.refusal, "3072 MiB") && strstr(p.refusal, "3000 MiB"), "refusal: %s", p.refusal);
+    /* 1536 + 512 + 16 (one layer's 8 experts of 2 MiB) needed, 2050 there */
+    CHECK_MSG(strstr(p.refusal, "(16 MiB)") && strstr(p.refusal, "2064 MiB") && strstr(p.refusal, "2050 MiB"),
+              "refusal: %s", p.refusal);
     CHECK(strchr(p.refusal, '\n') == NULL);
-    /* the cycle moves a model over the line: the same memory takes a smaller cycle */
-    model.cycle_bytes = 0;
+    /* a layer's experts move a model over the line: the same memory takes smaller ones */
+    model.expert_slice_bytes = MIB / 4;
     CHECK(plan_make(&model, &machine, NULL, &p) == 0);
 }
 
@@ -372,16 +381,21 @@ static void test_names(void)
           plan_lane_counts[3] == 8);
 }
 
-/* A cycle that is not whole MiB, at the floor: rounded up, never under it. */
+/* One layer's experts, the cache's floor, not whole MiB: rounded up, never
+ * under it; a cache of a token's experts not whole MiB rounds down. */
 static void test_cycle_rounding(void)
 {
     plan_model model = model_120b();
     model.expert_slice_bytes = 12 * MIB + 4096;
     model.cycle_bytes = 4 * 40 * model.expert_slice_bytes; /* 1920 MiB + 640 KiB */
-    plan_machine machine = {.memory_bytes = 2048 * MIB + 512 * MIB + 1024 * MIB + model.cycle_bytes, .n_cores = 4};
+    uint64_t layer = 4 * model.expert_slice_bytes;         /* 48 MiB + 16 KiB */
+    plan_machine machine = {.memory_bytes = 2048 * MIB + 512 * MIB + 1024 * MIB + layer, .n_cores = 4};
     plan p;
     CHECK(plan_make(&model, &machine, NULL, &p) == 0);
-    CHECK_MSG(p.cache_mb == 1921, "cache %lld", (long long)p.cache_mb);
+    CHECK_MSG(p.cache_mb == 49, "cache %lld", (long long)p.cache_mb);
+    machine.memory_bytes = 2048 * MIB + 512 * MIB + 1024 * MIB + model.cycle_bytes;
+    CHECK(plan_make(&model, &machine, NULL, &p) == 0);
+    CHECK_MSG(p.cache_mb == 1920, "cache %lld", (long long)p.cache_mb);
     /* memory unknown: taken to fit */
     machine.memory_bytes = 0;
     CHECK(plan_make(&model, &machine, NULL, &p) == 0);
@@ -405,8 +419,8 @@ static void test_extremes(void)
 
     plan_model model = model_30b();
     plan_pins pins = {.cache_floor_set = true, .cache_floor_mb = INT64_MAX};
-    /* a floor past all memory leaves the cache its one token's experts */
-    CHECK(plan_make(&model, &machine, &pins, &p) == 0 && p.stream && p.cache_mb == 1024);
+    /* a floor past all memory leaves the cache one layer's experts */
+    CHECK(plan_make(&model, &machine, &pins, &p) == 0 && p.stream && p.cache_mb == 16);
     pins = (plan_pins){.cache_mb_set = true, .cache_mb = INT64_MAX, .io_threads_set = true, .io_threads = 0};
     machine.memory_bytes = 5976 * MIB;
     machine.memory_bytes_per_s = 1e10;
