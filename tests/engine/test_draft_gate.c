@@ -22,6 +22,17 @@ static bool step(draft_gate *gate, double plain_ms, double drafted_ms, int32_t d
     return drafts;
 }
 
+/* A gate that paused: drafted steps at 30 ms for one token against plain
+ * ones at 10 ms until it does. */
+static void pause_gate(draft_gate *gate)
+{
+    draft_gate_init(gate);
+    bool paused;
+    for (int steps = 0; gate->state != DRAFT_GATE_PAUSED && steps < 100; steps++)
+        step(gate, 10, 30, 1, &paused);
+    CHECK(gate->state == DRAFT_GATE_PAUSED);
+}
+
 /* Drafting that never pays: 30 ms for one token against 10 ms plain. */
 static void check_pause_and_probes(void)
 {
@@ -61,12 +72,8 @@ static void check_pause_and_probes(void)
 static void check_resume(void)
 {
     draft_gate gate;
-    draft_gate_init(&gate);
+    pause_gate(&gate);
     bool paused;
-    int steps = 0;
-    while (gate.state != DRAFT_GATE_PAUSED && steps++ < 100)
-        step(&gate, 10, 30, 1, &paused);
-    CHECK(gate.state == DRAFT_GATE_PAUSED);
     for (int i = 0; i < DRAFT_GATE_FIRST_PROBE; i++)
         CHECK(!step(&gate, 10, 10, 3, &paused) && paused);
     /* the probe measures alone: the slow steps that paused it are forgotten */
@@ -117,11 +124,8 @@ static void check_ignored(void)
 static void check_probe_with_plain_steps(void)
 {
     draft_gate gate;
-    draft_gate_init(&gate);
+    pause_gate(&gate);
     bool paused;
-    int steps = 0;
-    while (gate.state != DRAFT_GATE_PAUSED && steps++ < 100)
-        step(&gate, 10, 30, 1, &paused);
     for (int i = 0; i <= DRAFT_GATE_FIRST_PROBE; i++)
         draft_gate_allows(&gate, &paused);
     CHECK(gate.state == DRAFT_GATE_PROBING);
