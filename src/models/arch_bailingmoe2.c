@@ -10,6 +10,7 @@
  * not run, and stay unbound. */
 #include <stdio.h>
 
+#include "bind.h"
 #include "model.h"
 
 /* The shared expert's width. llama.cpp expects expert_shared_feed_forward_length

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bind.h"
 #include "model.h"
 
 /* llama.cpp's expert_gating_func number for softmax */

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "bind.h"
 #include "model.h"
 
 static const moe_config gemma4_moe = {

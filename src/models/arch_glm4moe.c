@@ -10,6 +10,7 @@
  * the keys ask) plus expert_shared_count ungated shared experts of the
  * experts' width as one. The output head may be tied; the trailing
  * nextn_predict_layers blocks (the MTP head) are not run and stay unbound. */
+#include "bind.h"
 #include "model.h"
 
 /* llama.cpp switches to multi-axis RoPE when rope.dimension_sections holds

@@ -4,6 +4,7 @@
  * named post_attention_norm; the MoE picks the top-K raw router logits (router
  * bias included) and softmaxes only those, experts with biases and the
  * clamped SwiGLU. */
+#include "bind.h"
 #include "model.h"
 
 static const moe_config gpt_oss_moe = {

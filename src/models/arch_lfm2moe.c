@@ -5,6 +5,7 @@
  * leading_dense_block_count layers end in a dense SiLU-GLU FFN, the others in
  * a sigmoid-routed MoE whose selection bias chooses the experts but never
  * weighs them. The final norm is the tensor named token_embd_norm. */
+#include "bind.h"
 #include "model.h"
 
 static const moe_config lfm2moe_moe = {

@@ -3,6 +3,7 @@
  * per-pair frequency divisors (rope_freqs), plain causal attention, and a
  * dense SiLU-GLU FFN, or, when expert_count > 0, a softmax-routed MoE whose
  * top-K weights are renormalized (a softmax over the K chosen logits). */
+#include "bind.h"
 #include "model.h"
 
 static const moe_config llama_moe = {

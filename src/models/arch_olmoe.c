@@ -4,6 +4,7 @@
  * and a softmax-routed MoE whose top-K probabilities are used as they are
  * (never renormalized). feed_forward_length is the experts' width; the
  * output head is never tied. */
+#include "bind.h"
 #include "model.h"
 
 static const moe_config olmoe_moe = {

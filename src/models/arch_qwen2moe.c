@@ -4,6 +4,7 @@
  * probabilities are used as they are (never renormalized, whatever the file
  * says), beside a shared expert scaled by sigmoid(ffn_gate_inp_shexp . x).
  * The output head is never tied. */
+#include "bind.h"
 #include "model.h"
 
 static const moe_config qwen2moe_moe = {

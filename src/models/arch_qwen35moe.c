@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "bind.h"
 #include "model.h"
 
 static const moe_config qwen35moe_moe = {

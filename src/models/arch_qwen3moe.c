@@ -4,6 +4,7 @@
  * renormalized. */
 #include <math.h>
 
+#include "bind.h"
 #include "model.h"
 
 static const moe_config qwen3moe_moe = {

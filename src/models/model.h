@@ -1,14 +1,13 @@
 /* A model as the forward pass sees it, in three plain structs (after
- * llama2.c): the hyperparameters read from GGUF metadata, the weights (views
- * of tensors inside the file's mapping, shapes in ggml order in comments) and
- * the run state (activation buffers and KV cache, allocated once per
- * context). An architecture is one file arch_<name>.c providing a bind
- * function (read hyperparameters, find and check tensors) and a forward
- * function, registered by one row in arch.c.
+ * llama2.c): the hyperparameters read from GGUF metadata (hparams.h), the
+ * weights (views of tensors inside the file's mapping, shapes in ggml order
+ * in comments) and the run state (activation buffers and KV cache, allocated
+ * once per context: run_state.h). An architecture is one file arch_<name>.c
+ * providing a bind function (read hyperparameters, find and check tensors:
+ * bind.h) and a forward function, registered by one row in arch.c.
  *
- * Owns: the model's layer array and the run state's buffers. Does not own the
- * GGUF mapping (the caller's gguf_model outlives the model) nor the thread
- * pool (the context's). */
+ * Owns: the model's layer array. Does not own the GGUF mapping (the caller's
+ * gguf_model outlives the model). */
 #ifndef BMOE_MODELS_MODEL_H
 #define BMOE_MODELS_MODEL_H
 
@@ -21,11 +20,8 @@
 #include "../kernels/matmul.h"
 #include "../ops/ops.h"
 #include "bmoe.h"
-
-/* block_count is at most 512 in GGUF (gguf.md 9.2). */
-#define MODEL_MAX_LAYERS 512
-#define MODEL_MAX_EXPERTS 512
-#define MODEL_MAX_ROPE_PAIRS 256
+#include "hparams.h"
+#include "run_state.h"
 
 /* One tensor of the file. name == NULL: absent (an optional tensor). */
 typedef struct tensor_view {
@@ -37,93 +33,6 @@ typedef struct tensor_view {
     uint32_t shard;        /* where the bytes are in the file(s) */
     uint64_t file_offset;
 } tensor_view;
-
-/* What mixes information across positions in a layer. */
-enum layer_mixer {
-    MIXER_ATTENTION, /* causal attention over the KV cache */
-    MIXER_SHORTCONV, /* gated short convolution (lfm2moe), a window of past inputs in the recurrent state */
-    MIXER_DELTANET   /* Gated DeltaNet (qwen35moe): a convolution window and a matrix per head */
-};
-
-/* The feed-forward block of a layer. */
-enum layer_ffn {
-    FFN_DENSE, /* one SiLU-GLU MLP */
-    FFN_MOE    /* routed experts */
-};
-
-/* A layer's own sizes. Architectures with uniform layers get the scalars of
- * model_hparams in every layer; the others read them from the per-layer
- * arrays of their keys. */
-typedef struct layer_hparams {
-    enum layer_mixer mixer;
-    enum layer_ffn ffn;
-    int32_t n_head, n_head_kv;     /* n_head_kv 0: no KV cache of its own */
-    int32_t head_dim_k, head_dim_v;
-    int32_t n_ff;                  /* dense FFN width (0 if none) */
-    /* the layer whose KV cache this one attends over: itself, or (gemma4's
-     * KV sharing) an earlier layer of the same kind; a layer reading
-     * another's has no K/V projections and no cache of its own */
-    int32_t kv_source;
-} layer_hparams;
-
-typedef struct model_hparams {
-    char architecture[32];
-    int32_t n_vocab;
-    int32_t n_ctx_train;
-    int32_t n_embd;
-    int32_t n_layer;          /* block_count - nextn_predict_layers */
-    int32_t n_layer_nextn;    /* nextn_predict_layers: the file's last layers, not run by the forward pass */
-    /* the first of them bound as a draft head (layer n_layer, run by the
-     * architecture's head_forward): 1, or 0 when the file has none or the
-     * architecture does not run it; its KV cache and experts are a layer's */
-    int32_t n_layer_head;
-    /* n_head .. n_ff: the largest over the layers (what buffers are sized by);
-     * layer[il] holds each layer's own */
-    int32_t n_head, n_head_kv;
-    int32_t head_dim_k, head_dim_v;
-    int32_t n_rot;
-    int32_t n_ff;             /* dense FFN width (0 if none) */
-    int32_t n_conv_taps;      /* short convolution: taps per channel (shortconv.l_cache); 0: none */
-    int32_t n_ff_shexp;       /* shared expert width (0 if none) */
-    /* Gated DeltaNet: conv taps, Hk K/Q heads and Hv V heads of dk and dv */
-    int32_t ssm_conv_taps, ssm_k_heads, ssm_v_heads, ssm_dk, ssm_dv;
-    float rope_pair_factors[MODEL_MAX_ROPE_PAIRS]; /* IMROPE: 1, or infinity for a pair on stream 3 */
-    int32_t n_expert, n_expert_used, n_ff_exp;
-    /* grouped top-k (architectures.md 1.9 step 4): the experts in
-     * n_expert_group runs of n_expert / n_expert_group, only the
-     * n_expert_group_used best runs eligible; 0 or 1 group: no grouping.
-     * Read for every architecture, as llama.cpp does. */
-    int32_t n_expert_group, n_expert_group_used;
-    /* the routing keys some architectures read (model_read_expert_weighting):
-     * expert_gating_func (1 softmax, 2 sigmoid), expert_weights_norm and
-     * expert_weights_scale (0: none) */
-    int32_t expert_gating_func;
-    bool expert_weights_norm;
-    float expert_weights_scale;
-    /* multi-head latent attention (deepseek2, architectures.md 9.3): each
-     * head's query and key are mla_qk_nope + n_rot long, its value mla_v_dim;
-     * queries through a rank-mla_q_lora bottleneck (0: attn_q directly), keys
-     * and values decompressed from an mla_kv_lora latent (0: no MLA).
-     * mla_absorbed: the cache holds per token only the normalized latent and
-     * the rotated key (one KV head of kv_lora + n_rot, values the latent) and
-     * the per-head matrices attn_k_b, attn_v_b act on the queries and the
-     * attention output; otherwise (attn_kv_b files) every head's decompressed
-     * key and value are cached */
-    int32_t mla_q_lora, mla_kv_lora, mla_qk_nope, mla_v_dim;
-    bool mla_absorbed;
-    /* floats per token of run_state.mixer an attention mixer needs beyond
-     * q, k, v and attn (MLA's intermediate projections); 0: none */
-    int64_t n_mixer_floats;
-    float rms_eps;
-    float kq_scale;
-    float final_softcap;      /* logits = c tanh(logits / c) when > 0 */
-    rope_config rope;         /* full-attention layers */
-    rope_config rope_swa;     /* sliding-window layers */
-    int32_t n_swa;            /* sliding window size; 0: none */
-    int32_t n_per_layer_input; /* gemma4 per-layer embeddings: Dp per layer; 0: none */
-    bool layer_is_swa[MODEL_MAX_LAYERS];
-    layer_hparams layer[MODEL_MAX_LAYERS];
-} model_hparams;
 
 /* One transformer block. A field an architecture does not use stays absent. */
 typedef struct layer_weights {
@@ -222,120 +131,6 @@ typedef struct model {
     uint8_t *tensor_used;        /* during model_init: [gguf_tensor_count] bound by a view */
 } model;
 
-/* ---- Run state ----------------------------------------------------------
- * Buffers for n_ubatch tokens and the KV cache for n_ctx positions. */
-typedef struct run_state {
-    int32_t n_ctx, n_ubatch;
-    bool kv_f16;
-    thread_pool *pool;           /* not owned */
-    const kernel_set *kernels;
-    bmoe_route_callback route_callback;
-    void *route_user;
-    /* asked before each layer: true stops the forward pass (BMOE_ERR_ABORTED) */
-    bool (*abort_requested)(void *user);
-    void *abort_user;
-    bmoe_route_override route_override; /* replaces the router's choice (benchmarks); may be NULL */
-    void *route_override_user;
-    bmoe_trace_callback trace_callback; /* layer boundaries; may be NULL */
-    void *trace_user;
-    bool trace_ops;                     /* also one event per building block */
-    int trace_layer;                    /* the layer being computed (-1 outside the layers) */
-    int64_t trace_last_ns, trace_last_majflt;       /* the last layer boundary */
-    int64_t trace_op_last_ns, trace_op_last_majflt; /* the last block's end */
-
-    int32_t *positions;    /* [n_ubatch] */
-    float *h;              /* [n_ubatch][n_embd] residual stream */
-    float *x;              /* [n_ubatch][n_embd] normalized input */
-    float *q;              /* [n_ubatch][H*Dk] */
-    float *k, *v;          /* [n_ubatch][Hkv*Dk], [n_ubatch][Hkv*Dv] */
-    float *attn;           /* [n_ubatch][H*Dv] attention heads, concatenated */
-    float *block_out;      /* [n_ubatch][n_embd] attention or FFN output */
-    float *rope_cache;     /* [n_ubatch][n_rot] */
-    float *rope_cache_swa; /* [n_ubatch][n_rot] */
-    float *ffn_gate, *ffn_up; /* [n_ubatch][max(F, ...)] dense FFN */
-    float *attention_scratch; /* [n_threads][attention_scratch_floats] */
-    int64_t attention_scratch_per_thread;
-    /* converted activations: three slots, one per distinct activation format
-     * among the matrices reading one input */
-    uint8_t *activations[3];   /* [n_ubatch][max_activation_bytes] each */
-    uint8_t *expert_inputs[2]; /* [n_ubatch*K][max_activation_bytes]: gate and up rows gathered by expert */
-    uint8_t *expert_down_inputs; /* [n_ubatch*K][max_activation_bytes]: down's input rows (a group's down
-                                    runs before the next group's gate and up) */
-    uint8_t *head_inputs;   /* [n_ubatch][head_activation_bytes] linear_per_head's converted inputs */
-    matmul_job *head_jobs;  /* [n_head] linear_per_head's jobs */
-
-    /* mixture of experts, for n_ubatch tokens times K selections */
-    float *router_logits;   /* [n_ubatch][E] */
-    int32_t *selected;      /* [n_ubatch][K] experts in rank order */
-    float *selected_weights;/* [n_ubatch][K] */
-    int32_t *expert_count;  /* [E] */
-    int32_t *expert_first;  /* [E + 1] first sorted row of each expert */
-    int32_t *sorted_token;  /* [n_ubatch*K] token of each sorted row */
-    int32_t *row_of;        /* [n_ubatch][K] sorted row of each selection */
-    float *expert_gate;     /* [n_ubatch*K][Fe] */
-    float *expert_up;       /* [n_ubatch*K][Fe] */
-    float *expert_down;     /* [n_ubatch*K][n_embd] */
-    matmul_job *jobs;       /* [2E] */
-    int32_t *distinct_experts; /* [E] the experts a layer's batch selected */
-    struct expert_handle *expert_handles; /* [E] */
-    uint8_t *expert_residency;  /* [E] of the layer's batch: 0 read, 1 cached, 2 prefetched */
-    uint64_t *expert_read_bytes;/* [E] bytes read for each */
-    uint8_t *slot_residency;    /* [K] one route event's */
-    uint64_t *slot_read_bytes;  /* [K] */
-    uint8_t *slot_dropped;      /* [n_ubatch][K] a selection the drop lever skipped */
-
-    /* The forward pass evaluates one token: a decode step. Its last layers
-     * may run on one row in a prefill too (only the rows that give logits),
-     * so n_tokens alone cannot say it. */
-    bool single_token;
-
-    /* the lossy levers' state (moe.c) */
-    bmoe_stats *eval_stats;     /* the counters of the evaluation under way (routing, levers); may be NULL */
-    int32_t *ahead_experts;     /* [n_layer][K] route-ahead: each layer's experts chosen early */
-    bool *ahead_ready;          /* [n_layer] the row holds this decode step's choice */
-    bool ahead_disarmed;        /* the watchdog turned route-ahead off for this context */
-    /* the prediction probe (bmoe_context_predict_log); NULL: off */
-    bmoe_predict_score *probe;  /* [n_layer] */
-    float *probe_input;         /* [n_embd] the previous MoE layer's router input in this step */
-    int probe_input_layer;      /* its layer; -1: none yet this step */
-    int32_t *probe_previous;    /* [n_layer][K] the previous decode step's router choice */
-    bool *probe_previous_ready; /* [n_layer] */
-    uint64_t ahead_watch_slots, ahead_watch_agree; /* committed slots since armed, and agreeing ones */
-
-    /* KV cache: layer il's keys at k_cache + kv_k_offset[il] elements,
-     * [n_ctx][Hkv(il)*Dk(il)] (f16 or f32), likewise V; a layer without
-     * attention has none. The draft head's block comes last and has its
-     * rows only once run_state_enable_head added them. */
-    void *k_cache, *v_cache;
-    size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
-    size_t kv_bytes;           /* K and V, as allocated */
-    size_t kv_k_bytes;         /* K, as allocated */
-    size_t head_k_bytes, head_v_bytes; /* what the draft head's block adds to each */
-
-    /* Recurrent state of the layers that carry one (short-convolution
-     * windows): layer il's at recurrent + recurrent_offset[il]. It describes
-     * the positions before the next one evaluated; the context replays the
-     * tokens to rebuild it after a truncate (context.c). */
-    float *recurrent;
-    size_t recurrent_offset[MODEL_MAX_LAYERS];
-    size_t recurrent_floats;
-    float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
-    float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
-    /* gemma4's per-layer embeddings, Dp per layer: */
-    float *per_layer_input;    /* [n_ubatch][n_layer][Dp] every layer's input P of the batch's tokens */
-    float *per_layer_token_row;/* [n_layer*Dp] one token's row of per_layer_token_embd */
-    float *per_layer_gate;     /* [n_ubatch][Dp] */
-    int64_t mixer_floats;
-    float *head_input;         /* [n_ubatch][2*n_embd] the draft head's [enorm(e), hnorm(h)]; NULL until
-                                  run_state_enable_head */
-    /* not owned: when set, forward_layers keeps every row's final hidden
-     * state (the last layer's output after the final norm: what the output
-     * matrix reads) of position p at hidden_rows + p * n_embd
-     * ([n_ctx][n_embd]), for the draft head */
-    float *hidden_rows;
-    size_t buffer_bytes;       /* everything allocated here but the caches and the state */
-} run_state;
-
 /* One call of an architecture's forward pass: tokens at positions
  * position..position+n_tokens-1 (n_tokens <= n_ubatch). Rows first_output..
  * n_tokens-1 produce logits, row r at logits + (r - first_output) * n_vocab;
@@ -385,107 +180,6 @@ void model_release(model *m);
 /* Whether the tensor named so belongs to one of the nextn_predict_layers
  * blocks, which the forward pass never reads (nothing loads their bytes). */
 bool model_tensor_in_nextn(const model *m, const char *name);
-
-/* Turns the prediction probe on (its buffers); -1 when out of memory. */
-int run_state_enable_probe(run_state *s, const model *m);
-/* Adds what only the draft head reads (its block's KV rows, zeroed, and
- * its input buffer), which a state does not hold from its creation: a
- * context that never drafts with the head does not pay for them. Once is
- * enough (later calls do nothing); a model without a head has nothing to
- * add. 0, or -1 with err when out of memory (the state is unchanged). */
-int run_state_enable_head(run_state *s, const model *m, bmoe_error *err);
-
-int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
-                     thread_pool *pool, bmoe_error *err);
-void run_state_destroy(run_state *s);
-/* Takes the pages of the KV cache and the recurrent state now (they are
- * allocated untouched), so that the memory a context will fill is held from
- * its creation. */
-void run_state_commit(run_state *s);
-/* Zeroes the recurrent state (an empty sequence). */
-void run_state_clear_recurrent(run_state *s);
-
-/* ---- Helpers for architecture files (model.c) -------------------------- */
-
-/* Reads the keys every architecture here shares (gguf.md 9.2-9.4): sizes,
- * head counts, eps, RoPE (with YaRN), experts, sliding window. */
-int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *err);
-
-/* 0 when value is positive; otherwise an error naming the key
- * "<architecture>.<suffix>" and whether it is absent or what it holds. */
-int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err);
-
-/* The keys that weigh the routed experts, for the architectures that read
- * them (bailingmoe2, glm4moe): expert_gating_func (required, or
- * gating_default when absent; 1 softmax or 2 sigmoid), expert_weights_norm
- * (false when absent) and expert_weights_scale (0 when absent). */
-int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, bmoe_error *err);
-
-/* Sliding-window layers from attention.sliding_window_pattern (a period, or
- * per-layer bools); default_period applies when the key is absent. */
-int model_read_swa_pattern(model *m, uint32_t default_period, bmoe_error *err);
-
-enum tensor_kind {
-    TENSOR_VECTOR, /* f32 data read directly: norms, biases, sinks */
-    TENSOR_MATRIX, /* a weight used through matmul_run */
-    TENSOR_EMBEDDING /* rows dequantized one at a time */
-};
-
-/* Binds tensor `name` (printf format with the layer) to view, checking its
- * shape against ne (n_dims entries, the rest 1), its type against kind and
- * the alignment of its data against what the kernels load for its type.
- * required false: an absent tensor leaves the view empty and returns 0. */
-int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind, int n_dims,
-               const int64_t *ne, bmoe_error *err, const char *name_format, int layer);
-
-/* Shorthands. */
-#define BIND_REQUIRED true
-#define BIND_OPTIONAL false
-
-/* token_embd, the final norm (output_norm.weight in most architectures) and
- * output. tied_output: an absent output.weight means the head shares
- * token_embd's matrix. */
-int model_bind_globals(model *m, bool tied_output, const char *output_norm_name, bmoe_error *err);
-
-/* The attention tensors every architecture here has in layer: attn_norm,
- * attn_q/k/v with their optional biases, attn_output, of the layer's own
- * sizes. value_optional: an absent attn_v means V = K (gemma4). A layer
- * attending over another's KV cache (kv_source) has no K/V tensors: present,
- * they are an error. */
-int model_bind_attention(model *m, int layer, bool value_optional, bmoe_error *err);
-
-/* attn_norm, a fused attn_qkv {n_embd, H*Dk + 2*Hkv*Dk} (no bias) and
- * attn_output of layer: attn_qkv's Q, K and V rows become the views attn_q,
- * attn_k and attn_v, three matrices in one tensor's bytes, so the forward
- * pass runs them as it runs separate ones. */
-int model_bind_fused_qkv(model *m, int layer, bmoe_error *err);
-
-/* The router and the stacked expert matrices of layer (no biases): gate,
- * up and down, or ffn_gate_up_exps (fused) and down. */
-int model_bind_experts(model *m, int layer, bmoe_error *err);
-
-/* The ungated shared expert of layer, n_ff_shexp wide: ffn_gate_shexp,
- * ffn_up_shexp, ffn_down_shexp. */
-int model_bind_shared_expert(model *m, int layer, bmoe_error *err);
-
-/* The dense SiLU-GLU FFN of layer: ffn_gate, ffn_up, ffn_down, width layer[il].n_ff. */
-int model_bind_dense_ffn(model *m, int layer, bmoe_error *err);
-
-/* 0 when blk.<layer>.<suffix> is absent; otherwise an error saying the
- * layer pattern (layer_kind, because) contradicts the tensor present. */
-int model_refuse_tensor(const model *m, int layer, const char *suffix, const char *layer_kind, const char *because,
-                        bmoe_error *err);
-
-/* A per-layer u32 key (a scalar for every layer, or an array of n_layer
- * values) into out[n_layer]; fallback for every layer when absent. */
-int model_read_layer_u32(const model *m, const char *suffix, uint32_t fallback, uint32_t maximum, int32_t *out,
-                         bmoe_error *err);
-
-/* A u32 key; required, or fallback when absent; in [minimum, maximum]. */
-int model_read_u32(const model *m, const char *suffix, bool required, uint32_t fallback, uint32_t minimum,
-                   uint32_t maximum, int32_t *out, bmoe_error *err);
-/* A finite number key; required, or fallback when absent. */
-int model_read_f32(const model *m, const char *suffix, bool required, float fallback, float *out, bmoe_error *err);
 
 /* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
 
