@@ -44,12 +44,28 @@ endfunction()
 # and runs under qemu-aarch64 (building every test there would take minutes).
 add_custom_target(bmoe_arm64_tests)
 
-# bmoe_add_test(NAME SOURCES ... LIBS ... [ARGS ...] [LABELS ...] [TIMEOUT s])
+# bmoe_test_cost(NAME SECONDS [SLOW_SECONDS]): about how long test NAME runs,
+# in a native Release build and (SLOW_SECONDS, if given) where each test runs
+# many times slower: under the sanitizers or an emulator. ctest -j starts the
+# costliest tests first; without it a clean clone (no timing data of ctest's
+# own yet) starts them in the order they are defined, and a long one started
+# last stretches the stage by its whole length.
+function(bmoe_test_cost name seconds)
+  set(cost ${seconds})
+  if(ARGC GREATER 2 AND (BMOE_SANITIZE OR CMAKE_CROSSCOMPILING_EMULATOR))
+    set(cost ${ARGV2})
+  endif()
+  set_tests_properties(${name} PROPERTIES COST ${cost})
+endfunction()
+
+# bmoe_add_test(NAME SOURCES ... LIBS ... [ARGS ...] [LABELS ...] [TIMEOUT s]
+#               [COST s [slow s]])
 # A test program from tests/; it knows where shared/ and the scratch folder are,
 # and, cross-built, how to run the programs it starts (BMOE_TEST_EMULATOR: the
-# emulator's command line, words separated by spaces).
+# emulator's command line, words separated by spaces). COST: bmoe_test_cost's
+# seconds, for the tests that run longest.
 function(bmoe_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;ARGS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;ARGS;LABELS;COST" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support ${CMAKE_SOURCE_DIR}/src)
   target_compile_definitions(${name} PRIVATE
@@ -70,6 +86,9 @@ function(bmoe_add_test name)
     set(ARG_TIMEOUT 300)
   endif()
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_COST)
+    bmoe_test_cost(${name} ${ARG_COST})
+  endif()
   if("arm64" IN_LIST ARG_LABELS)
     add_dependencies(bmoe_arm64_tests ${name})
   endif()

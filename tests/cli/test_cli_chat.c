@@ -295,6 +295,10 @@ int main(void)
                                           "Who are you", "Why not"};
     int reclassified = 0, plain = 0;
     for (size_t i = 0; made && i < sizeof prompts / sizeof prompts[0]; i++) {
+        /* sanitized: until an output of each shape went through --chat; the
+         * later prompts only take the same paths again */
+        if (TEST_SANITIZED && reclassified >= 1 && plain >= 1)
+            break;
         int shape = check_prompt(prompts[i]);
         reclassified += shape == 1;
         plain += shape == 0;

@@ -291,7 +291,9 @@ static void test_step_equals_batch(void)
         {"64", "2", "1", NULL},  /* less than one token's experts: evictions all the way */
     };
     stream_figures big = {0}, small = {0};
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    /* sanitized: not the first, the longest, whose resident chunks the
+     * second case runs too (and the default skip the streamed ones) */
+    for (size_t k = TEST_SANITIZED ? 1 : 0; k < sizeof cases / sizeof cases[0]; k++) {
         const char *args[24] = {"-m", model_path, "--ppl", held_out, "-c", cases[k].ctx, "--chunks", cases[k].chunks,
                                 "-t", "2", NULL};
         int n = 10;

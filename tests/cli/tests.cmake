@@ -36,6 +36,12 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
   # The tests run the binary, so building one builds it.
   add_dependencies(test_cli_${cli_test} bmoe-cli)
 endforeach()
+# The longest: ctest starts them first (bmoe_test_cost).
+bmoe_test_cost(test_cli_speculation 14 55)
+bmoe_test_cost(test_cli_model_changes 4 27)
+bmoe_test_cost(test_cli_ppl_pricing 4 18)
+bmoe_test_cost(test_cli_chat 2 15)
+bmoe_test_cost(test_cli_trained 11)
 # These tests generate their models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
 add_dependencies(test_cli_profile bmoe-analyze) # builds a profile from a route trace

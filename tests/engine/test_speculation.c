@@ -235,6 +235,10 @@ static void check_exact(bmoe_model *model, const char *label, int threads, bool 
      * in a random model's text, a match of one token less so */
     static const int32_t ngram_configs[][2] = {{1, 3}, {3, 3}, {8, 1}};
     for (int i = 0; i < 3; i++) {
+        /* sanitized: one draft a step and the most per step; 3 lies between
+         * (the verify batch's size is all that changes) */
+        if (TEST_SANITIZED && i == 1)
+            continue;
         int32_t n_draft = ngram_configs[i][0];
         config.speculation = drafting(BMOE_DRAFT_NGRAM, n_draft, NULL);
         config.speculation.ngram_min_match = ngram_configs[i][1];
@@ -495,9 +499,13 @@ int main(void)
             /* streamed: each sampler with one of the thread counts (the
              * expert store's path does not depend on them; the budget does) */
             for (int threads = 1; threads <= 2; threads++) {
-                /* under the sanitizer, resident as streamed: each sampler once */
+                /* under the sanitizer, resident as streamed: each sampler
+                 * once; and streamed the sampled run only, since the
+                 * resident runs have taken both samplers through the
+                 * drafts and the expert store serves a verify batch alike
+                 * whichever sampler picks its tokens */
                 bool every = !streamed && !TEST_SANITIZED;
-                if (every || threads == 1)
+                if (every || (threads == 1 && !(streamed && TEST_SANITIZED)))
                     check_exact(model, label, threads, false, &sum);
                 if (every || threads == 2)
                     check_exact(model, label, threads, true, &sum);

@@ -5,9 +5,10 @@ bmoe_add_test(test_generation SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_generation.
   LIBS bmoe_engine PkgConfig::CJSON m TIMEOUT 600)
 add_dependencies(test_generation bmoe-cli)
 # Speculative decoding: byte-identical to plain decoding on every draft source.
+bmoe_add_test(test_speculation SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_speculation.c LIBS bmoe_engine m TIMEOUT 120
+  COST 5 40)
 # When drafting pauses and resumes, on made-up timings.
 bmoe_add_test(test_draft_gate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_draft_gate.c LIBS bmoe_engine)
-bmoe_add_test(test_speculation SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_speculation.c LIBS bmoe_engine m TIMEOUT 120)
 bmoe_add_test(test_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_errors.c LIBS bmoe_engine m)
 # Through libbmoe.so and bmoe.h alone, as an application links it.
 add_executable(test_public_api ${CMAKE_CURRENT_LIST_DIR}/test_public_api.c)

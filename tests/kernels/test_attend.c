@@ -349,7 +349,9 @@ static void test_set(const kernel_set *set)
     static const int groups[] = {8, 1, 3, 2, 5};
     int before = checked_cases;
     worst_error = worst_ratio = 0.0;
-    for (size_t s = 0; s < sizeof dims / sizeof dims[0]; s++) {
+    /* under the sanitizer not the first two: {32, 64} has no tails either,
+     * and the long cases below run those head sizes */
+    for (size_t s = TEST_SANITIZED ? 2 : 0; s < sizeof dims / sizeof dims[0]; s++) {
         /* under the sanitizer: 8, 1 and 3 queries (a full, a single, an odd group) */
         for (size_t g = 0; g < (TEST_SANITIZED ? 3 : sizeof groups / sizeof groups[0]); g++) {
             int dk = dims[s][0], dv = dims[s][1], n = groups[g];

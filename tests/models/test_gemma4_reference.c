@@ -606,9 +606,14 @@ static void check_engine(const gemma4_variant *variant, const int32_t *tokens)
         /* the comparison sees the new parts: each left out or misplaced is far off */
         enum mistake mistakes[2] = {r.per_layer > 0 ? MISTAKE_NO_PER_LAYER : MISTAKE_NONE,
                                     r.shared_kv > 0 ? MISTAKE_FIRST_SWA_SOURCE : MISTAKE_NONE};
+        /* sanitized: each mistake on the first variant that has its part
+         * (the reference's code is the same on the next ones; that the
+         * comparison notices is the Release build's business) */
+        static bool mistake_seen[3];
         for (int i = 0; i < 2; i++) {
-            if (mistakes[i] == MISTAKE_NONE)
+            if (mistakes[i] == MISTAKE_NONE || (TEST_SANITIZED && mistake_seen[mistakes[i]]))
                 continue;
+            mistake_seen[mistakes[i]] = true;
             r.mistake = mistakes[i];
             double *wrong = reference_logits(&r, tokens, PROMPT_TOKENS);
             double off = wrong ? max_difference(wrong, logits, PROMPT_TOKENS, n_vocab, &row) : 0;
@@ -629,7 +634,11 @@ static void check_engine(const gemma4_variant *variant, const int32_t *tokens)
 int main(void)
 {
     check_against_oracle("chat");
-    check_against_oracle("long");
+    /* sanitized: not the long case; this test's own float64 pass runs no
+     * code for its 316 positions that the chat case's 60 (past the window
+     * of 8) do not, and the engine's gemma4 over them is test_oracle's */
+    if (!TEST_SANITIZED)
+        check_against_oracle("long");
     mk_setup("gemma4_reference");
     /* 40 tokens, past the window of 8 (the oracle's long prompt's first) */
     oracle_case c;

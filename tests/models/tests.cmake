@@ -13,7 +13,7 @@ foreach(oracle_model qwen3moe-tiny-q8_0 qwen3moe-tiny-q4_k_m gptoss-tiny-f32 gpt
     PROPERTIES LABELS "unit;oracle;arm64" TIMEOUT 300)
 endforeach()
 bmoe_add_test(test_batch_invariance SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance.c
-  LIBS bmoe_engine PkgConfig::CJSON m)
+  LIBS bmoe_engine PkgConfig::CJSON m COST 23 45)
 add_dependencies(test_batch_invariance bmoe-mkmodel) # the gemma4 variants and simple_archs.h's models it generates
 target_compile_definitions(test_batch_invariance PRIVATE BMOE_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 bmoe_add_test(test_llama_stories SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_llama_stories.c
@@ -23,7 +23,7 @@ bmoe_add_test(test_model_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_err
 bmoe_add_test(test_dense_weights SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_dense_weights.c
   LIBS bmoe_engine PkgConfig::CJSON m)
 bmoe_add_test(test_batch_invariance_long SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_batch_invariance_long.c
-  LIBS bmoe_engine PkgConfig::CJSON m)
+  LIBS bmoe_engine PkgConfig::CJSON m COST 2 11)
 bmoe_add_test(test_arch_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_arch_errors.c
   LIBS bmoe_engine m)
 add_dependencies(test_arch_errors bmoe-mkmodel) # the gemma4 variants it copies
@@ -35,7 +35,7 @@ bmoe_add_test(test_routes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_routes.c
 # forward pass, checked against the oracle, then the engine against it on
 # models bmoe-mkmodel writes
 bmoe_add_test(test_gemma4_reference SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gemma4_reference.c
-  LIBS bmoe_engine PkgConfig::CJSON m)
+  LIBS bmoe_engine PkgConfig::CJSON m COST 4 26)
 add_dependencies(test_gemma4_reference bmoe-mkmodel)
 # The simple MoE architectures (qwen2moe, llama with experts, olmoe,
 # bailingmoe2, glm4moe, deepseek2 in both its attention layouts): tiny
@@ -51,6 +51,9 @@ foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m o
     deepseek3-tiny-f32 deepseek3-tiny-q4_k_m)
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
+  if(simple_model MATCHES "q4_k_m$") # bmoe-mkmodel quantizing it: ~15 s under ASan
+    bmoe_test_cost(test_simple_archs_${simple_model} 5 20)
+  endif()
 endforeach()
 # the qwen35moe draft head (--mtp) against a float64 computation from the
 # tensors of a file bmoe-mkmodel writes; --mtp refused without the head

@@ -4,7 +4,7 @@
 bmoe_add_test(test_session
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session.c
   LIBS PkgConfig::CJSON m
-  TIMEOUT 900)
+  TIMEOUT 900 COST 3 33)
 target_include_directories(test_session PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
 add_dependencies(test_session bmoe-cli bmoe-mkmodel)
 
@@ -13,5 +13,5 @@ add_dependencies(test_session bmoe-cli bmoe-mkmodel)
 bmoe_add_test(test_session_soak
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_session_soak.c
   LIBS bmoe_session bmoe PkgConfig::CJSON Threads::Threads m
-  TIMEOUT 600)
+  TIMEOUT 600 COST 5 51)
 add_dependencies(test_session_soak bmoe-mkmodel)

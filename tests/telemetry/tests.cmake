@@ -9,7 +9,7 @@ endforeach()
 bmoe_add_test(test_telemetry_contract
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_telemetry_contract.c
   LIBS PkgConfig::CJSON m
-  TIMEOUT 600)
+  TIMEOUT 600 COST 11 29)
 target_include_directories(test_telemetry_contract PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
 # It runs both binaries, so building it builds them.
 add_dependencies(test_telemetry_contract bmoe-cli bmoe-mkmodel)
