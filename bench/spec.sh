@@ -25,7 +25,12 @@
 # rate rows), BMOE_BENCH_TOKENS (default 32),
 # BMOE_BENCH_TRAINED (default 1; 0: no trained-model part), BMOE_BENCH_TRAINED_ROUNDS
 # (default 5), BMOE_BENCH_CAP (default 8G; "none": no streamed part), BMOE_SHARED_DIR
-# (default ../shared). Run as root (memcap). A benchmark, not a test.
+# (default ../shared), BMOE_BENCH_ROUTE_TRACE (a route trace every run of the
+# full-size part replays instead of the random router's choice, e.g. the real
+# Qwen3-30B-A3B routing of ../shared/data/route-traces/qwen.route.csv: a verify
+# batch's positions then share experts as real text's do; with
+# BMOE_BENCH_ROUTE_USED experts a token, default 6, the trace's).
+# Run as root (memcap). A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,12 +52,17 @@ memcap=$shared/tools/memcap
 threads=2
 io_threads=4
 prompt_tokens=64
+routing=()
+if [ -n "${BMOE_BENCH_ROUTE_TRACE:-}" ]; then
+  routing=(--n-expert-used "${BMOE_BENCH_ROUTE_USED:-6}" --route-replay "$BMOE_BENCH_ROUTE_TRACE")
+fi
 
 fail() { echo "bench/spec.sh: $*" >&2; exit 1; }
 for tool in "$cli" "$mkmodel"; do
   [ -x "$tool" ] || fail "$tool is missing (cmake --build $build --target bmoe-cli bmoe-mkmodel)"
 done
 [ "$cap" = none ] || [ -x "$memcap" ] || fail "$memcap is missing"
+[ -z "${BMOE_BENCH_ROUTE_TRACE:-}" ] || [ -f "$BMOE_BENCH_ROUTE_TRACE" ] || fail "$BMOE_BENCH_ROUTE_TRACE is missing"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -100,7 +110,7 @@ run_one() {
     capped=("$memcap" --drop-caches "$cap")
   fi
   if "${capped[@]}" "$cli" -m "$model" --prompt-ids "$(cat "$work/$name.prompt")" -n "$tokens" --ignore-eos \
-       -t "$threads" -c $((prompt_tokens + tokens + 16)) "${extra[@]}" --csv "$csv" > "$log" 2>&1; then
+       -t "$threads" -c $((prompt_tokens + tokens + 16)) "${routing[@]}" "${extra[@]}" --csv "$csv" > "$log" 2>&1; then
     # the forced acceptance holds only while the run repeats the recorded one
     if grep -q 'left the list' "$log"; then
       echo "round $round $name $phase $config: the run left the recorded tokens; its acceptance is not the forced one"
@@ -192,6 +202,7 @@ trained_part() {
 }
 [ "$trained_part" = 0 ] || trained_part
 
+[ -z "$models" ] || [ ${#routing[@]} -eq 0 ] || echo "== the full-size runs' routing: ${routing[*]}"
 for model in $models; do
   name=$(basename "$model" .gguf)
   if [ ! -f "$model" ]; then
@@ -222,7 +233,7 @@ for model in $models; do
   recap=()
   [ "$first" = stream ] && record=(--moe-stream --cache-mb auto --overlap) && recap=("$memcap" --drop-caches "$cap")
   "${recap[@]}" "$cli" -m "$model" --prompt-ids "$(cat "$work/$name.prompt")" -n "$tokens" --ignore-eos \
-    -t "$threads" -c $((prompt_tokens + tokens + 16)) "${record[@]}" --ids-out "$work/$name.ids" \
+    -t "$threads" -c $((prompt_tokens + tokens + 16)) "${routing[@]}" "${record[@]}" --ids-out "$work/$name.ids" \
     > "$work/$name.record.log" 2>&1 || fail "$name: recording the plain run failed: $(tail -n 1 "$work/$name.record.log")"
   for phase in $phases; do
     for round in $(seq 1 "$rounds"); do
