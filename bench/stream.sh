@@ -9,11 +9,13 @@
 # below): resident (no cap, no reads: what the compute allows), mmap
 # (--no-moe-stream under the cap), llama (llama-bench -lm mmap under the cap;
 # "OOM" when the cap's OOM killer ends it), stream-0, stream-0-overlap, auto,
-# overlap, prefetch, lru, predict (predict-1/-4/-8 on request), oracle (the
+# overlap, prefetch, lru, predict (the default gate: the read-ahead pauses
+# where it measures slower), predict-1/-2/-4/-8 on request (every step reads
+# ahead, --predict-always, as in the oracle rows; oracle-gated: without it), oracle (the
 # run's own routing, recorded first, replayed one layer ahead: a predictor
 # that is never wrong); replay-*: the same with the real Qwen3-30B-A3B routing
 # of ../shared/data/route-traces/qwen.route.csv at top-6 (replay-2g,
-# replay-lru-2g: a 2000 MiB cache); trained-*: the routing of the trained
+# replay-lru-2g, replay-oracle-2g: a 2000 MiB cache); trained-*: the routing of the trained
 # model in models/, recorded first and widened to this shape by
 # bench/widen-route-trace.awk. CONFIG@base: that configuration with the
 # bmoe-cli of another build (BMOE_BENCH_BASELINE=its path), an A/B in the
@@ -84,10 +86,12 @@ declare -A flags=(
   [prefetch]="--moe-stream --cache-mb auto --overlap --prefetch 1"
   [lru]="--moe-stream --cache-mb auto --overlap --cache-policy lru"
   [predict]="--moe-stream --cache-mb auto --overlap --predict-prefetch"
-  [predict-1]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 1"
-  [predict-4]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 4"
-  [predict-8]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8"
-  [oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --route-replay $own_trace"
+  [predict-2]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 2 --predict-always"
+  [predict-1]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 1 --predict-always"
+  [predict-4]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 4 --predict-always"
+  [predict-8]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --predict-always"
+  [oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --predict-always --route-replay $own_trace"
+  [oracle-gated]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --route-replay $own_trace"
   [replay-stream-0]="--moe-stream --cache-mb 0 --n-expert-used 6 --route-replay $trace"
   [replay-auto]="--moe-stream --cache-mb auto --n-expert-used 6 --route-replay $trace"
   [replay-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 6 --route-replay $trace"
@@ -95,7 +99,8 @@ declare -A flags=(
   [replay-lru]="--moe-stream --cache-mb auto --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
   [replay-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 6 --route-replay $trace"
   [replay-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
-  [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace"
+  [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --predict-always --n-expert-used 6 --route-replay $trace"
+  [replay-oracle-2g]="--moe-stream --cache-mb 2000 --overlap --predict-prefetch --predict-spec-max 8 --predict-always --n-expert-used 6 --route-replay $trace"
   [trained-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 8 --route-replay $wide_trace"
   [trained-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 8 --route-replay $wide_trace"
   [trained-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 8 --route-replay $wide_trace"
@@ -113,7 +118,7 @@ reread_rate() {
 
 
 case " $configs " in
-  *" oracle "*)
+  *" oracle "* | *" oracle-gated "*)
     echo "== recording the run's own routing for the oracle row"
     # shellcheck disable=SC2086
     "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 \

@@ -126,6 +126,12 @@ typedef struct bmoe_stream_params {
      * predicted experts that are not in the cache are read ahead. */
     bool predict_prefetch;
     int32_t predict_spec_max;
+    /* Predictive prefetch at every decode step. Without it a generation
+     * pauses the read-ahead while its steps measure more seconds per token
+     * than steps without it (guesses that cost reads the misses needed, a
+     * router product that costs more than it hides) and tries it again now
+     * and then. Reads only: the output is the same either way. */
+    bool predict_always;
     bool load_all;            /* read every expert of every layer at load (a debugging aid) */
     /* Read every expert of every MoE layer at each evaluation, not only the
      * routed ones (which are computed as usual): a debugging A/B of what the
@@ -306,6 +312,7 @@ typedef struct bmoe_stats {
     uint64_t prefetch_bytes; /* speculative reads (a subset of read_bytes) */
     uint64_t prefetched;     /* experts read ahead */
     uint64_t prefetch_useful;/* of those, how many a later routing hit */
+    uint64_t predict_paused; /* decode steps that read nothing ahead: the read-ahead measured slower (not predict_always) */
     /* routing and the lossy levers (bmoe_lossy_params) */
     uint64_t experts_routed;      /* (token, slot) routings evaluated */
     uint64_t experts_dropped;     /* of those, skipped by drop_cold_frac */

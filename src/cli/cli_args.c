@@ -301,7 +301,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_NO_ODIRECT: case P_OVERLAP: case P_PREFETCH: case P_PREDICT_PREFETCH: case P_PREDICT_SPEC_MAX:
     case P_LOAD_ALL: case P_PRELOAD_EXPERTS: case P_N_EXPERT_USED: case P_DROP_COLD: case P_DROP_NO_RENORM:
     case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD: case P_NGRAM: case P_MTP: case P_DRAFT:
-    case P_NGRAM_MIN_MATCH: case P_NGRAM_MAX_MATCH: case P_MTP_P_MIN: case P_DRAFT_ALWAYS:
+    case P_NGRAM_MIN_MATCH: case P_NGRAM_MAX_MATCH: case P_MTP_P_MIN: case P_DRAFT_ALWAYS: case P_PREDICT_ALWAYS:
         break; /* params_apply_engine set it */
     case P_UNAVAILABLE:
         cli_fail("%s %s", name, flag->refusal);
@@ -624,6 +624,11 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     if (given[P_ROUTE_AHEAD] && given[P_PREDICT_PREFETCH]) {
         cli_fail("--route-ahead and --predict-prefetch exclude each other (route-ahead reads its own choice early)");
         return cli_refuse(options, 2);
+    }
+    /* --auto may turn the read-ahead on */
+    if (given[P_PREDICT_ALWAYS] && !given[P_PREDICT_PREFETCH] && !given[P_AUTO]) {
+        cli_fail("--predict-always needs --predict-prefetch");
+        return cli_refuse(options, 1);
     }
     if (options->mode == CLI_MODE_PERPLEXITY && given[P_CHUNKS] && !options->ppl_path) {
         cli_fail("--chunks needs --ppl (%s has no chunks)", cli_mode_name(options));

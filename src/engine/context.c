@@ -33,6 +33,7 @@ void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b)
     a->prefetch_bytes += b->prefetch_bytes;
     a->prefetched += b->prefetched;
     a->prefetch_useful += b->prefetch_useful;
+    a->predict_paused += b->predict_paused;
     a->experts_routed += b->experts_routed;
     a->experts_dropped += b->experts_dropped;
     a->experts_reranked += b->experts_reranked;

@@ -34,6 +34,10 @@ struct bmoe_generation {
      * a verify batch accepted that are not handed out yet) */
     int32_t committed;
     speculation spec;
+    /* whether the predictive read-ahead pays (option_gate.h); read_ahead_gated:
+     * the model reads ahead and the gate decides when */
+    option_gate read_ahead_gate;
+    bool read_ahead_gated;
     enum bmoe_stop_reason pending_stop; /* the stop the next step reports */
     double started;         /* monotonic seconds: the prompt handed to the library */
     double ttft_ms;         /* until the first generated token was handed back; 0: none yet */
@@ -196,6 +200,10 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
         return start_failed(generation, &err, BMOE_ERR_OUT_OF_MEMORY, error);
     if (speculation_init(&generation->spec, &p.speculation, context, &err) != 0)
         return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
+    const bmoe_stream_params *stream = &context->model->params.stream;
+    generation->read_ahead_gated = stream->predict_prefetch && !stream->predict_always &&
+                                   expert_store_predict_max(context->model->experts) > 0;
+    option_gate_init(&generation->read_ahead_gate);
     for (int32_t i = 0; i < n_prompt; i++) {
         if (prompt[i] < 0 || prompt[i] >= n_vocab) {
             error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "generation: prompt token %d (index %d) is outside the "
@@ -371,8 +379,19 @@ static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_er
     int32_t room = context->n_ctx - context->position - 1;
     if (p->n_predict >= 0 && p->n_predict - generation->n_generated < room)
         room = p->n_predict - generation->n_generated;
+    bool read_ahead_paused = false;
+    if (generation->read_ahead_gated)
+        context->state.predict_paused = !option_gate_allows(&generation->read_ahead_gate, &read_ahead_paused);
+    double started = engine_now_seconds();
     int status = speculation_decode(&generation->spec, context, generation->sampler, token, room, generation->logits,
                                     &step->stats, &err);
+    bool read_ahead = !context->state.predict_paused;
+    context->state.predict_paused = false;
+    /* a verify batch reads no single token's guesses: only plain steps measure the read-ahead */
+    if (status == 0 && generation->read_ahead_gated && !generation->spec.verified) {
+        option_gate_record(&generation->read_ahead_gate, read_ahead, engine_now_seconds() - started, 1);
+        step->stats.predict_paused += read_ahead_paused;
+    }
     if (status == BMOE_ERR_ABORTED) {
         generation->pending_stop = BMOE_STOP_ABORTED;
         return 1;

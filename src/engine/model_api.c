@@ -86,6 +86,7 @@ bmoe_model_params bmoe_model_default_params(void)
                 .overlap = false,
                 .prefetch = 0,
                 .predict_prefetch = false,
+                .predict_always = false,
                 .predict_spec_max = 2,
                 .load_all = false,
                 .pread = NULL,

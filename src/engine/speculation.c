@@ -25,7 +25,7 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
     memset(spec, 0, sizeof *spec);
     spec->batch_start = -1;
     spec->params = *params;
-    draft_gate_init(&spec->gate);
+    option_gate_init(&spec->gate);
     const bmoe_model *m = context->model;
     switch (params->source) {
     case BMOE_DRAFT_NONE:
@@ -265,10 +265,11 @@ int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *s
 {
     bool gated = spec->enabled && !spec->params.draft_always, paused = false;
     double start = engine_now_seconds();
-    int32_t n_drafts = !gated || draft_gate_allows(&spec->gate, &paused) ? draft(spec, context, token, max_drafts) : 0;
+    int32_t n_drafts = !gated || option_gate_allows(&spec->gate, &paused) ? draft(spec, context, token, max_drafts) : 0;
     if (paused)
         spec->counters.paused_steps++;
     int status;
+    spec->verified = n_drafts > 0;
     if (n_drafts > 0) {
         status = verify(spec, context, sampler, n_drafts, logits, stats, err);
     } else {
@@ -276,7 +277,7 @@ int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *s
         status = bmoe_eval(context, &token, 1, logits, false, stats, err);
     }
     if (status == 0 && gated)
-        draft_gate_record(&spec->gate, n_drafts > 0, engine_now_seconds() - start,
+        option_gate_record(&spec->gate, n_drafts > 0, engine_now_seconds() - start,
                           n_drafts > 0 ? spec->queue_length : 1);
     return status;
 }

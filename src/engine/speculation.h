@@ -7,7 +7,7 @@
 #ifndef BMOE_ENGINE_SPECULATION_H
 #define BMOE_ENGINE_SPECULATION_H
 
-#include "draft_gate.h"
+#include "option_gate.h"
 #include "draft_mtp.h"
 #include "engine.h"
 
@@ -30,7 +30,8 @@ typedef struct speculation {
     int32_t queue_row_after[SPECULATION_MAX_DRAFT + 1];
     int32_t queue_head, queue_length;
     bmoe_spec_stats counters;
-    draft_gate gate;           /* whether drafting pays (unused with draft_always) */
+    option_gate gate;          /* whether drafting pays (unused with draft_always) */
+    bool verified;             /* the last speculation_decode ran a verify batch */
     draft_mtp mtp;             /* the MTP head's state (source MTP) */
     bmoe_context *mtp_context; /* the context whose capture draft_mtp turned on; NULL: none */
 } speculation;
@@ -49,7 +50,7 @@ void speculation_start(speculation *spec, int32_t first);
 /* Decodes token (the next token, at the context's position) so that the
  * next logits are ready: with up to max_drafts drafted tokens after it in
  * one verify batch when the draft source proposes any and the gate lets
- * the step draft (draft_gate.h), else alone. A verify
+ * the step draft (option_gate.h), else alone. A verify
  * batch samples its positions with sampler as plain decoding would, queues
  * the accepted drafts and the token sampled where they end, copies the
  * first row (the one the step after token samples from) to logits and cuts

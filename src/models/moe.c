@@ -504,7 +504,7 @@ static void read_ahead(run_state *s, const model *m, const moe_config *config, i
         predict_next_layer_batch(s, m, config, layer_index, router_input, n_tokens);
     else if (m->lossy.route_ahead > 0 && s->ahead_experts && !s->ahead_disarmed)
         route_ahead_choose(s, m, config, layer_index, router_input, position, counters);
-    else if (expert_store_predict_max(m->experts) > 0)
+    else if (!s->predict_paused && expert_store_predict_max(m->experts) > 0)
         predict_next_layer(s, m, config, layer_index, router_input, position);
 }
 

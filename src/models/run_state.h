@@ -88,6 +88,7 @@ typedef struct run_state {
     int32_t *ahead_experts;     /* [n_layer][K] route-ahead: each layer's experts chosen early */
     bool *ahead_ready;          /* [n_layer] the row holds this decode step's choice */
     bool ahead_disarmed;        /* the watchdog turned route-ahead off for this context */
+    bool predict_paused;        /* this decode step reads nothing ahead: the generation's gate paused it */
     /* the prediction probe (bmoe_context_predict_log); NULL: off */
     bmoe_predict_score *probe;  /* [n_layer] */
     float *probe_input;         /* [n_embd] the previous MoE layer's router input in this step */

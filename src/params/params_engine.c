@@ -87,6 +87,7 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
     case P_PREFETCH: stream->prefetch = number; break;
     case P_PREDICT_PREFETCH: stream->predict_prefetch = true; break;
     case P_PREDICT_SPEC_MAX: stream->predict_spec_max = number; break;
+    case P_PREDICT_ALWAYS: stream->predict_always = true; break;
     case P_LOAD_ALL: stream->stage_all = true; break;
     case P_PRELOAD_EXPERTS: stream->load_all = true; break;
     case P_N_EXPERT_USED: model->n_expert_used = number; break;

@@ -264,6 +264,11 @@ static const param_def params_rows[] = {
      .group = PARAM_GROUP_PREFETCH, .level = EXPERIMENTAL, .type = PARAM_INT, .low = 0, .high = 8,
      .unit = "experts", .value_name = "N", .default_text = "2", .needs_stream = true, .jobs = MODEL | SERVE,
      .help = "predicted misses per layer to read"},
+    {.id = P_PREDICT_ALWAYS, .key = "predict_always", .flag = "--predict-always", .group = PARAM_GROUP_PREFETCH,
+     .level = EXPERIMENTAL, .type = PARAM_SWITCH, .needs_stream = true, .jobs = MODEL | SERVE,
+     .help = "read ahead at every decode step; without it the read-ahead pauses while its steps measure more "
+             "seconds per token than steps without it, and is tried again now and then; the output is the same "
+             "either way (needs --predict-prefetch)"},
     /* the lossy levers */
     {.id = P_DROP_COLD, .key = "drop_cold_experts", .flag = "--drop-cold-experts", .group = PARAM_GROUP_LOSSY,
      .level = EXPERIMENTAL, .type = PARAM_FLOAT, .low = 0, .high = 1, .value_name = "F", .default_text = "0",

@@ -145,11 +145,17 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          d->evictions, d->rereads, tm_totals_per_token(d, (double)d->rereads));
     }
     bool ahead = c->lossy.route_ahead > 0;
-    if (c->prefetch > 0 || c->predict_prefetch || ahead)
-        tm_buffer_printf(out, "moe-prefetch: %.2f MiB speculative, %" PRIu64 "/%" PRIu64 " experts useful (%.1f%%)%s\n",
+    if (c->prefetch > 0 || c->predict_prefetch || ahead) {
+        tm_buffer_printf(out, "moe-prefetch: %.2f MiB speculative, %" PRIu64 "/%" PRIu64 " experts useful (%.1f%%)%s",
                          (double)d->prefetch_bytes / TM_MIB, d->prefetch_useful, d->prefetched,
                          d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
                          ahead ? " [route-ahead]" : c->predict_prefetch ? " [stale-gate]" : "");
+        /* after the contract's fields: parsers that know only those still match */
+        if (d->predict_paused > 0)
+            tm_buffer_printf(out, ", paused on %" PRIu64 "/%" PRId32 " decodes (measured slower)", d->predict_paused,
+                             d->decodes);
+        tm_buffer_printf(out, "\n");
+    }
     if (c->lossy.drop_cold_frac > 0.0f)
         tm_buffer_printf(out, "moe-drop: %" PRIu64 "/%" PRIu64 " routed experts dropped (%.1f%%), threshold %g x uniform\n",
                          d->experts_dropped, d->experts_routed,

@@ -368,6 +368,8 @@ static void test_flags(void)
         {{"-m", stories, "--moe-stream", "--predict-spec-max", "9", NULL}, "out of range"},
         {{"-m", stories, "--moe-stream", "--cache-mb", "0", "--predict-prefetch", NULL}, "needs a cache"},
         {{"-m", stories, "--moe-stream", "--prefetch", "1", "--predict-prefetch", NULL}, "exclude each other"},
+        {{"-m", stories, "--moe-stream", "--predict-always", NULL}, "needs --predict-prefetch"},
+        {{"-m", stories, "--predict-prefetch", "--predict-always", NULL}, "--moe-stream"},
         {{"-m", stories, "--moe-stream", "--no-moe-stream", NULL}, "exclude each other"},
         {{"-m", stories, "--no-moe-stream", "--cache-mb", "100", NULL}, "needs --moe-stream"},
         {{"-m", stories, "-t", " 2", NULL}, "not an integer"},

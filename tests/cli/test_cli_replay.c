@@ -134,14 +134,16 @@ int main(void)
 
     /* under a replay the next layer's routing is known: --predict-prefetch reads exactly that ahead, so
      * the misses after each token's first layer become prefetched hits (a cache of a few layers, where
-     * nearly every decode expert misses without it), and the text stays the plain replay's */
+     * nearly every decode expert misses without it), and the text stays the plain replay's; every
+     * step reads ahead with --predict-always (without it the gate decodes some steps plainly to
+     * measure them) */
     const char *plain[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "-p", "Hello there", "-n",
                            "10", "--route-replay", altered, "--route-trace", replayed, NULL};
     char *plain_text = run_ok(plain);
     int plain_misses = decode_rows_with_residency(replayed, 0);
     const char *foresight[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
-                               "--predict-spec-max", "8", "-p", "Hello there", "-n", "10", "--route-replay", altered,
-                               "--route-trace", replayed, NULL};
+                               "--predict-spec-max", "8", "--predict-always", "-p", "Hello there", "-n", "10",
+                               "--route-replay", altered, "--route-trace", replayed, NULL};
     char *foresight_text = run_ok(foresight);
     int misses = decode_rows_with_residency(replayed, 0), prefetched = decode_rows_with_residency(replayed, 2);
     CHECK_MSG(plain_text && foresight_text && strcmp(plain_text, foresight_text) == 0,
@@ -149,8 +151,20 @@ int main(void)
     CHECK_MSG(plain_misses >= 40 && prefetched > 0 && misses * 4 <= plain_misses,
               "replayed routing read ahead: %d misses after the first layer (%d without), %d prefetched hits", misses,
               plain_misses, prefetched);
+    /* gated (the default): the same text, and at least the plain step the gate measures first */
+    const char *gated[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
+                           "--predict-spec-max", "8", "-p", "Hello there", "-n", "10", "--route-replay", altered,
+                           "--route-trace", replayed, NULL};
+    char *gated_text = run_ok(gated);
+    int gated_misses = decode_rows_with_residency(replayed, 0);
+    CHECK_MSG(plain_text && gated_text && strcmp(plain_text, gated_text) == 0,
+              "the gated read-ahead changed the text");
+    CHECK_MSG(gated_misses > misses && gated_misses < plain_misses,
+              "gated read-ahead: %d misses after the first layer (%d always, %d without)", gated_misses, misses,
+              plain_misses);
     free(plain_text);
     free(foresight_text);
+    free(gated_text);
 
     /* a narrower routing (--n-expert-used below the trace's) replays the trace's first experts of each
      * routing, the router's best */

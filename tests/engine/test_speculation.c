@@ -443,7 +443,7 @@ static void check_ngram(void)
     const int32_t once[] = {'a', 'b', 'c'};
     CHECK(draft_ngram(once, 3, 1, 12, drafts, 8) == 0);
 }
-/* The gate (draft_gate.h) on a draft source that is always wrong: 8 drafts
+/* The gate (option_gate.h) on a draft source that is always wrong: 8 drafts
  * and a verify batch of 9 tokens for one token cost more than a plain step
  * on any machine, so drafting pauses, and the output stays plain
  * decoding's; with draft_always every step drafts. */

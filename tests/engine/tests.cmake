@@ -8,7 +8,7 @@ add_dependencies(test_generation bmoe-cli)
 bmoe_add_test(test_speculation SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_speculation.c LIBS bmoe_engine m TIMEOUT 120
   COST 5 40)
 # When drafting pauses and resumes, on made-up timings.
-bmoe_add_test(test_draft_gate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_draft_gate.c LIBS bmoe_engine)
+bmoe_add_test(test_option_gate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_option_gate.c LIBS bmoe_engine)
 bmoe_add_test(test_errors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_errors.c LIBS bmoe_engine m)
 # Through libbmoe.so and bmoe.h alone, as an application links it.
 add_executable(test_public_api ${CMAKE_CURRENT_LIST_DIR}/test_public_api.c)

@@ -116,6 +116,23 @@ static void test_streaming_variants(void)
     CHECK(strstr(text, "moe-cache: 62.5% hit, resident 63.5 MiB, budget 3000 MiB\n") != NULL);
     CHECK(strstr(text, "moe-prefetch:") == NULL); /* no --prefetch */
 
+    /* the read-ahead gate paused 3 of the 4 decodes: after the contract's fields */
+    tm_buffer_clear(&out);
+    c = streaming_config();
+    c.predict_prefetch = true;
+    s = hand_summary();
+    s.decode.decodes = 4;
+    s.decode.predict_paused = 3;
+    tm_report_format(&out, &c, &s);
+    text = tm_buffer_text(&out);
+    CHECK_MSG(strstr(text, "moe-prefetch: 1.00 MiB speculative, 3/4 experts useful (75.0%) [stale-gate], paused on "
+                           "3/4 decodes (measured slower)\n") != NULL,
+              "paused read-ahead:\n%s", text);
+    s.decode.predict_paused = 0;
+    tm_buffer_clear(&out);
+    tm_report_format(&out, &c, &s);
+    CHECK(strstr(tm_buffer_text(&out), "(75.0%) [stale-gate]\n") != NULL);
+
     tm_buffer_clear(&out);
     c = streaming_config();
     c.cache_mb = 0;
