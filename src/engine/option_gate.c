@@ -32,8 +32,9 @@ bool option_gate_allows(option_gate *gate, bool *paused)
         break;
     }
     /* a plain step is due: the option was measured but plain decoding not
-     * yet, or not for a while */
-    return !(gate->used_tokens > 0 && (gate->plain_tokens == 0 || gate->since_plain >= OPTION_GATE_REFRESH));
+     * enough yet, or not for a while */
+    int32_t every = gate->plain_steps < OPTION_GATE_FIRST_PLAIN ? 2 : OPTION_GATE_REFRESH;
+    return !(gate->used_tokens > 0 && (gate->plain_tokens == 0 || gate->since_plain >= every));
 }
 
 static void pause(option_gate *gate, int32_t interval)
@@ -51,6 +52,8 @@ void option_gate_record(option_gate *gate, bool used, double seconds, int32_t to
         gate->plain_seconds = gate->plain_seconds * OPTION_GATE_PLAIN_DECAY + seconds;
         gate->plain_tokens = gate->plain_tokens * OPTION_GATE_PLAIN_DECAY + tokens;
         gate->since_plain = 0;
+        if (gate->plain_steps < OPTION_GATE_FIRST_PLAIN)
+            gate->plain_steps++;
         return;
     }
     gate->used_seconds = gate->used_seconds * OPTION_GATE_USED_DECAY + seconds;
@@ -58,7 +61,7 @@ void option_gate_record(option_gate *gate, bool used, double seconds, int32_t to
     gate->since_plain++;
     gate->since_verdict++;
     bool probing = gate->state == OPTION_GATE_PROBING;
-    if (gate->plain_tokens == 0 || gate->since_verdict < (probing ? OPTION_GATE_PROBE_STEPS : OPTION_GATE_JUDGE_STEPS))
+    if (gate->plain_steps < OPTION_GATE_FIRST_PLAIN || gate->since_verdict < (probing ? OPTION_GATE_PROBE_STEPS : OPTION_GATE_JUDGE_STEPS))
         return;
     gate->since_verdict = 0;
     bool slower = gate->used_seconds / gate->used_tokens > gate->plain_seconds / gate->plain_tokens;

@@ -36,6 +36,10 @@
 #define OPTION_GATE_JUDGE_STEPS 6
 /* While the option pays, one plain step after this many with it. */
 #define OPTION_GATE_REFRESH 32
+/* Plain steps measured before the first verdict, one after every two with
+ * the option: a single plain step is too noisy a baseline (one streamed
+ * step that happened to hit the cache paused a read-ahead that paid). */
+#define OPTION_GATE_FIRST_PLAIN 3
 
 enum option_gate_state { OPTION_GATE_ON, OPTION_GATE_PAUSED, OPTION_GATE_PROBING };
 
@@ -49,6 +53,7 @@ typedef struct option_gate {
     int32_t probe_interval; /* paused: declined steps before the next probe */
     int32_t since_verdict;  /* on or probing: steps with it since the last verdict or the probe's start */
     int32_t since_plain;    /* steps with it since the last plain one */
+    int32_t plain_steps;    /* plain steps measured (up to OPTION_GATE_FIRST_PLAIN) */
 } option_gate;
 
 void option_gate_init(option_gate *gate);

@@ -1,5 +1,6 @@
-/* The drafting gate's rules on made-up timings (option_gate.h): it pauses
- * drafting that measures slower per token than plain decoding, probes it
+/* The option gate's rules on made-up timings (option_gate.h), told as
+ * drafting's (the read-ahead's steps are the same with one token each): it
+ * pauses drafting that measures slower per token than plain decoding, probes it
  * again after intervals that double while probes confirm the pause, resumes
  * when a probe measures faster, keeps measuring plain decoding while
  * drafting pays, and ignores steps that generated nothing. */
@@ -39,13 +40,23 @@ static void check_pause_and_probes(void)
     option_gate gate;
     option_gate_init(&gate);
     bool paused;
-    /* the first step drafts, the second measures plain decoding */
+    /* the first step drafts, the second measures plain decoding, then a
+     * plain step after every two drafted ones until FIRST_PLAIN plain steps
+     * are measured; the verdict at the JUDGE_STEPS-th drafted step */
     CHECK(step(&gate, 10, 30, 1, &paused) && !paused);
     CHECK(!step(&gate, 10, 30, 1, &paused) && !paused);
-    /* JUDGE_STEPS drafted steps in all, then the verdict */
-    for (int i = 1; i < OPTION_GATE_JUDGE_STEPS; i++)
-        CHECK_MSG(step(&gate, 10, 30, 1, &paused), "drafted step %d declined before a verdict", i + 1);
-    CHECK(gate.state == OPTION_GATE_PAUSED);
+    int drafted_steps = 1, plain_steps = 1;
+    while (gate.state == OPTION_GATE_ON && drafted_steps + plain_steps < 50) {
+        bool drafted = step(&gate, 10, 30, 1, &paused);
+        CHECK(!paused);
+        CHECK_MSG(drafted == ((drafted_steps + plain_steps) % 3 != 1), "step %d: %s", drafted_steps + plain_steps + 1,
+                  drafted ? "drafted" : "plain");
+        drafted_steps += drafted;
+        plain_steps += !drafted;
+    }
+    CHECK_MSG(gate.state == OPTION_GATE_PAUSED && drafted_steps == OPTION_GATE_JUDGE_STEPS &&
+                  plain_steps == OPTION_GATE_FIRST_PLAIN,
+              "paused after %d drafted and %d plain steps", drafted_steps, plain_steps);
     /* the first interval declined, a probe of PROBE_STEPS drafted steps,
      * then twice the interval, and so on up to the longest */
     int32_t interval = OPTION_GATE_FIRST_PROBE;
