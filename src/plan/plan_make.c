@@ -327,11 +327,13 @@ static token_costs costs_of(const plan_model *model, const plan_machine *machine
     return costs;
 }
 
-/* Reading ahead what the next layer's router predicts costs a second router
- * product per layer, lanes and cache churn: it pays only where the reads
- * are clearly what a token waits for, not where overlap alone nearly hides
- * them. */
-#define READ_AHEAD_MIN_RATIO 2.0
+/* Reading ahead what the next layer's router predicts pays where the reads
+ * are what a token waits for and the guesses are right; it costs a second
+ * router product, lanes and cache churn where they are not. Which one holds
+ * depends on the disk, the cache and the model's routing, more than the
+ * probed rates tell: the run measures it (its decode steps against plain
+ * ones, option_gate.h) and pauses it where it is slower, so it is armed
+ * wherever a token has misses to hide. */
 static void decide_read_ahead(plan *out, const plan_model *model, const plan_machine *machine, uint64_t cache_bytes,
                               const plan_pins *pins)
 {
@@ -340,26 +342,28 @@ static void decide_read_ahead(plan *out, const plan_model *model, const plan_mac
         decide(out, "predict_prefetch", PLAN_OPERATOR, "off|a read-ahead was typed by the user; kept as typed");
         return;
     }
-    if (!out->stream || !out->overlap) {
+    if (!out->stream || !out->overlap || cache_bytes == 0) {
         decide(out, "predict_prefetch", PLAN_POLICY, "off|%s",
-               out->stream ? "no overlap: nothing computes while a read-ahead lands" : "not streaming: nothing to read");
+               !out->stream    ? "not streaming: nothing to read"
+               : !out->overlap ? "no overlap: nothing computes while a read-ahead lands"
+                               : "no cache: a guess has nowhere to land");
         return;
     }
-    token_costs costs = costs_of(model, machine, plan_hit_rate(cache_bytes, model->expert_bytes), out->io_threads);
-    if (costs.compute <= 0 || costs.reads <= 0) {
-        decide(out, "predict_prefetch", PLAN_UNPROBED, "off|%s",
-               costs.compute <= 0 || !costs.readable ? "the rates it weighs were not probed"
-                                                     : "every expert a token uses is cached");
+    double hit = cache_bytes < model->cycle_bytes ? 0 : plan_hit_rate(cache_bytes, model->expert_bytes);
+    if (hit >= 1) {
+        decide(out, "predict_prefetch", PLAN_POLICY, "off|every expert a token uses is cached");
         return;
     }
-    out->predict_prefetch = costs.reads >= READ_AHEAD_MIN_RATIO * costs.compute;
-    decide(out, "predict_prefetch", PLAN_DERIVED,
-           out->predict_prefetch
-               ? "on|a token's misses take at least twice as long to read (%.3g s) as its compute (%.3g s): reads "
-                 "started a layer early hide more than the prediction costs"
-               : "off|a token's misses take less than twice as long to read (%.3g s) as its compute (%.3g s): "
-                 "overlap hides enough, a read-ahead would cost more than it adds",
-           costs.reads, costs.compute);
+    out->predict_prefetch = true;
+    token_costs costs = costs_of(model, machine, hit, out->io_threads);
+    if (costs.compute > 0 && costs.reads > 0)
+        decide(out, "predict_prefetch", PLAN_POLICY,
+               "on|paused by the run where its decode steps measure slower than plain ones (a token's misses: "
+               "%.3g s of reads, %.3g s of compute)",
+               costs.reads, costs.compute);
+    else
+        decide(out, "predict_prefetch", PLAN_POLICY,
+               "on|paused by the run where its decode steps measure slower than plain ones");
 }
 
 /* Seconds per token: the bytes a token computes over, at the memory's rate,
