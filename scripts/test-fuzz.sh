@@ -34,6 +34,16 @@ cmake --build "$build" --target fuzz_gguf test_gguf_corpus fuzz_template fuzz_se
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
+# stage_passed ARTIFACTS NAME: fails when the fuzzer left a crash, leak or
+# timeout in ARTIFACTS, else says that stage NAME passed.
+stage_passed() {
+  if [ -n "$(ls -A "$1")" ]; then
+    echo "fuzz: failures left in $1" >&2
+    exit 1
+  fi
+  echo "fuzz: $2 stage passed"
+}
+
 # Stage 1: the GGUF reader.
 fuzz_gguf_stage() {
   corpus="$build/gguf-corpus"
@@ -57,11 +67,7 @@ fuzz_gguf_stage() {
   "$build/bin/fuzz_gguf" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "$corpus" 2>&1 | tail -n 12
 
-  if [ -n "$(ls -A "$artifacts")" ]; then
-    echo "fuzz: failures left in $artifacts" >&2
-    exit 1
-  fi
-  echo "fuzz: GGUF stage passed"
+  stage_passed "$artifacts" GGUF
 }
 
 # Stage 2: chat templates.
@@ -113,11 +119,7 @@ fuzz_template_stage() {
     -dict="$dictionary" -print_final_stats=1 -artifact_prefix="$template_artifacts/" \
     "$template_work" "$seeds" 2>&1 | tail -n 12
 
-  if [ -n "$(ls -A "$template_artifacts")" ]; then
-    echo "fuzz: failures left in $template_artifacts" >&2
-    exit 1
-  fi
-  echo "fuzz: template stage passed"
+  stage_passed "$template_artifacts" template
 }
 
 # Stage 3: session requests.
@@ -158,11 +160,7 @@ fuzz_session_stage() {
     -max_len=16384 -dict="$session_dictionary" -print_final_stats=1 -artifact_prefix="$session_artifacts/" \
     "$session_work" "$session_seeds" 2>&1 | tail -n 12
 
-  if [ -n "$(ls -A "$session_artifacts")" ]; then
-    echo "fuzz: failures left in $session_artifacts" >&2
-    exit 1
-  fi
-  echo "fuzz: session stage passed"
+  stage_passed "$session_artifacts" session
 }
 
 # libFuzzer runs on one core: with two, the GGUF reader's stage runs beside
