@@ -61,7 +61,8 @@ void option_gate_record(option_gate *gate, bool used, double seconds, int32_t to
     gate->since_plain++;
     gate->since_verdict++;
     bool probing = gate->state == OPTION_GATE_PROBING;
-    if (gate->plain_steps < OPTION_GATE_FIRST_PLAIN || gate->since_verdict < (probing ? OPTION_GATE_PROBE_STEPS : OPTION_GATE_JUDGE_STEPS))
+    int32_t verdict_after = probing ? OPTION_GATE_PROBE_STEPS : OPTION_GATE_JUDGE_STEPS;
+    if (gate->plain_steps < OPTION_GATE_FIRST_PLAIN || gate->since_verdict < verdict_after)
         return;
     gate->since_verdict = 0;
     bool slower = gate->used_seconds / gate->used_tokens > gate->plain_seconds / gate->plain_tokens;

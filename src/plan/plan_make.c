@@ -142,6 +142,13 @@ static int chosen_lane_step(const plan_machine *machine)
 
 /* The read rate at a lane count: the probed step at or below it (lanes
  * past the last step read at the last step's rate). */
+/* The hit rate a streaming cache of cache_bytes is predicted: plan_hit_rate,
+ * but none below one token's experts (that cache evicts within each token). */
+static double cache_hit_rate(const plan_model *model, uint64_t cache_bytes)
+{
+    return cache_bytes < model->cycle_bytes ? 0 : plan_hit_rate(cache_bytes, model->expert_bytes);
+}
+
 static double read_rate_at(const plan_machine *machine, int32_t lanes)
 {
     double rate = machine->read_bytes_per_s[0];
@@ -349,7 +356,7 @@ static void decide_read_ahead(plan *out, const plan_model *model, const plan_mac
                                : "no cache: a guess has nowhere to land");
         return;
     }
-    double hit = cache_bytes < model->cycle_bytes ? 0 : plan_hit_rate(cache_bytes, model->expert_bytes);
+    double hit = cache_hit_rate(model, cache_bytes);
     if (hit >= 1) {
         decide(out, "predict_prefetch", PLAN_POLICY, "off|every expert a token uses is cached");
         return;
@@ -381,8 +388,7 @@ static void predict(plan *out, const plan_model *model, const plan_machine *mach
                compute);
         return;
     }
-    /* below one token's experts the cache evicts within each token */
-    out->predicted_hit = cache_bytes < model->cycle_bytes ? 0 : plan_hit_rate(cache_bytes, model->expert_bytes);
+    out->predicted_hit = cache_hit_rate(model, cache_bytes);
     /* page faults read one at a time: the mapping has no lanes */
     token_costs costs = costs_of(model, machine, out->predicted_hit, cache_is_page_cache ? 1 : out->io_threads);
     double seconds = 0;
