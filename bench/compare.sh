@@ -35,7 +35,8 @@ cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
 export LD_LIBRARY_PATH=$work
 cli=$work/bmoe-cli
 
-ids() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }'; }
+# ids N: N prompt ids spread over the model's vocabulary (vocab_size, set per model)
+ids() { awk -v n="$1" -v v="$vocab_size" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % (v - 2000) }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # bmoe_rate MODEL PROMPT_TOKENS GENERATED WHICH: prefill or decode tok/s of one run.
@@ -69,6 +70,8 @@ for name in $models; do
     "$build/bin/bmoe-mkmodel" --shape "$name" --seed 1 --quiet -o "$model.partial"
     mv "$model.partial" "$model"
   fi
+  vocab_size=$("$cli" --info "$model" | sed -n 's/^ *tokenizer\.ggml\.tokens: ARRAY\[STRING x \([0-9]*\)\].*/\1/p')
+  [ -n "$vocab_size" ] || fail "$model: no tokenizer.ggml.tokens"
   for round in $(seq 1 "$rounds"); do
     # a benchmark of the engines, not of the disk: llama.cpp's copy of the
     # weights pushes the file out of the page cache bmoe maps it from
