@@ -8,8 +8,8 @@
 # Configurations (BMOE_BENCH_CONFIGS picks them; the flags are in the table
 # below): resident (no cap, no reads: what the compute allows), mmap
 # (--no-moe-stream under the cap), llama (llama-bench -lm mmap under the cap;
-# "OOM" when the cap's OOM killer ends it), stream-0, stream-0-overlap, auto,
-# overlap, prefetch, lru, predict (the default gate: the read-ahead pauses
+# "OOM" when the cap's OOM killer ends it, "no-load" when it refuses to load
+# the model), stream-0, stream-0-overlap, auto, overlap, prefetch, lru, predict (the default gate: the read-ahead pauses
 # where it measures slower), predict-1/-2/-4/-8 on request (every step reads
 # ahead, --predict-always, as in the oracle rows; oracle-gated: without it), oracle (the
 # run's own routing, recorded first, replayed one layer ahead: a predictor
@@ -146,7 +146,9 @@ case " $configs " in
 esac
 
 # llama_decode: llama-bench's decode tok/s under the cap, "OOM" when the
-# cap's OOM killer ended it, "-" when it failed otherwise or is missing.
+# cap's OOM killer ended it, "no-load" when llama.cpp refused to load the
+# model (e.g. an anonymous buffer for repacked weights larger than the cap),
+# "-" when it failed otherwise or is missing.
 llama_decode() {
   [ -x "$llama" ] || { echo "-"; return; }
   local out="$work/llama.out" status=0
@@ -154,6 +156,10 @@ llama_decode() {
     > "$out" 2>&1 || status=$?
   if [ "$status" -eq 137 ] || grep -q 'exit 137' "$out"; then
     echo OOM
+    return
+  fi
+  if grep -q 'failed to load model' "$out"; then
+    echo no-load
     return
   fi
   awk -F, '/"avg_ts"/ { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i } next }
