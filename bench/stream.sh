@@ -9,8 +9,8 @@
 # below): resident (no cap, no reads: what the compute allows), mmap
 # (--no-moe-stream under the cap), llama (llama-bench -lm mmap under the cap;
 # "OOM" when the cap's OOM killer ends it, "no-load" when it refuses to load
-# the model), stream-0, stream-0-overlap, auto, overlap, prefetch, lru, predict (the default gate: the read-ahead pauses
-# where it measures slower), predict-1/-2/-4/-8 on request (every step reads
+# the model), stream-0, stream-0-overlap, auto, overlap, prefetch, lru,
+# predict (the default gate: the read-ahead pauses where it measures slower), predict-1/-2/-4/-8 on request (every step reads
 # ahead, --predict-always, as in the oracle rows; oracle-gated: without it), oracle (the
 # run's own routing, recorded first, replayed one layer ahead: a predictor
 # that is never wrong); replay-*: the same with the real Qwen3-30B-A3B routing
