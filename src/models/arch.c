@@ -26,6 +26,8 @@ int bailingmoe2_bind(model *m, bmoe_error *err);
 int glm4moe_bind(model *m, bmoe_error *err);
 int deepseek2_bind(model *m, bmoe_error *err);
 int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int deepseek4_bind(model *m, bmoe_error *err);
+int deepseek4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
 static const model_arch model_archs[] = {
     {"qwen3moe", qwen3moe_bind, qwen3moe_forward, false, NULL},
@@ -39,6 +41,7 @@ static const model_arch model_archs[] = {
     {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false, NULL},
     {"glm4moe", glm4moe_bind, keyed_transformer_forward, false, NULL},
     {"deepseek2", deepseek2_bind, deepseek2_forward, false, NULL},
+    {"deepseek4", deepseek4_bind, deepseek4_forward, false, NULL},
 };
 
 const model_arch *model_arch_find(const char *name)
@@ -58,5 +61,6 @@ const model_arch *model_arch_at(int index)
 
 const char *model_arch_names(void)
 {
-    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2";
+    return "qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2, "
+           "deepseek4";
 }

@@ -68,6 +68,10 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
         if (!format || !format->dequantize_row || format->block_elems <= 0 || ne[0] % format->block_elems != 0)
             return error_set(err, "model: tensor '%s' has type %s, which bmoe cannot decode", name, type_name);
         break;
+    case TENSOR_TABLE:
+        if (tensor->type != TYPE_I32)
+            return error_set(err, "model: tensor '%s' has type %s, expected I32", name, type_name);
+        break;
     }
     /* Kernels load a type's data as its blocks' fields (f32 values, f16
      * scales): a file whose general.alignment is 1 or 2 can place a tensor

@@ -13,7 +13,8 @@
 enum tensor_kind {
     TENSOR_VECTOR, /* f32 data read directly: norms, biases, sinks */
     TENSOR_MATRIX, /* a weight used through matmul_run */
-    TENSOR_EMBEDDING /* rows dequantized one at a time */
+    TENSOR_EMBEDDING, /* rows dequantized one at a time */
+    TENSOR_TABLE      /* i32 data read directly: deepseek4's token-to-experts table */
 };
 
 /* Binds tensor `name` (printf format with the layer) to view, checking its

@@ -90,6 +90,19 @@ typedef struct model_hparams {
      * key and value are cached */
     int32_t mla_q_lora, mla_kv_lora, mla_qk_nope, mla_v_dim;
     bool mla_absorbed;
+    /* deepseek4 (architectures.md 11): hc_count residual streams mixed by
+     * Sinkhorn-normalized weights (hc_sinkhorn_iterations, hc_eps); the
+     * attention output projected per group of heads (o_groups of o_lora);
+     * the SwiGLU clamps of the routed and the shared experts per layer (0:
+     * none); per layer the KV compression ratio (0: the raw sliding window
+     * only); the first hash_layer_count layers route by a token-id table */
+    int32_t hc_count, hc_sinkhorn_iterations;
+    float hc_eps;
+    int32_t o_groups, o_lora;
+    int32_t hash_layer_count;
+    float swiglu_clamp_exp[MODEL_MAX_LAYERS], swiglu_clamp_shexp[MODEL_MAX_LAYERS];
+    int32_t compress_ratio[MODEL_MAX_LAYERS];
+    int32_t indexer_heads, indexer_dim, indexer_top_k; /* the lightning indexer of the ratio-4 layers */
     /* floats per token of run_state.mixer an attention mixer needs beyond
      * q, k, v and attn (MLA's intermediate projections); 0: none */
     int64_t n_mixer_floats;

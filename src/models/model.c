@@ -142,7 +142,8 @@ void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), voi
 {
     tensor_view *globals[] = {&m->weights.token_embd, &m->weights.output_norm, &m->weights.output,
                               &m->weights.per_layer_token_embd, &m->weights.per_layer_model_proj,
-                              &m->weights.per_layer_proj_norm};
+                              &m->weights.per_layer_proj_norm, &m->weights.output_hc_fn,
+                              &m->weights.output_hc_base, &m->weights.output_hc_scale};
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (globals[i]->name)
             visit(user, globals[i]);

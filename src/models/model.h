@@ -54,6 +54,28 @@ typedef struct layer_weights {
     tensor_view attn_v_b;          /* {kv_lora, v_dim, H}: head h's value is attn_v_b[h] . latent */
     tensor_view attn_kv_b;         /* {kv_lora, H*(qk_nope + v_dim)}: older files' k_b and v_b in one */
     tensor_view attn_sinks;        /* {H} */
+    /* deepseek4's attention (architectures.md 11): one shared KV head that is
+     * both key and value, and a grouped low-rank output projection */
+    tensor_view attn_kv;           /* {n_embd, D}: the KV head, normalized by attn_kv_a_norm {D} */
+    tensor_view attn_output_a;     /* {H*D/G, G*o_lora}: group g's heads -> its o_lora rows */
+    tensor_view attn_output_b;     /* {G*o_lora, n_embd} */
+    /* deepseek4's hyper-connections, with hc streams: mixing weights of the
+     * streams around the attention and the FFN */
+    tensor_view hc_attn_fn, hc_ffn_fn;       /* {hc*n_embd, (2+hc)*hc} */
+    tensor_view hc_attn_base, hc_ffn_base;   /* {(2+hc)*hc} */
+    tensor_view hc_attn_scale, hc_ffn_scale; /* {3}: of the pre, post and comb parts */
+    /* deepseek4's KV compressor (ratio-4 layers): the kv and gate projections
+     * give 2*D per token (the previous block's half, then the current
+     * block's), ape the gate's bias by position in the block */
+    tensor_view attn_compressor_kv, attn_compressor_gate; /* {n_embd, 2*D} */
+    tensor_view attn_compressor_ape;  /* {2*D, 4} */
+    tensor_view attn_compressor_norm; /* {D} */
+    /* the lightning indexer (bound; its selection is not run: see arch_deepseek4.c) */
+    tensor_view indexer_proj;         /* {n_embd, Hi} */
+    tensor_view indexer_attn_q_b;     /* {q_lora, Hi*Di} */
+    tensor_view indexer_compressor_kv, indexer_compressor_gate; /* {n_embd, 2*Di} */
+    tensor_view indexer_compressor_ape;  /* {2*Di, 4} */
+    tensor_view indexer_compressor_norm; /* {Di} */
     tensor_view ffn_norm;          /* {n_embd}: the pre-FFN norm */
     /* dense FFN */
     tensor_view ffn_gate, ffn_up;  /* {n_embd, F} */
@@ -66,6 +88,7 @@ typedef struct layer_weights {
     tensor_view ffn_gate_exps_bias, ffn_up_exps_bias; /* {Fe, E} */
     tensor_view ffn_down_exps_bias; /* {n_embd, E} */
     tensor_view exp_probs_b;       /* {E} selection bias: chooses experts, never weighs them */
+    tensor_view ffn_gate_tid2eid;  /* {K, n_vocab} I32: a hash layer's experts for each token id (deepseek4) */
     tensor_view ffn_gate_up_exps;  /* {n_embd, 2*Fe, E} fused: gate rows, then up rows (instead of the two) */
     tensor_view ffn_down_exps_scale; /* {E} per-expert output scale */
     tensor_view ffn_gate_inp_scale;  /* {n_embd} router input scale (gemma4) */
@@ -111,6 +134,10 @@ typedef struct model_weights {
     tensor_view per_layer_token_embd; /* {Dp*L, n_vocab} */
     tensor_view per_layer_model_proj; /* {n_embd, Dp*L} */
     tensor_view per_layer_proj_norm;  /* {Dp} */
+    /* deepseek4's collapse of the hc streams before output_norm */
+    tensor_view output_hc_fn;    /* {hc*n_embd, hc} */
+    tensor_view output_hc_base;  /* {hc} */
+    tensor_view output_hc_scale; /* {1} */
     layer_weights *layers;   /* [n_layer + n_layer_nextn]: the draft head's block at n_layer */
 } model_weights;
 
@@ -295,16 +322,33 @@ void attention_mixer(run_state *s, const model_hparams *hp, const layer_weights 
 enum moe_gating {
     MOE_GATING_SOFTMAX,        /* softmax over all E, top-K of the probabilities */
     MOE_GATING_SOFTMAX_WEIGHT, /* top-K of the raw logits, softmax over those K */
-    MOE_GATING_SIGMOID         /* sigmoid of each logit, top-K of those (plus the selection bias) */
+    MOE_GATING_SIGMOID,        /* sigmoid of each logit, top-K of those (plus the selection bias) */
+    MOE_GATING_SQRT_SOFTPLUS   /* sqrt(softplus(logit)), top-K of those (plus the selection bias) */
 };
-enum moe_activation { MOE_SILU_GLU, MOE_SWIGLU_OAI, MOE_GELU_GLU /* gelu_f16 */ };
+enum moe_activation {
+    MOE_SILU_GLU,
+    MOE_SWIGLU_OAI,
+    MOE_GELU_GLU,      /* gelu_f16 */
+    MOE_SILU_GLU_CLAMPED /* silu(min(gate, L)) * clamp(up, -L, L), L = moe_config.clamp (deepseek4) */
+};
 
 typedef struct moe_config {
     enum moe_gating gating;
     bool normalize_weights;   /* w /= max(sum w, 2^-14) */
     float weights_scale;      /* applied when not 0 or 1 */
     enum moe_activation activation;
+    float clamp;              /* MOE_SILU_GLU_CLAMPED's limit L */
+    /* a hash layer (deepseek4): token t of the batch uses the experts
+     * expert_table[tokens[t]*K ..] (weighed by the router's scores of them)
+     * instead of the router's choice; NULL: the router chooses */
+    const int32_t *expert_table;
+    const int32_t *tokens;
 } moe_config;
+
+/* DeepSeek-V4's SwiGLU clamp (architectures.md 1.8) on n values in place:
+ * gate = min(gate, limit), up = clamp(up, -limit, limit); silu_glu then
+ * gives silu(min(gate, L)) * clamp(up, -L, L). */
+void moe_clamp_glu_inputs(float *gate, float *up, int64_t n, float limit);
 
 /* The MoE of the keys model_read_expert_weighting read: their gating,
  * normalization and scale, SiLU-GLU experts. */

@@ -22,6 +22,9 @@ static void gate_scores(const moe_config *config, float *logits, int n_expert)
         softmax(logits, n_expert);
     else if (config->gating == MOE_GATING_SIGMOID)
         sigmoid(logits, n_expert);
+    else if (config->gating == MOE_GATING_SQRT_SOFTPLUS)
+        for (int e = 0; e < n_expert; e++)
+            logits[e] = sqrtf(softplus(logits[e]));
 }
 
 /* What the top-k ranks: the score plus the selection bias, when there is one. */
@@ -176,15 +179,26 @@ static void gather_inputs(run_state *s, const tensor_view *const *matrices, int 
     }
 }
 
-/* gate = act(gate) * up for n values. */
-static void glu(enum moe_activation activation, float *gate, const float *up, int64_t n)
+void moe_clamp_glu_inputs(float *gate, float *up, int64_t n, float limit)
 {
-    if (activation == MOE_SWIGLU_OAI)
+    for (int64_t i = 0; i < n; i++) {
+        gate[i] = fminf(gate[i], limit);
+        up[i] = fminf(fmaxf(up[i], -limit), limit);
+    }
+}
+
+/* gate = act(gate) * up for n values (up is clamped in place by the clamped activation). */
+static void glu(const moe_config *config, float *gate, float *up, int64_t n)
+{
+    if (config->activation == MOE_SWIGLU_OAI) {
         swiglu_oai(gate, gate, up, n, 1.702f, 7.0f);
-    else if (activation == MOE_GELU_GLU)
+    } else if (config->activation == MOE_GELU_GLU) {
         gelu_glu_f16(gate, gate, up, n);
-    else
+    } else {
+        if (config->activation == MOE_SILU_GLU_CLAMPED)
+            moe_clamp_glu_inputs(gate, up, n, config->clamp);
         silu_glu(gate, gate, up, n);
+    }
 }
 
 static matmul_job expert_job(const tensor_view *w, const uint8_t *weights, void *ready, const uint8_t *inputs,
@@ -551,10 +565,10 @@ static int64_t run_experts(run_state *s, const layer_weights *layer, const moe_c
         if (mx->fused) {
             for (int r = first; r < first + count; r++) {
                 float *g = s->expert_gate + (int64_t)r * mx->gate_stride;
-                glu(config->activation, g, g + n_ff, n_ff);
+                glu(config, g, g + n_ff, n_ff);
             }
         } else {
-            glu(config->activation, s->expert_gate + (int64_t)first * n_ff, s->expert_up + (int64_t)first * n_ff,
+            glu(config, s->expert_gate + (int64_t)first * n_ff, s->expert_up + (int64_t)first * n_ff,
                 (int64_t)count * n_ff);
         }
         for (int r = first; r < first + count; r++)
@@ -690,22 +704,27 @@ int moe_layer(run_state *s, const model *m, const layer_weights *layer, int laye
         int32_t *experts = s->selected + t * n_used;
         float *weights = s->selected_weights + t * n_used;
         uint8_t *dropped = s->slot_dropped + t * n_used;
-        bool replayed = replayed_routing(s, m, layer_index, positions[t], experts);
-        bool substitute = decode && !replayed && lossy->substitute_lambda > 0.0f;
+        /* a hash layer's table is the model's own routing: no replay or lever changes it but drop */
+        const int32_t *table_row = config->expert_table ? config->expert_table + (int64_t)config->tokens[t] * n_used
+                                                        : NULL;
+        bool replayed = !table_row && replayed_routing(s, m, layer_index, positions[t], experts);
+        bool substitute = decode && !replayed && !table_row && lossy->substitute_lambda > 0.0f;
         float logits[MODEL_MAX_EXPERTS];
         if (substitute)
             memcpy(logits, scores, (size_t)n_expert * sizeof *logits);
-        if (replayed)
+        if (table_row)
+            memcpy(experts, table_row, (size_t)n_used * sizeof *experts);
+        if (replayed || table_row)
             gate_scores(config, scores, n_expert);
         else
             route_by_router(config, hp, scores, selection_bias, experts);
-        if (s->probe && decode && !replayed)
+        if (s->probe && decode && !replayed && !table_row)
             probe_decode_routing(s, m, config, layer_index, router_x ? router_x : x, experts);
         else if (s->probe) /* a prefill: the previous token's routing is not known */
             s->probe_previous_ready[layer_index] = false;
         if (substitute)
             substitute_cached(m, layer_index, config, logits, scores, selection_bias, experts, counters);
-        if (ahead)
+        if (ahead && !table_row)
             route_ahead_commit(s, layer_index, n_used, experts, counters);
         route_weights(config, scores, n_used, experts, weights);
         memset(dropped, 0, (size_t)n_used);

@@ -115,6 +115,9 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->ffn_gate = allocate(nu * ffn_width, sizeof(float), &failed);
     s->ffn_up = allocate(nu * ffn_width, sizeof(float), &failed);
     s->attention_scratch_per_thread = attention_scratch_floats(n_ctx, hp->head_dim_k);
+    for (int32_t il = 0; il < hp->n_layer; il++) /* deepseek4's scores over the window and the compressed entries */
+        if (hp->compress_ratio[il] == 4 && s->attention_scratch_per_thread < (int64_t)n_ctx + n_ctx / 4 + 1)
+            s->attention_scratch_per_thread = (int64_t)n_ctx + n_ctx / 4 + 1;
     s->attention_scratch = allocate((size_t)n_threads * (size_t)s->attention_scratch_per_thread, sizeof(float),
                                     &failed);
     for (int i = 0; i < 3; i++)
@@ -167,6 +170,19 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     layout_caches(s, m, k_elements, v_elements);
     if (s->mixer_floats > 0)
         s->mixer = allocate(nu * (size_t)s->mixer_floats, sizeof(float), &failed);
+    size_t rows = 0, entries = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        s->compress_offset[il] = rows;
+        s->compressed_offset[il] = entries;
+        if (hp->compress_ratio[il] == 4) {
+            rows += (size_t)n_ctx * 5 * (size_t)hp->head_dim_k;
+            entries += ((size_t)n_ctx / 4 + 1) * (size_t)hp->head_dim_k;
+        }
+    }
+    if (rows > 0) {
+        s->compress_rows = allocate(rows, sizeof(float), &failed);
+        s->compressed = allocate(entries, sizeof(float), &failed);
+    }
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
     size_t cache_bytes = 0; /* reported as kv_bytes and recurrent_floats */
     s->k_cache = allocate_counted(k_elements[0], element, &failed, &cache_bytes);
@@ -247,7 +263,8 @@ void run_state_destroy(run_state *s)
                        s->slot_residency, s->slot_read_bytes, s->slot_dropped, s->ahead_experts, s->ahead_ready, s->probe, s->probe_input,
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
-                       s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input};
+                       s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input, s->compress_rows,
+                       s->compressed};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);

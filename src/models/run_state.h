@@ -115,6 +115,13 @@ typedef struct run_state {
     size_t recurrent_offset[MODEL_MAX_LAYERS];
     size_t recurrent_floats;
     float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
+    /* deepseek4's compressed KV layers (compress ratio 4), by position like
+     * the KV cache: layer il's rows at compress_rows + compress_offset[il],
+     * [n_ctx][5*D] (the raw KV head, the compressor's kv and scores, 2*D
+     * each), and its compressed entries at compressed + compressed_offset[il],
+     * [n_ctx/4][D]; NULL without such layers */
+    float *compress_rows, *compressed;
+    size_t compress_offset[MODEL_MAX_LAYERS], compressed_offset[MODEL_MAX_LAYERS];
     float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
     /* gemma4's per-layer embeddings, Dp per layer: */
     float *per_layer_input;    /* [n_ubatch][n_layer][Dp] every layer's input P of the batch's tokens */

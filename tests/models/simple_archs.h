@@ -1,5 +1,5 @@
 /* The tiny models of the simple MoE architectures (qwen2moe, llama with
- * experts, olmoe, bailingmoe2, glm4moe, deepseek2) that the model tests
+ * experts, olmoe, bailingmoe2, glm4moe, deepseek2, deepseek4) that the model tests
  * generate with bmoe-mkmodel, and
  * their reference logits in tests/models/data (llama.cpp's, written by
  * data/regenerate.sh from the same presets). Header-only; the test's
@@ -46,6 +46,13 @@ static const simple_arch_model simple_arch_models[] = {
     /* attn_q and the older attn_kv_b (decompressed heads), softmax routing */
     {"deepseek2-lite-tiny-f32", "--shape tiny-deepseek2-lite --type f32", "deepseek2", 16, 4, 0, 0, false},
     {"deepseek2-lite-tiny-q4_k_m", "--shape tiny-deepseek2-lite --type q4_k_m", "deepseek2", 16, 4, 0, 0, false},
+    /* DeepSeek-V4: hyper-connections, one shared KV head with sinks and a
+     * sliding window, grouped output, sqrt-softplus routing, clamped SwiGLU */
+    {"deepseek4-tiny-f32", "--shape tiny-deepseek4 --type f32", "deepseek4", 16, 4, 0, 0, true},
+    {"deepseek4-tiny-q4_k_m", "--shape tiny-deepseek4 --type q4_k_m", "deepseek4", 16, 4, 0, 0, false},
+    /* its first two layers routed by the token-id table */
+    {"deepseek4-hash-tiny-f32", "--shape tiny-deepseek4-hash --type f32", "deepseek4", 16, 4, 0, 0, false},
+    {"deepseek4-hash-tiny-q4_k_m", "--shape tiny-deepseek4-hash --type q4_k_m", "deepseek4", 16, 4, 0, 0, false},
 };
 enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
 

@@ -1,7 +1,7 @@
 /* Bad input for the hybrid and the simple MoE architectures: an oracle
  * model (or a generated one: gemma4's KV sharing and per-layer embeddings,
- * the tiny qwen2moe, olmoe, Mixtral-style llama, bailingmoe2, glm4moe and
- * deepseek2) copied with one defect
+ * the tiny qwen2moe, olmoe, Mixtral-style llama, bailingmoe2, glm4moe,
+ * deepseek2 and deepseek4) copied with one defect
  * (a per-layer key of the wrong length, a missing recurrent tensor, a layer
  * pattern that contradicts the tensors present, a tensor of another shape)
  * fails to load with a one-line message naming the problem. The unmodified
@@ -368,6 +368,55 @@ static void test_deepseek2(void)
     }
 }
 
+/* deepseek4: the hyper-connections' and the grouped output's tensors, its
+ * head layout and routing keys, the hash layers' tables against
+ * hash_layer_count, a ratio-4 layer's compressor, and the ratio-128 layers
+ * (not run here) refused by name. */
+static void test_deepseek4(void)
+{
+    mk_setup("arch_errors");
+    char path[1200];
+    if (!write_generated("tiny-deepseek4", path, sizeof path))
+        return;
+    expect(path, "deepseek4-copy", &(variant){0}, NULL, NULL);
+    expect(path, "deepseek4-no-hc-fn", &(variant){.drop_tensor = "blk.1.hc_ffn_fn.weight"},
+           "missing tensor 'blk.1.hc_ffn_fn.weight'", NULL);
+    expect(path, "deepseek4-no-head-hc", &(variant){.drop_tensor = "output_hc_scale.weight"},
+           "missing tensor 'output_hc_scale.weight'", NULL);
+    expect(path, "deepseek4-no-output-a", &(variant){.drop_tensor = "blk.2.attn_output_a.weight"},
+           "missing tensor 'blk.2.attn_output_a.weight'", NULL);
+    expect(path, "deepseek4-no-sinks", &(variant){.drop_tensor = "blk.0.attn_sinks.weight"},
+           "missing tensor 'blk.0.attn_sinks.weight'", NULL);
+    expect(path, "deepseek4-groups",
+           &(variant){.uint_key = "deepseek4.attention.output_group_count", .uint_value = 3},
+           "deepseek4.attention.output_group_count 3 does not divide head_count 4", NULL);
+    expect(path, "deepseek4-kv-heads", &(variant){.uint_key = "deepseek4.attention.head_count_kv", .uint_value = 2},
+           "needs deepseek4.attention.head_count_kv 1", NULL);
+    expect(path, "deepseek4-gating", &(variant){.uint_key = "deepseek4.expert_gating_func", .uint_value = 2},
+           "deepseek4.expert_gating_func 2: deepseek4 routes by sqrt(softplus)", NULL);
+    expect(path, "deepseek4-compressed", &(variant){.key = "deepseek4.attention.compress_ratios",
+                                                    .values = {4, 4, 0}, .n_values = 3},
+           "missing tensor 'blk.1.attn_compressor_kv.weight'", NULL);
+    expect(path, "deepseek4-hca", &(variant){.key = "deepseek4.attention.compress_ratios",
+                                             .values = {128, 0, 0}, .n_values = 3},
+           "layer 0 compresses its KV cache by 128: not supported yet", NULL);
+    expect(path, "deepseek4-ratio", &(variant){.key = "deepseek4.attention.compress_ratios",
+                                               .values = {0, 0, 8}, .n_values = 3},
+           "compress_ratios[2] = 8: the compress ratios are 0, 4 or 128", NULL);
+    /* a hash layer needs its table, and has no selection bias */
+    expect(path, "deepseek4-hash", &(variant){.uint_key = "deepseek4.hash_layer_count", .uint_value = 1},
+           "layer 0 is a hash-routed layer (below hash_layer_count)", "blk.0.exp_probs_b.bias");
+    remove(path);
+    if (!write_generated("tiny-deepseek4-hash", path, sizeof path))
+        return;
+    expect(path, "deepseek4-hash-copy", &(variant){0}, NULL, NULL);
+    expect(path, "deepseek4-no-table", &(variant){.drop_tensor = "blk.1.ffn_gate_tid2eid.weight"},
+           "missing tensor 'blk.1.ffn_gate_tid2eid.weight'", NULL);
+    expect(path, "deepseek4-hash-count", &(variant){.uint_key = "deepseek4.hash_layer_count", .uint_value = 1},
+           "layer 1 is a router-chosen layer (not below hash_layer_count)", "blk.1.ffn_gate_tid2eid.weight");
+    remove(path);
+}
+
 int main(void)
 {
     test_lfm2moe();
@@ -376,5 +425,6 @@ int main(void)
     test_qwen35moe();
     test_simple_archs();
     test_deepseek2();
+    test_deepseek4();
     return test_finish();
 }

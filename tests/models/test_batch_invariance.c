@@ -299,7 +299,7 @@ static void check_gemma4_variants(void)
     oracle_case_free(&c);
 }
 
-/* deepseek2's caches (64 f32 positions): the latent-cache file keeps per
+/* deepseek2's and deepseek4's caches (64 f32 positions): the latent-cache file keeps per
  * token and layer the latent and the rope key (kv_lora 256 + 32) and the
  * latent again as the values (256), not every head's key and value; the
  * older attn_kv_b file keeps its 4 heads' decompressed keys (64 + 32) and
@@ -310,6 +310,8 @@ static uint64_t simple_arch_kv_bytes(const char *name)
         return 4ull * 64 * ((256 + 32) + 256) * 4;
     if (strcmp(name, "deepseek2-lite-tiny-f32") == 0)
         return 3ull * 64 * 4 * ((64 + 32) + 64) * 4;
+    if (strcmp(name, "deepseek4-tiny-f32") == 0) /* its one KV head (128) as key and as value */
+        return 3ull * 64 * (128 + 128) * 4;
     return 0;
 }
 

@@ -38,7 +38,7 @@ bmoe_add_test(test_gemma4_reference SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gemma
   LIBS bmoe_engine PkgConfig::CJSON m COST 4 26)
 add_dependencies(test_gemma4_reference bmoe-mkmodel)
 # The simple MoE architectures (qwen2moe, llama with experts, olmoe,
-# bailingmoe2, glm4moe, deepseek2 in both its attention layouts): tiny
+# bailingmoe2, glm4moe, deepseek2 in both its attention layouts, deepseek4): tiny
 # models bmoe-mkmodel generates, against llama.cpp's logits in data/ (written
 # by data/regenerate.sh), resident and streamed, and bmoe-cli --info.
 bmoe_add_test(test_simple_archs SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_simple_archs.c
@@ -48,7 +48,8 @@ add_dependencies(test_simple_archs bmoe-mkmodel bmoe-cli)
 foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m olmoe-tiny-f32 olmoe-tiny-q4_k_m
     bailingmoe2-tiny-f32 bailingmoe2-tiny-q4_k_m glm4moe-tiny-f32 glm4moe-tiny-q4_k_m
     deepseek2-tiny-f32 deepseek2-tiny-q4_k_m deepseek2-lite-tiny-f32 deepseek2-lite-tiny-q4_k_m
-    deepseek3-tiny-f32 deepseek3-tiny-q4_k_m)
+    deepseek3-tiny-f32 deepseek3-tiny-q4_k_m deepseek4-tiny-f32 deepseek4-tiny-q4_k_m
+    deepseek4-hash-tiny-f32 deepseek4-hash-tiny-q4_k_m)
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
   if(simple_model MATCHES "q4_k_m$") # bmoe-mkmodel quantizing it: ~15 s under ASan

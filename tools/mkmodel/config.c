@@ -113,6 +113,25 @@ static const preset presets[] = {
       .n_vocab = 512, .n_ctx = 163840, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f,
       .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN,
       .type = TYPE_F32}},
+    {"tiny-deepseek4", "deepseek4, 3 layers (sliding window 16; layer 0 compresses its KV by 4), n_embd 256, "
+     "4 heads of 128 (32 rope) over one KV head, q_lora 256, sinks, output in 2 groups of rank 128, "
+     "4 hyper-connection streams (3 Sinkhorn iterations), 16 experts top-4 sqrt-softplus + bias, normalized, "
+     "x2.5, SwiGLU clamps 1.0 / 1.5, 1 shared, ff 256, vocab 512",
+     {.arch = MKMODEL_DEEPSEEK4, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 1, .head_dim = 128,
+      .n_rot = 32, .q_lora_rank = 256, .sliding_window = 16, .o_groups = 2, .o_lora_rank = 128, .hc_count = 4,
+      .sinkhorn_iterations = 3, .compressed_layers = 1, .n_expert = 16, .n_expert_used = 4, .n_ff_expert = 256,
+      .n_expert_shared = 1, .expert_weights_norm = true, .expert_weights_scale = 2.5f, .swiglu_clamp = 1.0f,
+      .swiglu_clamp_shared = 1.5f,
+      .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .recipe = MKMODEL_RECIPE_PLAIN,
+      .type = TYPE_F32}},
+    {"tiny-deepseek4-hash", "deepseek4 as tiny-deepseek4, its first 2 layers routed by a token-id table",
+     {.arch = MKMODEL_DEEPSEEK4, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 1, .head_dim = 128,
+      .n_rot = 32, .q_lora_rank = 256, .sliding_window = 16, .o_groups = 2, .o_lora_rank = 128, .hc_count = 4,
+      .sinkhorn_iterations = 3, .compressed_layers = 1, .hash_layers = 2, .n_expert = 16, .n_expert_used = 4,
+      .n_ff_expert = 256, .n_expert_shared = 1, .expert_weights_norm = true, .expert_weights_scale = 2.5f,
+      .swiglu_clamp = 1.0f,
+      .swiglu_clamp_shared = 1.5f, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
      {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
       .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
@@ -233,6 +252,8 @@ const char *mkmodel_arch_name(enum mkmodel_arch arch)
         return "glm4moe";
     case MKMODEL_DEEPSEEK2:
         return "deepseek2";
+    case MKMODEL_DEEPSEEK4:
+        return "deepseek4";
     }
     return "?";
 }
@@ -261,6 +282,8 @@ int mkmodel_arch_from_name(const char *name)
         return MKMODEL_GLM4MOE;
     if (strcmp(name, "deepseek2") == 0)
         return MKMODEL_DEEPSEEK2;
+    if (strcmp(name, "deepseek4") == 0)
+        return MKMODEL_DEEPSEEK4;
     return -1;
 }
 
@@ -416,6 +439,23 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
             return error_set(err, "--yarn-factor %g must be 0 (no YaRN) or in [1, 1024] with a positive "
                              "--yarn-orig-ctx (%u)", (double)config->yarn_factor, config->yarn_original_ctx);
     }
+    if (config->arch == MKMODEL_DEEPSEEK4) {
+        LIMIT(n_rot, 2, config->head_dim - 1, "--rope-dims");
+        LIMIT(q_lora_rank, 1, 65536, "--q-lora");
+        LIMIT(n_expert_shared, 1, 64, "--shared-experts");
+        LIMIT(sliding_window, 1, 1u << 24, "--sliding-window");
+        LIMIT(hc_count, 1, 8, "hyper-connection count");
+        LIMIT(sinkhorn_iterations, 1, 100, "Sinkhorn iterations");
+        LIMIT(o_groups, 1, config->n_head, "output groups");
+        LIMIT(o_lora_rank, 1, 65536, "output rank");
+        if (config->hash_layers > config->n_layer || config->n_expert > 1024)
+            return error_set(err, "deepseek4: %u hash layers of --layers %u, and at most 1024 --experts (%u)",
+                             config->hash_layers, config->n_layer, config->n_expert);
+        if (config->n_head_kv != 1 || config->n_rot % 2 != 0 || config->n_head % config->o_groups != 0)
+            return error_set(err, "deepseek4: --kv-heads %u must be 1, --rope-dims %u even and the output groups "
+                             "(%u) must divide --heads %u", config->n_head_kv, config->n_rot, config->o_groups,
+                             config->n_head);
+    }
     if (config->arch == MKMODEL_OLMOE && config->n_head_kv != config->n_head)
         return error_set(err, "olmoe: --kv-heads %u must equal --heads %u (its k norm spans the whole projection)",
                          config->n_head_kv, config->n_head);
@@ -478,7 +518,8 @@ enum role {
     ROLE_ATTN_V,
     ROLE_FFN_DOWN,
     ROLE_EXPERT,     /* ffn_gate_exps, ffn_up_exps */
-    ROLE_EXPERT_DOWN /* ffn_down_exps */
+    ROLE_EXPERT_DOWN, /* ffn_down_exps */
+    ROLE_TABLE       /* ffn_gate_tid2eid: always I32 */
 };
 
 /* The "more bits" layers of the Q4_K_M recipe. */
@@ -492,6 +533,8 @@ static uint32_t choose_type(const mkmodel_config *config, enum role role, uint32
 {
     if (role == ROLE_VECTOR || role == ROLE_ROUTER)
         return TYPE_F32;
+    if (role == ROLE_TABLE)
+        return TYPE_I32;
     bool expert = role == ROLE_EXPERT || role == ROLE_EXPERT_DOWN;
     uint32_t type = config->type;
     if (config->recipe == MKMODEL_RECIPE_Q4_K_M) {
@@ -532,8 +575,11 @@ static enum role role_of(const char *name, uint32_t n_dims, bool tied_output)
         base = name;
     if (n_dims < 2 || strstr(base, ".bias") || strstr(base, "conv"))
         return ROLE_VECTOR;
-    if (strcmp(base, "ffn_gate_inp.weight") == 0)
-        return ROLE_ROUTER;
+    if (strcmp(base, "ffn_gate_tid2eid.weight") == 0)
+        return ROLE_TABLE;
+    if (strcmp(base, "ffn_gate_inp.weight") == 0 || strncmp(base, "hc_", 3) == 0 ||
+        strcmp(base, "output_hc_fn.weight") == 0)
+        return ROLE_ROUTER; /* deepseek4's hyper-connection mixes: F32 too */
     /* a tied embedding is also the output head: it gets the head's type */
     if (strcmp(base, "token_embd.weight") == 0)
         return tied_output ? ROLE_OUTPUT : ROLE_EMBED;
@@ -614,6 +660,15 @@ static bool layer_attends(const mkmodel_config *c, uint32_t il)
 
 /* A constant tensor: every value `value` (noise scale 0). */
 #define CONSTANT(value) MKMODEL_NOISE_UNIFORM, (value), 0.0f
+/* deepseek4's lightning indexer: heads, key size and top-k (at least the
+ * 14 compressed entries the test prompt's last token sees) */
+#define DEEPSEEK4_INDEXER_HEADS 2
+#define DEEPSEEK4_INDEXER_DIM 64
+#define DEEPSEEK4_INDEXER_TOP_K 16
+/* deepseek4's hyper-connection scales, in [0.25, 1.25) */
+#define HC_SCALE MKMODEL_NOISE_UNIFORM, 0.75f, 0.5f
+/* deepseek4's hash table: rows of distinct expert ids in [0, n) */
+#define EXPERT_IDS(n) MKMODEL_NOISE_EXPERT_IDS, 0.0f, (float)(n)
 /* DeltaNet's A = -exp(A_log) in [-1.5, -0.5): negative, so the state decays. */
 #define DECAY_RATE MKMODEL_NOISE_UNIFORM, -1.0f, 0.5f
 
@@ -810,6 +865,60 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             }
             continue;
         }
+        if (c->arch == MKMODEL_DEEPSEEK4) {
+            /* architectures.md 11; the one KV head is RMS-normalized */
+            int64_t H = c->n_head, D = c->head_dim, q_lora = c->q_lora_rank, G = c->o_groups;
+            int64_t o_lora = c->o_lora_rank, hc = c->hc_count, mix = (2 + hc) * hc, shared = F * c->n_expert_shared;
+            ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_VECTOR, il, "attn_sinks.weight", 1, H, 1, 1, NORMAL(1.0f));
+            ADD(ROLE_MATRIX, il, "attn_q_a.weight", 2, E, q_lora, 1, NORMAL(s_embd));
+            ADD(ROLE_VECTOR, il, "attn_q_a_norm.weight", 1, q_lora, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_MATRIX, il, "attn_q_b.weight", 2, q_lora, H * D, 1, NORMAL(inverse_sqrt(c->q_lora_rank)));
+            ADD(ROLE_ATTN_V, il, "attn_kv.weight", 2, E, D, 1, NORMAL(s_embd));
+            ADD(ROLE_VECTOR, il, "attn_kv_a_norm.weight", 1, D, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_MATRIX, il, "attn_output_a.weight", 2, H * D / G, G * o_lora, 1,
+                NORMAL(inverse_sqrt((uint32_t)(H * D / G))));
+            ADD(ROLE_MATRIX, il, "attn_output_b.weight", 2, G * o_lora, E, 1,
+                NORMAL(inverse_sqrt((uint32_t)(G * o_lora))));
+            if (il < c->compressed_layers) { /* the KV compressor and the lightning indexer (ratio 4) */
+                int64_t hi = DEEPSEEK4_INDEXER_HEADS, di = DEEPSEEK4_INDEXER_DIM;
+                ADD(ROLE_MATRIX, il, "attn_compressor_kv.weight", 2, E, 2 * D, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "attn_compressor_gate.weight", 2, E, 2 * D, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_compressor_ape.weight", 2, 2 * D, 4, 1, NORMAL(0.5f));
+                ADD(ROLE_VECTOR, il, "attn_compressor_norm.weight", 1, D, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_MATRIX, il, "indexer.proj.weight", 2, E, hi, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "indexer.attn_q_b.weight", 2, q_lora, hi * di, 1,
+                    NORMAL(inverse_sqrt(c->q_lora_rank)));
+                ADD(ROLE_MATRIX, il, "indexer_compressor_kv.weight", 2, E, 2 * di, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "indexer_compressor_gate.weight", 2, E, 2 * di, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "indexer_compressor_ape.weight", 2, 2 * di, 4, 1, NORMAL(0.5f));
+                ADD(ROLE_VECTOR, il, "indexer_compressor_norm.weight", 1, di, 1, 1, NORM_WEIGHT);
+            }
+            /* the mixes of the hc streams: about N(0, 1) each from the normalized streams */
+            const char *mixes[2] = {"attn", "ffn"};
+            for (int i = 0; i < 2; i++) {
+                char name[48];
+                snprintf(name, sizeof name, "hc_%s_fn.weight", mixes[i]);
+                ADD(ROLE_ROUTER, il, name, 2, hc * E, mix, 1, NORMAL(inverse_sqrt((uint32_t)(hc * E))));
+                snprintf(name, sizeof name, "hc_%s_base.weight", mixes[i]);
+                ADD(ROLE_VECTOR, il, name, 1, mix, 1, 1, NORMAL(0.5f));
+                snprintf(name, sizeof name, "hc_%s_scale.weight", mixes[i]);
+                ADD(ROLE_VECTOR, il, name, 1, 3, 1, 1, HC_SCALE);
+            }
+            ADD(ROLE_VECTOR, il, "ffn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+            ADD(ROLE_ROUTER, il, "ffn_gate_inp.weight", 2, E, X, 1, NORMAL(ROUTER_SPREAD * s_embd));
+            if (il < c->hash_layers) /* each token id's experts */
+                ADD(ROLE_TABLE, il, "ffn_gate_tid2eid.weight", 2, c->n_expert_used, V, 1, EXPERT_IDS(X));
+            else
+                ADD(ROLE_VECTOR, il, "exp_probs_b.bias", 1, X, 1, 1, BIAS);
+            ADD(ROLE_EXPERT, il, "ffn_gate_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT, il, "ffn_up_exps.weight", 3, E, F, X, NORMAL(s_embd));
+            ADD(ROLE_EXPERT_DOWN, il, "ffn_down_exps.weight", 3, F, E, X, NORMAL(inverse_sqrt(c->n_ff_expert)));
+            ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
+            ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
+            ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, shared, E, 1, NORMAL(inverse_sqrt((uint32_t)shared)));
+            continue;
+        }
         if (c->arch == MKMODEL_DEEPSEEK2) {
             /* multi-head latent attention (architectures.md 9.2); the latent is
              * RMS-normalized, so the matrices reading it are drawn at 1/sqrt(kv_lora) */
@@ -911,6 +1020,12 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
         1, NORM_WEIGHT);
     if (c->arch != MKMODEL_GEMMA4) /* gemma4's head is tied to token_embd */
         ADD(ROLE_OUTPUT, GLOBAL, "output.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
+    if (c->arch == MKMODEL_DEEPSEEK4) { /* the head's collapse of the streams */
+        int64_t hc = c->hc_count;
+        ADD(ROLE_ROUTER, GLOBAL, "output_hc_fn.weight", 2, hc * E, hc, 1, NORMAL(inverse_sqrt((uint32_t)(hc * E))));
+        ADD(ROLE_VECTOR, GLOBAL, "output_hc_base.weight", 1, hc, 1, 1, NORMAL(0.5f));
+        ADD(ROLE_VECTOR, GLOBAL, "output_hc_scale.weight", 1, 1, 1, 1, HC_SCALE);
+    }
 #undef ADD
     return 0;
 }
@@ -1119,6 +1234,30 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
             KV_U32("expert_group_count", c->n_expert_group);
             KV_U32("expert_group_used_count", c->n_expert_group_used);
         }
+    } else if (c->arch == MKMODEL_DEEPSEEK4) {
+        KV_U32("rope.dimension_count", c->n_rot);
+        KV_U32("attention.q_lora_rank", c->q_lora_rank);
+        KV_U32("attention.sliding_window", c->sliding_window);
+        KV_U32("attention.output_group_count", c->o_groups);
+        KV_U32("attention.output_lora_rank", c->o_lora_rank);
+        KV_F32("attention.compress_rope_freq_base", 160000.0f);
+        /* the lightning indexer's keys (read by the reference whatever the ratios) */
+        KV_U32("attention.indexer.head_count", DEEPSEEK4_INDEXER_HEADS);
+        KV_U32("attention.indexer.key_length", DEEPSEEK4_INDEXER_DIM);
+        KV_U32("attention.indexer.top_k", DEEPSEEK4_INDEXER_TOP_K);
+        for (uint32_t il = 0; il < c->n_layer; il++)
+            model->compress_ratios[il] = il < c->compressed_layers ? 4 : 0;
+        KV_ARRAY("attention.compress_ratios", GGUF_TYPE_UINT32, c->n_layer, model->compress_ratios);
+        KV_U32("hyper_connection.count", c->hc_count);
+        KV_U32("hyper_connection.sinkhorn_iterations", c->sinkhorn_iterations);
+        KV_F32("hyper_connection.epsilon", 1e-6f);
+        KV_U32("hash_layer_count", c->hash_layers);
+        KV_U32("expert_shared_count", c->n_expert_shared);
+        KV_U32("expert_gating_func", 4); /* sqrt(softplus) */
+        KV(a, "expert_weights_norm", GGUF_TYPE_BOOL, b, c->expert_weights_norm);
+        KV_F32("expert_weights_scale", c->expert_weights_scale);
+        KV_F32("swiglu_clamp_exp", c->swiglu_clamp);
+        KV_F32("swiglu_clamp_shexp", c->swiglu_clamp_shared);
     } else if (c->arch != MKMODEL_GPT_OSS && c->arch != MKMODEL_DEEPSEEK2) {
         KV_U32("rope.dimension_count", c->head_dim);
     }

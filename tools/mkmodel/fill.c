@@ -273,10 +273,36 @@ static void random_blocks(mkmodel_filler *filler, uint8_t *row)
     }
 }
 
+/* A row of n distinct ids in [0, n_ids): a partial Fisher-Yates shuffle. */
+static int expert_ids_row(mkmodel_filler *filler, int32_t *out, int64_t n, int n_ids, bmoe_error *err)
+{
+    int32_t ids[1024];
+    if (n_ids > 1024 || n > n_ids)
+        return error_set(err, "tensor %s: %lld distinct ids of %d do not exist", filler->tensor->name, (long long)n,
+                         n_ids);
+    for (int i = 0; i < n_ids; i++)
+        ids[i] = i;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = i + (int64_t)(mkmodel_rng_next(&filler->rng) % (uint64_t)(n_ids - i));
+        int32_t id = ids[j];
+        ids[j] = ids[i];
+        ids[i] = id;
+    }
+    memcpy(out, ids, (size_t)n * sizeof *out);
+    return 0;
+}
+
 static int encode_row(mkmodel_filler *filler, uint8_t *out, bmoe_error *err)
 {
     const mkmodel_tensor *t = filler->tensor;
     int64_t n = filler->row_elems;
+    if (t->noise == MKMODEL_NOISE_EXPERT_IDS) {
+        int32_t row[1024];
+        if (n > 1024 || expert_ids_row(filler, row, n, (int)t->scale, err) != 0)
+            return n > 1024 ? error_set(err, "tensor %s: rows of %lld ids", t->name, (long long)n) : -1;
+        memcpy(out, row, (size_t)n * sizeof *row);
+        return 0;
+    }
     bool floats = t->type == TYPE_F32 || t->type == TYPE_F16 || t->type == TYPE_BF16;
     const quant_format *format = quant_format_of(t->type);
     /* formats without a quantizer (the grid i-quants) always get blocks */

@@ -1,5 +1,5 @@
 /* bmoe-mkmodel: writes random-weight GGUF models (qwen3moe, gpt-oss, llama,
- * lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2)
+ * lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, bailingmoe2, glm4moe, deepseek2, deepseek4)
  * of a chosen shape, seed and weight type, with a small real byte-level BPE
  * tokenizer and the family's chat template; or, with --plan, prints the
  * tensor table and sizes without writing. This file parses the flags; every
@@ -30,7 +30,8 @@ static void print_usage(FILE *out)
     mkmodel_list_presets(out);
     fprintf(out,
             "  --arch A               qwen3moe | gpt-oss | llama | lfm2moe | gemma4 | qwen35moe |\n"
-            "                         qwen2moe | olmoe | bailingmoe2 | glm4moe | deepseek2\n"
+            "                         qwen2moe | olmoe | bailingmoe2 | glm4moe | deepseek2 |\n"
+            "                         deepseek4 (its shapes: the presets only)\n"
             "                         (default: the preset's;\n"
             "                         without --shape, tiny-<arch>)\n"
             "  --layers N  --embd N  --heads N  --kv-heads N  --head-dim N\n"
@@ -222,7 +223,7 @@ int main(int argc, char **argv)
     config.n_merges = 100000;
     if (arch && mkmodel_arch_from_name(arch) < 0)
         return usage_error("unknown --arch '%s' (qwen3moe, gpt-oss, llama, lfm2moe, gemma4, qwen35moe, qwen2moe, olmoe, "
-                           "bailingmoe2, glm4moe, deepseek2)", arch);
+                           "bailingmoe2, glm4moe, deepseek2, deepseek4)", arch);
     char default_shape[32];
     if (!shape) {
         snprintf(default_shape, sizeof default_shape, "tiny-%s", arch ? arch : "qwen3moe");

@@ -25,7 +25,8 @@ enum mkmodel_arch {
     MKMODEL_OLMOE,
     MKMODEL_BAILINGMOE2,
     MKMODEL_GLM4MOE,
-    MKMODEL_DEEPSEEK2
+    MKMODEL_DEEPSEEK2,
+    MKMODEL_DEEPSEEK4
 };
 
 /* A weight recipe: one plain type for every matrix, or a named mix. */
@@ -89,6 +90,14 @@ typedef struct mkmodel_config {
     bool sigmoid_routing;        /* deepseek2: expert_gating_func sigmoid with exp_probs_b (else softmax) */
     bool expert_weights_norm;    /* deepseek2 */
     float yarn_log_multiplier;   /* deepseek2: 0.1 * mscale_all_dim */
+    /* deepseek4 (also q_lora_rank, n_rot, n_expert_shared, sliding_window,
+     * expert_weights_scale; head_dim is the one KV head's, key and value) */
+    uint32_t hc_count;           /* hyper-connection streams */
+    uint32_t sinkhorn_iterations;
+    uint32_t o_groups, o_lora_rank; /* grouped low-rank output projection */
+    float swiglu_clamp, swiglu_clamp_shared; /* routed and shared experts' SwiGLU limits */
+    uint32_t hash_layers;        /* the first layers route by a token-id table */
+    uint32_t compressed_layers;  /* the first layers compress their KV cache by 4 (the others: 0) */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */
@@ -101,7 +110,11 @@ typedef struct mkmodel_config {
 
 /* How one tensor's values are drawn: offset + scale * noise, noise being an
  * approximately normal N(0,1) or a uniform [-1,1) variable. */
-enum mkmodel_noise { MKMODEL_NOISE_NORMAL, MKMODEL_NOISE_UNIFORM };
+enum mkmodel_noise {
+    MKMODEL_NOISE_NORMAL,
+    MKMODEL_NOISE_UNIFORM,
+    MKMODEL_NOISE_EXPERT_IDS /* an I32 table: each row distinct ids in [0, scale) (deepseek4's hash layers) */
+};
 
 typedef struct mkmodel_tensor {
     char name[64];
@@ -154,6 +167,7 @@ typedef struct mkmodel_model {
     int32_t layer_kv_heads[512];
     uint8_t layer_swa[512];
     int32_t rope_sections[4];
+    uint32_t compress_ratios[512]; /* deepseek4: per block */
     mkmodel_vocab vocab;
     mkmodel_tensor *tensors;
     uint32_t tensor_count;

@@ -81,6 +81,7 @@ static family family_of(enum mkmodel_arch arch)
     case MKMODEL_BAILINGMOE2:
     case MKMODEL_GLM4MOE:
     case MKMODEL_DEEPSEEK2:
+    case MKMODEL_DEEPSEEK4:
         /* Qwen3.5, LFM2 and Qwen2-MoE chat in ChatML too; their ids and
          * templates here are Qwen3's, and OLMoE, Ling, GLM and DeepSeek get the same (a
          * random model needs a working tokenizer, not theirs) */

@@ -6,13 +6,13 @@
 # Usage: tests/models/data/regenerate.sh BUILD_DIR LLAMA_LOGITS [SHAPE...]
 # (e.g. build ../shared/tools/llama-logits; the shapes default to all of
 # them: qwen2moe mixtral olmoe bailingmoe2 glm4moe deepseek2 deepseek3
-# deepseek2-lite).
+# deepseek2-lite deepseek4 deepseek4-hash).
 # The models are not kept.
 set -eu
 build=$1
 logits=$2
 shift 2
-shapes=${*:-qwen2moe mixtral olmoe bailingmoe2 glm4moe deepseek2 deepseek3 deepseek2-lite}
+shapes=${*:-qwen2moe mixtral olmoe bailingmoe2 glm4moe deepseek2 deepseek3 deepseek2-lite deepseek4 deepseek4-hash}
 here=$(cd "$(dirname "$0")" && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
