@@ -19,14 +19,23 @@ bench_write_model() {
 bench_copy_cli() {
   cp "$build/bin/bmoe-cli" "$work/bmoe-cli"
   cp -P "$build"/lib/libbmoe.so* "$work/" 2>/dev/null || true
-  export LD_LIBRARY_PATH=$work
   cli=$work/bmoe-cli
   baseline_cli=""
   if [ -n "${BMOE_BENCH_BASELINE:-}" ]; then
     [ -x "$BMOE_BENCH_BASELINE" ] || fail "BMOE_BENCH_BASELINE: $BMOE_BENCH_BASELINE is not an executable"
-    cp "$BMOE_BENCH_BASELINE" "$work/bmoe-cli-base"
-    baseline_cli=$work/bmoe-cli-base
+    # the baseline runs with its own libbmoe (LD_LIBRARY_PATH, set below for
+    # this build's copy, would otherwise override the baseline's RUNPATH and
+    # measure this build's library behind the baseline's front end)
+    local base=$work/base library
+    mkdir -p "$base"
+    cp "$BMOE_BENCH_BASELINE" "$base/bmoe-cli.bin"
+    library=$(ldd "$BMOE_BENCH_BASELINE" | awk '$1 ~ /^libbmoe/ { print $3 }')
+    [ -z "$library" ] || cp -L "$library" "$base/$(basename "$library")"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$base" "$base/bmoe-cli.bin" > "$base/bmoe-cli"
+    chmod +x "$base/bmoe-cli"
+    baseline_cli=$base/bmoe-cli
   fi
+  export LD_LIBRARY_PATH=$work
   case " $1 " in
     *@base*) [ -n "$baseline_cli" ] || fail "a CONFIG@base row needs BMOE_BENCH_BASELINE" ;;
   esac
