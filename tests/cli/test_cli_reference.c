@@ -157,7 +157,7 @@ static void test_accepted_flags(void)
     if (cli_run(list, &r) == 0) {
         CHECK(r.exit_code == 0 &&
               strcmp(r.out, "qwen3moe\ngpt-oss\nllama\nlfm2moe\ngemma4\nqwen35moe\nqwen2moe\nolmoe\nbailingmoe2\nglm4moe\n"
-                            "deepseek2\n") == 0);
+                            "deepseek2\ndeepseek4\n") == 0);
         cli_result_free(&r);
     }
 }
