@@ -1,5 +1,5 @@
 /* Shared by the SIMD dot-product kernels of the grid i-quants (dot_iq_avx2.c,
- * dot_iq_avx512.c, dot_iq_neon.c): the ISA-independent reading of a block.
+ * dot_iq_neon.c): the ISA-independent reading of a block.
  * Private to src/kernels.
  *
  * Every kernel takes a 32-value sub-block (iq_sub) as four 8-byte grid points

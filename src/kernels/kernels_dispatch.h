@@ -28,8 +28,8 @@ void neon_quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void neon_quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void neon_quantize_row_f16(const float *src, void *dst, int64_t n);
 
-/* Dot products of the grid i-quants (dot_iq_avx2.c, dot_iq_avx512.c,
- * dot_iq_neon.c), named here for the sets' tables. */
+/* Dot products of the grid i-quants (dot_iq_avx2.c, which the AVX-512 set
+ * lists too, and dot_iq_neon.c), named here for the sets' tables. */
 #define KERNELS_IQ_DECLARE(isa)                                                                           \
     void isa##_dot_rows_iq2_xxs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
     void isa##_dot_rows_iq2_xs(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);    \
@@ -46,7 +46,6 @@ void neon_quantize_row_f16(const float *src, void *dst, int64_t n);
     void isa##_dot_decode_iq1_s(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);   \
     void isa##_dot_decode_iq1_m(int64_t n, const void *w, size_t rb, int64_t nr, const void *a, float *out);
 KERNELS_IQ_DECLARE(avx2)
-KERNELS_IQ_DECLARE(avx512)
 KERNELS_IQ_DECLARE(neon)
 
 /* The entries of a set's dot_rows and dot_decode tables for them. */
