@@ -447,24 +447,6 @@ static void hc_post(run_state *s, const model_hparams *hp, const float *block_ou
     forward_trace_op(s, "ADD", "hc_post");
 }
 
-/* Undoes RoPE on n_heads head vectors (head_dim apart) in place: the
- * rotation by minus the angles of the cache row. */
-static void rope_undo(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache)
-{
-    int half = config->n_rot / 2;
-    const float *cosines = cache, *sines = cache + half;
-    for (int h = 0; h < n_heads; h++) {
-        float *head = x + (int64_t)h * head_dim;
-        for (int i = 0; i < half; i++) {
-            int first = config->type == ROPE_NEOX ? i : 2 * i;
-            int second = config->type == ROPE_NEOX ? i + half : 2 * i + 1;
-            float a = head[first], b = head[second];
-            head[first] = a * cosines[i] + b * sines[i];
-            head[second] = b * cosines[i] - a * sines[i];
-        }
-    }
-}
-
 /* One compressed entry (D floats) of a ratio-4 layer: block b's tokens
  * 4b..4b+3 and the previous block's, from their rows (row(p) = [raw KV head
  * (D) | compressor kv (2D) | scores with ape (2D)]): for each dimension i,

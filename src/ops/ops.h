@@ -56,6 +56,9 @@ void rope_cache_fill(const rope_config *config, int32_t position, float *cache);
 /* Rotates n_heads head vectors (head_dim apart) in place with a cache row
  * from rope_cache_fill; dims n_rot..head_dim-1 are left unchanged. */
 void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache);
+/* rope_apply's inverse: the rotation by minus the same angles (deepseek4
+ * takes the rotation back out of its attention output). */
+void rope_undo(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache);
 
 /* ---- Softmax and activations ------------------------------------------ */
 

@@ -67,7 +67,9 @@ void rope_cache_fill(const rope_config *config, int32_t position, float *cache)
     }
 }
 
-void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache)
+/* The rotation by the cache row's angles, or by minus them (inverse). */
+static inline void rope_rotate(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache,
+                               bool inverse)
 {
     int half = config->n_rot / 2;
     const float *cosines = cache;
@@ -79,8 +81,19 @@ void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, 
             int second = config->type == ROPE_NEOX ? i + half : 2 * i + 1;
             float a = head[first];
             float b = head[second];
-            head[first] = a * cosines[i] - b * sines[i];
-            head[second] = a * sines[i] + b * cosines[i];
+            float sine = inverse ? -sines[i] : sines[i];
+            head[first] = a * cosines[i] - b * sine;
+            head[second] = a * sine + b * cosines[i];
         }
     }
+}
+
+void rope_apply(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache)
+{
+    rope_rotate(config, x, head_dim, n_heads, cache, false);
+}
+
+void rope_undo(const rope_config *config, float *x, int head_dim, int n_heads, const float *cache)
+{
+    rope_rotate(config, x, head_dim, n_heads, cache, true);
 }
