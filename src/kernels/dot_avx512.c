@@ -7,10 +7,9 @@
  * sums inside a block are exact; across blocks (or steps) each row
  * accumulates in f32 lanes in increasing order.
  * The grid i-quants' and the ternary formats' kernels are the AVX2 ones
- * (dot_iq_avx2.c, dot_ternary_avx2.c), which this set lists: bench-kernels
- * measured the AVX2 grid i-quant kernels 1.3-2x faster than 512-bit
- * versions on an AVX-512 host (their cost is the grid lookups, not the
- * multiply width). */
+ * (dot_iq_avx2.c, dot_ternary_avx2.c), which this set lists: their cost is
+ * the grid and sign lookups, not the multiply width, and 512-bit versions
+ * ran slower (bench-kernels with BMOE_ISA=avx2 and avx512 compares). */
 #include <immintrin.h>
 
 #include "dot_common.h"
