@@ -33,6 +33,7 @@ void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b)
     a->prefetch_bytes += b->prefetch_bytes;
     a->prefetched += b->prefetched;
     a->prefetch_useful += b->prefetch_useful;
+    a->prefetch_trusted += b->prefetch_trusted;
     a->predict_paused += b->predict_paused;
     a->experts_routed += b->experts_routed;
     a->experts_dropped += b->experts_dropped;
@@ -266,6 +267,7 @@ static void add_store_delta(bmoe_stats *stats, const expert_store_counters *befo
     stats->prefetch_bytes += after->prefetch_bytes - before->prefetch_bytes;
     stats->prefetched += after->prefetched - before->prefetched;
     stats->prefetch_useful += after->prefetch_useful - before->prefetch_useful;
+    stats->prefetch_trusted += after->prefetch_trusted - before->prefetch_trusted;
 }
 
 /* A model whose weights hold NaN or Inf yields rows that sampling would turn

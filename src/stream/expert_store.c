@@ -20,6 +20,7 @@
 
 #include "../base/pages.h"
 #include "cache_policy.h"
+#include "guess_trust.h"
 #include "io_lanes.h"
 
 /* Slots of the staging area without a cache, per routing slot: one token's
@@ -37,6 +38,7 @@ typedef struct cache_slot {
     bool reported;         /* its reads went to the read observer */
     bool warm;             /* filled by the warm-up from a profile, its reads not counted yet */
     bool warm_listed;      /* in warm_slots */
+    bool judged;           /* its guess counted in the store's guess_trust */
 } cache_slot;
 
 struct expert_store {
@@ -73,6 +75,7 @@ struct expert_store {
     int32_t *n_last_routed;    /* [n_layer] */
     int *speculative_slots;    /* [n_slots] slots a prefetch filled, not yet reported */
     int n_speculative;
+    guess_trust trust;         /* of the guesses, judged as their layers route */
     /* the warm-up from a profile: entries to read, hottest first, a few at a time */
     int32_t *warm_queue;       /* keys (layer * n_expert + expert) */
     int n_warm_queue, warm_next;
@@ -84,7 +87,7 @@ struct expert_store {
 
     /* eval-thread counters */
     uint64_t hits, misses, evictions, rereads;
-    uint64_t prefetched, prefetch_useful;
+    uint64_t prefetched, prefetch_useful, prefetch_trusted;
     uint64_t warmed;
     double serial_io_ms, mgmt_ms;
 };
@@ -562,6 +565,7 @@ static int admit_guess(expert_store *store, int layer, int expert)
     int slot = fill_slot(store, layer, expert, true);
     if (slot < 0)
         return -1;
+    store->slots[slot].judged = false;
     store->policy->insert_cold(store->policy_state, slot);
     if (!store->slots[slot].listed) {
         store->slots[slot].listed = true;
@@ -597,6 +601,7 @@ static int prefetch_entries(expert_store *store, int layer, const int32_t *exper
         if (slot < 0)
             break;
         read++;
+        store->prefetch_trusted += store->trust.trusted;
         for (int p = 0; p < store->layers[layer].n_projections; p++)
             store->submit[(*n_jobs)++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
     }
@@ -702,6 +707,16 @@ int expert_store_read_ahead(expert_store *store, int layer, const int32_t *exper
     return n_read;
 }
 
+/* Counts the guess in slot once: used by its layer's routing, or not. */
+static void judge_guess(expert_store *store, int slot, bool right)
+{
+    if (store->slots[slot].judged)
+        return;
+    store->slots[slot].judged = true;
+    if (guess_trust_judge(&store->trust, right))
+        io_lanes_trust_guesses(store->lanes, store->trust.trusted);
+}
+
 int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
                          bmoe_error *err)
 {
@@ -739,6 +754,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
                 store->slots[slot].speculative = false;
                 store->prefetch_useful++;
                 handle->prefetched = true;
+                judge_guess(store, slot, true);
             }
             /* a guess still being read is needed now: its reads become demand reads */
             if (store->slots[slot].prefetch_read && slot_reading(store, slot)) {
@@ -769,8 +785,11 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
     /* guesses for this layer that it did not route to, or for an earlier one */
     for (int i = 0; i < store->n_speculative; i++) {
         int slot = store->speculative_slots[i];
-        if (!store->slots[slot].pinned && store->slots[slot].layer <= layer)
-            cancel_prefetch(store, slot);
+        if (store->slots[slot].pinned || store->slots[slot].layer > layer)
+            continue;
+        if (store->slots[slot].layer == layer && store->slots[slot].speculative)
+            judge_guess(store, slot, false);
+        cancel_prefetch(store, slot);
     }
     submit_misses(store, layer, experts, misses, n_misses);
     if (n <= store->config.n_expert_used) { /* one token's routing: the next one's guess */
@@ -1032,6 +1051,7 @@ void expert_store_get_counters(expert_store *store, expert_store_counters *count
     counters->mgmt_ms = store->mgmt_ms;
     counters->prefetched = store->prefetched;
     counters->prefetch_useful = store->prefetch_useful;
+    counters->prefetch_trusted = store->prefetch_trusted;
     counters->warmed = store->warmed;
     counters->warm_pending = (uint64_t)(store->n_warm_queue - store->warm_next + store->n_warm);
     if (!store->lanes)

@@ -40,6 +40,7 @@ struct io_lanes {
     int head[2], count[2];     /* ring position and queued jobs */
     int running[2];            /* reads being made, by kind (demand: pieces) */
     int sleepers;              /* threads asleep in io_lanes_wait */
+    bool guesses_trusted;      /* io_lanes_trust_guesses */
     bool stopping;
     _Atomic uint64_t reads, bytes, speculative_bytes;
     _Atomic int64_t busy_ns;
@@ -158,16 +159,28 @@ static io_job *take_demand(io_lanes *lanes, uint64_t *begin, uint64_t *end)
     return job;
 }
 
+/* Whether a queued guess may start now (no demand read is queued). */
+static bool guess_may_start(const io_lanes *lanes)
+{
+    if (lanes->guesses_trusted || lanes->stopping)
+        return true;
+    return lanes->running[QUEUE_DEMAND] == 0 && lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH;
+}
+
+/* Whether a running guess stops between pieces for demand that came in. */
+static bool guess_must_yield(const io_lanes *lanes)
+{
+    return lanes->count[QUEUE_DEMAND] > 0 || (!lanes->guesses_trusted && lanes->running[QUEUE_DEMAND] > 0);
+}
+
 /* The next job a lane may start, or NULL: a piece of a demand read first
  * (begin and end bound it); a speculative job only while the disk serves no
- * demand read and no other guess. */
+ * demand read and few other guesses, unless the guesses are trusted. */
 static io_job *take_job(io_lanes *lanes, uint64_t *begin, uint64_t *end)
 {
     if (lanes->count[QUEUE_DEMAND] > 0)
         return take_demand(lanes, begin, end);
-    if (lanes->count[QUEUE_SPECULATIVE] > 0 &&
-        ((lanes->running[QUEUE_DEMAND] == 0 && lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH) ||
-         lanes->stopping))
+    if (lanes->count[QUEUE_SPECULATIVE] > 0 && guess_may_start(lanes))
         return ring_pop(lanes, QUEUE_SPECULATIVE);
     return NULL;
 }
@@ -181,12 +194,13 @@ static int read_range(io_lane *lane, const io_job *job, uint64_t begin, uint64_t
     return shard_reader_read(&lane->reader, job->shard, begin, end - begin, region, device_bytes, err);
 }
 
-/* A speculative job's next part: one piece, or all that is left once it is
- * promoted (only this lane touches the job while it runs). */
-static int read_part(io_lane *lane, io_job *job, bool whole)
+/* A speculative job's next part: one piece of piece bytes, or all that is
+ * left once it is promoted (piece 0; only this lane touches the job while it
+ * runs). */
+static int read_part(io_lane *lane, io_job *job, uint64_t piece)
 {
     uint64_t position = job->offset + job->done, end = job->offset + job->length;
-    uint64_t stop = whole ? end : piece_end(position, end, IO_SPECULATIVE_PIECE);
+    uint64_t stop = piece == 0 ? end : piece_end(position, end, piece);
     uint64_t device_bytes = 0;
     int64_t start = now_ns();
     int status = read_range(lane, job, position, stop, &device_bytes, &job->error);
@@ -202,8 +216,7 @@ static int read_part(io_lane *lane, io_job *job, bool whole)
  * guess now, and threads waiting for a state. Called with the lock held. */
 static void wake_after(io_lanes *lanes)
 {
-    if (lanes->count[QUEUE_SPECULATIVE] > 0 && lanes->running[QUEUE_DEMAND] == 0 &&
-        lanes->running[QUEUE_SPECULATIVE] < IO_SPECULATIVE_DEPTH)
+    if (lanes->count[QUEUE_SPECULATIVE] > 0 && guess_may_start(lanes))
         pthread_cond_broadcast(&lanes->work);
     if (lanes->sleepers > 0)
         pthread_cond_broadcast(&lanes->arrived);
@@ -290,10 +303,11 @@ static void *lane_main(void *argument)
         bool finished = false, yielded = false, cancelled = false;
         while (!finished) {
             bool guess = job->speculative;
+            uint64_t piece = !guess ? 0 : lanes->guesses_trusted ? IO_DEMAND_PIECE : IO_SPECULATIVE_PIECE;
             uint64_t before = job->device_bytes;
             int64_t latency_before = job->latency_ns;
             pthread_mutex_unlock(&lanes->mutex);
-            status = read_part(lane, job, !guess);
+            status = read_part(lane, job, piece);
             pthread_mutex_lock(&lanes->mutex);
             if (guess) {
                 job->speculative_done = job->done;
@@ -307,8 +321,7 @@ static void *lane_main(void *argument)
                 cancelled = true;
                 break;
             }
-            if (job->speculative && lanes->count[QUEUE_DEMAND] + lanes->running[QUEUE_DEMAND] > 0 &&
-                reserve(lanes, QUEUE_SPECULATIVE, 1)) {
+            if (job->speculative && guess_must_yield(lanes) && reserve(lanes, QUEUE_SPECULATIVE, 1)) {
                 /* demand came in: the guess waits at the front of its queue */
                 lanes->head[QUEUE_SPECULATIVE] =
                     (lanes->head[QUEUE_SPECULATIVE] + lanes->capacity[QUEUE_SPECULATIVE] - 1) %
@@ -420,6 +433,14 @@ void io_lanes_submit(io_lanes *lanes, io_job *const *jobs, int n_jobs)
         ring_push(lanes, jobs[i]->speculative ? QUEUE_SPECULATIVE : QUEUE_DEMAND, jobs[i]);
     }
     pthread_cond_broadcast(&lanes->work);
+    pthread_mutex_unlock(&lanes->mutex);
+}
+
+void io_lanes_trust_guesses(io_lanes *lanes, bool trusted)
+{
+    pthread_mutex_lock(&lanes->mutex);
+    lanes->guesses_trusted = trusted;
+    wake_after(lanes);
     pthread_mutex_unlock(&lanes->mutex);
 }
 

@@ -34,6 +34,10 @@ enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2, IO_CANCELLED = 3 };
 #define IO_SPECULATIVE_PIECE (256u * 1024u)
 /* Speculative reads at once: one alone leaves this disk below its rate. */
 #define IO_SPECULATIVE_DEPTH 2
+/* Guesses trusted (io_lanes_trust_guesses) have none of these limits but the
+ * last: a guess known to be right is worth the disk's whole rate, and its
+ * small pieces and shallow depth left the disk idle or slow while a layer's
+ * compute waited for the guess. */
 /* A demand read of at least two of these is read in pieces of this size,
  * several lanes at once: a disk serves one large read more slowly than the
  * same bytes in reads of about 1 MiB at the lanes' queue depth, and a layer's
@@ -100,6 +104,12 @@ void io_lanes_promote(io_lanes *lanes, io_job *const *jobs, int n_jobs);
 /* Speculative jobs no longer wanted: a queued one ends IO_CANCELLED at once,
  * a running one after its current piece. Demand jobs are left alone. */
 void io_lanes_cancel(io_lanes *lanes, io_job *const *jobs, int n_jobs);
+
+/* Trusted: the guesses come from a predictor measured right (the expert
+ * store decides). A trusted guess starts whenever no demand read is queued,
+ * on any free lane, reads IO_DEMAND_PIECE pieces and yields only to demand
+ * reads queued. Untrusted (the default): the limits above. */
+void io_lanes_trust_guesses(io_lanes *lanes, bool trusted);
 
 /* Waits until *state is no longer IO_PENDING (any thread). stall: the wait
  * counts in the stall figure (a compute thread waiting for its weights).

@@ -151,6 +151,9 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
                          ahead ? " [route-ahead]" : c->predict_prefetch ? " [stale-gate]" : "");
         /* after the contract's fields: parsers that know only those still match */
+        if (d->prefetch_trusted > 0)
+            tm_buffer_printf(out, ", %" PRIu64 " read at the disk's full rate (guesses measured right)",
+                             d->prefetch_trusted);
         if (d->predict_paused > 0)
             tm_buffer_printf(out, ", paused on %" PRIu64 "/%" PRId32 " decodes (measured slower)", d->predict_paused,
                              d->decodes);

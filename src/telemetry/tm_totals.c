@@ -25,6 +25,7 @@ void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *s
     totals->prefetch_bytes += stats->prefetch_bytes;
     totals->prefetched += stats->prefetched;
     totals->prefetch_useful += stats->prefetch_useful;
+    totals->prefetch_trusted += stats->prefetch_trusted;
     totals->predict_paused += stats->predict_paused;
     totals->experts_routed += stats->experts_routed;
     totals->experts_dropped += stats->experts_dropped;

@@ -3,6 +3,7 @@
  * byte for byte; a trace routed differently changes the routing to what it
  * says; with --predict-prefetch the replayed routing of the next layer is what
  * is read ahead; a trace of another shape is refused with one line. */
+#include <ctype.h>
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -15,6 +16,25 @@ static char *run_ok(const char *const *args)
     CHECK(cli_run(args, &r) == 0);
     CHECK_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
     cli_cut_report(&r); /* the timings differ from run to run */
+    char *out = r.out;
+    r.out = NULL;
+    cli_result_free(&r);
+    return out;
+}
+
+/* Right guesses before the first trusted one: at least a few, whatever the
+ * exact decay (guess_trust.h). */
+#define GUESSES_BEFORE_TRUST_MIN 16
+
+/* run_ok's text, and in *report its end-of-run lines. */
+static char *run_ok_report(const char *const *args, char **report)
+{
+    cli_result r;
+    CHECK(cli_run(args, &r) == 0);
+    CHECK_MSG(r.exit_code == 0, "exit %d: %s", r.exit_code, r.err);
+    cli_cut_report(&r);
+    *report = r.report;
+    r.report = NULL;
     char *out = r.out;
     r.out = NULL;
     cli_result_free(&r);
@@ -151,6 +171,33 @@ int main(void)
     CHECK_MSG(plain_misses >= 40 && prefetched > 0 && misses * 4 <= plain_misses,
               "replayed routing read ahead: %d misses after the first layer (%d without), %d prefetched hits", misses,
               plain_misses, prefetched);
+    /* guesses never wrong earn the lanes' trust after a few dozen (guess_trust.h): the later ones are
+     * read at the disk's full rate, and the text is the same */
+    const char *longer[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
+                            "--predict-spec-max", "8", "--predict-always", "-p", "Hello there", "-n", "30",
+                            "--route-replay", altered, NULL};
+    const char *longer_plain[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "-p", "Hello there",
+                                  "-n", "30", "--route-replay", altered, NULL};
+    char *report = NULL, *longer_text = run_ok_report(longer, &report), *longer_plain_text = run_ok(longer_plain);
+    unsigned long long trusted = 0, useful = 0, guessed = 0;
+    const char *line = report ? strstr(report, "moe-prefetch: ") : NULL;
+    const char *full_rate = line ? strstr(line, " read at the disk's full rate") : NULL;
+    const char *digits = full_rate;
+    while (digits && digits > line && isdigit((unsigned char)digits[-1]))
+        digits--;
+    CHECK_MSG(full_rate && digits < full_rate &&
+                  sscanf(line, "moe-prefetch: %*f MiB speculative, %llu/%llu", &useful, &guessed) == 2,
+              "never-wrong guesses not trusted: %s", report ? report : "");
+    if (digits)
+        trusted = strtoull(digits, NULL, 10);
+    CHECK_MSG(useful == guessed && trusted > 0 && trusted + GUESSES_BEFORE_TRUST_MIN <= guessed,
+              "%llu of %llu guesses read trusted", trusted, guessed);
+    CHECK_MSG(longer_text && longer_plain_text && strcmp(longer_text, longer_plain_text) == 0,
+              "trusted guesses changed the text");
+    free(report);
+    free(longer_text);
+    free(longer_plain_text);
+
     /* gated (the default): the same text, and at least the plain step the gate measures first */
     const char *gated[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
                            "--predict-spec-max", "8", "-p", "Hello there", "-n", "10", "--route-replay", altered,

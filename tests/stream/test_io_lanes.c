@@ -7,7 +7,8 @@
  * (cancelled after yielding), and the bytes of a read in pieces land where a
  * whole read puts them, direct and buffered; a long demand read is read in
  * pieces by several lanes at once, and when one piece fails the job fails
- * only once no piece of it is being read. */
+ * only once no piece of it is being read; trusted guesses have none of the
+ * guesses' limits but the yield to queued demand. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -551,6 +552,58 @@ static void test_promote_yielded_long(void)
     fixture_close(&f);
 }
 
+static int in_flight_now(recorder *r)
+{
+    pthread_mutex_lock(&r->mutex);
+    int n = r->in_flight;
+    pthread_mutex_unlock(&r->mutex);
+    return n;
+}
+
+/* Trusted guesses start beside a running demand read on every free lane
+ * (trusting wakes the lanes for guesses already queued), read
+ * IO_DEMAND_PIECE pieces and do not stop for a demand read that runs;
+ * distrusted, they wait again. */
+static void test_trusted(void)
+{
+    range ranges[5] = {{0, 65536},
+                       {1u << 20, 2 * (uint64_t)IO_DEMAND_PIECE + 777},
+                       {4u << 20, 65536},
+                       {5u << 20, 65536},
+                       {6u << 20, 65536}};
+    bool speculative[5] = {false, true, true, true, true};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 5))
+        return;
+    start_held(&f, 0);
+    for (int i = 1; i < 4; i++) {
+        set_hold(&f.rec, i, true);
+        submit(&f, i);
+    }
+    settle();
+    CHECK_MSG(in_flight_now(&f.rec) == 1, "untrusted: %d reads beside a running demand read",
+              in_flight_now(&f.rec) - 1);
+    io_lanes_trust_guesses(f.lanes, true);
+    for (int i = 1; i < 4; i++)
+        CHECK_MSG(wait_reads(&f.rec, i, 1), "trusted guess %d did not start beside the demand read", i);
+    CHECK(in_flight_now(&f.rec) == 4);
+    set_hold(&f.rec, 1, false);
+    CHECK(io_lanes_wait(f.lanes, &f.states[1], false) == 0 && bytes_right(&f, 1));
+    CHECK_MSG(reads_of(&f.rec, 1) == 3, "a trusted guess of 2 MiB + 777 bytes in %d reads, not 3",
+              reads_of(&f.rec, 1));
+    CHECK(atomic_load(&f.states[0]) == IO_PENDING);
+    io_lanes_trust_guesses(f.lanes, false);
+    set_hold(&f.rec, 4, true);
+    submit(&f, 4);
+    settle();
+    CHECK_MSG(reads_of(&f.rec, 4) == 0, "a guess started beside a demand read once distrusted");
+    for (int i = 0; i < 5; i++)
+        set_hold(&f.rec, i, false);
+    for (int i = 0; i < 5; i++)
+        CHECK(io_lanes_wait(f.lanes, &f.states[i], false) == 0 && bytes_right(&f, i));
+    fixture_close(&f);
+}
+
 int main(void)
 {
     char path[] = "test_io_lanes.XXXXXX";
@@ -577,6 +630,7 @@ int main(void)
     test_promote_running();
     test_promote_yielded();
     test_promote_yielded_long();
+    test_trusted();
     unlink(path);
     return test_finish();
 }

@@ -14,6 +14,7 @@ bmoe_add_test(test_stream_memory SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_stream_m
 set_tests_properties(test_stream_memory PROPERTIES SKIP_RETURN_CODE 77)
 add_dependencies(test_stream_memory bmoe-mkmodel bmoe-cli)
 bmoe_add_test(test_io_lanes SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_io_lanes.c LIBS bmoe_stream bmoe_base TIMEOUT 120)
+bmoe_add_test(test_guess_trust SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_guess_trust.c LIBS bmoe_stream TIMEOUT 30)
 bmoe_add_test(test_memory_budget SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_memory_budget.c LIBS bmoe_stream bmoe_base
   TIMEOUT 60)
 bmoe_add_test(test_cache_policy SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cache_policy.c LIBS bmoe_stream m TIMEOUT 120)

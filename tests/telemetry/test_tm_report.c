@@ -128,6 +128,14 @@ static void test_streaming_variants(void)
     CHECK_MSG(strstr(text, "moe-prefetch: 1.00 MiB speculative, 3/4 experts useful (75.0%) [stale-gate], paused on "
                            "3/4 decodes (measured slower)\n") != NULL,
               "paused read-ahead:\n%s", text);
+    /* guesses read trusted, then the pause */
+    s.decode.prefetch_trusted = 2;
+    tm_buffer_clear(&out);
+    tm_report_format(&out, &c, &s);
+    CHECK_MSG(strstr(tm_buffer_text(&out), "[stale-gate], 2 read at the disk's full rate (guesses measured right), "
+                                           "paused on 3/4 decodes") != NULL,
+              "trusted guesses:\n%s", tm_buffer_text(&out));
+    s.decode.prefetch_trusted = 0;
     s.decode.predict_paused = 0;
     tm_buffer_clear(&out);
     tm_report_format(&out, &c, &s);
