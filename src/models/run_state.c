@@ -116,7 +116,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->ffn_up = allocate(nu * ffn_width, sizeof(float), &failed);
     s->attention_scratch_per_thread = attention_scratch_floats(n_ctx, hp->head_dim_k);
     for (int32_t il = 0; il < hp->n_layer; il++) /* deepseek4's scores over the window and the compressed entries */
-        if (hp->compress_ratio[il] == 4 && s->attention_scratch_per_thread < (int64_t)n_ctx + n_ctx / 4 + 1)
+        if (hp->compress_ratio[il] != 0 && s->attention_scratch_per_thread < (int64_t)n_ctx + n_ctx / 4 + 1)
             s->attention_scratch_per_thread = (int64_t)n_ctx + n_ctx / 4 + 1;
     s->attention_scratch = allocate((size_t)n_threads * (size_t)s->attention_scratch_per_thread, sizeof(float),
                                     &failed);
@@ -171,17 +171,30 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     if (s->mixer_floats > 0)
         s->mixer = allocate(nu * (size_t)s->mixer_floats, sizeof(float), &failed);
     size_t rows = 0, entries = 0;
+    bool indexed = false;
     for (int32_t il = 0; il < hp->n_layer; il++) {
+        int32_t ratio = hp->compress_ratio[il];
+        size_t d = (size_t)hp->head_dim_k, di = (size_t)hp->indexer_dim, blocks = ratio > 0 ? n_ctx / ratio + 1 : 0;
+        /* a ratio-4 compressor overlaps two blocks (2*D kv and scores per token), a ratio-128 one does not */
+        size_t overlap = ratio == 4 ? 2 : 1;
+        s->compress_row_floats[il] = ratio == 0 ? 0 : (int64_t)(d + 2 * overlap * d + (ratio == 4 ? 4 * di : 0));
         s->compress_offset[il] = rows;
         s->compressed_offset[il] = entries;
-        if (hp->compress_ratio[il] == 4) {
-            rows += (size_t)n_ctx * 5 * (size_t)hp->head_dim_k;
-            entries += ((size_t)n_ctx / 4 + 1) * (size_t)hp->head_dim_k;
-        }
+        s->indexer_offset[il] = entries + blocks * d;
+        rows += (size_t)n_ctx * (size_t)s->compress_row_floats[il];
+        entries += blocks * (d + (ratio == 4 ? di : 0));
+        indexed |= ratio == 4;
     }
     if (rows > 0) {
         s->compress_rows = allocate(rows, sizeof(float), &failed);
         s->compressed = allocate(entries, sizeof(float), &failed);
+    }
+    if (indexed) {
+        size_t blocks = (size_t)n_ctx / 4 + 1;
+        s->indexer_q = allocate(nu * (size_t)hp->indexer_heads * (size_t)hp->indexer_dim, sizeof(float), &failed);
+        s->indexer_weights = allocate(nu * (size_t)hp->indexer_heads, sizeof(float), &failed);
+        s->indexer_scores = allocate(blocks, sizeof(float), &failed);
+        s->indexer_chosen = allocate(blocks, sizeof(int32_t), &failed);
     }
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
     size_t cache_bytes = 0; /* reported as kv_bytes and recurrent_floats */
@@ -264,7 +277,7 @@ void run_state_destroy(run_state *s)
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
                        s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input, s->compress_rows,
-                       s->compressed};
+                       s->compressed, s->indexer_q, s->indexer_weights, s->indexer_scores, s->indexer_chosen};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);

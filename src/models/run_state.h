@@ -115,13 +115,22 @@ typedef struct run_state {
     size_t recurrent_offset[MODEL_MAX_LAYERS];
     size_t recurrent_floats;
     float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
-    /* deepseek4's compressed KV layers (compress ratio 4), by position like
-     * the KV cache: layer il's rows at compress_rows + compress_offset[il],
-     * [n_ctx][5*D] (the raw KV head, the compressor's kv and scores, 2*D
-     * each), and its compressed entries at compressed + compressed_offset[il],
-     * [n_ctx/4][D]; NULL without such layers */
+    /* deepseek4's compressed KV layers (compress ratio 4 or 128), by
+     * position like the KV cache: layer il's rows at compress_rows +
+     * compress_offset[il], [n_ctx][compress_row_floats[il]]: the raw KV head
+     * (D), the compressor's kv and scores (2*D each at ratio 4, D at 128),
+     * then at ratio 4 the indexer compressor's kv and scores (2*Di each); its
+     * compressed entries at compressed + compressed_offset[il],
+     * [n_ctx/ratio + 1][D], and at ratio 4 the indexer's keys at compressed +
+     * indexer_offset[il], [n_ctx/4 + 1][Di]; NULL without such layers */
     float *compress_rows, *compressed;
-    size_t compress_offset[MODEL_MAX_LAYERS], compressed_offset[MODEL_MAX_LAYERS];
+    size_t compress_offset[MODEL_MAX_LAYERS], compressed_offset[MODEL_MAX_LAYERS], indexer_offset[MODEL_MAX_LAYERS];
+    int64_t compress_row_floats[MODEL_MAX_LAYERS];
+    /* the lightning indexer of the ratio-4 layers: the batch's queries
+     * [n_ubatch][Hi*Di] and head weights [n_ubatch][Hi], one token's scores
+     * of the compressed entries and the ones it chooses [n_ctx/4 + 1] */
+    float *indexer_q, *indexer_weights, *indexer_scores;
+    int32_t *indexer_chosen;
     float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
     /* gemma4's per-layer embeddings, Dp per layer: */
     float *per_layer_input;    /* [n_ubatch][n_layer][Dp] every layer's input P of the batch's tokens */

@@ -370,8 +370,8 @@ static void test_deepseek2(void)
 
 /* deepseek4: the hyper-connections' and the grouped output's tensors, its
  * head layout and routing keys, the hash layers' tables against
- * hash_layer_count, a ratio-4 layer's compressor, and the ratio-128 layers
- * (not run here) refused by name. */
+ * hash_layer_count, a ratio-4 and a ratio-128 layer's compressor, and the
+ * ratios there are. */
 static void test_deepseek4(void)
 {
     mk_setup("arch_errors");
@@ -397,9 +397,13 @@ static void test_deepseek4(void)
     expect(path, "deepseek4-compressed", &(variant){.key = "deepseek4.attention.compress_ratios",
                                                     .values = {4, 4, 0}, .n_values = 3},
            "missing tensor 'blk.1.attn_compressor_kv.weight'", NULL);
+    /* a ratio-128 layer needs its own compressor (and no indexer) */
     expect(path, "deepseek4-hca", &(variant){.key = "deepseek4.attention.compress_ratios",
-                                             .values = {128, 0, 0}, .n_values = 3},
-           "layer 0 compresses its KV cache by 128: not supported yet", NULL);
+                                             .values = {0, 128, 0}, .n_values = 3},
+           "missing tensor 'blk.1.attn_compressor_kv.weight'", NULL);
+    expect(path, "deepseek4-hca-shape", &(variant){.key = "deepseek4.attention.compress_ratios",
+                                                   .values = {128, 0, 0}, .n_values = 3},
+           "tensor 'blk.0.attn_compressor_kv.weight' has shape {256, 256}", "expected {256, 128}");
     expect(path, "deepseek4-ratio", &(variant){.key = "deepseek4.attention.compress_ratios",
                                                .values = {0, 0, 8}, .n_values = 3},
            "compress_ratios[2] = 8: the compress ratios are 0, 4 or 128", NULL);
