@@ -311,8 +311,16 @@ static uint64_t simple_arch_kv_bytes(const char *name)
         return 4ull * 64 * ((256 + 32) + 256) * 4;
     if (strcmp(name, "deepseek2-lite-tiny-f32") == 0)
         return 3ull * 64 * 4 * ((64 + 32) + 64) * 4;
-    if (strcmp(name, "deepseek4-tiny-f32") == 0) /* its one KV head (128) as key and as value */
-        return 3ull * 64 * (128 + 128) * 4;
+    /* deepseek4: a raw layer's one KV head (128) as key and as value; a
+     * ratio-4 layer's rows of that head, its compressor's kv and scores (2 *
+     * 128 each), its indexer's (2 * 64 each), and one entry (128) and
+     * indexer key (64) per 4 positions; a ratio-128 layer's rows of the head,
+     * kv and scores (128 each), its 64 positions no block yet */
+    if (strcmp(name, "deepseek4-tiny-f32") == 0)
+        return 2ull * 64 * (128 + 128) * 4 + 64ull * (5 * 128 + 4 * 64) * 4 + 16ull * (128 + 64) * 4;
+    if (strcmp(name, "deepseek4-long-tiny-f32") == 0)
+        return 1ull * 64 * (128 + 128) * 4 + 64ull * (5 * 128 + 4 * 64) * 4 + 16ull * (128 + 64) * 4 +
+               64ull * 3 * 128 * 4;
     return 0;
 }
 
