@@ -36,9 +36,6 @@
 #include "bind.h"
 #include "model.h"
 
-/* llama.cpp's expert_gating_func number for sqrt(softplus) */
-enum { GATING_SQRT_SOFTPLUS = 4 };
-
 /* the RoPE pairing: NORM, on each head's last n_rot dimensions */
 #define DEEPSEEK4_ROPE ROPE_NORM
 
@@ -127,8 +124,8 @@ static int read_deepseek4_hparams(model *m, bmoe_error *err)
                        err) ||
         model_read_f32(m, "hyper_connection.epsilon", true, 0.0f, &hp->hc_eps, err) ||
         model_read_u32(m, "hash_layer_count", false, 0, 0, (uint32_t)hp->n_layer, &hp->hash_layer_count, err) ||
-        model_read_u32(m, "expert_gating_func", true, 0, 0, 1000, &hp->expert_gating_func, err) ||
-        model_read_f32(m, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err) ||
+        model_read_expert_weighting(m, true, EXPERT_GATING_SQRT_SOFTPLUS,
+                                    EXPERT_GATING_BIT(EXPERT_GATING_SQRT_SOFTPLUS), err) ||
         read_layer_f32(m, "swiglu_clamp_exp", true, NULL, hp->swiglu_clamp_exp, err) ||
         read_layer_f32(m, "swiglu_clamp_shexp", false, hp->swiglu_clamp_exp, hp->swiglu_clamp_shexp, err) ||
         read_compress_ratios(m, err) ||
@@ -140,14 +137,6 @@ static int read_deepseek4_hparams(model *m, bmoe_error *err)
     if (!(compress_base > 0.0f))
         return error_set(err, "model: %s.attention.compress_rope_freq_base %g must be positive", a,
                          (double)compress_base);
-    char key[128];
-    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
-    hp->expert_weights_norm = false;
-    if (gguf_find_kv(m->file, key) && !gguf_get_bool(m->file, key, &hp->expert_weights_norm))
-        return error_set(err, "model: key '%s' is not a boolean", key);
-    if (hp->expert_gating_func != GATING_SQRT_SOFTPLUS)
-        return error_set(err, "model: %s.expert_gating_func %d: deepseek4 routes by sqrt(softplus) (%d)", a,
-                         hp->expert_gating_func, GATING_SQRT_SOFTPLUS);
     if (hp->n_expert_group > 1)
         return error_set(err, "model: %s.expert_group_count %d: deepseek4 routes without expert groups", a,
                          hp->n_expert_group);
