@@ -471,7 +471,8 @@ BMOE_API int bmoe_context_predict_log(const bmoe_context *context, int32_t layer
 
 /* What a context holds in memory. */
 typedef struct bmoe_context_memory {
-    uint64_t kv_bytes;        /* the KV cache (the layers with attention) */
+    uint64_t kv_bytes;        /* the KV cache (the layers with attention; deepseek4's compressed layers'
+                                 per-position compressor rows and compressed entries) */
     uint64_t recurrent_bytes; /* the recurrent layers' state */
     uint64_t buffer_bytes;    /* activation buffers */
 } bmoe_context_memory;

@@ -48,7 +48,7 @@ int bailingmoe2_bind(model *m, bmoe_error *err)
         model_read_u32(m, "expert_feed_forward_length", true, 0, 1, 1u << 20, &hp->n_ff_exp, err) ||
         model_read_u32(m, "expert_shared_count", true, 0, 1, 64, &shared_count, err) ||
         model_read_u32(m, "leading_dense_block_count", false, 0, 0, (uint32_t)hp->n_layer, &leading_dense, err) ||
-        model_read_expert_weighting(m, true, 2, err))
+        model_read_expert_weighting(m, true, EXPERT_GATING_SIGMOID, EXPERT_GATINGS_SOFTMAX_SIGMOID, err))
         return -1;
     if (hp->head_dim_k != hp->head_dim_v)
         return error_set(err, "model: bailingmoe2 needs key_length == value_length (have %d, %d)", hp->head_dim_k,

@@ -23,9 +23,6 @@
 #include "bind.h"
 #include "model.h"
 
-/* llama.cpp's expert_gating_func number for softmax */
-enum { GATING_SOFTMAX = 1 };
-
 /* The queries, latent and routing keys, their agreement with the head sizes
  * of the common keys, and the attention scale (9.4). */
 static int read_deepseek2_hparams(model *m, bmoe_error *err)
@@ -43,7 +40,7 @@ static int read_deepseek2_hparams(model *m, bmoe_error *err)
         model_read_f32(m, "rope.scaling.yarn_log_multiplier", false, 0.0f, &log_multiplier, err) ||
         /* files from before the gating key route by softmax (V2, V2.5); the
          * groups (V3, Kimi-K2) are read and applied for every architecture */
-        model_read_expert_weighting(m, false, GATING_SOFTMAX, err))
+        model_read_expert_weighting(m, false, EXPERT_GATING_SOFTMAX, EXPERT_GATINGS_SOFTMAX_SIGMOID, err))
         return -1;
     hp->n_ff_shexp = hp->n_ff_exp * n_shared;
 

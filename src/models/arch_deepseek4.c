@@ -14,25 +14,27 @@
  * the bias). The output head collapses the streams with its own mix.
  *
  * Compressed KV (attention.compress_ratios): a ratio-0 layer attends over
- * the raw sliding window only. A ratio-4 layer also pools every 4 tokens
- * into one compressed entry (a per-dimension softmax over the gate scores of
- * the previous block's and this block's tokens, normalized, its tail rotated
- * at the block's first position) and attends over the window plus the
- * compressed entries the lightning indexer selects; its RoPE uses
- * compress_rope_freq_base (and the file's YaRN). The indexer's selection is
- * not implemented: while a token sees at most indexer.top_k compressed
- * entries it selects all of them, which is what runs here; beyond that
- * (positions >= 4 * top_k) the forward pass fails with a message. Ratio-128
- * layers are refused at load. */
+ * the raw sliding window only. A compressed layer also pools every block of
+ * `ratio` tokens into one compressed entry once the block is complete (a
+ * per-dimension softmax over the tokens' gate scores weighs their kv
+ * values, then the compressor's norm, its tail rotated at the block's first
+ * position) and attends over the window plus the compressed entries of the
+ * complete blocks; its RoPE uses compress_rope_freq_base (and the file's
+ * YaRN). Ratio 128 pools the block's own 128 tokens and attends to every
+ * complete block. Ratio 4 pools 8 tokens, the previous block's through the
+ * first half of the compressor's kv and gate and this block's through the
+ * second, and attends to at most indexer.top_k entries: the ones the
+ * lightning indexer scores highest, sum over its heads h of w_h * relu(q_h .
+ * k) with its own compressor's keys (the same pooling over indexer.key_length
+ * dimensions), its queries from the low-rank query through
+ * indexer.attn_q_b, the weights w from indexer.proj. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bind.h"
 #include "model.h"
-
-/* llama.cpp's expert_gating_func number for sqrt(softplus) */
-enum { GATING_SQRT_SOFTPLUS = 4 };
 
 /* the RoPE pairing: NORM, on each head's last n_rot dimensions */
 #define DEEPSEEK4_ROPE ROPE_NORM
@@ -81,7 +83,7 @@ static int read_layer_f32(const model *m, const char *suffix, bool required, con
 }
 
 /* attention.compress_ratios: an array with a ratio for every block (0, 4
- * or 128); ratios 0 and 4 run here. */
+ * or 128). */
 static int read_compress_ratios(model *m, bmoe_error *err)
 {
     model_hparams *hp = &m->hparams;
@@ -100,9 +102,6 @@ static int read_compress_ratios(model *m, bmoe_error *err)
         if (ratio != 0 && ratio != 4 && ratio != 128)
             return error_set(err, "model: %s[%d] = %lld: the compress ratios are 0, 4 or 128", key, il,
                              (long long)ratio);
-        if (ratio == 128)
-            return error_set(err, "model: deepseek4 layer %d compresses its KV cache by 128: not supported yet "
-                             "(ratios 0 and 4 are)", il);
         hp->compress_ratio[il] = (int32_t)ratio;
     }
     return 0;
@@ -125,8 +124,8 @@ static int read_deepseek4_hparams(model *m, bmoe_error *err)
                        err) ||
         model_read_f32(m, "hyper_connection.epsilon", true, 0.0f, &hp->hc_eps, err) ||
         model_read_u32(m, "hash_layer_count", false, 0, 0, (uint32_t)hp->n_layer, &hp->hash_layer_count, err) ||
-        model_read_u32(m, "expert_gating_func", true, 0, 0, 1000, &hp->expert_gating_func, err) ||
-        model_read_f32(m, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err) ||
+        model_read_expert_weighting(m, true, EXPERT_GATING_SQRT_SOFTPLUS,
+                                    EXPERT_GATING_BIT(EXPERT_GATING_SQRT_SOFTPLUS), err) ||
         read_layer_f32(m, "swiglu_clamp_exp", true, NULL, hp->swiglu_clamp_exp, err) ||
         read_layer_f32(m, "swiglu_clamp_shexp", false, hp->swiglu_clamp_exp, hp->swiglu_clamp_shexp, err) ||
         read_compress_ratios(m, err) ||
@@ -138,14 +137,6 @@ static int read_deepseek4_hparams(model *m, bmoe_error *err)
     if (!(compress_base > 0.0f))
         return error_set(err, "model: %s.attention.compress_rope_freq_base %g must be positive", a,
                          (double)compress_base);
-    char key[128];
-    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
-    hp->expert_weights_norm = false;
-    if (gguf_find_kv(m->file, key) && !gguf_get_bool(m->file, key, &hp->expert_weights_norm))
-        return error_set(err, "model: key '%s' is not a boolean", key);
-    if (hp->expert_gating_func != GATING_SQRT_SOFTPLUS)
-        return error_set(err, "model: %s.expert_gating_func %d: deepseek4 routes by sqrt(softplus) (%d)", a,
-                         hp->expert_gating_func, GATING_SQRT_SOFTPLUS);
     if (hp->n_expert_group > 1)
         return error_set(err, "model: %s.expert_group_count %d: deepseek4 routes without expert groups", a,
                          hp->n_expert_group);
@@ -238,17 +229,23 @@ static int bind_layer(model *m, int il, bmoe_error *err)
         model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
                    "blk.%d.ffn_down_shexp.weight", il))
         return -1;
-    if (hp->compress_ratio[il] == 4) {
+    int64_t ratio = hp->compress_ratio[il], overlap = ratio == 4 ? 2 : 1;
+    if (ratio != 0 &&
+        (model_bind(m, &l->attn_compressor_kv, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, overlap * d}, err,
+                    "blk.%d.attn_compressor_kv.weight", il) ||
+         model_bind(m, &l->attn_compressor_gate, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, overlap * d},
+                    err, "blk.%d.attn_compressor_gate.weight", il) ||
+         model_bind(m, &l->attn_compressor_ape, BIND_REQUIRED, TENSOR_VECTOR, 2, (int64_t[]){overlap * d, ratio}, err,
+                    "blk.%d.attn_compressor_ape.weight", il) ||
+         model_bind(m, &l->attn_compressor_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
+                    "blk.%d.attn_compressor_norm.weight", il)))
+        return -1;
+    if (ratio == 4) {
         int64_t hi = hp->indexer_heads, di = hp->indexer_dim;
-        if (model_bind(m, &l->attn_compressor_kv, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, 2 * d}, err,
-                       "blk.%d.attn_compressor_kv.weight", il) ||
-            model_bind(m, &l->attn_compressor_gate, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, 2 * d}, err,
-                       "blk.%d.attn_compressor_gate.weight", il) ||
-            model_bind(m, &l->attn_compressor_ape, BIND_REQUIRED, TENSOR_VECTOR, 2, (int64_t[]){2 * d, 4}, err,
-                       "blk.%d.attn_compressor_ape.weight", il) ||
-            model_bind(m, &l->attn_compressor_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){d}, err,
-                       "blk.%d.attn_compressor_norm.weight", il) ||
-            model_bind(m, &l->indexer_proj, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, hi}, err,
+        if (di < hp->n_rot)
+            return error_set(err, "model: %s.attention.indexer.key_length %lld is shorter than rope.dimension_count "
+                             "%d (the rotated part of each indexer head)", hp->architecture, (long long)di, hp->n_rot);
+        if (model_bind(m, &l->indexer_proj, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, hi}, err,
                        "blk.%d.indexer.proj.weight", il) ||
             model_bind(m, &l->indexer_attn_q_b, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){q_lora, hi * di}, err,
                        "blk.%d.indexer.attn_q_b.weight", il) ||
@@ -447,46 +444,162 @@ static void hc_post(run_state *s, const model_hparams *hp, const float *block_ou
     forward_trace_op(s, "ADD", "hc_post");
 }
 
-/* One compressed entry (D floats) of a ratio-4 layer: block b's tokens
- * 4b..4b+3 and the previous block's, from their rows (row(p) = [raw KV head
- * (D) | compressor kv (2D) | scores with ape (2D)]): for each dimension i,
- * a softmax over the previous block's scores[i] (-inf before position 0)
- * and this block's scores[D + i] weighs the kv values likewise; then the
- * compressor's norm and RoPE of the tail at position 4b. */
-static void compress_block(const model_hparams *hp, const layer_weights *l, const float *rows, int64_t b, float *out)
+/* Most tokens one compressed entry pools: a ratio-128 block. */
+#define COMPRESS_MAX_POOL 128
+
+/* One compressor of a compressed layer: its ratio, the width of its entries
+ * (D for the attention's, Di for the indexer's), where its kv values and
+ * gate scores start in row(p) (2*dim of each at ratio 4, the previous
+ * block's half then this block's; dim at ratio 128) and its norm. */
+typedef struct compressor {
+    int64_t ratio, dim, kv, score;
+    const float *norm;
+} compressor;
+
+/* Entry b of compressor c from the rows of its tokens (row(p) at rows + p *
+ * row_floats): for each dimension i, a softmax over the pooled tokens'
+ * scores[i] weighs their kv values[i]: at ratio 4 the 8 tokens 4b-4..4b+3
+ * (the previous block's through the first half, -inf before position 0),
+ * at ratio 128 the block's own 128; then the norm, and RoPE of the tail at
+ * the block's first position. */
+static void compress_block(const model_hparams *hp, const float *rows, int64_t row_floats, const compressor *c,
+                           int64_t b, float *out)
 {
-    int64_t d = hp->head_dim_k, row = 5 * d;
-    for (int64_t i = 0; i < d; i++) {
-        float scores[8], values[8];
-        for (int j = 0; j < 8; j++) {
-            int64_t p = 4 * b - 4 + j;
-            int64_t half = j < 4 ? 0 : d; /* the previous block's first half, this block's second */
-            scores[j] = p < 0 ? -INFINITY : rows[p * row + 3 * d + half + i];
-            values[j] = p < 0 ? 0.0f : rows[p * row + d + half + i];
+    int64_t ratio = c->ratio, dim = c->dim, pooled = ratio == 4 ? 2 * ratio : ratio;
+    int64_t first = (b + 1) * ratio - pooled;
+    float weights[COMPRESS_MAX_POOL];
+    for (int64_t i = 0; i < dim; i++) {
+        for (int64_t j = 0; j < pooled; j++) {
+            int64_t p = first + j, half = pooled > ratio && j >= ratio ? dim : 0;
+            weights[j] = p < 0 ? -INFINITY : rows[p * row_floats + c->score + half + i];
         }
-        softmax(scores, 8);
+        softmax(weights, pooled);
         double sum = 0.0;
-        for (int j = 0; j < 8; j++)
-            sum += values[j] * scores[j];
+        for (int64_t j = 0; j < pooled; j++) {
+            int64_t p = first + j, half = pooled > ratio && j >= ratio ? dim : 0;
+            if (p >= 0)
+                sum += rows[p * row_floats + c->kv + half + i] * weights[j];
+        }
         out[i] = (float)sum;
     }
-    rmsnorm(out, out, l->attn_compressor_norm.data, d, hp->rms_eps);
+    rmsnorm(out, out, c->norm, dim, hp->rms_eps);
     float cache[2 * MODEL_MAX_ROPE_PAIRS];
-    rope_cache_fill(&hp->rope_swa, (int32_t)(4 * b), cache);
-    rope_apply(&hp->rope_swa, out + d - hp->n_rot, (int)d, 1, cache);
+    rope_cache_fill(&hp->rope_swa, (int32_t)(b * ratio), cache);
+    rope_apply(&hp->rope_swa, out + dim - hp->n_rot, (int)dim, 1, cache);
+}
+
+/* The reference's CPU top-k is std::partial_sort, whose first phase
+ * (libstdc++'s heap selection) decides which of equal scores are kept: a
+ * token whose indexer weights are all negative scores many entries exactly
+ * 0. These three steps follow that selection's sifting order exactly;
+ * `above(a, b)` is its comparison, entry a scoring higher than b. */
+static bool above(const float *scores, int32_t a, int32_t b)
+{
+    return scores[a] > scores[b];
+}
+
+/* Moves the hole at `hole` of heap[0..length) down to a leaf along the
+ * children that rank first, then `value` up from there (libstdc++'s
+ * __adjust_heap then __push_heap). */
+static void heap_adjust(int32_t *heap, int64_t hole, int64_t length, int32_t value, const float *scores)
+{
+    int64_t top = hole, child = hole;
+    while (child < (length - 1) / 2) {
+        child = 2 * (child + 1);
+        if (above(scores, heap[child], heap[child - 1]))
+            child--;
+        heap[hole] = heap[child];
+        hole = child;
+    }
+    if ((length & 1) == 0 && child == (length - 2) / 2) {
+        child = 2 * (child + 1);
+        heap[hole] = heap[child - 1];
+        hole = child - 1;
+    }
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && above(scores, heap[parent], value)) {
+        heap[hole] = heap[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    heap[hole] = value;
+}
+
+/* chosen[0..k) = the k of entries 0..n-1 (n > k) the reference's top-k
+ * keeps: a heap of the first k with the lowest-ranking one on top, which
+ * each later entry scoring strictly higher replaces. */
+static void select_top_k(const float *scores, int64_t n, int64_t k, int32_t *chosen)
+{
+    for (int64_t j = 0; j < k; j++)
+        chosen[j] = (int32_t)j;
+    for (int64_t parent = (k - 2) / 2; k >= 2 && parent >= 0; parent--)
+        heap_adjust(chosen, parent, k, chosen[parent], scores);
+    for (int64_t j = k; j < n; j++)
+        if (above(scores, (int32_t)j, chosen[0]))
+            heap_adjust(chosen, 0, k, (int32_t)j, scores);
+}
+
+static int compare_entries(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The compressed entries a ratio-4 layer's token t (at position p) attends
+ * to, ascending, into chosen; returns how many. Each of the n_visible
+ * entries scores sum over the indexer heads h of w_h * relu(q_h . k): all of
+ * them while they are at most top_k, else the top_k highest. */
+static int64_t indexer_choose(run_state *s, const model_hparams *hp, const float *keys, int t, int64_t n_visible,
+                              int32_t *chosen)
+{
+    int64_t hi = hp->indexer_heads, di = hp->indexer_dim, k = hp->indexer_top_k;
+    if (n_visible <= k) {
+        for (int64_t e = 0; e < n_visible; e++)
+            chosen[e] = (int32_t)e;
+        return n_visible;
+    }
+    const float *q = s->indexer_q + t * hi * di, *w = s->indexer_weights + t * hi;
+    for (int64_t e = 0; e < n_visible; e++) {
+        double score = 0.0;
+        for (int64_t head = 0; head < hi; head++) {
+            double dot = 0.0;
+            for (int64_t i = 0; i < di; i++)
+                dot += (double)q[head * di + i] * keys[e * di + i];
+            float relu = dot > 0.0 ? (float)dot : 0.0f;
+            score += relu * w[head];
+        }
+        s->indexer_scores[e] = (float)score;
+    }
+    select_top_k(s->indexer_scores, n_visible, k, chosen);
+    qsort(chosen, (size_t)k, sizeof *chosen, compare_entries);
+    return k;
+}
+
+/* The key (and value) j of a token at position p attending over the raw
+ * window from `first` (n_raw rows) and then its compressed entries (those in
+ * chosen, or all of them when chosen is NULL). */
+static const float *compressed_layer_key(const model_hparams *hp, const float *rows, int64_t row_floats,
+                                         int64_t first, int64_t n_raw, const float *entries, const int32_t *chosen,
+                                         int64_t j)
+{
+    if (j < n_raw)
+        return rows + (first + j) * row_floats;
+    return entries + (chosen ? chosen[j - n_raw] : j - n_raw) * hp->head_dim_k;
 }
 
 /* Attention of one head's query q (at position p) over the raw window's
- * keys (rows) and the first n_compressed compressed entries, K = V, with
- * the head's sink, into out (D floats). */
+ * keys (the first D floats of each row) and n_chosen compressed entries
+ * (chosen, or the first n_chosen when NULL), K = V, with the head's sink,
+ * into out (D floats). */
 static void attend_compressed(const model_hparams *hp, const float *q, int64_t p, const float *rows,
-                              const float *compressed, int64_t n_compressed, float sink, float *scores, float *out)
+                              int64_t row_floats, const float *entries, const int32_t *chosen, int64_t n_chosen,
+                              float sink, float *scores, float *out)
 {
-    int64_t d = hp->head_dim_k, row = 5 * d;
+    int64_t d = hp->head_dim_k;
     int64_t first = p - hp->n_swa + 1 > 0 ? p - hp->n_swa + 1 : 0, n_raw = p - first + 1;
     float top = sink;
-    for (int64_t j = 0; j < n_raw + n_compressed; j++) {
-        const float *k = j < n_raw ? rows + (first + j) * row : compressed + (j - n_raw) * d;
+    for (int64_t j = 0; j < n_raw + n_chosen; j++) {
+        const float *k = compressed_layer_key(hp, rows, row_floats, first, n_raw, entries, chosen, j);
         double dot = 0.0;
         for (int64_t i = 0; i < d; i++)
             dot += (double)q[i] * k[i];
@@ -497,8 +610,8 @@ static void attend_compressed(const model_hparams *hp, const float *q, int64_t p
     double total = exp((double)sink - top);
     for (int64_t i = 0; i < d; i++)
         out[i] = 0.0f;
-    for (int64_t j = 0; j < n_raw + n_compressed; j++) {
-        const float *v = j < n_raw ? rows + (first + j) * row : compressed + (j - n_raw) * d;
+    for (int64_t j = 0; j < n_raw + n_chosen; j++) {
+        const float *v = compressed_layer_key(hp, rows, row_floats, first, n_raw, entries, chosen, j);
         float w = expf(scores[j] - top);
         total += w;
         vector_add_scaled(out, v, w, d);
@@ -506,15 +619,73 @@ static void attend_compressed(const model_hparams *hp, const float *q, int64_t p
     vector_scale(out, out, (float)(1.0 / total), d);
 }
 
+/* The compressed layer il's attention of the n tokens (their queries in
+ * s->q, their KV head in s->k) into s->attn: their rows (the KV head, the
+ * compressors' projections with ape), the entries their positions
+ * complete, and at ratio 4 the indexer's queries and weights; then each
+ * token over its window and its compressed entries. */
+static void attend_compressed_layer(run_state *s, const model_hparams *hp, const layer_weights *l, int il, int n)
+{
+    int64_t h = hp->n_head, d = hp->head_dim_k, r = hp->n_rot, ratio = hp->compress_ratio[il];
+    int64_t row_floats = s->compress_row_floats[il], overlap = ratio == 4 ? 2 : 1;
+    int64_t hi = hp->indexer_heads, di = hp->indexer_dim;
+    bool indexed = ratio == 4;
+    compressor attention = {ratio, d, d, d + overlap * d, l->attn_compressor_norm.data};
+    compressor indexer = {ratio, di, d + 2 * overlap * d, d + 2 * overlap * d + 2 * di,
+                          l->indexer_compressor_norm.data};
+    /* the batch's positions are consecutive: their rows are one strided run */
+    float *layer_rows = s->compress_rows + s->compress_offset[il];
+    float *entries = s->compressed + s->compressed_offset[il], *keys = s->compressed + s->indexer_offset[il];
+    float *first_row = layer_rows + (int64_t)s->positions[0] * row_floats;
+    const tensor_view *w[5] = {&l->attn_compressor_kv, &l->attn_compressor_gate, &l->indexer_compressor_kv,
+                               &l->indexer_compressor_gate, &l->indexer_proj};
+    float *outs[5] = {first_row + attention.kv, first_row + attention.score, first_row + indexer.kv,
+                      first_row + indexer.score, s->indexer_weights};
+    linear(s, s->x, hp->n_embd, n, indexed ? 5 : 2, w, outs,
+           (int64_t[]){row_floats, row_floats, row_floats, row_floats, hi});
+    if (indexed) {
+        const tensor_view *q_b = &l->indexer_attn_q_b;
+        linear(s, deepseek4_rows_of(hp, s->mixer).q_a, s->mixer_floats, n, 1, &q_b, &s->indexer_q, NULL);
+        vector_scale(s->indexer_weights, s->indexer_weights, 1.0f / sqrtf((float)(di * hi)), n * hi);
+    }
+    for (int t = 0; t < n; t++) {
+        int64_t p = s->positions[t];
+        float *row = layer_rows + p * row_floats;
+        memcpy(row, s->k + t * d, (size_t)d * sizeof(float));
+        vector_add(row + attention.score, (const float *)l->attn_compressor_ape.data + (p % ratio) * overlap * d,
+                   overlap * d);
+        if (indexed) {
+            vector_add(row + indexer.score, (const float *)l->indexer_compressor_ape.data + (p % ratio) * 2 * di,
+                       2 * di);
+            rope_apply(&hp->rope_swa, s->indexer_q + t * hi * di + di - r, (int)di, (int)hi,
+                       s->rope_cache_swa + t * r);
+        }
+        if ((p + 1) % ratio == 0) {
+            compress_block(hp, layer_rows, row_floats, &attention, p / ratio, entries + (p / ratio) * d);
+            if (indexed)
+                compress_block(hp, layer_rows, row_floats, &indexer, p / ratio, keys + (p / ratio) * di);
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        int64_t p = s->positions[t], n_visible = (p + 1) / ratio, n_chosen = n_visible;
+        int32_t *chosen = s->indexer_chosen;
+        if (indexed)
+            n_chosen = indexer_choose(s, hp, keys, t, n_visible, chosen);
+        for (int64_t head = 0; head < h; head++)
+            attend_compressed(hp, s->q + (t * h + head) * d, p, layer_rows, row_floats, entries,
+                              indexed ? chosen : NULL, n_chosen, ((const float *)l->attn_sinks.data)[head],
+                              s->attention_scratch, s->attn + (t * h + head) * d);
+    }
+}
+
 /* The attention of layer il over s->h (the collapsed streams) into
  * s->block_out, for the n tokens: over the raw window (ratio 0, through the
- * KV cache), or over the window and the compressed entries (ratio 4). */
-static int deepseek4_attention(run_state *s, const model_hparams *hp, const layer_weights *l, int il, int n,
-                               bmoe_error *err)
+ * KV cache), or over the window and the compressed entries. */
+static void deepseek4_attention(run_state *s, const model_hparams *hp, const layer_weights *l, int il, int n)
 {
     int64_t stride = s->mixer_floats, h = hp->n_head, d = hp->head_dim_k, r = hp->n_rot, nope = d - r;
     int64_t q_lora = hp->mla_q_lora, groups = hp->o_groups, o_lora = hp->o_lora;
-    bool compressed = hp->compress_ratio[il] == 4;
+    bool compressed = hp->compress_ratio[il] != 0;
     const rope_config *rope = compressed ? &hp->rope_swa : &hp->rope;
     const float *rope_cache = compressed ? s->rope_cache_swa : s->rope_cache;
     deepseek4_rows rows = deepseek4_rows_of(hp, s->mixer);
@@ -540,32 +711,7 @@ static int deepseek4_attention(run_state *s, const model_hparams *hp, const laye
         kv_cache_store(s, hp, il, n);
         attention_layer(s, hp, il, n, l->attn_sinks.data);
     } else {
-        /* the batch's positions are consecutive: their rows are one strided run */
-        float *layer_rows = s->compress_rows + s->compress_offset[il];
-        float *entries = s->compressed + s->compressed_offset[il];
-        float *first_row = layer_rows + (int64_t)s->positions[0] * 5 * d;
-        const tensor_view *cw[2] = {&l->attn_compressor_kv, &l->attn_compressor_gate};
-        float *couts[2] = {first_row + d, first_row + 3 * d};
-        linear(s, s->x, hp->n_embd, n, 2, cw, couts, (int64_t[]){5 * d, 5 * d});
-        for (int t = 0; t < n; t++) {
-            int64_t p = s->positions[t];
-            float *row = layer_rows + p * 5 * d;
-            memcpy(row, s->k + t * d, (size_t)d * sizeof(float));
-            vector_add(row + 3 * d, (const float *)l->attn_compressor_ape.data + (p % 4) * 2 * d, 2 * d);
-            if ((p + 1) % 4 == 0)
-                compress_block(hp, l, layer_rows, p / 4, entries + (p / 4) * d);
-        }
-        for (int t = 0; t < n; t++) {
-            int64_t p = s->positions[t], n_compressed = (p + 1) / 4;
-            if (n_compressed > hp->indexer_top_k)
-                return error_set(err, "deepseek4: layer %d at position %lld sees %lld compressed entries, more than "
-                                 "indexer.top_k %d: the lightning indexer's selection is not implemented", il,
-                                 (long long)p, (long long)n_compressed, hp->indexer_top_k);
-            for (int64_t head = 0; head < h; head++)
-                attend_compressed(hp, s->q + (t * h + head) * d, p, layer_rows, entries, n_compressed,
-                                  ((const float *)l->attn_sinks.data)[head], s->attention_scratch,
-                                  s->attn + (t * h + head) * d);
-        }
+        attend_compressed_layer(s, hp, l, il, n);
         forward_trace_op(s, "FLASH_ATTN_EXT", "attention_compressed");
     }
     for (int t = 0; t < n; t++)
@@ -578,7 +724,6 @@ static int deepseek4_attention(run_state *s, const model_hparams *hp, const laye
     const tensor_view *wo_b = &l->attn_output_b;
     linear(s, rows.o_a, stride, n, 1, &wo_b, &s->block_out, NULL);
     forward_trace_op(s, "MUL_MAT", "attn_output");
-    return 0;
 }
 
 /* The routed experts and the shared expert of layer il on s->x into
@@ -620,8 +765,7 @@ static int deepseek4_layer(const model *m, run_state *s, const forward_batch *ba
     const layer_weights *l = &m->weights.layers[il];
     int n = batch->n_tokens;
     hc_pre(s, hp, &l->hc_attn_fn, &l->hc_attn_base, &l->hc_attn_scale, n);
-    if (deepseek4_attention(s, hp, l, il, n, err) != 0)
-        return -1;
+    deepseek4_attention(s, hp, l, il, n);
     hc_post(s, hp, s->block_out, n);
     hc_pre(s, hp, &l->hc_ffn_fn, &l->hc_ffn_base, &l->hc_ffn_scale, n);
     rmsnorm_rows(s->x, s->h, &l->ffn_norm, n, hp->n_embd, hp->rms_eps);

@@ -38,7 +38,7 @@ int glm4moe_bind(model *m, bmoe_error *err)
         model_read_u32(m, "expert_feed_forward_length", true, 0, 1, 1u << 20, &hp->n_ff_exp, err) ||
         model_read_u32(m, "expert_shared_count", true, 0, 0, 64, &shared_count, err) ||
         model_read_u32(m, "leading_dense_block_count", false, 0, 0, (uint32_t)hp->n_layer, &leading_dense, err) ||
-        model_read_expert_weighting(m, false, 2, err) || refuse_rope_sections(m, err))
+        model_read_expert_weighting(m, false, EXPERT_GATING_SIGMOID, EXPERT_GATINGS_SOFTMAX_SIGMOID, err) || refuse_rope_sections(m, err))
         return -1;
     if (hp->head_dim_k != hp->head_dim_v)
         return error_set(err, "model: glm4moe needs key_length == value_length (have %d, %d)", hp->head_dim_k,

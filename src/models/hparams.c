@@ -154,7 +154,20 @@ static int read_expert_groups(model *m, bmoe_error *err)
     return 0;
 }
 
-int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, bmoe_error *err)
+/* "softmax (1) or sigmoid (2)": the gatings of the mask accepted, none left out */
+static void name_gatings(uint32_t accepted, char *out, size_t size)
+{
+    static const char *const names[] = {"none", "softmax", "sigmoid", "softmax of the chosen", "sqrt(softplus)"};
+    size_t used = 0;
+    out[0] = '\0';
+    for (int gating = 1; gating < (int)(sizeof names / sizeof names[0]); gating++)
+        if (accepted & EXPERT_GATING_BIT(gating) && used < size)
+            used += (size_t)snprintf(out + used, size - used, "%s%s (%d)", used > 0 ? " or " : "", names[gating],
+                                     gating);
+}
+
+int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, uint32_t accepted,
+                                bmoe_error *err)
 {
     model_hparams *hp = &m->hparams;
     char key[128];
@@ -163,11 +176,17 @@ int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_d
     if (gguf_find_kv(m->file, key) && !gguf_get_bool(m->file, key, &hp->expert_weights_norm))
         return error_set(err, "model: key '%s' is not a boolean", key);
     if (read_f32(m, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err) ||
-        read_u32(m, "expert_gating_func", gating_required, (uint32_t)gating_default, 0, 2, &hp->expert_gating_func,
+        read_u32(m, "expert_gating_func", gating_required, (uint32_t)gating_default, 0, 31, &hp->expert_gating_func,
                  err))
         return -1;
-    /* 0 is llama.cpp's "none": the architecture's default */
-    if (hp->expert_gating_func == 0)
+    if (!(accepted & EXPERT_GATING_BIT(hp->expert_gating_func))) {
+        char names[128];
+        name_gatings(accepted, names, sizeof names);
+        arch_key(m, "expert_gating_func", key, sizeof key);
+        return error_set(err, "model: key '%s' = %d: %s routes by %s", key, hp->expert_gating_func,
+                         hp->architecture, names);
+    }
+    if (hp->expert_gating_func == EXPERT_GATING_NONE)
         hp->expert_gating_func = gating_default;
     return 0;
 }

@@ -74,7 +74,7 @@ typedef struct model_hparams {
      * Read for every architecture, as llama.cpp does. */
     int32_t n_expert_group, n_expert_group_used;
     /* the routing keys some architectures read (model_read_expert_weighting):
-     * expert_gating_func (1 softmax, 2 sigmoid), expert_weights_norm and
+     * expert_gating_func (enum expert_gating), expert_weights_norm and
      * expert_weights_scale (0: none) */
     int32_t expert_gating_func;
     bool expert_weights_norm;
@@ -127,11 +127,27 @@ int model_read_common_hparams(model *m, enum rope_type rope_type, bmoe_error *er
  * "<architecture>.<suffix>" and whether it is absent or what it holds. */
 int model_require_positive(const model *m, const char *suffix, int32_t value, bmoe_error *err);
 
+/* llama.cpp's expert_gating_func numbers; a set of them is a mask of
+ * EXPERT_GATING_BIT(g) */
+enum expert_gating {
+    EXPERT_GATING_NONE = 0, /* the architecture's default */
+    EXPERT_GATING_SOFTMAX = 1,
+    EXPERT_GATING_SIGMOID = 2,
+    EXPERT_GATING_SQRT_SOFTPLUS = 4,
+};
+#define EXPERT_GATING_BIT(gating) (1u << (gating))
+/* softmax or sigmoid, or none for the architecture's default */
+#define EXPERT_GATINGS_SOFTMAX_SIGMOID                                                                       \
+    (EXPERT_GATING_BIT(EXPERT_GATING_NONE) | EXPERT_GATING_BIT(EXPERT_GATING_SOFTMAX) |                      \
+     EXPERT_GATING_BIT(EXPERT_GATING_SIGMOID))
+
 /* The keys that weigh the routed experts, for the architectures that read
- * them (bailingmoe2, glm4moe): expert_gating_func (required, or
- * gating_default when absent; 1 softmax or 2 sigmoid), expert_weights_norm
- * (false when absent) and expert_weights_scale (0 when absent). */
-int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, bmoe_error *err);
+ * them (bailingmoe2, glm4moe, deepseek2, deepseek4): expert_gating_func
+ * (required, or gating_default when absent; one of the gatings in the mask
+ * `accepted`, none standing for gating_default), expert_weights_norm (false
+ * when absent) and expert_weights_scale (0 when absent). */
+int model_read_expert_weighting(model *m, bool gating_required, int32_t gating_default, uint32_t accepted,
+                                bmoe_error *err);
 
 /* Sliding-window layers from attention.sliding_window_pattern (a period, or
  * per-layer bools); default_period applies when the key is absent. */

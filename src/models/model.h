@@ -64,13 +64,14 @@ typedef struct layer_weights {
     tensor_view hc_attn_fn, hc_ffn_fn;       /* {hc*n_embd, (2+hc)*hc} */
     tensor_view hc_attn_base, hc_ffn_base;   /* {(2+hc)*hc} */
     tensor_view hc_attn_scale, hc_ffn_scale; /* {3}: of the pre, post and comb parts */
-    /* deepseek4's KV compressor (ratio-4 layers): the kv and gate projections
-     * give 2*D per token (the previous block's half, then the current
-     * block's), ape the gate's bias by position in the block */
-    tensor_view attn_compressor_kv, attn_compressor_gate; /* {n_embd, 2*D} */
-    tensor_view attn_compressor_ape;  /* {2*D, 4} */
+    /* deepseek4's KV compressor (the compressed layers): the kv and gate
+     * projections give 2*D per token at ratio 4 (the previous block's half,
+     * then the current block's), D at ratio 128; ape the gate's bias by
+     * position in the block */
+    tensor_view attn_compressor_kv, attn_compressor_gate; /* {n_embd, 2*D} or {n_embd, D} */
+    tensor_view attn_compressor_ape;  /* {2*D, 4} or {D, 128} */
     tensor_view attn_compressor_norm; /* {D} */
-    /* the lightning indexer (bound; its selection is not run: see arch_deepseek4.c) */
+    /* the lightning indexer of the ratio-4 layers: which compressed entries a token attends to */
     tensor_view indexer_proj;         /* {n_embd, Hi} */
     tensor_view indexer_attn_q_b;     /* {q_lora, Hi*Di} */
     tensor_view indexer_compressor_kv, indexer_compressor_gate; /* {n_embd, 2*Di} */

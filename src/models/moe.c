@@ -61,7 +61,7 @@ static void route_weights(const moe_config *config, const float *scores, int n_u
 moe_config model_moe_config(const model_hparams *hp)
 {
     return (moe_config){
-        .gating = hp->expert_gating_func == 1 ? MOE_GATING_SOFTMAX : MOE_GATING_SIGMOID,
+        .gating = hp->expert_gating_func == EXPERT_GATING_SOFTMAX ? MOE_GATING_SOFTMAX : MOE_GATING_SIGMOID,
         .normalize_weights = hp->expert_weights_norm,
         .weights_scale = hp->expert_weights_scale,
         .activation = MOE_SILU_GLU,

@@ -46,7 +46,8 @@ static void layout_caches(run_state *s, const model *m, size_t k_elements[2], si
         s->kv_v_offset[il] = own_kv ? v : s->kv_v_offset[lh->kv_source];
         s->recurrent_offset[il] = state;
         int64_t need = 0;
-        if (lh->mixer == MIXER_ATTENTION && own_kv) {
+        /* deepseek4's compressed layers keep their raw KV head in their compressor rows */
+        if (lh->mixer == MIXER_ATTENTION && own_kv && hp->compress_ratio[il] == 0) {
             int64_t k_head, v_head;
             kv_head_strides(s, lh, &k_head, &v_head);
             k += (size_t)k_head * (size_t)lh->n_head_kv;
@@ -116,7 +117,7 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->ffn_up = allocate(nu * ffn_width, sizeof(float), &failed);
     s->attention_scratch_per_thread = attention_scratch_floats(n_ctx, hp->head_dim_k);
     for (int32_t il = 0; il < hp->n_layer; il++) /* deepseek4's scores over the window and the compressed entries */
-        if (hp->compress_ratio[il] == 4 && s->attention_scratch_per_thread < (int64_t)n_ctx + n_ctx / 4 + 1)
+        if (hp->compress_ratio[il] != 0 && s->attention_scratch_per_thread < (int64_t)n_ctx + n_ctx / 4 + 1)
             s->attention_scratch_per_thread = (int64_t)n_ctx + n_ctx / 4 + 1;
     s->attention_scratch = allocate((size_t)n_threads * (size_t)s->attention_scratch_per_thread, sizeof(float),
                                     &failed);
@@ -171,24 +172,41 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     if (s->mixer_floats > 0)
         s->mixer = allocate(nu * (size_t)s->mixer_floats, sizeof(float), &failed);
     size_t rows = 0, entries = 0;
+    bool indexed = false;
     for (int32_t il = 0; il < hp->n_layer; il++) {
+        int32_t ratio = hp->compress_ratio[il];
+        size_t d = (size_t)hp->head_dim_k, di = (size_t)hp->indexer_dim, blocks = ratio > 0 ? n_ctx / ratio : 0;
+        /* a ratio-4 compressor overlaps two blocks (2*D kv and scores per token), a ratio-128 one does not */
+        size_t overlap = ratio == 4 ? 2 : 1;
+        s->compress_row_floats[il] = ratio == 0 ? 0 : (int64_t)(d + 2 * overlap * d + (ratio == 4 ? 4 * di : 0));
         s->compress_offset[il] = rows;
         s->compressed_offset[il] = entries;
-        if (hp->compress_ratio[il] == 4) {
-            rows += (size_t)n_ctx * 5 * (size_t)hp->head_dim_k;
-            entries += ((size_t)n_ctx / 4 + 1) * (size_t)hp->head_dim_k;
-        }
+        s->indexer_offset[il] = entries + blocks * d;
+        rows += (size_t)n_ctx * (size_t)s->compress_row_floats[il];
+        entries += blocks * (d + (ratio == 4 ? di : 0));
+        indexed |= ratio == 4;
     }
-    if (rows > 0) {
-        s->compress_rows = allocate(rows, sizeof(float), &failed);
-        s->compressed = allocate(entries, sizeof(float), &failed);
+    if (indexed) {
+        size_t blocks = (size_t)n_ctx / 4;
+        s->indexer_q = allocate(nu * (size_t)hp->indexer_heads * (size_t)hp->indexer_dim, sizeof(float), &failed);
+        s->indexer_weights = allocate(nu * (size_t)hp->indexer_heads, sizeof(float), &failed);
+        s->indexer_scores = allocate(blocks, sizeof(float), &failed);
+        s->indexer_chosen = allocate(blocks, sizeof(int32_t), &failed);
     }
     size_t element = kv_f16 ? sizeof(uint16_t) : sizeof(float);
     size_t cache_bytes = 0; /* reported as kv_bytes and recurrent_floats */
     s->k_cache = allocate_counted(k_elements[0], element, &failed, &cache_bytes);
     s->v_cache = allocate_counted(v_elements[0], element, &failed, &cache_bytes);
-    s->kv_bytes = (k_elements[0] + v_elements[0]) * element;
+    /* f32 whatever the KV type: the compressor pools and normalizes them */
+    if (rows > 0) {
+        s->compress_rows = allocate_counted(rows, sizeof(float), &failed, &cache_bytes);
+        s->compressed = allocate_counted(entries, sizeof(float), &failed, &cache_bytes);
+    }
+    s->compress_bytes = (rows + entries) * sizeof(float);
+    s->compressed_bytes = entries * sizeof(float);
+    s->kv_bytes = (k_elements[0] + v_elements[0]) * element + s->compress_bytes;
     s->kv_k_bytes = k_elements[0] * element;
+    s->kv_v_bytes = v_elements[0] * element;
     s->head_k_bytes = (k_elements[1] - k_elements[0]) * element;
     s->head_v_bytes = (v_elements[1] - v_elements[0]) * element;
     s->recurrent = allocate_counted(s->recurrent_floats, sizeof(float), &failed, &cache_bytes);
@@ -232,7 +250,7 @@ int run_state_enable_head(run_state *s, const model *m, bmoe_error *err)
     if (s->head_input || m->hparams.n_layer_head == 0)
         return 0;
     size_t input_bytes = (size_t)s->n_ubatch * 2 * (size_t)m->hparams.n_embd * sizeof(float);
-    size_t k_bytes = s->kv_k_bytes, v_bytes = s->kv_bytes - s->kv_k_bytes;
+    size_t k_bytes = s->kv_k_bytes, v_bytes = s->kv_v_bytes;
     float *input = malloc(input_bytes);
     void *k_cache = input ? grow_cache(s->k_cache, k_bytes, s->head_k_bytes) : NULL;
     if (k_cache)
@@ -248,6 +266,7 @@ int run_state_enable_head(run_state *s, const model *m, bmoe_error *err)
     s->head_input = input;
     s->buffer_bytes += input_bytes;
     s->kv_k_bytes += s->head_k_bytes;
+    s->kv_v_bytes += s->head_v_bytes;
     s->kv_bytes += s->head_k_bytes + s->head_v_bytes;
     return 0;
 }
@@ -264,7 +283,7 @@ void run_state_destroy(run_state *s)
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
                        s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input, s->compress_rows,
-                       s->compressed};
+                       s->compressed, s->indexer_q, s->indexer_weights, s->indexer_scores, s->indexer_chosen};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
@@ -273,7 +292,9 @@ void run_state_destroy(run_state *s)
 void run_state_commit(run_state *s)
 {
     pages_touch(s->k_cache, s->kv_k_bytes);
-    pages_touch(s->v_cache, s->kv_bytes - s->kv_k_bytes);
+    pages_touch(s->v_cache, s->kv_v_bytes);
+    pages_touch(s->compress_rows, s->compress_bytes - s->compressed_bytes);
+    pages_touch(s->compressed, s->compressed_bytes);
     pages_touch(s->recurrent, s->recurrent_floats * sizeof(float));
 }
 

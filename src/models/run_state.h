@@ -103,8 +103,9 @@ typedef struct run_state {
      * rows only once run_state_enable_head added them. */
     void *k_cache, *v_cache;
     size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
-    size_t kv_bytes;           /* K and V, as allocated */
+    size_t kv_bytes;           /* K and V, as allocated, and deepseek4's compress_bytes */
     size_t kv_k_bytes;         /* K, as allocated */
+    size_t kv_v_bytes;         /* V, as allocated */
     size_t head_k_bytes, head_v_bytes; /* what the draft head's block adds to each */
 
     /* Recurrent state of the layers that carry one (short-convolution
@@ -115,13 +116,24 @@ typedef struct run_state {
     size_t recurrent_offset[MODEL_MAX_LAYERS];
     size_t recurrent_floats;
     float *mixer;              /* [n_ubatch][mixer_floats] a recurrent mixer's projections */
-    /* deepseek4's compressed KV layers (compress ratio 4), by position like
-     * the KV cache: layer il's rows at compress_rows + compress_offset[il],
-     * [n_ctx][5*D] (the raw KV head, the compressor's kv and scores, 2*D
-     * each), and its compressed entries at compressed + compressed_offset[il],
-     * [n_ctx/4][D]; NULL without such layers */
+    /* deepseek4's compressed KV layers (compress ratio 4 or 128), by
+     * position like the KV cache: layer il's rows at compress_rows +
+     * compress_offset[il], [n_ctx][compress_row_floats[il]]: the raw KV head
+     * (D), the compressor's kv and scores (2*D each at ratio 4, D at 128),
+     * then at ratio 4 the indexer compressor's kv and scores (2*Di each); its
+     * compressed entries at compressed + compressed_offset[il],
+     * [n_ctx/ratio][D], and at ratio 4 the indexer's keys at compressed +
+     * indexer_offset[il], [n_ctx/4][Di]; NULL without such layers. Part of
+     * the KV cache: compress_bytes in all, compressed_bytes the entries. */
     float *compress_rows, *compressed;
-    size_t compress_offset[MODEL_MAX_LAYERS], compressed_offset[MODEL_MAX_LAYERS];
+    size_t compress_bytes, compressed_bytes;
+    size_t compress_offset[MODEL_MAX_LAYERS], compressed_offset[MODEL_MAX_LAYERS], indexer_offset[MODEL_MAX_LAYERS];
+    int64_t compress_row_floats[MODEL_MAX_LAYERS];
+    /* the lightning indexer of the ratio-4 layers: the batch's queries
+     * [n_ubatch][Hi*Di] and head weights [n_ubatch][Hi], one token's scores
+     * of the compressed entries and the ones it chooses [n_ctx/4] */
+    float *indexer_q, *indexer_weights, *indexer_scores;
+    int32_t *indexer_chosen;
     float *x2, *block_out2;    /* [n_ubatch][n_embd] a second input and output (gemma4's MoE beside its MLP) */
     /* gemma4's per-layer embeddings, Dp per layer: */
     float *per_layer_input;    /* [n_ubatch][n_layer][Dp] every layer's input P of the batch's tokens */

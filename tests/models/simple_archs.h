@@ -53,6 +53,9 @@ static const simple_arch_model simple_arch_models[] = {
     /* its first two layers routed by the token-id table */
     {"deepseek4-hash-tiny-f32", "--shape tiny-deepseek4-hash --type f32", "deepseek4", 16, 4, 0, 0, false},
     {"deepseek4-hash-tiny-q4_k_m", "--shape tiny-deepseek4-hash --type q4_k_m", "deepseek4", 16, 4, 0, 0, false},
+    /* a 300-token prompt through a ratio-4 layer whose indexer keeps 8 entries and a ratio-128 layer */
+    {"deepseek4-long-tiny-f32", "--shape tiny-deepseek4-long --type f32", "deepseek4", 16, 4, 0, 0, true},
+    {"deepseek4-long-tiny-q4_k_m", "--shape tiny-deepseek4-long --type q4_k_m", "deepseek4", 16, 4, 0, 0, false},
 };
 enum { SIMPLE_ARCH_MODELS = sizeof simple_arch_models / sizeof simple_arch_models[0] };
 

@@ -309,6 +309,12 @@ static void test_simple_archs(void)
         expect(path, "bailingmoe2-shared-width",
                &(variant){.uint_key = "bailingmoe2.expert_shared_feed_forward_length", .uint_value = 128},
                "tensor 'blk.1.ffn_gate_shexp.weight' is 256 wide", "give 128");
+        /* softmax or sigmoid (0: its default, sigmoid); not deepseek4's sqrt(softplus) */
+        expect(path, "bailingmoe2-gating",
+               &(variant){.uint_key = "bailingmoe2.expert_gating_func", .uint_value = 4},
+               "key 'bailingmoe2.expert_gating_func' = 4: bailingmoe2 routes by softmax (1) or sigmoid (2)", NULL);
+        expect(path, "bailingmoe2-gating-none",
+               &(variant){.uint_key = "bailingmoe2.expert_gating_func", .uint_value = 0}, NULL, NULL);
         expect(path, "bailingmoe2-dense",
                &(variant){.uint_key = "bailingmoe2.leading_dense_block_count", .uint_value = 2},
                "layer 1 is a dense layer", "'blk.1.ffn_gate_inp.weight'");
@@ -370,8 +376,8 @@ static void test_deepseek2(void)
 
 /* deepseek4: the hyper-connections' and the grouped output's tensors, its
  * head layout and routing keys, the hash layers' tables against
- * hash_layer_count, a ratio-4 layer's compressor, and the ratio-128 layers
- * (not run here) refused by name. */
+ * hash_layer_count, a ratio-4 and a ratio-128 layer's compressor, and the
+ * ratios there are. */
 static void test_deepseek4(void)
 {
     mk_setup("arch_errors");
@@ -393,13 +399,20 @@ static void test_deepseek4(void)
     expect(path, "deepseek4-kv-heads", &(variant){.uint_key = "deepseek4.attention.head_count_kv", .uint_value = 2},
            "needs deepseek4.attention.head_count_kv 1", NULL);
     expect(path, "deepseek4-gating", &(variant){.uint_key = "deepseek4.expert_gating_func", .uint_value = 2},
-           "deepseek4.expert_gating_func 2: deepseek4 routes by sqrt(softplus)", NULL);
+           "key 'deepseek4.expert_gating_func' = 2: deepseek4 routes by sqrt(softplus) (4)", NULL);
+    /* none is no default here: the reference refuses every gating but sqrt(softplus) */
+    expect(path, "deepseek4-gating-none", &(variant){.uint_key = "deepseek4.expert_gating_func", .uint_value = 0},
+           "key 'deepseek4.expert_gating_func' = 0: deepseek4 routes by sqrt(softplus) (4)", NULL);
     expect(path, "deepseek4-compressed", &(variant){.key = "deepseek4.attention.compress_ratios",
                                                     .values = {4, 4, 0}, .n_values = 3},
            "missing tensor 'blk.1.attn_compressor_kv.weight'", NULL);
+    /* a ratio-128 layer needs its own compressor (and no indexer) */
     expect(path, "deepseek4-hca", &(variant){.key = "deepseek4.attention.compress_ratios",
-                                             .values = {128, 0, 0}, .n_values = 3},
-           "layer 0 compresses its KV cache by 128: not supported yet", NULL);
+                                             .values = {0, 128, 0}, .n_values = 3},
+           "missing tensor 'blk.1.attn_compressor_kv.weight'", NULL);
+    expect(path, "deepseek4-hca-shape", &(variant){.key = "deepseek4.attention.compress_ratios",
+                                                   .values = {128, 0, 0}, .n_values = 3},
+           "tensor 'blk.0.attn_compressor_kv.weight' has shape {256, 256}", "expected {256, 128}");
     expect(path, "deepseek4-ratio", &(variant){.key = "deepseek4.attention.compress_ratios",
                                                .values = {0, 0, 8}, .n_values = 3},
            "compress_ratios[2] = 8: the compress ratios are 0, 4 or 128", NULL);

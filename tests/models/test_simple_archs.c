@@ -67,7 +67,7 @@ static float *evaluate(const simple_arch_model *m, const char *path, const oracl
         return NULL;
     CHECK(bmoe_model_n_vocab(model) == c->n_vocab);
     bmoe_context_params params = bmoe_context_default_params();
-    params.n_ctx = 128;
+    params.n_ctx = c->rows > 128 ? c->rows : 128; /* deepseek4-long's 316 rows */
     params.n_threads = 2;
     params.kv_type = BMOE_KV_F32;
     group_watch watch = {0};

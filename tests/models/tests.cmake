@@ -49,7 +49,7 @@ foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m o
     bailingmoe2-tiny-f32 bailingmoe2-tiny-q4_k_m glm4moe-tiny-f32 glm4moe-tiny-q4_k_m
     deepseek2-tiny-f32 deepseek2-tiny-q4_k_m deepseek2-lite-tiny-f32 deepseek2-lite-tiny-q4_k_m
     deepseek3-tiny-f32 deepseek3-tiny-q4_k_m deepseek4-tiny-f32 deepseek4-tiny-q4_k_m
-    deepseek4-hash-tiny-f32 deepseek4-hash-tiny-q4_k_m)
+    deepseek4-hash-tiny-f32 deepseek4-hash-tiny-q4_k_m deepseek4-long-tiny-f32 deepseek4-long-tiny-q4_k_m)
   add_test(NAME test_simple_archs_${simple_model} COMMAND test_simple_archs ${simple_model})
   set_tests_properties(test_simple_archs_${simple_model} PROPERTIES LABELS "unit;oracle" TIMEOUT 300)
   if(simple_model MATCHES "q4_k_m$") # bmoe-mkmodel quantizing it: ~15 s under ASan

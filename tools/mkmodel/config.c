@@ -132,6 +132,15 @@ static const preset presets[] = {
       .swiglu_clamp = 1.0f,
       .swiglu_clamp_shared = 1.5f, .n_vocab = 512, .n_ctx = 4096, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f,
       .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
+    {"tiny-deepseek4-long", "deepseek4 as tiny-deepseek4 for prompts past a 128-token block: layer 0 compresses "
+     "its KV by 4 (its indexer keeps the top 8), layer 1 by 128, layer 2 not; YaRN 16 over 256 positions",
+     {.arch = MKMODEL_DEEPSEEK4, .n_layer = 3, .n_embd = 256, .n_head = 4, .n_head_kv = 1, .head_dim = 128,
+      .n_rot = 32, .q_lora_rank = 256, .sliding_window = 16, .o_groups = 2, .o_lora_rank = 128, .hc_count = 4,
+      .sinkhorn_iterations = 3, .compressed_layers = 1, .hca_layers = 1, .indexer_top_k = 8, .n_expert = 16,
+      .n_expert_used = 4, .n_ff_expert = 256, .n_expert_shared = 1, .expert_weights_norm = true,
+      .expert_weights_scale = 2.5f, .swiglu_clamp = 1.0f, .swiglu_clamp_shared = 1.5f, .n_vocab = 512,
+      .n_ctx = 4096, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 16.0f, .yarn_original_ctx = 256,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
     {"qwen3-30b-a3b", "Qwen3-30B-A3B as Q4_K_M: 48 layers, 128 experts top-8, vocab 151936, ~18.5 GB",
      {.arch = MKMODEL_QWEN3MOE, .n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
       .head_dim = 128, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 768, .n_ff = 6144,
@@ -448,6 +457,9 @@ int mkmodel_validate(const mkmodel_config *config, bmoe_error *err)
         LIMIT(sinkhorn_iterations, 1, 100, "Sinkhorn iterations");
         LIMIT(o_groups, 1, config->n_head, "output groups");
         LIMIT(o_lora_rank, 1, 65536, "output rank");
+        if (config->compressed_layers + config->hca_layers > config->n_layer)
+            return error_set(err, "deepseek4: %u layers compressing by 4 and %u by 128 of --layers %u",
+                             config->compressed_layers, config->hca_layers, config->n_layer);
         if (config->hash_layers > config->n_layer || config->n_expert > 1024)
             return error_set(err, "deepseek4: %u hash layers of --layers %u, and at most 1024 --experts (%u)",
                              config->hash_layers, config->n_layer, config->n_expert);
@@ -665,6 +677,11 @@ static bool layer_attends(const mkmodel_config *c, uint32_t il)
 #define DEEPSEEK4_INDEXER_HEADS 2
 #define DEEPSEEK4_INDEXER_DIM 64
 #define DEEPSEEK4_INDEXER_TOP_K 16
+/* deepseek4's KV compression ratio of layer il */
+static uint32_t deepseek4_ratio(const mkmodel_config *c, uint32_t il)
+{
+    return il < c->compressed_layers ? 4 : il < c->compressed_layers + c->hca_layers ? 128 : 0;
+}
 /* deepseek4's hyper-connection scales, in [0.25, 1.25) */
 #define HC_SCALE MKMODEL_NOISE_UNIFORM, 0.75f, 0.5f
 /* deepseek4's hash table: rows of distinct expert ids in [0, n) */
@@ -880,7 +897,13 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
                 NORMAL(inverse_sqrt((uint32_t)(H * D / G))));
             ADD(ROLE_MATRIX, il, "attn_output_b.weight", 2, G * o_lora, E, 1,
                 NORMAL(inverse_sqrt((uint32_t)(G * o_lora))));
-            if (il < c->compressed_layers) { /* the KV compressor and the lightning indexer (ratio 4) */
+            if (deepseek4_ratio(c, il) == 128) { /* the KV compressor, pooling each block alone */
+                ADD(ROLE_MATRIX, il, "attn_compressor_kv.weight", 2, E, D, 1, NORMAL(s_embd));
+                ADD(ROLE_MATRIX, il, "attn_compressor_gate.weight", 2, E, D, 1, NORMAL(s_embd));
+                ADD(ROLE_VECTOR, il, "attn_compressor_ape.weight", 2, D, 128, 1, NORMAL(0.5f));
+                ADD(ROLE_VECTOR, il, "attn_compressor_norm.weight", 1, D, 1, 1, NORM_WEIGHT);
+            }
+            if (deepseek4_ratio(c, il) == 4) { /* the KV compressor and the lightning indexer */
                 int64_t hi = DEEPSEEK4_INDEXER_HEADS, di = DEEPSEEK4_INDEXER_DIM;
                 ADD(ROLE_MATRIX, il, "attn_compressor_kv.weight", 2, E, 2 * D, 1, NORMAL(s_embd));
                 ADD(ROLE_MATRIX, il, "attn_compressor_gate.weight", 2, E, 2 * D, 1, NORMAL(s_embd));
@@ -1244,9 +1267,9 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
         /* the lightning indexer's keys (read by the reference whatever the ratios) */
         KV_U32("attention.indexer.head_count", DEEPSEEK4_INDEXER_HEADS);
         KV_U32("attention.indexer.key_length", DEEPSEEK4_INDEXER_DIM);
-        KV_U32("attention.indexer.top_k", DEEPSEEK4_INDEXER_TOP_K);
+        KV_U32("attention.indexer.top_k", c->indexer_top_k > 0 ? c->indexer_top_k : DEEPSEEK4_INDEXER_TOP_K);
         for (uint32_t il = 0; il < c->n_layer; il++)
-            model->compress_ratios[il] = il < c->compressed_layers ? 4 : 0;
+            model->compress_ratios[il] = deepseek4_ratio(c, il);
         KV_ARRAY("attention.compress_ratios", GGUF_TYPE_UINT32, c->n_layer, model->compress_ratios);
         KV_U32("hyper_connection.count", c->hc_count);
         KV_U32("hyper_connection.sinkhorn_iterations", c->sinkhorn_iterations);
@@ -1258,6 +1281,11 @@ static int build_metadata(mkmodel_model *model, bmoe_error *err)
         KV_F32("expert_weights_scale", c->expert_weights_scale);
         KV_F32("swiglu_clamp_exp", c->swiglu_clamp);
         KV_F32("swiglu_clamp_shexp", c->swiglu_clamp_shared);
+        if (c->yarn_factor > 0.0f) { /* the compressed layers' RoPE */
+            KV_STRING(a, "rope.scaling.type", "yarn");
+            KV_F32("rope.scaling.factor", c->yarn_factor);
+            KV_U32("rope.scaling.original_context_length", c->yarn_original_ctx);
+        }
     } else if (c->arch != MKMODEL_GPT_OSS && c->arch != MKMODEL_DEEPSEEK2) {
         KV_U32("rope.dimension_count", c->head_dim);
     }

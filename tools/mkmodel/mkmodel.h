@@ -61,8 +61,8 @@ typedef struct mkmodel_config {
     uint32_t sliding_window_pattern; /* gpt-oss; 0 = key not written (default 2) */
     float rope_freq_base;
     float rms_eps;
-    float yarn_factor;          /* gpt-oss, deepseek2 (0: no YaRN keys) */
-    uint32_t yarn_original_ctx; /* gpt-oss, deepseek2 */
+    float yarn_factor;          /* gpt-oss, deepseek2, deepseek4 (0: no YaRN keys) */
+    uint32_t yarn_original_ctx; /* gpt-oss, deepseek2, deepseek4 */
     /* the hybrid architectures (see the presets) */
     uint32_t attention_interval; /* lfm2moe, qwen35moe: layer il attends iff (il + 1) % interval == 0 */
     uint32_t n_leading_dense;    /* lfm2moe, bailingmoe2, glm4moe, deepseek2: dense FFN layers before the MoE ones */
@@ -98,6 +98,8 @@ typedef struct mkmodel_config {
     float swiglu_clamp, swiglu_clamp_shared; /* routed and shared experts' SwiGLU limits */
     uint32_t hash_layers;        /* the first layers route by a token-id table */
     uint32_t compressed_layers;  /* the first layers compress their KV cache by 4 (the others: 0) */
+    uint32_t hca_layers;         /* the layers after those compress theirs by 128 */
+    uint32_t indexer_top_k;      /* the lightning indexer's top-k (0: DEEPSEEK4_INDEXER_TOP_K) */
     uint32_t n_merges;          /* BPE merges wanted (fewer if the vocab or text lacks room) */
     enum mkmodel_recipe recipe;
     uint32_t type;        /* enum tensor_type of matrices (PLAIN), or ignored (Q4_K_M) */
