@@ -312,7 +312,7 @@ typedef struct bmoe_stats {
     uint64_t prefetch_bytes; /* speculative reads (a subset of read_bytes) */
     uint64_t prefetched;     /* experts read ahead */
     uint64_t prefetch_useful;/* of those, how many a later routing hit */
-    uint64_t prefetch_trusted;/* of prefetched, how many were read at the disk's full rate: the guesses had been right */
+    uint64_t prefetch_trusted;/* of prefetched, how many were admitted while the guesses were trusted (measured right): read at the disk's full rate */
     uint64_t predict_paused; /* decode steps that read nothing ahead: the read-ahead measured slower (not predict_always) */
     /* routing and the lossy levers (bmoe_lossy_params) */
     uint64_t experts_routed;      /* (token, slot) routings evaluated */

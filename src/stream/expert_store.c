@@ -38,7 +38,8 @@ typedef struct cache_slot {
     bool reported;         /* its reads went to the read observer */
     bool warm;             /* filled by the warm-up from a profile, its reads not counted yet */
     bool warm_listed;      /* in warm_slots */
-    bool judged;           /* its guess counted in the store's guess_trust */
+    bool judged;           /* its guess counted in the store's guess_trust (read-aheads are not guesses) */
+    bool trusted;          /* its guess was admitted while the guesses were trusted */
 } cache_slot;
 
 struct expert_store {
@@ -389,8 +390,10 @@ static bool count_prefetch(expert_store *store, int slot)
     bool arrived = !slot_failed(store, slot);
     if (s->warm)
         store->warmed += arrived;
-    else
+    else {
         store->prefetched += arrived;
+        store->prefetch_trusted += arrived && s->trusted;
+    }
     s->warm = false;
     return arrived;
 }
@@ -565,7 +568,6 @@ static int admit_guess(expert_store *store, int layer, int expert)
     int slot = fill_slot(store, layer, expert, true);
     if (slot < 0)
         return -1;
-    store->slots[slot].judged = false;
     store->policy->insert_cold(store->policy_state, slot);
     if (!store->slots[slot].listed) {
         store->slots[slot].listed = true;
@@ -601,7 +603,8 @@ static int prefetch_entries(expert_store *store, int layer, const int32_t *exper
         if (slot < 0)
             break;
         read++;
-        store->prefetch_trusted += store->trust.trusted;
+        store->slots[slot].judged = false;
+        store->slots[slot].trusted = store->trust.trusted;
         for (int p = 0; p < store->layers[layer].n_projections; p++)
             store->submit[(*n_jobs)++] = &store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p];
     }
@@ -698,6 +701,8 @@ int expert_store_read_ahead(expert_store *store, int layer, const int32_t *exper
         int slot = admit_guess(store, layer, experts[k]);
         if (slot < 0)
             break;
+        store->slots[slot].judged = true;
+        store->slots[slot].trusted = false;
         /* demand reads behind those queued: the full depth of the lanes, no yielding, no cancelling */
         for (int p = 0; p < store->layers[layer].n_projections; p++)
             store->jobs[(size_t)slot * EXPERT_MAX_PROJECTIONS + (size_t)p].speculative = false;
@@ -710,7 +715,8 @@ int expert_store_read_ahead(expert_store *store, int layer, const int32_t *exper
 /* Counts the guess in slot once: used by its layer's routing, or not. */
 static void judge_guess(expert_store *store, int slot, bool right)
 {
-    if (store->slots[slot].judged)
+    /* --load-all acquires a layer's unrouted experts before its routed ones: no verdict there */
+    if (store->slots[slot].judged || store->config.stage_all)
         return;
     store->slots[slot].judged = true;
     if (guess_trust_judge(&store->trust, right))
@@ -787,7 +793,7 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         int slot = store->speculative_slots[i];
         if (store->slots[slot].pinned || store->slots[slot].layer > layer)
             continue;
-        if (store->slots[slot].layer == layer && store->slots[slot].speculative)
+        if (store->slots[slot].speculative)
             judge_guess(store, slot, false);
         cancel_prefetch(store, slot);
     }
@@ -946,7 +952,8 @@ int expert_store_warm(expert_store *store, const float *counts, bmoe_error *err)
     return n;
 }
 
-/* Prefetches that finished: count them and report their reads. */
+/* Prefetches that finished: count them and report their reads. A guess
+ * stays listed until its layer's acquire has judged it, read or not. */
 static void scan_prefetches(expert_store *store)
 {
     int kept = 0;
@@ -957,11 +964,14 @@ static void scan_prefetches(expert_store *store)
             store->speculative_slots[kept++] = slot;
             continue;
         }
-        s->listed = false;
-        if (!s->prefetch_read)
-            continue; /* emptied and filled again on demand */
-        if (!count_prefetch(store, slot) && !s->pinned)
+        /* (not prefetch_read: counted before, or emptied and filled again on demand) */
+        if (s->prefetch_read && !count_prefetch(store, slot) && !s->pinned)
             empty_slot(store, slot);
+        if (s->layer >= 0 && s->speculative && !s->judged) {
+            store->speculative_slots[kept++] = slot;
+            continue;
+        }
+        s->listed = false;
     }
     store->n_speculative = kept;
 }

@@ -10,7 +10,10 @@
  * switching the lanes at every guess). A wrong guess read whole costs a
  * demand read its place; one read in small pieces at a shallow depth costs
  * little, and so does a right one read that way while the disk is idle, but
- * a right one read that way is late where the reads bound the token. */
+ * a right one read that way is late where the reads bound the token. The
+ * thresholds are not tuned: a never-wrong predictor gains, and the stale
+ * gate on random weights stays below them, where the lanes' limits measured
+ * no worse. */
 #define GUESS_TRUST_WINDOW 32 /* guesses: the decay's time constant */
 #define GUESS_TRUST_ON 0.90
 #define GUESS_TRUST_OFF 0.75

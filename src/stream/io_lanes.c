@@ -159,7 +159,8 @@ static io_job *take_demand(io_lanes *lanes, uint64_t *begin, uint64_t *end)
     return job;
 }
 
-/* Whether a queued guess may start now (no demand read is queued). */
+/* Whether a queued guess may start now, the demand queue being empty
+ * (take_job serves it first). */
 static bool guess_may_start(const io_lanes *lanes)
 {
     if (lanes->guesses_trusted || lanes->stopping)
@@ -194,13 +195,13 @@ static int read_range(io_lane *lane, const io_job *job, uint64_t begin, uint64_t
     return shard_reader_read(&lane->reader, job->shard, begin, end - begin, region, device_bytes, err);
 }
 
-/* A speculative job's next part: one piece of piece bytes, or all that is
- * left once it is promoted (piece 0; only this lane touches the job while it
+/* A speculative job's next part: one piece of `piece` bytes, or all that is
+ * left once it is promoted (whole; only this lane touches the job while it
  * runs). */
-static int read_part(io_lane *lane, io_job *job, uint64_t piece)
+static int read_part(io_lane *lane, io_job *job, bool whole, uint64_t piece)
 {
     uint64_t position = job->offset + job->done, end = job->offset + job->length;
-    uint64_t stop = piece == 0 ? end : piece_end(position, end, piece);
+    uint64_t stop = whole ? end : piece_end(position, end, piece);
     uint64_t device_bytes = 0;
     int64_t start = now_ns();
     int status = read_range(lane, job, position, stop, &device_bytes, &job->error);
@@ -303,11 +304,11 @@ static void *lane_main(void *argument)
         bool finished = false, yielded = false, cancelled = false;
         while (!finished) {
             bool guess = job->speculative;
-            uint64_t piece = !guess ? 0 : lanes->guesses_trusted ? IO_DEMAND_PIECE : IO_SPECULATIVE_PIECE;
+            uint64_t piece = lanes->guesses_trusted ? IO_DEMAND_PIECE : IO_SPECULATIVE_PIECE;
             uint64_t before = job->device_bytes;
             int64_t latency_before = job->latency_ns;
             pthread_mutex_unlock(&lanes->mutex);
-            status = read_part(lane, job, piece);
+            status = read_part(lane, job, !guess, piece);
             pthread_mutex_lock(&lanes->mutex);
             if (guess) {
                 job->speculative_done = job->done;

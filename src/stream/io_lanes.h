@@ -10,7 +10,10 @@
  * IO_SPECULATIVE_DEPTH at a time, only while no demand read is queued or
  * running, in pieces of IO_SPECULATIVE_PIECE bytes with a check for demand
  * between pieces. On a disk that is the bottleneck, a guess read while demand
- * waits costs its whole length whenever it is wrong.
+ * waits costs its whole length whenever it is wrong. Guesses the expert store
+ * trusts (io_lanes_trust_guesses: measured right) are read like demand reads
+ * ranked behind them instead: a right guess read slowly is late where the
+ * reads bound the token.
  * Owns: the lane threads, their readers, the queues and the wait state. A job
  * is the lanes' from io_lanes_submit until its state says it is done. */
 #ifndef BMOE_STREAM_IO_LANES_H
@@ -34,10 +37,6 @@ enum io_state { IO_PENDING = 0, IO_READY = 1, IO_FAILED = 2, IO_CANCELLED = 3 };
 #define IO_SPECULATIVE_PIECE (256u * 1024u)
 /* Speculative reads at once: one alone leaves this disk below its rate. */
 #define IO_SPECULATIVE_DEPTH 2
-/* Guesses trusted (io_lanes_trust_guesses) have none of these limits but the
- * last: a guess known to be right is worth the disk's whole rate, and its
- * small pieces and shallow depth left the disk idle or slow while a layer's
- * compute waited for the guess. */
 /* A demand read of at least two of these is read in pieces of this size,
  * several lanes at once: a disk serves one large read more slowly than the
  * same bytes in reads of about 1 MiB at the lanes' queue depth, and a layer's

@@ -561,9 +561,8 @@ static int in_flight_now(recorder *r)
 }
 
 /* Trusted guesses start beside a running demand read on every free lane
- * (trusting wakes the lanes for guesses already queued), read
- * IO_DEMAND_PIECE pieces and do not stop for a demand read that runs;
- * distrusted, they wait again. */
+ * (trusting wakes the lanes for guesses already queued) and read
+ * IO_DEMAND_PIECE pieces; distrusted, they wait again. */
 static void test_trusted(void)
 {
     range ranges[5] = {{0, 65536},
@@ -604,6 +603,38 @@ static void test_trusted(void)
     fixture_close(&f);
 }
 
+/* Trusted guesses on every lane, a demand read queued behind them: the
+ * first guess to end a piece gives its lane to the demand read and waits. */
+static void test_trusted_yield(void)
+{
+    range ranges[5] = {{0, IO_DEMAND_PIECE + 4096},
+                       {2u << 20, IO_DEMAND_PIECE + 4096},
+                       {4u << 20, IO_DEMAND_PIECE + 4096},
+                       {6u << 20, IO_DEMAND_PIECE + 4096},
+                       {(7u << 20) + (512u << 10), 65536}};
+    bool speculative[5] = {true, true, true, true, false};
+    fixture f;
+    if (!fixture_open(&f, true, ranges, speculative, 5))
+        return;
+    io_lanes_trust_guesses(f.lanes, true);
+    for (int i = 0; i < 4; i++)
+        start_held(&f, i);
+    set_hold(&f.rec, 4, true);
+    submit(&f, 4);
+    settle();
+    CHECK_MSG(reads_of(&f.rec, 4) == 0, "a demand read started with every lane reading");
+    set_hold(&f.rec, 0, false);
+    CHECK_MSG(wait_reads(&f.rec, 4, 1), "the demand read did not take the lane of the guess that ended a piece");
+    settle();
+    CHECK_MSG(reads_of(&f.rec, 0) == 1, "the guess read %d pieces with a demand read queued", reads_of(&f.rec, 0));
+    for (int i = 0; i < 5; i++)
+        set_hold(&f.rec, i, false);
+    for (int i = 0; i < 5; i++)
+        CHECK(io_lanes_wait(f.lanes, &f.states[i], false) == 0 && bytes_right(&f, i));
+    CHECK(reads_of(&f.rec, 0) == 2);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     char path[] = "test_io_lanes.XXXXXX";
@@ -631,6 +662,7 @@ int main(void)
     test_promote_yielded();
     test_promote_yielded_long();
     test_trusted();
+    test_trusted_yield();
     unlink(path);
     return test_finish();
 }
