@@ -545,6 +545,42 @@ static int compare_entries(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One token's work of a compressed layer on the pool, split by thread: the
+ * indexer's scores of the visible entries, or the attention of its heads
+ * (the one and the other scale with the context: a long one is most of a
+ * token's time on a single thread). */
+typedef struct compressed_token_run {
+    run_state *s;
+    const model_hparams *hp;
+    int t;
+    int64_t p;
+    /* the indexer's scores: keys of n_visible entries into s->indexer_scores */
+    const float *keys;
+    int64_t n_visible;
+    /* the heads: over the window's rows and the chosen entries, with the sinks */
+    const float *rows, *entries, *sinks;
+    int64_t row_floats, n_chosen;
+    const int32_t *chosen;
+} compressed_token_run;
+
+static void indexer_scores_task(void *context, int thread_index, int n_threads)
+{
+    const compressed_token_run *r = context;
+    int64_t hi = r->hp->indexer_heads, di = r->hp->indexer_dim, n = r->n_visible;
+    const float *q = r->s->indexer_q + r->t * hi * di, *w = r->s->indexer_weights + r->t * hi;
+    for (int64_t e = n * thread_index / n_threads; e < n * (thread_index + 1) / n_threads; e++) {
+        double score = 0.0;
+        for (int64_t head = 0; head < hi; head++) {
+            double dot = 0.0;
+            for (int64_t i = 0; i < di; i++)
+                dot += (double)q[head * di + i] * r->keys[e * di + i];
+            float relu = dot > 0.0 ? (float)dot : 0.0f;
+            score += relu * w[head];
+        }
+        r->s->indexer_scores[e] = (float)score;
+    }
+}
+
 /* The compressed entries a ratio-4 layer's token t (at position p) attends
  * to, ascending, into chosen; returns how many. Each of the n_visible
  * entries scores sum over the indexer heads h of w_h * relu(q_h . k): all of
@@ -552,24 +588,14 @@ static int compare_entries(const void *a, const void *b)
 static int64_t indexer_choose(run_state *s, const model_hparams *hp, const float *keys, int t, int64_t n_visible,
                               int32_t *chosen)
 {
-    int64_t hi = hp->indexer_heads, di = hp->indexer_dim, k = hp->indexer_top_k;
+    int64_t k = hp->indexer_top_k;
     if (n_visible <= k) {
         for (int64_t e = 0; e < n_visible; e++)
             chosen[e] = (int32_t)e;
         return n_visible;
     }
-    const float *q = s->indexer_q + t * hi * di, *w = s->indexer_weights + t * hi;
-    for (int64_t e = 0; e < n_visible; e++) {
-        double score = 0.0;
-        for (int64_t head = 0; head < hi; head++) {
-            double dot = 0.0;
-            for (int64_t i = 0; i < di; i++)
-                dot += (double)q[head * di + i] * keys[e * di + i];
-            float relu = dot > 0.0 ? (float)dot : 0.0f;
-            score += relu * w[head];
-        }
-        s->indexer_scores[e] = (float)score;
-    }
+    compressed_token_run run = {.s = s, .hp = hp, .t = t, .keys = keys, .n_visible = n_visible};
+    thread_pool_run(s->pool, indexer_scores_task, &run);
     select_top_k(s->indexer_scores, n_visible, k, chosen);
     qsort(chosen, (size_t)k, sizeof *chosen, compare_entries);
     return k;
@@ -619,6 +645,16 @@ static void attend_compressed(const model_hparams *hp, const float *q, int64_t p
     vector_scale(out, out, (float)(1.0 / total), d);
 }
 
+static void compressed_heads_task(void *context, int thread_index, int n_threads)
+{
+    const compressed_token_run *r = context;
+    int64_t h = r->hp->n_head, d = r->hp->head_dim_k;
+    float *scratch = r->s->attention_scratch + (int64_t)thread_index * r->s->attention_scratch_per_thread;
+    for (int64_t head = h * thread_index / n_threads; head < h * (thread_index + 1) / n_threads; head++)
+        attend_compressed(r->hp, r->s->q + (r->t * h + head) * d, r->p, r->rows, r->row_floats, r->entries,
+                          r->chosen, r->n_chosen, r->sinks[head], scratch, r->s->attn + (r->t * h + head) * d);
+}
+
 /* The compressed layer il's attention of the n tokens (their queries in
  * s->q, their KV head in s->k) into s->attn: their rows (the KV head, the
  * compressors' projections with ape), the entries their positions
@@ -626,7 +662,7 @@ static void attend_compressed(const model_hparams *hp, const float *q, int64_t p
  * token over its window and its compressed entries. */
 static void attend_compressed_layer(run_state *s, const model_hparams *hp, const layer_weights *l, int il, int n)
 {
-    int64_t h = hp->n_head, d = hp->head_dim_k, r = hp->n_rot, ratio = hp->compress_ratio[il];
+    int64_t d = hp->head_dim_k, r = hp->n_rot, ratio = hp->compress_ratio[il];
     int64_t row_floats = s->compress_row_floats[il], overlap = ratio == 4 ? 2 : 1;
     int64_t hi = hp->indexer_heads, di = hp->indexer_dim;
     bool indexed = ratio == 4;
@@ -671,10 +707,10 @@ static void attend_compressed_layer(run_state *s, const model_hparams *hp, const
         int32_t *chosen = s->indexer_chosen;
         if (indexed)
             n_chosen = indexer_choose(s, hp, keys, t, n_visible, chosen);
-        for (int64_t head = 0; head < h; head++)
-            attend_compressed(hp, s->q + (t * h + head) * d, p, layer_rows, row_floats, entries,
-                              indexed ? chosen : NULL, n_chosen, ((const float *)l->attn_sinks.data)[head],
-                              s->attention_scratch, s->attn + (t * h + head) * d);
+        compressed_token_run run = {.s = s, .hp = hp, .t = t, .p = p, .rows = layer_rows, .entries = entries,
+                                    .sinks = l->attn_sinks.data, .row_floats = row_floats, .n_chosen = n_chosen,
+                                    .chosen = indexed ? chosen : NULL};
+        thread_pool_run(s->pool, compressed_heads_task, &run);
     }
 }
 
