@@ -313,6 +313,9 @@ typedef struct bmoe_stats {
     uint64_t prefetched;     /* experts read ahead */
     uint64_t prefetch_useful;/* of those, how many a later routing hit */
     uint64_t prefetch_trusted;/* of prefetched, how many were admitted while the guesses were trusted (measured right): read at the disk's full rate */
+    uint64_t guesses_judged;  /* guesses whose layer routed since they were made, read or not (a wrong one is often
+                               * dropped unread, so prefetch_useful / prefetched overstates a predictor) */
+    uint64_t guesses_right;   /* of those, how many the layer routed to */
     uint64_t predict_paused; /* decode steps that read nothing ahead: the read-ahead measured slower (not predict_always) */
     /* routing and the lossy levers (bmoe_lossy_params) */
     uint64_t experts_routed;      /* (token, slot) routings evaluated */

@@ -34,6 +34,8 @@ void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b)
     a->prefetched += b->prefetched;
     a->prefetch_useful += b->prefetch_useful;
     a->prefetch_trusted += b->prefetch_trusted;
+    a->guesses_judged += b->guesses_judged;
+    a->guesses_right += b->guesses_right;
     a->predict_paused += b->predict_paused;
     a->experts_routed += b->experts_routed;
     a->experts_dropped += b->experts_dropped;
@@ -268,6 +270,8 @@ static void add_store_delta(bmoe_stats *stats, const expert_store_counters *befo
     stats->prefetched += after->prefetched - before->prefetched;
     stats->prefetch_useful += after->prefetch_useful - before->prefetch_useful;
     stats->prefetch_trusted += after->prefetch_trusted - before->prefetch_trusted;
+    stats->guesses_judged += after->guesses_judged - before->guesses_judged;
+    stats->guesses_right += after->guesses_right - before->guesses_right;
 }
 
 /* A model whose weights hold NaN or Inf yields rows that sampling would turn

@@ -89,6 +89,7 @@ struct expert_store {
     /* eval-thread counters */
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetched, prefetch_useful, prefetch_trusted;
+    uint64_t guesses_judged, guesses_right;
     uint64_t warmed;
     double serial_io_ms, mgmt_ms;
 };
@@ -719,6 +720,8 @@ static void judge_guess(expert_store *store, int slot, bool right)
     if (store->slots[slot].judged || store->config.stage_all)
         return;
     store->slots[slot].judged = true;
+    store->guesses_judged++;
+    store->guesses_right += right;
     if (guess_trust_judge(&store->trust, right))
         io_lanes_trust_guesses(store->lanes, store->trust.trusted);
 }
@@ -1062,6 +1065,8 @@ void expert_store_get_counters(expert_store *store, expert_store_counters *count
     counters->prefetched = store->prefetched;
     counters->prefetch_useful = store->prefetch_useful;
     counters->prefetch_trusted = store->prefetch_trusted;
+    counters->guesses_judged = store->guesses_judged;
+    counters->guesses_right = store->guesses_right;
     counters->warmed = store->warmed;
     counters->warm_pending = (uint64_t)(store->n_warm_queue - store->warm_next + store->n_warm);
     if (!store->lanes)

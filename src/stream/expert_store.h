@@ -74,6 +74,7 @@ typedef struct expert_store_counters {
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetch_bytes, prefetched, prefetch_useful;
     uint64_t prefetch_trusted; /* guesses admitted while trusted (guess_trust.h) */
+    uint64_t guesses_judged, guesses_right; /* guesses their layer's routing judged, and the right ones */
     uint64_t warmed;           /* entries the warm-up from a profile read */
     uint64_t warm_pending;     /* entries it has still to read (or is reading) */
 } expert_store_counters;

@@ -151,6 +151,10 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
                          ahead ? " [route-ahead]" : c->predict_prefetch ? " [stale-gate]" : "");
         /* after the contract's fields: parsers that know only those still match */
+        if (d->guesses_judged > 0)
+            tm_buffer_printf(out, ", %" PRIu64 "/%" PRIu64 " guesses right as their layers routed (%.1f%%)",
+                             d->guesses_right, d->guesses_judged,
+                             100.0 * (double)d->guesses_right / (double)d->guesses_judged);
         if (d->prefetch_trusted > 0)
             tm_buffer_printf(out, ", %" PRIu64 " read at the disk's full rate (guesses measured right)",
                              d->prefetch_trusted);

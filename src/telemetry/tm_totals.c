@@ -26,6 +26,8 @@ void tm_totals_add(tm_totals *totals, const tm_token *token, const bmoe_stats *s
     totals->prefetched += stats->prefetched;
     totals->prefetch_useful += stats->prefetch_useful;
     totals->prefetch_trusted += stats->prefetch_trusted;
+    totals->guesses_judged += stats->guesses_judged;
+    totals->guesses_right += stats->guesses_right;
     totals->predict_paused += stats->predict_paused;
     totals->experts_routed += stats->experts_routed;
     totals->experts_dropped += stats->experts_dropped;

@@ -33,6 +33,7 @@ typedef struct tm_totals {
     /* the expert store's counters over the decodes */
     uint64_t hits, misses, evictions, rereads;
     uint64_t prefetch_bytes, prefetched, prefetch_useful, prefetch_trusted;
+    uint64_t guesses_judged, guesses_right;
     uint64_t predict_paused; /* decode steps whose read-ahead the gate paused */
     /* the routing and the lossy levers over the decodes */
     uint64_t experts_routed, experts_dropped, experts_reranked, experts_substituted;

@@ -14,6 +14,20 @@ static char dir[1100], model[1200];
  * exact decay (guess_trust.h). */
 #define GUESSES_BEFORE_TRUST_MIN 16
 
+/* The "R/J guesses right as their layers routed" of a moe-prefetch line:
+ * true when the line has it. */
+static bool guess_verdicts(const char *report, unsigned long long *right, unsigned long long *judged)
+{
+    const char *line = report ? strstr(report, "moe-prefetch: ") : NULL;
+    const char *end = line ? strstr(line, " guesses right as their layers routed") : NULL;
+    if (!end)
+        return false;
+    const char *at = end;
+    while (at > line && (isdigit((unsigned char)at[-1]) || at[-1] == '/'))
+        at--;
+    return sscanf(at, "%llu/%llu", right, judged) == 2;
+}
+
 /* A run's text (its end-of-run lines cut off, as the timings differ from run
  * to run), and in *report those lines when report is not NULL. */
 static char *run_ok_report(const char *const *args, char **report)
@@ -188,6 +202,9 @@ int main(void)
         trusted = strtoull(digits, NULL, 10);
     CHECK_MSG(useful == guessed && trusted > 0 && trusted + GUESSES_BEFORE_TRUST_MIN <= guessed,
               "%llu of %llu guesses read trusted", trusted, guessed);
+    unsigned long long right = 0, judged = 0;
+    CHECK_MSG(guess_verdicts(report, &right, &judged) && judged >= guessed && right == judged,
+              "never-wrong guesses: %llu of %llu right (%llu read)", right, judged, guessed);
     CHECK_MSG(longer_text && longer_plain_text && strcmp(longer_text, longer_plain_text) == 0,
               "trusted guesses changed the text");
     free(report);
@@ -200,6 +217,12 @@ int main(void)
     free(run_ok_report(guessing, &report));
     CHECK_MSG(report && strstr(report, "moe-prefetch: ") && !strstr(report, " read at the disk's full rate"),
               "mostly wrong guesses trusted: %s", report ? report : "");
+    /* the verdicts count the wrong guesses dropped unread: more judged than read, under the trust bar */
+    unsigned long long useful_read = 0, read = 0;
+    const char *guess_line = report ? strstr(report, "moe-prefetch: ") : NULL;
+    CHECK_MSG(guess_line && sscanf(guess_line, "moe-prefetch: %*f MiB speculative, %llu/%llu", &useful_read, &read) == 2 &&
+                  guess_verdicts(report, &right, &judged) && judged > read && right * 10 < judged * 9,
+              "stale gate: %llu of %llu judged right, %llu read: %s", right, judged, read, report ? report : "");
     free(report);
 
     /* gated (the default): the same text, and at least the plain step the gate measures first */

@@ -128,13 +128,16 @@ static void test_streaming_variants(void)
     CHECK_MSG(strstr(text, "moe-prefetch: 1.00 MiB speculative, 3/4 experts useful (75.0%) [stale-gate], paused on "
                            "3/4 decodes (measured slower)\n") != NULL,
               "paused read-ahead:\n%s", text);
-    /* guesses read trusted, then the pause */
+    /* the verdicts on the guesses, those read trusted, then the pause */
+    s.decode.guesses_judged = 8;
+    s.decode.guesses_right = 3;
     s.decode.prefetch_trusted = 2;
     tm_buffer_clear(&out);
     tm_report_format(&out, &c, &s);
-    CHECK_MSG(strstr(tm_buffer_text(&out), "[stale-gate], 2 read at the disk's full rate (guesses measured right), "
-                                           "paused on 3/4 decodes") != NULL,
+    CHECK_MSG(strstr(tm_buffer_text(&out), "[stale-gate], 3/8 guesses right as their layers routed (37.5%), 2 read at "
+                                           "the disk's full rate (guesses measured right), paused on 3/4 decodes") != NULL,
               "trusted guesses:\n%s", tm_buffer_text(&out));
+    s.decode.guesses_judged = s.decode.guesses_right = 0;
     s.decode.prefetch_trusted = 0;
     s.decode.predict_paused = 0;
     tm_buffer_clear(&out);
