@@ -150,12 +150,14 @@ void tm_report_format(tm_buffer *out, const tm_config *c, const tm_summary *s)
                          (double)d->prefetch_bytes / TM_MIB, d->prefetch_useful, d->prefetched,
                          d->prefetched > 0 ? 100.0 * (double)d->prefetch_useful / (double)d->prefetched : 0.0,
                          ahead ? " [route-ahead]" : c->predict_prefetch ? " [stale-gate]" : "");
-        /* after the contract's fields: parsers that know only those still match */
-        if (d->guesses_judged > 0)
+        /* after the contract's fields of a tagged line: parsers that know only those still match (the
+         * contract gives --prefetch K's untagged line no more) */
+        bool tagged = ahead || c->predict_prefetch;
+        if (tagged && d->guesses_judged > 0)
             tm_buffer_printf(out, ", %" PRIu64 "/%" PRIu64 " guesses right as their layers routed (%.1f%%)",
                              d->guesses_right, d->guesses_judged,
                              100.0 * (double)d->guesses_right / (double)d->guesses_judged);
-        if (d->prefetch_trusted > 0)
+        if (tagged && d->prefetch_trusted > 0)
             tm_buffer_printf(out, ", %" PRIu64 " read at the disk's full rate (guesses measured right)",
                              d->prefetch_trusted);
         if (d->predict_paused > 0)

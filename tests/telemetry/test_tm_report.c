@@ -75,6 +75,10 @@ static void test_streaming_serial(void)
     c.prefetch = 1;
     tm_summary s = hand_summary();
     s.ttft_s = 0.3125;
+    /* --prefetch K's line is untagged: the contract gives it nothing after the share, verdicts or not */
+    s.decode.guesses_judged = 5;
+    s.decode.guesses_right = 3;
+    s.decode.prefetch_trusted = 1;
     tm_buffer out;
     tm_buffer_init(&out);
     tm_report_format(&out, &c, &s);
