@@ -161,7 +161,7 @@ static int bind_ffn(model *m, int il, bmoe_error *err)
 {
     model_hparams *hp = &m->hparams;
     layer_weights *l = &m->weights.layers[il];
-    int64_t n_embd = hp->n_embd, fs = hp->n_ff_shexp;
+    int64_t n_embd = hp->n_embd;
     if (model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                    "blk.%d.ffn_norm.weight", il))
         return -1;
@@ -176,12 +176,7 @@ static int bind_ffn(model *m, int il, bmoe_error *err)
         model_bind_experts(m, il, err) ||
         model_bind(m, &l->exp_probs_b, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){hp->n_expert}, err,
                    "blk.%d.exp_probs_b.bias", il) ||
-        model_bind(m, &l->ffn_gate_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                   "blk.%d.ffn_gate_shexp.weight", il) ||
-        model_bind(m, &l->ffn_up_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                   "blk.%d.ffn_up_shexp.weight", il) ||
-        model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
-                   "blk.%d.ffn_down_shexp.weight", il))
+        model_bind_shared_expert(m, il, err))
         return -1;
     return 0;
 }

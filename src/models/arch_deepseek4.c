@@ -198,7 +198,7 @@ static int bind_layer(model *m, int il, bmoe_error *err)
     const model_hparams *hp = &m->hparams;
     layer_weights *l = &m->weights.layers[il];
     int64_t n_embd = hp->n_embd, h = hp->n_head, d = hp->head_dim_k, q_lora = hp->mla_q_lora;
-    int64_t groups = hp->o_groups, o_lora = hp->o_lora, fs = hp->n_ff_shexp;
+    int64_t groups = hp->o_groups, o_lora = hp->o_lora;
     if (model_bind(m, &l->attn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                    "blk.%d.attn_norm.weight", il) ||
         model_bind(m, &l->attn_sinks, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){h}, err,
@@ -222,12 +222,7 @@ static int bind_layer(model *m, int il, bmoe_error *err)
         model_bind(m, &l->ffn_norm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                    "blk.%d.ffn_norm.weight", il) ||
         model_bind_experts(m, il, err) ||
-        model_bind(m, &l->ffn_gate_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                   "blk.%d.ffn_gate_shexp.weight", il) ||
-        model_bind(m, &l->ffn_up_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                   "blk.%d.ffn_up_shexp.weight", il) ||
-        model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
-                   "blk.%d.ffn_down_shexp.weight", il))
+        model_bind_shared_expert(m, il, err))
         return -1;
     int64_t ratio = hp->compress_ratio[il], overlap = ratio == 4 ? 2 : 1;
     if (ratio != 0 &&
@@ -337,6 +332,20 @@ static deepseek4_rows deepseek4_rows_of(const model_hparams *hp, float *row)
  * each dst divided by its sum over src; iterations - 1 more rounds of
  * dividing each src by its sum over dst, then each dst by its sum over src.
  * Every sum (in double, as the reference sums rows) has eps added. */
+/* Divides each of the hc lines of comb (line i's element j at i * across +
+ * j * along) by its sum plus eps. */
+static void normalize_lines(float *comb, int hc, int across, int along, float eps)
+{
+    for (int i = 0; i < hc; i++) {
+        double total = 0.0;
+        for (int j = 0; j < hc; j++)
+            total += comb[i * across + j * along];
+        float sum = (float)total + eps;
+        for (int j = 0; j < hc; j++)
+            comb[i * across + j * along] /= sum;
+    }
+}
+
 static void sinkhorn(float *comb, int hc, int iterations, float eps)
 {
     for (int src = 0; src < hc; src++)
@@ -345,22 +354,8 @@ static void sinkhorn(float *comb, int hc, int iterations, float eps)
         comb[i] += eps;
     for (int round = 0; round < iterations; round++) {
         if (round > 0)
-            for (int src = 0; src < hc; src++) {
-                double total = 0.0;
-                for (int dst = 0; dst < hc; dst++)
-                    total += comb[src * hc + dst];
-                float sum = (float)total + eps;
-                for (int dst = 0; dst < hc; dst++)
-                    comb[src * hc + dst] /= sum;
-            }
-        for (int dst = 0; dst < hc; dst++) {
-            double total = 0.0;
-            for (int src = 0; src < hc; src++)
-                total += comb[src * hc + dst];
-            float sum = (float)total + eps;
-            for (int src = 0; src < hc; src++)
-                comb[src * hc + dst] /= sum;
-        }
+            normalize_lines(comb, hc, hc, 1, eps); /* each src over dst */
+        normalize_lines(comb, hc, 1, hc, eps);     /* each dst over src */
     }
 }
 

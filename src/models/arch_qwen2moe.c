@@ -29,7 +29,7 @@ int qwen2moe_bind(model *m, bmoe_error *err)
                        &hp->n_ff_shexp, err) ||
         model_require_positive(m, "expert_shared_feed_forward_length", hp->n_ff_shexp, err))
         return -1;
-    int64_t n_embd = hp->n_embd, fs = hp->n_ff_shexp;
+    int64_t n_embd = hp->n_embd;
     if (model_bind_globals(m, false, "output_norm.weight", err) != 0)
         return -1;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -46,12 +46,7 @@ int qwen2moe_bind(model *m, bmoe_error *err)
             model_bind_experts(m, il, err) ||
             model_bind(m, &l->ffn_gate_inp_shexp, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.ffn_gate_inp_shexp.weight", il) ||
-            model_bind(m, &l->ffn_gate_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                       "blk.%d.ffn_gate_shexp.weight", il) ||
-            model_bind(m, &l->ffn_up_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                       "blk.%d.ffn_up_shexp.weight", il) ||
-            model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
-                       "blk.%d.ffn_down_shexp.weight", il))
+            model_bind_shared_expert(m, il, err))
             return -1;
     }
     return 0;

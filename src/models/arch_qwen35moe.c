@@ -160,7 +160,7 @@ int qwen35moe_bind(model *m, bmoe_error *err)
     if (hp->ssm_v_heads % hp->ssm_k_heads != 0)
         return error_set(err, "model: qwen35moe ssm.time_step_rank %d is not a multiple of ssm.group_count %d",
                          hp->ssm_v_heads, hp->ssm_k_heads);
-    int64_t n_embd = hp->n_embd, fs = hp->n_ff_shexp;
+    int64_t n_embd = hp->n_embd;
     if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
         return -1;
     /* the head is a full-attention block of the layers' sizes */
@@ -191,12 +191,7 @@ int qwen35moe_bind(model *m, bmoe_error *err)
             model_bind_experts(m, il, err) ||
             model_bind(m, &l->ffn_gate_inp_shexp, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
                        "blk.%d.ffn_gate_inp_shexp.weight", il) ||
-            model_bind(m, &l->ffn_gate_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                       "blk.%d.ffn_gate_shexp.weight", il) ||
-            model_bind(m, &l->ffn_up_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, fs}, err,
-                       "blk.%d.ffn_up_shexp.weight", il) ||
-            model_bind(m, &l->ffn_down_shexp, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){fs, n_embd}, err,
-                       "blk.%d.ffn_down_shexp.weight", il))
+            model_bind_shared_expert(m, il, err))
             return -1;
     }
     return 0;
