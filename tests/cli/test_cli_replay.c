@@ -14,18 +14,36 @@ static char dir[1100], model[1200];
  * exact decay (guess_trust.h). */
 #define GUESSES_BEFORE_TRUST_MIN 16
 
-/* The "R/J guesses right as their layers routed" of a moe-prefetch line:
- * true when the line has it. */
-static bool guess_verdicts(const char *report, unsigned long long *right, unsigned long long *judged)
+/* The counts of a report's moe-prefetch line: the contract's experts read
+ * ahead and useful, then the suffixes' guesses judged and right and guesses
+ * read trusted (0 where a suffix is absent: each is printed only when not
+ * 0). False without the line. */
+typedef struct prefetch_counts {
+    unsigned long long useful, read, right, judged, trusted;
+} prefetch_counts;
+
+/* The number (digits, or "R/J") just before suffix on line, or NULL. */
+static const char *number_before(const char *line, const char *suffix)
 {
-    const char *line = report ? strstr(report, "moe-prefetch: ") : NULL;
-    const char *end = line ? strstr(line, " guesses right as their layers routed") : NULL;
-    if (!end)
-        return false;
-    const char *at = end;
-    while (at > line && (isdigit((unsigned char)at[-1]) || at[-1] == '/'))
+    const char *end = strstr(line, suffix), *at = end;
+    while (at && at > line && (isdigit((unsigned char)at[-1]) || at[-1] == '/'))
         at--;
-    return sscanf(at, "%llu/%llu", right, judged) == 2;
+    return at && at < end ? at : NULL;
+}
+
+static bool parse_prefetch(const char *report, prefetch_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *line = report ? strstr(report, "moe-prefetch: ") : NULL;
+    if (!line || sscanf(line, "moe-prefetch: %*f MiB speculative, %llu/%llu", &c->useful, &c->read) != 2)
+        return false;
+    const char *verdicts = number_before(line, " guesses right as their layers routed");
+    const char *trusted = number_before(line, " read at the disk's full rate");
+    if (verdicts && sscanf(verdicts, "%llu/%llu", &c->right, &c->judged) != 2)
+        return false;
+    if (trusted)
+        c->trusted = strtoull(trusted, NULL, 10);
+    return true;
 }
 
 /* A run's text (its end-of-run lines cut off, as the timings differ from run
@@ -189,22 +207,14 @@ int main(void)
     const char *longer_plain[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "-p", "Hello there",
                                   "-n", "30", "--route-replay", altered, NULL};
     char *report = NULL, *longer_text = run_ok_report(longer, &report), *longer_plain_text = run_ok(longer_plain);
-    unsigned long long trusted = 0, useful = 0, guessed = 0;
-    const char *line = report ? strstr(report, "moe-prefetch: ") : NULL;
-    const char *full_rate = line ? strstr(line, " read at the disk's full rate") : NULL;
-    const char *digits = full_rate;
-    while (digits && digits > line && isdigit((unsigned char)digits[-1]))
-        digits--;
-    CHECK_MSG(full_rate && digits < full_rate &&
-                  sscanf(line, "moe-prefetch: %*f MiB speculative, %llu/%llu", &useful, &guessed) == 2,
-              "never-wrong guesses not trusted: %s", report ? report : "");
-    if (digits)
-        trusted = strtoull(digits, NULL, 10);
-    CHECK_MSG(useful == guessed && trusted > 0 && trusted + GUESSES_BEFORE_TRUST_MIN <= guessed,
-              "%llu of %llu guesses read trusted", trusted, guessed);
-    unsigned long long right = 0, judged = 0;
-    CHECK_MSG(guess_verdicts(report, &right, &judged) && judged >= guessed && right == judged,
-              "never-wrong guesses: %llu of %llu right (%llu read)", right, judged, guessed);
+    prefetch_counts counts;
+    CHECK_MSG(parse_prefetch(report, &counts) && counts.trusted > 0, "never-wrong guesses not trusted: %s",
+              report ? report : "");
+    CHECK_MSG(counts.useful == counts.read && counts.trusted > 0 &&
+                  counts.trusted + GUESSES_BEFORE_TRUST_MIN <= counts.read,
+              "%llu of %llu guesses read trusted", counts.trusted, counts.read);
+    CHECK_MSG(counts.judged > 0 && counts.judged >= counts.read && counts.right == counts.judged,
+              "never-wrong guesses: %llu of %llu right (%llu read)", counts.right, counts.judged, counts.read);
     CHECK_MSG(longer_text && longer_plain_text && strcmp(longer_text, longer_plain_text) == 0,
               "trusted guesses changed the text");
     free(report);
@@ -215,14 +225,12 @@ int main(void)
     const char *guessing[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
                               "--predict-spec-max", "8", "--predict-always", "-p", "Hello there", "-n", "30", NULL};
     free(run_ok_report(guessing, &report));
-    CHECK_MSG(report && strstr(report, "moe-prefetch: ") && !strstr(report, " read at the disk's full rate"),
-              "mostly wrong guesses trusted: %s", report ? report : "");
+    CHECK_MSG(parse_prefetch(report, &counts) && counts.trusted == 0, "mostly wrong guesses trusted: %s",
+              report ? report : "");
     /* the verdicts count the wrong guesses dropped unread: more judged than read, under the trust bar */
-    unsigned long long useful_read = 0, read = 0;
-    const char *guess_line = report ? strstr(report, "moe-prefetch: ") : NULL;
-    CHECK_MSG(guess_line && sscanf(guess_line, "moe-prefetch: %*f MiB speculative, %llu/%llu", &useful_read, &read) == 2 &&
-                  guess_verdicts(report, &right, &judged) && judged > read && right * 10 < judged * 9,
-              "stale gate: %llu of %llu judged right, %llu read: %s", right, judged, read, report ? report : "");
+    CHECK_MSG(counts.judged > counts.read && counts.right * 10 < counts.judged * 9,
+              "stale gate: %llu of %llu judged right, %llu read: %s", counts.right, counts.judged, counts.read,
+              report ? report : "");
     free(report);
 
     /* gated (the default): the same text, and at least the plain step the gate measures first */
