@@ -726,6 +726,22 @@ static void judge_guess(expert_store *store, int slot, bool right)
         io_lanes_trust_guesses(store->lanes, store->trust.trusted);
 }
 
+/* Pins slot, holding (layer, expert), for the acquire and points handle at
+ * its projections. */
+static void pin_entry(expert_store *store, int layer, int expert, int slot, expert_handle *handle)
+{
+    size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
+    store->slots[slot].pinned = true;
+    store->pinned[store->n_pinned++] = slot;
+    store->policy->touch(store->policy_state, slot, (int)key, store->acquires);
+    for (int p = 0; p < store->layers[layer].n_projections; p++) {
+        handle->data[p] = slot_data(store, slot, layer, expert, p);
+        /* a miss, or a prefetch still reading: the matmul waits for it */
+        if (store->config.overlap && atomic_load(slot_state(store, slot, p)) != IO_READY)
+            handle->ready[p] = (void *)slot_state(store, slot, p);
+    }
+}
+
 int expert_store_acquire(expert_store *store, int layer, const int32_t *experts, int n, expert_handle *handles,
                          bmoe_error *err)
 {
@@ -742,9 +758,11 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
     int n_projections = source->n_projections;
     int *misses = store->miss_index;
     int n_misses = 0;
+    /* the hits are pinned before any miss takes a slot: a miss's victim is
+     * never an entry this same acquire is about to use (a guess read ahead
+     * for this layer waits at the cold end, the first victim otherwise) */
     for (int i = 0; i < n; i++) {
-        int32_t expert = experts[i];
-        size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)expert;
+        size_t key = (size_t)layer * (size_t)store->n_expert + (size_t)experts[i];
         int slot = store->entry_slot[key];
         /* a dropped guess may still be finishing a piece */
         if (slot >= 0 && store->slots[slot].cancelled)
@@ -754,42 +772,37 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
             empty_slot(store, slot);
             slot = -1;
         }
-        expert_handle *handle = &handles[i];
-        memset(handle, 0, sizeof *handle);
-        if (slot >= 0) {
-            store->hits++;
-            handle->hit = true;
-            if (store->slots[slot].speculative) {
-                store->slots[slot].speculative = false;
-                store->prefetch_useful++;
-                handle->prefetched = true;
-                judge_guess(store, slot, true);
-            }
-            /* a guess still being read is needed now: its reads become demand reads */
-            if (store->slots[slot].prefetch_read && slot_reading(store, slot)) {
-                io_job *jobs[EXPERT_MAX_PROJECTIONS];
-                io_lanes_promote(store->lanes, jobs, slot_jobs(store, slot, jobs));
-            }
-        } else {
-            slot = fill_slot(store, layer, expert, false);
-            if (slot < 0) {
-                /* what was prepared must still be read: the release waits on it */
-                submit_misses(store, layer, experts, misses, n_misses);
-                return error_set(err, "stream: no cache slot free for layer %d expert %d", layer, expert);
-            }
-            store->misses++;
-            handle->read_bytes = entry_bytes(source);
+        memset(&handles[i], 0, sizeof handles[i]);
+        if (slot < 0) {
             misses[n_misses++] = i;
+            continue;
         }
-        store->slots[slot].pinned = true;
-        store->pinned[store->n_pinned++] = slot;
-        store->policy->touch(store->policy_state, slot, (int)key, store->acquires);
-        for (int p = 0; p < n_projections; p++) {
-            handle->data[p] = slot_data(store, slot, layer, expert, p);
-            /* a miss, or a prefetch still reading: the matmul waits for it */
-            if (store->config.overlap && atomic_load(slot_state(store, slot, p)) != IO_READY)
-                handle->ready[p] = (void *)slot_state(store, slot, p);
+        store->hits++;
+        handles[i].hit = true;
+        if (store->slots[slot].speculative) {
+            store->slots[slot].speculative = false;
+            store->prefetch_useful++;
+            handles[i].prefetched = true;
+            judge_guess(store, slot, true);
         }
+        /* a guess still being read is needed now: its reads become demand reads */
+        if (store->slots[slot].prefetch_read && slot_reading(store, slot)) {
+            io_job *jobs[EXPERT_MAX_PROJECTIONS];
+            io_lanes_promote(store->lanes, jobs, slot_jobs(store, slot, jobs));
+        }
+        pin_entry(store, layer, experts[i], slot, &handles[i]);
+    }
+    for (int m = 0; m < n_misses; m++) {
+        int i = misses[m];
+        int slot = fill_slot(store, layer, experts[i], false);
+        if (slot < 0) {
+            /* what was prepared must still be read: the release waits on it */
+            submit_misses(store, layer, experts, misses, m);
+            return error_set(err, "stream: no cache slot free for layer %d expert %d", layer, experts[i]);
+        }
+        store->misses++;
+        handles[i].read_bytes = entry_bytes(source);
+        pin_entry(store, layer, experts[i], slot, &handles[i]);
     }
     /* guesses for this layer that it did not route to, or for an earlier one */
     for (int i = 0; i < store->n_speculative; i++) {
