@@ -379,6 +379,15 @@ static bool slot_evictable(void *user, int slot)
     return !store->slots[slot].pinned && !slot_reading(store, slot);
 }
 
+/* For a guess: also not a guess still waiting for its layer's verdict (the
+ * one guessed first is for the nearer layer). */
+static bool slot_evictable_for_guess(void *user, int slot)
+{
+    const expert_store *store = user;
+    const cache_slot *s = &store->slots[slot];
+    return slot_evictable(user, slot) && !(s->speculative && !s->judged);
+}
+
 static void report_reads(expert_store *store, int slot);
 
 /* A prefetch whose reads are over: they go to the observer, and it counts
@@ -443,7 +452,8 @@ static void drop_guesses(expert_store *store, const int *slots, int n)
 static int take_slot(expert_store *store, bool demand)
 {
     if (store->n_free == 0) {
-        int victim = store->policy->victim(store->policy_state, slot_evictable, store);
+        int victim = store->policy->victim(store->policy_state, demand ? slot_evictable : slot_evictable_for_guess,
+                                           store);
         if (victim < 0 && demand && store->n_speculative > 0) {
             drop_guesses(store, store->speculative_slots, store->n_speculative);
             victim = store->policy->victim(store->policy_state, slot_evictable, store);
@@ -792,6 +802,16 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         }
         pin_entry(store, layer, experts[i], slot, &handles[i]);
     }
+    /* guesses for this layer that it did not route to, or for an earlier
+     * one: judged before a miss may evict them (they wait at the cold end) */
+    for (int i = 0; i < store->n_speculative; i++) {
+        int slot = store->speculative_slots[i];
+        if (store->slots[slot].pinned || store->slots[slot].layer > layer)
+            continue;
+        if (store->slots[slot].speculative)
+            judge_guess(store, slot, false);
+        cancel_prefetch(store, slot);
+    }
     for (int m = 0; m < n_misses; m++) {
         int i = misses[m];
         int slot = fill_slot(store, layer, experts[i], false);
@@ -803,15 +823,6 @@ int expert_store_acquire(expert_store *store, int layer, const int32_t *experts,
         store->misses++;
         handles[i].read_bytes = entry_bytes(source);
         pin_entry(store, layer, experts[i], slot, &handles[i]);
-    }
-    /* guesses for this layer that it did not route to, or for an earlier one */
-    for (int i = 0; i < store->n_speculative; i++) {
-        int slot = store->speculative_slots[i];
-        if (store->slots[slot].pinned || store->slots[slot].layer > layer)
-            continue;
-        if (store->slots[slot].speculative)
-            judge_guess(store, slot, false);
-        cancel_prefetch(store, slot);
     }
     submit_misses(store, layer, experts, misses, n_misses);
     if (n <= store->config.n_expert_used) { /* one token's routing: the next one's guess */

@@ -227,8 +227,9 @@ int main(void)
     free(run_ok_report(guessing, &report));
     CHECK_MSG(parse_prefetch(report, &counts) && counts.trusted == 0, "mostly wrong guesses trusted: %s",
               report ? report : "");
-    /* the verdicts count the wrong guesses dropped unread: more judged than read, under the trust bar */
-    CHECK_MSG(counts.judged > counts.read && counts.right * 10 < counts.judged * 9,
+    /* the verdicts count every guess, the wrong ones dropped unread too (a slow build may read them all):
+     * at least as many judged as read, under the trust bar */
+    CHECK_MSG(counts.judged >= counts.read && counts.right * 10 < counts.judged * 9,
               "stale gate: %llu of %llu judged right, %llu read: %s", counts.right, counts.judged, counts.read,
               report ? report : "");
     free(report);
