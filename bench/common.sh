@@ -56,7 +56,7 @@ median() {
 # of this shape (864 KiB: Q4_K 2048 x 768) at the lanes' queue depth
 # ($io_threads), now.
 disk_rate() {
-  "$build/bin/bench-iobench" "$model" --size 864 --threads "$io_threads" --seconds "$1" |
+  "${throttled[@]}" "$build/bin/bench-iobench" "$model" --size 864 --threads "$io_threads" --seconds "$1" |
     sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
 }
 
@@ -64,4 +64,37 @@ disk_rate() {
 # (which counts the page cache the kernel can reclaim).
 fits_in_memory() {
   awk -v bytes="$(stat -c %s "$model")" '/^MemAvailable:/ { exit !(bytes + 2 * 2^30 <= $2 * 1024) }' /proc/meminfo
+}
+
+# bench_throttle_reads: with BMOE_BENCH_READ_MBPS set, the reads every
+# command started through "${throttled[@]}" makes from the disk holding $model
+# are limited to that many MB/s (10^6 bytes), a slower disk on the same
+# machine: a cgroup v1 blkio group (blkio.throttle.read_bps_device) made here
+# and removed by bench_cleanup. memcap's memory group is another hierarchy,
+# so a capped run stays throttled. Without the variable, "${throttled[@]}" is
+# nothing.
+throttled=()
+throttle_group=""
+bench_throttle_reads() {
+  local rate=${BMOE_BENCH_READ_MBPS:-} device
+  [ -n "$rate" ] || return 0
+  case $rate in '' | *[!0-9]*) fail "BMOE_BENCH_READ_MBPS: '$rate' is not a whole number of MB/s" ;; esac
+  [ -d /sys/fs/cgroup/blkio ] ||
+    fail "BMOE_BENCH_READ_MBPS needs a cgroup v1 blkio hierarchy (/sys/fs/cgroup/blkio), which this machine lacks"
+  device=$(stat -c '%Hd:%Ld' "$model")
+  # a partition's reads are throttled at its disk
+  [ -e "/sys/dev/block/$device/partition" ] && device=$(cat "/sys/dev/block/$device/../dev")
+  throttle_group=/sys/fs/cgroup/blkio/bmoe-bench-$$
+  mkdir "$throttle_group" || fail "cannot make the blkio group $throttle_group (run as root)"
+  echo "$device $((rate * 1000000))" > "$throttle_group/blkio.throttle.read_bps_device" ||
+    fail "cannot throttle reads of device $device"
+  # shellcheck disable=SC2016
+  throttled=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$throttle_group")
+  echo "== reads from device $device limited to $rate MB/s (blkio group $throttle_group)"
+}
+
+# bench_cleanup: the scratch directory and the blkio group, at exit.
+bench_cleanup() {
+  rm -rf "$work"
+  [ -z "$throttle_group" ] || rmdir "$throttle_group" 2>/dev/null || true
 }

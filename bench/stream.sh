@@ -37,6 +37,8 @@
 # BMOE_BENCH_CAP (default 8G), BMOE_BENCH_CONFIGS (default all; empty: none),
 # BMOE_BENCH_WHOLE_ROUNDS (rounds of the resident / whole-cache pair, default
 # BMOE_BENCH_ROUNDS, 0: none), BMOE_BENCH_BASELINE (for @base rows),
+# BMOE_BENCH_READ_MBPS (a slower disk: reads from the model's disk limited to
+# that many MB/s for the capped runs and the disk's rate, bench/common.sh),
 # BMOE_SHARED_DIR (default ../shared).
 # A benchmark, not a test.
 set -euo pipefail
@@ -70,7 +72,8 @@ done
 bench_write_model
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap bench_cleanup EXIT
+bench_throttle_reads
 own_trace=$work/own.route.csv
 wide_trace=$work/trained-wide.route.csv
 
@@ -113,7 +116,7 @@ bench_copy_cli "$configs"
 echo "== disk: random O_DIRECT reads of one expert slice, queue depth $io_threads: $(disk_rate 4) MiB/s"
 # reread_rate TRACE: MiB/s of that run's decode reads issued again at the lanes' queue depth, now.
 reread_rate() {
-  "$iobench" "$model" --replay "$1" --threads "$io_threads" | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
+  "${throttled[@]}" "$iobench" "$model" --replay "$1" --threads "$io_threads" | sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p'
 }
 
 
@@ -121,7 +124,7 @@ case " $configs " in
   *" oracle "* | *" oracle-gated "*)
     echo "== recording the run's own routing for the oracle row"
     # shellcheck disable=SC2086
-    "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 \
+    "${throttled[@]}" "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" -c 112 \
       ${flags[overlap]} --io-threads "$io_threads" --route-trace "$own_trace" > "$work/own.route.log" 2>&1 ||
       fail "recording the own routing failed: $(tail -n 1 "$work/own.route.log")"
     ;;
@@ -152,7 +155,7 @@ esac
 llama_decode() {
   [ -x "$llama" ] || { echo "-"; return; }
   local out="$work/llama.out" status=0
-  "$memcap" --drop-caches "$cap" "$llama" -m "$model" -lm mmap -ot '.*=CPU' -t "$threads" -p 0 -n 8 -r 1 -o csv \
+  "${throttled[@]}" "$memcap" --drop-caches "$cap" "$llama" -m "$model" -lm mmap -ot '.*=CPU' -t "$threads" -p 0 -n 8 -r 1 -o csv \
     > "$out" 2>&1 || status=$?
   if [ "$status" -eq 137 ] || grep -q 'exit 137' "$out"; then
     echo OOM
@@ -184,7 +187,7 @@ for round in $(seq 1 "$rounds"); do
       *--moe-stream*) extra="$extra --io-threads $io_threads --io-trace $work/$config.$round.io.csv"; before=$(disk_rate 4) ;;
     esac
     # the resident rows: no cap, the whole file in the page cache, where it fits
-    capped=("$memcap" --drop-caches "$cap")
+    capped=("${throttled[@]}" "$memcap" --drop-caches "$cap")
     case "$config" in
       *resident)
         if ! fits_in_memory; then

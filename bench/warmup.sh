@@ -37,7 +37,9 @@
 # $BMOE_BUILD_DIR/models/qwen3-30b-a3b.gguf), BMOE_BENCH_ROUNDS (default 1),
 # BMOE_BENCH_CAP (default 8G), BMOE_BENCH_PROMPTS (default "64 512 2048"),
 # BMOE_BENCH_CONFIGS (default all five above), BMOE_BENCH_WIDE (default 0),
-# BMOE_SHARED_DIR (default ../shared). A benchmark, not a test.
+# BMOE_BENCH_READ_MBPS (reads from the model's disk limited to that many MB/s,
+# as in bench/stream.sh), BMOE_SHARED_DIR (default ../shared). A benchmark,
+# not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +72,8 @@ done
 bench_write_model
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap bench_cleanup EXIT
+bench_throttle_reads
 bench_copy_cli "$configs"
 
 # prompt_ids N SEED: N token ids, a different sequence per seed
@@ -96,7 +99,7 @@ replay_profile=$work/replay.profile
 write_profiles() {
   echo "== profiles"
   # random: a run of another prompt writes what its cache learnt
-  "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$(prompt_ids 512 99)" -n "$generated" --ignore-eos \
+  "${throttled[@]}" "$memcap" --drop-caches "$cap" "$cli" -m "$model" --prompt-ids "$(prompt_ids 512 99)" -n "$generated" --ignore-eos \
     -t "$threads" -c 640 $stream --expert-profile "$random_profile" > "$work/random-profile.log" 2>&1 ||
     fail "writing the random-routing profile failed: $(tail -n 1 "$work/random-profile.log")"
   # replay: the trace's decode steps past the ones a measured run replays
@@ -114,7 +117,7 @@ esac
 
 # run ROUND PROMPT CONFIG: one run; its CSV is $work/CONFIG.PROMPT.ROUND.csv
 run() {
-  local round=$1 n=$2 config=$3 extra="" capped=("$memcap" --drop-caches "$cap") before="-" binary=$cli
+  local round=$1 n=$2 config=$3 extra="" capped=("${throttled[@]}" "$memcap" --drop-caches "$cap") before="-" binary=$cli
   local base="$work/$config.$n.$round"
   case "$config" in
     *@base) binary=$baseline_cli ;;
