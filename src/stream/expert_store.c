@@ -379,13 +379,18 @@ static bool slot_evictable(void *user, int slot)
     return !store->slots[slot].pinned && !slot_reading(store, slot);
 }
 
+/* Whether s holds a guess its layer has not judged yet (judge_guess). */
+static bool awaits_verdict(const cache_slot *s)
+{
+    return s->speculative && !s->judged;
+}
+
 /* For a guess: also not a guess still waiting for its layer's verdict (the
  * one guessed first is for the nearer layer). */
 static bool slot_evictable_for_guess(void *user, int slot)
 {
     const expert_store *store = user;
-    const cache_slot *s = &store->slots[slot];
-    return slot_evictable(user, slot) && !(s->speculative && !s->judged);
+    return slot_evictable(user, slot) && !awaits_verdict(&store->slots[slot]);
 }
 
 static void report_reads(expert_store *store, int slot);
@@ -994,7 +999,7 @@ static void scan_prefetches(expert_store *store)
         /* (not prefetch_read: counted before, or emptied and filled again on demand) */
         if (s->prefetch_read && !count_prefetch(store, slot) && !s->pinned)
             empty_slot(store, slot);
-        if (s->layer >= 0 && s->speculative && !s->judged) {
+        if (s->layer >= 0 && awaits_verdict(s)) {
             store->speculative_slots[kept++] = slot;
             continue;
         }
