@@ -12,11 +12,12 @@
 #   random-cold     the model's own (random) routing, empty cache
 #   random-profile  the same, the cache warmed from a profile (--expert-profile)
 #                   an earlier run of a different 512-token prompt wrote
-#   replay-cold     decode replays the real Qwen3-30B-A3B phone routing of
-#                   ../shared/data/route-traces/qwen.route.csv (top 6); the
-#                   prompt's routing is the model's own
+#   replay-cold     the real Qwen3-30B-A3B phone routing of
+#                   ../shared/data/route-traces/qwen.route.csv (top 6) replayed:
+#                   decode its first decode steps, the prompt the trace's own
+#                   prompt and before it the trace's later decode steps
 #   replay-profile  the same, warmed from a profile of that trace's later decode
-#                   steps (positions the measured runs never replay), written
+#                   steps (positions the measured decode never replays), written
 #                   by bmoe-analyze route --profile
 #   wide            (BMOE_BENCH_WIDE=1, prompts longer than 512 only) random-cold
 #                   with the whole prompt as one micro-batch (--ubatch = prompt)

@@ -171,11 +171,13 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
                     cli_chat_prompt_result *result);
 void cli_chat_prompt_free(cli_chat_prompt_result *result);
 
-/* --route-replay: a route trace's decode routing, replayed (cli_replay.c). */
+/* --route-replay: a route trace's routing, replayed (cli_replay.c). */
 typedef struct cli_replay {
-    int32_t n_layer, n_used, n_steps;
-    int32_t *experts;        /* [n_steps][n_layer][n_used]; -1 where not recorded */
+    int32_t n_layer, n_used, n_steps, n_prompt_steps;
+    int32_t *experts;        /* decode: [n_steps][n_layer][n_used]; -1 where not recorded */
+    int32_t *prompt_experts; /* prefill: [n_prompt_steps][n_layer][n_used] */
     int32_t first_position;  /* the position of the first generated token */
+    int32_t n_generated;     /* the tokens the run generates: the decode steps it replays */
 } cli_replay;
 /* Reads the trace. Returns 0, or prints why not and returns -1. */
 int cli_replay_load(cli_replay *replay, const char *path);

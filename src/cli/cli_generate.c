@@ -143,7 +143,7 @@ int cli_run_generate(const cli_options *options)
     char *kept = NULL;
     size_t kept_capacity = 0;
     double load_seconds = 0.0;
-    cli_replay replay = {0, 0, 0, NULL, 0};
+    cli_replay replay = {0};
     cli_draft_replay drafts = {0};
     int32_t *ids = NULL, ids_capacity = 0, n_ids = 0;
     bmoe_output *ids_output = NULL;
@@ -235,6 +235,7 @@ int cli_run_generate(const cli_options *options)
     replay.first_position = n_prompt;
     int32_t n_ctx = bmoe_context_n_ctx(context);
     int32_t steps = params.n_predict >= 0 ? params.n_predict : n_ctx - n_prompt > 0 ? n_ctx - n_prompt : 0;
+    replay.n_generated = steps;
     if (cli_telemetry_begin(&telemetry, model, context, params.sampler.seed, n_prompt, steps) != 0)
         goto done;
 

@@ -394,8 +394,9 @@ static const param_def params_rows[] = {
              "(two router products per layer and token)"},
     {.id = P_ROUTE_REPLAY, .key = "route_replay", .flag = "--route-replay", .group = PARAM_GROUP_DIAGNOSTICS,
      .level = DEBUG, .type = PARAM_PATH, .value_name = "TRACE.csv", .jobs = GEN,
-     .help = "benchmarks: each decode step's experts from a route trace (n_expert_used at least the model's: a "
-             "narrower --n-expert-used replays each routing's first experts)"},
+     .help = "benchmarks: each step's experts from a route trace: decode steps in order, the prompt ending with "
+             "the trace's own prompt and before it the trace's last decode steps (n_expert_used at least the "
+             "model's: a narrower --n-expert-used replays each routing's first experts)"},
     /* the reference's, accepted as what bmoe does anyway */
     {.id = P_NO_WARM_DENSE, .key = "no_warm_dense", .flag = "--no-warm-dense", .group = PARAM_GROUP_MODEL,
      .level = DEBUG, .type = PARAM_SWITCH, .jobs = MODEL | SERVE, .help = "the reference's name for --dense-weights mmap"},

@@ -1,6 +1,7 @@
 /* --route-replay: a run replaying the route trace another run recorded (on
- * the same model) routes exactly as recorded, so its text is the recorder's
- * byte for byte; a trace routed differently changes the routing to what it
+ * the same model) routes exactly as recorded, prompt and decode, so its text
+ * is the recorder's byte for byte; a longer prompt replays the trace's last
+ * decode steps before its prompt; a trace routed differently changes the routing to what it
  * says; with --predict-prefetch the replayed routing of the next layer is what
  * is read ahead; a trace of another shape is refused with one line. */
 #include <ctype.h>
@@ -69,9 +70,10 @@ static char *run_ok(const char *const *args)
     return run_ok_report(args, NULL);
 }
 
-/* The decode rows' experts of a route trace in slots below max_slots, as one string
- * "step,layer,slot,expert;..." relative to the first decode step. */
-static char *decode_routing_slots(const char *path, long max_slots)
+/* One phase's rows of a route trace (0 prefill, 1 decode) in slots below
+ * max_slots, as one string "step,layer,slot,expert;..." with steps counted
+ * from the phase's first. */
+static char *phase_routing_slots(const char *path, long phase, long max_slots)
 {
     size_t length;
     char *text = cli_read_all(path, &length);
@@ -84,7 +86,7 @@ static char *decode_routing_slots(const char *path, long max_slots)
         char *next = strchr(line, '\n');
         long f[6];
         if (line[0] >= '0' && line[0] <= '9' && sscanf(line, "%ld,%ld,%ld,%ld,%ld,%ld", &f[0], &f[1], &f[2], &f[3],
-                                                       &f[4], &f[5]) == 6 && f[1] == 1 && f[4] < max_slots) {
+                                                       &f[4], &f[5]) == 6 && f[1] == phase && f[4] < max_slots) {
             if (first < 0)
                 first = f[2];
             used += (size_t)snprintf(out + used, capacity - used, "%ld,%ld,%ld,%ld;", f[2] - first, f[3], f[4], f[5]);
@@ -97,7 +99,85 @@ static char *decode_routing_slots(const char *path, long max_slots)
 
 static char *decode_routing(const char *path)
 {
-    return decode_routing_slots(path, 1L << 30);
+    return phase_routing_slots(path, 1, 1L << 30);
+}
+
+static char *prefill_routing(const char *path)
+{
+    return phase_routing_slots(path, 0, 1L << 30);
+}
+
+/* The steps rows (as phase_routing_slots writes them) span. */
+static long row_steps(const char *rows)
+{
+    long f[4], last = -1;
+    int taken;
+    for (const char *at = rows; at && sscanf(at, "%ld,%ld,%ld,%ld;%n", &f[0], &f[1], &f[2], &f[3], &taken) == 4;
+         at += taken)
+        last = f[0] > last ? f[0] : last;
+    return last + 1;
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    long x[4], y[4];
+    sscanf(*(char *const *)a, "%ld,%ld,%ld,%ld", &x[0], &x[1], &x[2], &x[3]);
+    sscanf(*(char *const *)b, "%ld,%ld,%ld,%ld", &y[0], &y[1], &y[2], &y[3]);
+    for (int i = 0; i < 4; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+/* rows (as phase_routing_slots writes them) in order of step, layer and
+ * slot, whatever order the trace wrote them in; rows is freed */
+static char *sorted_rows(char *rows)
+{
+    if (!rows)
+        return NULL;
+    size_t n = 0, length = strlen(rows);
+    for (const char *at = rows; (at = strchr(at, ';')) != NULL; at++)
+        n++;
+    char **row = calloc(n + 1, sizeof *row), *out = calloc(length + 1, 1), *cursor = rows;
+    for (size_t i = 0; row && i < n; i++) {
+        row[i] = cursor;
+        cursor = strchr(cursor, ';');
+        *cursor++ = '\0';
+    }
+    if (row && out) {
+        qsort(row, n, sizeof *row, compare_rows);
+        for (size_t i = 0, used = 0; i < n; i++)
+            used += (size_t)snprintf(out + used, length + 1 - used, "%s;", row[i]);
+    }
+    free(row);
+    free(rows);
+    return out;
+}
+
+/* What a prompt extra tokens longer than a trace's replays: first the trace's
+ * decode steps (of n_steps) the run does not replay (its first
+ * n_generated), counted back from the last and wrapping, then the trace's
+ * own prompt; the prompt's rows but the last skip the last layer
+ * (n_layer), whose FFN only the rows that give logits reach. Both routings
+ * as phase_routing_slots writes them. */
+static char *longer_prompt_routing(const char *decode, const char *prompt, long n_steps, long n_generated,
+                                   long extra, long n_layer)
+{
+    size_t capacity = (size_t)extra * strlen(decode) + strlen(prompt) + 1, used = 0;
+    char *out = calloc(capacity, 1);
+    long f[4], window = n_steps - n_generated;
+    int taken;
+    for (long s = 0; s < extra; s++) {
+        long step = n_steps - 1 - (extra - 1 - s) % window;
+        for (const char *at = decode;
+             out && sscanf(at, "%ld,%ld,%ld,%ld;%n", &f[0], &f[1], &f[2], &f[3], &taken) == 4; at += taken)
+            if (f[0] == step && f[1] < n_layer - 1)
+                used += (size_t)snprintf(out + used, capacity - used, "%ld,%ld,%ld,%ld;", s, f[1], f[2], f[3]);
+    }
+    for (const char *at = prompt; out && sscanf(at, "%ld,%ld,%ld,%ld;%n", &f[0], &f[1], &f[2], &f[3], &taken) == 4;
+         at += taken)
+        used += (size_t)snprintf(out + used, capacity - used, "%ld,%ld,%ld,%ld;", f[0] + extra, f[1], f[2], f[3]);
+    return out;
 }
 
 /* Decode rows of a route trace at layers after the first whose residency
@@ -150,7 +230,15 @@ int main(void)
     CHECK(a && b && strlen(a) > 0 && strcmp(a, b) == 0);
     free(b);
 
-    /* every decode expert moved to (expert + 1) mod 16 (still distinct per cell) */
+    /* the prompt is replayed too: its routing is the recorder's */
+    char *prompt_recorded = prefill_routing(trace), *prompt_replayed = prefill_routing(replayed);
+    CHECK_MSG(prompt_recorded && prompt_replayed && strlen(prompt_recorded) > 0 &&
+                  strcmp(prompt_recorded, prompt_replayed) == 0,
+              "the replayed prompt routed\n%s\nthe recorded\n%s", prompt_replayed, prompt_recorded);
+    free(prompt_recorded);
+    free(prompt_replayed);
+
+    /* every expert moved to (expert + 1) mod 16 (still distinct per cell), the prompt's too */
     size_t length;
     char *text = cli_read_all(trace, &length);
     FILE *out = fopen(altered, "w");
@@ -161,7 +249,7 @@ int main(void)
             *next = '\0';
         long f[6];
         if (line[0] >= '0' && line[0] <= '9' &&
-            sscanf(line, "%ld,%ld,%ld,%ld,%ld,%ld", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5]) == 6 && f[1] == 1)
+            sscanf(line, "%ld,%ld,%ld,%ld,%ld,%ld", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5]) == 6)
             fprintf(out, "%ld,%ld,%ld,%ld,%ld,%ld,nan,0,0,0\n", f[0], f[1], f[2], f[3], f[4], (f[5] + 1) % 16);
         else
             fprintf(out, "%s\n", line);
@@ -176,9 +264,29 @@ int main(void)
     char *want = decode_routing(altered), *got = decode_routing(replayed);
     /* the first decode step's routing is the altered trace's (later steps follow it too while lengths agree) */
     CHECK(want && got && strncmp(want, got, 40) == 0 && strcmp(a, got) != 0);
-    free(want);
+    char *want_prompt = prefill_routing(altered), *got_prompt = prefill_routing(replayed);
+    CHECK_MSG(want_prompt && got_prompt && strlen(want_prompt) > 0 && strcmp(want_prompt, got_prompt) == 0,
+              "the altered prompt replayed as\n%s\nwant\n%s", got_prompt, want_prompt);
+    free(got_prompt);
     free(got);
     free(a);
+
+    /* a prompt longer than the trace's: its first tokens replay the trace's last decode steps the run
+     * does not replay (the last 2 of 10 when it generates 8), the rest the trace's prompt */
+    const char *longer_prompt[] = {"-m", model, "--moe-stream", "--cache-mb", "0", "-p", "Well, Hello there",
+                                   "-n", "8", "--route-replay", altered, "--route-trace", replayed, NULL};
+    free(run_ok(longer_prompt));
+    long n_steps = row_steps(want);
+    got_prompt = sorted_rows(prefill_routing(replayed));
+    long extra = row_steps(got_prompt) - row_steps(want_prompt);
+    char *want_longer = sorted_rows(longer_prompt_routing(want, want_prompt, n_steps, 8, extra, 3));
+    CHECK_MSG(n_steps == 10 && extra > 2 && got_prompt && want_longer && strcmp(want_longer, got_prompt) == 0,
+              "a longer prompt (%ld tokens more) replayed as\n%s\nwant (%ld decode steps)\n%s", extra, got_prompt,
+              n_steps, want_longer);
+    free(want_longer);
+    free(got_prompt);
+    free(want_prompt);
+    free(want);
 
     /* under a replay the next layer's routing is known: --predict-prefetch reads exactly that ahead, so
      * the misses after each token's first layer become prefetched hits (a cache of a few layers, where
@@ -256,7 +364,7 @@ int main(void)
     const char *narrower[] = {"-m", model, "--moe-stream", "--n-expert-used", "2", "-p", "Hello there", "-n", "10", "--ignore-eos",
                               "--route-replay", trace, "--route-trace", narrow, NULL};
     free(run_ok(narrower));
-    char *want_narrow = decode_routing_slots(trace, 2), *got_narrow = decode_routing(narrow);
+    char *want_narrow = phase_routing_slots(trace, 1, 2), *got_narrow = decode_routing(narrow);
     CHECK_MSG(want_narrow && got_narrow && strlen(want_narrow) > 100 && strcmp(want_narrow, got_narrow) == 0,
               "a top-2 replay of a top-4 trace:\n%s\nwant\n%s", got_narrow, want_narrow);
     free(want_narrow);
