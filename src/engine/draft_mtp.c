@@ -8,10 +8,15 @@
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err)
 {
     memset(drafter, 0, sizeof *drafter);
-    if (run_state_enable_head(&context->state, &context->model->model, err) != 0)
-        return -1;
     const model_hparams *hp = &context->model->model.hparams;
     size_t n_embd = (size_t)hp->n_embd;
+    size_t rows = (size_t)context->n_ctx + (size_t)context->n_ubatch + 1;
+    uint64_t bytes = run_state_head_bytes(&context->state, &context->model->model) +
+                     (rows * n_embd + (size_t)hp->n_vocab) * sizeof(float);
+    if (engine_reserve_beside_cache(context->model, bytes, "MTP head", "its KV cache and hidden rows", context->n_ctx,
+                                    err) != 0 ||
+        run_state_enable_head(&context->state, &context->model->model, err) != 0)
+        return -1;
     drafter->hidden_rows = malloc((size_t)context->n_ctx * n_embd * sizeof *drafter->hidden_rows);
     drafter->head_hidden = malloc((size_t)context->n_ubatch * n_embd * sizeof *drafter->head_hidden);
     drafter->step_hidden = malloc(n_embd * sizeof *drafter->step_hidden);

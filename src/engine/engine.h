@@ -64,6 +64,12 @@ struct bmoe_context {
  * fit: an error (-1) when they exceed what is free, a warning when they
  * leave less than the floor. Resident models: nothing to do. */
 int engine_reserve_context(bmoe_model *model, run_state *state, bmoe_error *err);
+/* The same for bytes a context is about to allocate beside its run state
+ * (what, e.g. "MTP head", and what those bytes hold name them in the
+ * messages), for n_ctx positions: the automatic cache gives up what they
+ * need; an error when they exceed what is free. The caller allocates. */
+int engine_reserve_beside_cache(bmoe_model *model, uint64_t bytes, const char *what, const char *holds,
+                                int32_t n_ctx, bmoe_error *err);
 
 /* Checks that the model's files are still the ones loaded (gguf_check_files):
  * always, or (always false) when this context last checked them 0.1 s ago or

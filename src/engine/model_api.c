@@ -329,50 +329,67 @@ static int choose_streaming(bmoe_model *m, const expert_layer_source *layers, bm
     return 0;
 }
 
+/* engine_reserve_beside_cache with the store's lock held: what (its name
+ * and what it holds, for the messages) needs bytes for n_ctx positions. */
+static int reserve_beside_cache(bmoe_model *m, uint64_t bytes, const char *what, const char *holds, int32_t n_ctx,
+                                bmoe_error *err)
+{
+    uint64_t floor = mib_bytes(m->params.stream.cache_floor_mb);
+    uint64_t available = memory_available_bytes();
+    int64_t budget = expert_store_cache_budget(m->experts);
+    int64_t smallest = m->cache_auto ? expert_store_smallest_budget(m->experts) : budget;
+    if (available > 0 && bytes > available + (uint64_t)(budget - smallest))
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
+                                "%s: %d positions need %llu MiB (%s); %llu MiB are free beside the expert cache at "
+                                "%lld MiB: use a smaller context%s",
+                                what, n_ctx, (unsigned long long)(bytes / (uint64_t)MIB), holds,
+                                (unsigned long long)((available + (uint64_t)(budget - smallest)) / (uint64_t)MIB),
+                                (long long)(smallest / MIB), m->cache_auto ? "" : " or cache");
+    if (m->cache_auto && budget > 0) {
+        uint64_t keep = memory_cache_beside_context((uint64_t)budget, bytes, available, floor);
+        if (keep < (uint64_t)budget) {
+            int64_t now = expert_store_shrink(m->experts, (int64_t)keep);
+            m->params.stream.cache_mb = budget_mib(now);
+            engine_log(m, BMOE_LOG_INFO,
+                       "stream: the expert cache gives up %lld MiB to the %s of %d positions (%llu MiB): %lld MiB now",
+                       (long long)((budget - now) / MIB), what, n_ctx, (unsigned long long)(bytes / (uint64_t)MIB),
+                       (long long)(now / MIB));
+            if (available > 0)
+                available += (uint64_t)(budget - now);
+        }
+    }
+    if (available > 0 && bytes + floor > available)
+        engine_log(m, BMOE_LOG_WARNING,
+                   "%s: its %llu MiB leave %llu MiB free, less than the cache floor (%llu MiB): the process may run "
+                   "out of memory",
+                   what, (unsigned long long)(bytes / (uint64_t)MIB),
+                   (unsigned long long)((available - bytes) / (uint64_t)MIB),
+                   (unsigned long long)(floor / (uint64_t)MIB));
+    return 0;
+}
+
 int engine_reserve_context(bmoe_model *m, run_state *state, bmoe_error *err)
 {
     if (!expert_store_streaming(m->experts))
         return 0;
     uint64_t context_bytes = state->kv_bytes + state->recurrent_floats * sizeof(float) + state->buffer_bytes;
-    uint64_t floor = mib_bytes(m->params.stream.cache_floor_mb);
     expert_store_begin(m->experts);
-    uint64_t available = memory_available_bytes();
-    int64_t budget = expert_store_cache_budget(m->experts);
-    int64_t smallest = m->cache_auto ? expert_store_smallest_budget(m->experts) : budget;
-    if (available > 0 && context_bytes > available + (uint64_t)(budget - smallest)) {
-        error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
-                         "context: %d positions need %llu MiB (KV cache and buffers); %llu MiB are free beside "
-                         "the expert cache at %lld MiB: use a smaller context%s",
-                         state->n_ctx, (unsigned long long)(context_bytes / (uint64_t)MIB),
-                         (unsigned long long)((available + (uint64_t)(budget - smallest)) / (uint64_t)MIB),
-                         (long long)(smallest / MIB), m->cache_auto ? "" : " or cache");
-        expert_store_end(m->experts);
-        return -1;
-    }
-    if (m->cache_auto && budget > 0) {
-        uint64_t keep = memory_cache_beside_context((uint64_t)budget, context_bytes, available, floor);
-        if (keep < (uint64_t)budget) {
-            int64_t now = expert_store_shrink(m->experts, (int64_t)keep);
-            m->params.stream.cache_mb = budget_mib(now);
-            engine_log(m, BMOE_LOG_INFO,
-                       "stream: the expert cache gives up %lld MiB to a context of %d positions (%llu MiB): "
-                       "%lld MiB now",
-                       (long long)((budget - now) / MIB), state->n_ctx,
-                       (unsigned long long)(context_bytes / (uint64_t)MIB), (long long)(now / MIB));
-            if (available > 0)
-                available += (uint64_t)(budget - now);
-        }
-    }
-    if (available > 0 && context_bytes + floor > available)
-        engine_log(m, BMOE_LOG_WARNING,
-                   "context: its %llu MiB leave %llu MiB free, less than the cache floor (%llu MiB): the process "
-                   "may run out of memory",
-                   (unsigned long long)(context_bytes / (uint64_t)MIB),
-                   (unsigned long long)((available - context_bytes) / (uint64_t)MIB),
-                   (unsigned long long)(floor / (uint64_t)MIB));
-    run_state_commit(state);
+    int status = reserve_beside_cache(m, context_bytes, "context", "KV cache and buffers", state->n_ctx, err);
+    if (status == 0)
+        run_state_commit(state);
     expert_store_end(m->experts);
-    return 0;
+    return status;
+}
+
+int engine_reserve_beside_cache(bmoe_model *m, uint64_t bytes, const char *what, const char *holds, int32_t n_ctx,
+                                bmoe_error *err)
+{
+    if (!expert_store_streaming(m->experts))
+        return 0;
+    expert_store_begin(m->experts);
+    int status = reserve_beside_cache(m, bytes, what, holds, n_ctx, err);
+    expert_store_end(m->experts);
+    return status;
 }
 
 /* Maps the pages the resident model reads through the mapping now (the

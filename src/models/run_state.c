@@ -245,11 +245,23 @@ static void *grow_cache(void *cache, size_t kept, size_t added)
     return grown;
 }
 
+static size_t head_input_bytes(const run_state *s, const model *m)
+{
+    return (size_t)s->n_ubatch * 2 * (size_t)m->hparams.n_embd * sizeof(float);
+}
+
+size_t run_state_head_bytes(const run_state *s, const model *m)
+{
+    if (s->head_input || m->hparams.n_layer_head == 0)
+        return 0;
+    return head_input_bytes(s, m) + s->head_k_bytes + s->head_v_bytes;
+}
+
 int run_state_enable_head(run_state *s, const model *m, bmoe_error *err)
 {
     if (s->head_input || m->hparams.n_layer_head == 0)
         return 0;
-    size_t input_bytes = (size_t)s->n_ubatch * 2 * (size_t)m->hparams.n_embd * sizeof(float);
+    size_t input_bytes = head_input_bytes(s, m);
     size_t k_bytes = s->kv_k_bytes, v_bytes = s->kv_v_bytes;
     float *input = malloc(input_bytes);
     void *k_cache = input ? grow_cache(s->k_cache, k_bytes, s->head_k_bytes) : NULL;

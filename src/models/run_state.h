@@ -168,5 +168,8 @@ int run_state_enable_probe(run_state *s, const model *m);
  * enough (later calls do nothing); a model without a head has nothing to
  * add. 0, or -1 with err when out of memory (the state is unchanged). */
 int run_state_enable_head(run_state *s, const model *m, bmoe_error *err);
+/* The bytes run_state_enable_head would add (0 once it has, or without a
+ * head). */
+size_t run_state_head_bytes(const run_state *s, const model *m);
 
 #endif

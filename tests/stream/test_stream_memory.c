@@ -242,6 +242,50 @@ static void test_memory_cap_context(const char *memcap, const char *path, const 
     cli_result_free(&r);
 }
 
+/* An MTP head's buffers are taken at a generation's first --mtp step, after
+ * the context: its KV cache and the hidden rows of every position come out
+ * of the automatic cache as the context's do, and a head that cannot fit is
+ * refused with one line instead of the cap killing the process. A 4-layer
+ * qwen35moe of 0.9 GiB with a head under a 640 MiB cap: 40 000 positions
+ * (201 MiB for the head, 156 of them hidden rows) fit with the cache shrunk
+ * and write the resident run's text; 120 000 (591 MiB) do not. */
+static void test_memory_cap_mtp(const char *memcap, const char *dir)
+{
+    char path[1200], script[4096];
+    snprintf(path, sizeof path, "%s/head.gguf", dir);
+    if (!stream_make_model(path, "--arch qwen35moe --layers 4 --nextn-layers 1 --embd 1024 --heads 8 --kv-heads 2 "
+                                 "--head-dim 128 --experts 64 --experts-used 8 --expert-ff 1536 --vocab 512 "
+                                 "--type q4_k_m --fill blocks --seed 10"))
+        return;
+    const char *run = "--mtp -p 'Once upon' -n 8 -t 2";
+    snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' --no-moe-stream -c 256 %s", path, run);
+    char *resident = run_text(script, "resident with --mtp, no cap");
+
+    const char *stream = "--moe-stream --cache-mb auto --cache-floor-mb 128";
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s %s -c 40000", memcap, path, stream, run);
+    cli_result r;
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 0, "--mtp, 40000 positions under a 640 MiB cap: exit %d signal %d: %s",
+              r.exit_code, r.signal, r.err);
+    CHECK(cli_cut_report(&r));
+    CHECK_MSG(strstr(r.err, "stream: the expert cache gives up") && strstr(r.err, "to the MTP head of 40000 positions"),
+              "no shrink for the MTP head said: %s", r.err);
+    double peak = peak_rss_mib(r.err);
+    CHECK_MSG(peak > 0 && peak < 640.0, "--mtp, 40000 positions under a 640 MiB cap: peak RSS %.1f MiB", peak);
+    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "text '%s' beside the MTP head is not '%s'",
+              r.out ? r.out : "", resident ? resident : "");
+    cli_result_free(&r);
+
+    snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s %s -c 120000", memcap, path, stream, run);
+    CHECK(cli_run_shell(script, &r) == 0);
+    CHECK_MSG(r.signal == 0 && r.exit_code == 1 && strstr(r.err, "\nbmoe-cli: MTP head: 120000 positions need") &&
+                  (!r.out || !*r.out),
+              "--mtp, 120000 positions under a 640 MiB cap: exit %d signal %d: %s", r.exit_code, r.signal, r.err);
+    cli_result_free(&r);
+    free(resident);
+    unlink(path);
+}
+
 /* Without --moe-stream, a model larger than what the cap leaves is
  * streamed all the same (the library chooses it and says so), within the
  * cap, and writes the resident run's text; --no-moe-stream keeps the
@@ -299,7 +343,7 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
 }
 
 /* Returns false when memcap found no cgroup memory controller. */
-static bool test_memory_cap(const char *path)
+static bool test_memory_cap(const char *dir, const char *path)
 {
     char memcap[1100], script[4096];
     test_shared_path(memcap, sizeof memcap, "tools/memcap");
@@ -322,6 +366,7 @@ static bool test_memory_cap(const char *path)
     fprintf(stderr, "under a 640 MiB cap: %s", strstr(r.err, "memcap:") ? strstr(r.err, "memcap:") : "");
     cli_result_free(&r);
     test_memory_cap_auto(memcap, path);
+    test_memory_cap_mtp(memcap, dir);
     return true;
 }
 
@@ -336,7 +381,7 @@ int main(void)
                                "--experts 64 --experts-used 8 --expert-ff 1536 --vocab 512 --type q4_k_m "
                                "--fill blocks --seed 10")) {
         test_peak_rss(dir, big);
-        bool capped = test_memory_cap(big);
+        bool capped = test_memory_cap(dir, big);
         unlink(big);
         int status = test_finish();
         return status == 0 && !capped ? TEST_SKIPPED : status;
