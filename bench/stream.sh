@@ -15,7 +15,11 @@
 # run's own routing, recorded first, replayed one layer ahead: a predictor
 # that is never wrong); replay-*: the same with the real Qwen3-30B-A3B routing
 # of ../shared/data/route-traces/qwen.route.csv at top-6 (replay-2g,
-# replay-lru-2g, replay-oracle-2g: a 2000 MiB cache); trained-*: the routing of the trained
+# replay-lru-2g, replay-oracle-2g: a 2000 MiB cache; replay-guess-2g: the
+# read-ahead gated as by default, its guesses right for a share of the
+# experts, BMOE_BENCH_GUESS_RIGHT, default 0.75, what the stale gate and
+# route-ahead foretold of the trained model's routing; replay-guess-always-2g:
+# the same reading ahead at every step); trained-*: the routing of the trained
 # model in models/, recorded first and widened to this shape by
 # bench/widen-route-trace.awk. CONFIG@base: that configuration with the
 # bmoe-cli of another build (BMOE_BENCH_BASELINE=its path), an A/B in the
@@ -59,6 +63,7 @@ trained_model=models/qwen3moe-shakespeare-q8_0.gguf
 heldout=models/heldout.txt
 threads=2
 io_threads=4
+guess_right=${BMOE_BENCH_GUESS_RIGHT:-0.75}
 
 fail() { echo "bench/stream.sh: $*" >&2; exit 1; }
 for tool in "$cli" "$mkmodel" "$iobench"; do
@@ -104,11 +109,13 @@ declare -A flags=(
   [replay-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 6 --route-replay $trace"
   [replay-oracle]="--moe-stream --cache-mb auto --overlap --predict-prefetch --predict-spec-max 8 --predict-always --n-expert-used 6 --route-replay $trace"
   [replay-oracle-2g]="--moe-stream --cache-mb 2000 --overlap --predict-prefetch --predict-spec-max 8 --predict-always --n-expert-used 6 --route-replay $trace"
+  [replay-guess-2g]="--moe-stream --cache-mb 2000 --overlap --predict-prefetch --predict-spec-max 8 --n-expert-used 6 --route-replay $trace --route-replay-guess-right $guess_right"
+  [replay-guess-always-2g]="--moe-stream --cache-mb 2000 --overlap --predict-prefetch --predict-spec-max 8 --predict-always --n-expert-used 6 --route-replay $trace --route-replay-guess-right $guess_right"
   [trained-overlap]="--moe-stream --cache-mb auto --overlap --n-expert-used 8 --route-replay $wide_trace"
   [trained-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 8 --route-replay $wide_trace"
   [trained-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 8 --route-replay $wide_trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident trained-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle trained-overlap trained-2g trained-lru-2g"}
+configs=${BMOE_BENCH_CONFIGS-"resident replay-resident trained-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle replay-guess-2g trained-overlap trained-2g trained-lru-2g"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 bench_copy_cli "$configs"

@@ -418,6 +418,14 @@ typedef struct bmoe_context_params {
     bool trace_ops;                     /* the trace callback also gets one event per building block */
     bmoe_route_override route_override; /* replayed routing (benchmarks); may be NULL */
     void *route_override_user;
+    /* For benchmarks that price a predictor of a chosen accuracy: the guess
+     * of a decode step's routing at a layer, asked one MoE layer ahead by the
+     * predictive prefetch (the true choice is asked of route_override when
+     * the layer routes). NULL: the route override's choice is the guess
+     * (never wrong), or without one the next layer's router. Changes only
+     * what is read ahead, never the output. */
+    bmoe_route_override route_guess;
+    void *route_guess_user;
     /* The prediction probe (a diagnostic: two router products per MoE layer
      * and decode step): how well three predictors foretell each decode
      * routing, read with bmoe_context_predict_log. Changes no output. */

@@ -27,4 +27,10 @@ static inline uint64_t fnv1a_text(uint64_t hash, const char *text)
     return fnv1a(hash, text, strlen(text));
 }
 
+/* A hash as a draw from [0, 1): its top 53 bits. */
+static inline double hash_draw(uint64_t hash)
+{
+    return (double)(hash >> 11) * 0x1p-53;
+}
+
 #endif

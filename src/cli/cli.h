@@ -65,6 +65,7 @@ typedef struct cli_options {
     bool ppl_skip_given;      /* --ppl keeps the llama.cpp rule (n_ctx/2) unless --ppl-skip is typed */
     bool ppl_step;            /* --ppl-step: one token per evaluation (the decode path) */
     const char *route_replay; /* --route-replay TRACE.csv */
+    float route_guess_right;  /* --route-replay-guess-right */
     /* speculative decoding */
     bmoe_speculation_params speculation; /* --ngram, --mtp, --draft, --ngram-min-match, --ngram-max-match */
     const char *draft_replay;        /* --draft-replay FILE: drafts from a list of ids */
@@ -178,12 +179,17 @@ typedef struct cli_replay {
     int32_t *prompt_experts; /* prefill: [n_prompt_steps][n_layer][n_used] */
     int32_t first_position;  /* the position of the first generated token */
     int32_t n_generated;     /* the tokens the run generates: the decode steps it replays */
+    int32_t n_expert;        /* the model's experts per layer, for the guesses' wrong ones */
+    double guess_right;      /* the share of a guess's experts that are the replayed ones */
 } cli_replay;
 /* Reads the trace. Returns 0, or prints why not and returns -1. */
 int cli_replay_load(cli_replay *replay, const char *path);
 void cli_replay_free(cli_replay *replay);
 /* The bmoe_route_override for a loaded replay. */
 bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
+/* The bmoe_context_params.route_guess of a loaded replay: its routing with
+ * about a 1 - guess_right share of the experts wrong. */
+bool cli_replay_guess(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts);
 
 /* --draft-replay: drafts from a list of token ids, for benchmarks that
  * need a known acceptance (cli_draft_replay.c). The k-th generated token's

@@ -239,6 +239,14 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_PREDICT_LOG: options->predict_log = true; break;
     case P_PROGRESS: options->progress = true; break;
     case P_ROUTE_REPLAY: options->route_replay = value; break;
+    case P_ROUTE_REPLAY_GUESS_RIGHT: {
+        char message[256];
+        if (params_parse_float(flag, name, value, &options->route_guess_right, message, sizeof message) != 0) {
+            cli_fail("%s", message);
+            return 1;
+        }
+        break;
+    }
     case P_DRAFT_REPLAY: options->draft_replay = value; break;
     case P_DRAFT_REPLAY_MODE:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
@@ -444,6 +452,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->speculation = bmoe_generation_default_params().speculation;
     options->ppl_chunks = -1;
     options->ppl_skip = 8;
+    options->route_guess_right = 1.0f;
     options->decide_prefix_cache = true;
     options->probe_io = true;
     options->probe_mem = true;

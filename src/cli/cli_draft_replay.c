@@ -75,8 +75,7 @@ static bool kept_right(const cli_draft_replay *replay, int32_t at)
     if (replay->rate >= 1.0)
         return true;
     uint64_t place = (uint64_t)at;
-    double draw = (double)(fnv1a(FNV1A_START, &place, sizeof place) >> 11) * 0x1p-53;
-    return draw < replay->rate;
+    return hash_draw(fnv1a(FNV1A_START, &place, sizeof place)) < replay->rate;
 }
 
 int32_t cli_draft_replay_propose(void *user, const int32_t *history, int32_t n_history, int32_t *drafts,

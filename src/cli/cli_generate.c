@@ -201,6 +201,14 @@ int cli_run_generate(const cli_options *options)
         }
         context_params.route_override = cli_replay_route;
         context_params.route_override_user = &replay;
+        if (options->route_guess_right < 1.0f) {
+            bmoe_model_info info;
+            bmoe_model_get_info(model, &info);
+            replay.n_expert = info.n_expert;
+            replay.guess_right = options->route_guess_right;
+            context_params.route_guess = cli_replay_guess;
+            context_params.route_guess_user = &replay;
+        }
     }
     context = cli_create_context_from(model, &context_params);
     if (!context)

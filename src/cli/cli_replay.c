@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/hash.h"
 #include "cli.h"
 
 /* Columns of a route trace row, by position in the v1 header. */
@@ -183,6 +184,40 @@ bool cli_replay_route(void *user, int32_t layer, int32_t position, int32_t n_use
         if (recorded[k] < 0)
             return false; /* a cell the trace did not record */
         experts[k] = recorded[k];
+    }
+    return true;
+}
+
+static bool routes_to(const int32_t *experts, int32_t n, int32_t expert)
+{
+    for (int32_t k = 0; k < n; k++)
+        if (experts[k] == expert)
+            return true;
+    return false;
+}
+
+/* Each slot of the guess keeps the replayed expert with probability
+ * guess_right, else takes one the step does not route to, both decided by a
+ * hash of the slot's place alone (the same in every run). */
+bool cli_replay_guess(void *user, int32_t layer, int32_t position, int32_t n_used, int32_t *experts)
+{
+    const cli_replay *replay = user;
+    int32_t chosen[REPLAY_MAX_USED];
+    if (!cli_replay_route(user, layer, position, n_used, chosen) || replay->n_expert < 2 * n_used)
+        return false;
+    for (int32_t k = 0; k < n_used; k++) {
+        int32_t place[3] = {layer, position, k};
+        uint64_t hash = fnv1a(FNV1A_START, place, sizeof place);
+        if (hash_draw(hash) < replay->guess_right) {
+            experts[k] = chosen[k];
+            continue;
+        }
+        /* from the place's own expert on, the first the step does not route
+         * to and the guess does not hold yet (there are n_used at least) */
+        int32_t wrong = (int32_t)(hash % (uint64_t)replay->n_expert);
+        while (routes_to(chosen, n_used, wrong) || routes_to(experts, k, wrong))
+            wrong = (wrong + 1) % replay->n_expert;
+        experts[k] = wrong;
     }
     return true;
 }

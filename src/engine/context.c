@@ -70,6 +70,8 @@ bmoe_context_params bmoe_context_default_params(void)
         .trace_ops = false,
         .route_override = NULL,
         .route_override_user = NULL,
+        .route_guess = NULL,
+        .route_guess_user = NULL,
     };
     return params;
 }
@@ -195,6 +197,8 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     context->state.abort_user = context;
     context->state.route_override = p.route_override;
     context->state.route_override_user = p.route_override_user;
+    context->state.route_guess = p.route_guess;
+    context->state.route_guess_user = p.route_guess_user;
     context->state.trace_callback = p.trace_callback;
     context->state.trace_user = p.trace_user;
     context->state.trace_ops = p.trace_ops;

@@ -326,11 +326,12 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
      * forward pass runs; the head is the drafter's business */
     bmoe_route_callback route_callback = s->route_callback;
     bmoe_trace_callback trace_callback = s->trace_callback;
-    bmoe_route_override route_override = s->route_override;
+    bmoe_route_override route_override = s->route_override, route_guess = s->route_guess;
     bmoe_predict_score *probe = s->probe;
     s->route_callback = NULL;
     s->trace_callback = NULL;
     s->route_override = NULL;
+    s->route_guess = NULL;
     s->probe = NULL;
     int status = embed_batch(m, s, batch, err);
     if (status == 0) {
@@ -348,6 +349,7 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
     s->route_callback = route_callback;
     s->trace_callback = trace_callback;
     s->route_override = route_override;
+    s->route_guess = route_guess;
     s->probe = probe;
     if (status != 0)
         return -1;

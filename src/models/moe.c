@@ -300,14 +300,26 @@ static bool replayed_routing(run_state *s, const model *m, int layer, int32_t po
            valid_override(experts, hp->n_expert_used, hp->n_expert);
 }
 
+/* A benchmark's guess of layer's routing of position (route_guess), or under
+ * a replayed routing without one the replayed choice itself. */
+static bool guessed_routing(run_state *s, const model *m, int layer, int32_t position, int32_t *experts)
+{
+    if (!s->route_guess)
+        return replayed_routing(s, m, layer, position, experts);
+    const model_hparams *hp = &m->hparams;
+    return s->route_guess(s->route_guess_user, layer, position, hp->n_expert_used, experts) &&
+           valid_override(experts, hp->n_expert_used, hp->n_expert);
+}
+
 /* Predictive prefetch (expert_store_prefetch) for a decode step: the next
  * MoE layer's router applied to this layer's router input ranks the experts
  * that layer is likely to route to, and the store reads the best of those it
  * lacks while this layer computes. Under a replayed routing the next layer's
  * choice is known already: the guess is that choice itself, a predictor that
  * is never wrong, so a benchmark can measure what prediction one layer ahead
- * could give at best. Called once this layer's own reads are queued, so they
- * go first. Changes no bit of the output: only what is read ahead. */
+ * could give at best (or a benchmark's guess of a chosen accuracy). Called
+ * once this layer's own reads are queued, so they go first. Changes no bit
+ * of the output: only what is read ahead. */
 static void predict_next_layer(run_state *s, const model *m, const moe_config *config, int layer_index,
                                const float *router_input, int32_t position)
 {
@@ -316,7 +328,7 @@ static void predict_next_layer(run_state *s, const model *m, const moe_config *c
     if (next < 0)
         return;
     int32_t experts[MODEL_MAX_EXPERTS];
-    if (!replayed_routing(s, m, next, position, experts)) {
+    if (!guessed_routing(s, m, next, position, experts)) {
         float scores[MODEL_MAX_EXPERTS];
         rank_with_router(s, m, config, next, router_input, scores, experts);
     }

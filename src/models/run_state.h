@@ -30,6 +30,8 @@ typedef struct run_state {
     void *abort_user;
     bmoe_route_override route_override; /* replaces the router's choice (benchmarks); may be NULL */
     void *route_override_user;
+    bmoe_route_override route_guess; /* replaces the predictor's guess (benchmarks); may be NULL */
+    void *route_guess_user;
     bmoe_trace_callback trace_callback; /* layer boundaries; may be NULL */
     void *trace_user;
     bool trace_ops;                     /* also one event per building block */

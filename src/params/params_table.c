@@ -397,6 +397,12 @@ static const param_def params_rows[] = {
      .help = "benchmarks: each step's experts from a route trace: decode steps in order, the prompt ending with "
              "the trace's own prompt and before it the trace's last decode steps (n_expert_used at least the "
              "model's: a narrower --n-expert-used replays each routing's first experts)"},
+    {.id = P_ROUTE_REPLAY_GUESS_RIGHT, .key = "route_replay_guess_right", .flag = "--route-replay-guess-right",
+     .group = PARAM_GROUP_DIAGNOSTICS, .level = DEBUG, .type = PARAM_FLOAT, .low = 0, .high = 1, .value_name = "P",
+     .default_text = "1", .jobs = GEN,
+     .help = "benchmarks: the read-ahead's guess of each replayed routing (--predict-prefetch) keeps each expert "
+             "with probability P, else guesses one the step does not route to, decided by its place alone (the "
+             "same in every run): a predictor whose share of right experts is P (needs --route-replay)"},
     /* the reference's, accepted as what bmoe does anyway */
     {.id = P_NO_WARM_DENSE, .key = "no_warm_dense", .flag = "--no-warm-dense", .group = PARAM_GROUP_MODEL,
      .level = DEBUG, .type = PARAM_SWITCH, .jobs = MODEL | SERVE, .help = "the reference's name for --dense-weights mmap"},

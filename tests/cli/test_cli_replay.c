@@ -3,8 +3,10 @@
  * is the recorder's byte for byte; a longer prompt replays the trace's last
  * decode steps before its prompt; a trace routed differently changes the routing to what it
  * says; with --predict-prefetch the replayed routing of the next layer is what
- * is read ahead; a trace of another shape is refused with one line. */
+ * is read ahead, or with --route-replay-guess-right a chosen share of it; a
+ * trace of another shape is refused with one line. */
 #include <ctype.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -327,7 +329,6 @@ int main(void)
               "trusted guesses changed the text");
     free(report);
     free(longer_text);
-    free(longer_plain_text);
     /* without the replay the stale gate guesses mostly wrong on this random model (its wrong guesses are
      * cancelled unread, so the useful share it reports does not show them): never trusted */
     const char *guessing[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
@@ -341,6 +342,28 @@ int main(void)
               "stale gate: %llu of %llu judged right, %llu read: %s", counts.right, counts.judged, counts.read,
               report ? report : "");
     free(report);
+    /* --route-replay-guess-right P: a predictor whose share of right experts is P; the verdicts count it, and
+     * the text is the plain replay's */
+    const double shares[] = {0.0, 0.5};
+    for (size_t i = 0; i < sizeof shares / sizeof shares[0]; i++) {
+        char share[16];
+        snprintf(share, sizeof share, "%g", shares[i]);
+        const char *wronged[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
+                                 "--predict-spec-max", "8", "--predict-always", "-p", "Hello there", "-n", "30",
+                                 "--route-replay", altered, "--route-replay-guess-right", share, NULL};
+        char *wronged_text = run_ok_report(wronged, &report);
+        double right = 0.0;
+        CHECK_MSG(parse_prefetch(report, &counts) && counts.judged >= 100,
+                  "guesses %s right: %s", share, report ? report : "");
+        right = counts.judged ? (double)counts.right / (double)counts.judged : -1.0;
+        CHECK_MSG(fabs(right - shares[i]) < 0.15, "guesses %s right: %llu of %llu judged right", share,
+                  counts.right, counts.judged);
+        CHECK_MSG(wronged_text && longer_plain_text && strcmp(wronged_text, longer_plain_text) == 0,
+                  "guesses %s right changed the text", share);
+        free(wronged_text);
+        free(report);
+    }
+    free(longer_plain_text);
 
     /* gated (the default): the same text, and at least the plain step the gate measures first */
     const char *gated[] = {"-m", model, "--moe-stream", "--cache-mb", "8", "--overlap", "--predict-prefetch",
@@ -376,6 +399,20 @@ int main(void)
     cli_result r;
     CHECK(cli_run(wrong, &r) == 0);
     CHECK_MSG(r.exit_code == 1 && cli_one_line_error(&r) && strstr(r.err, "--route-replay"), "wrong trace: %s", r.err);
+    cli_result_free(&r);
+
+    /* the guesses' share without a replay, or outside 0..1: one line, exit 1 */
+    const char *alone[] = {"-m", model, "--moe-stream", "-p", "Hello", "-n", "2", "--route-replay-guess-right", "0.5",
+                           NULL};
+    CHECK(cli_run(alone, &r) == 0);
+    CHECK_MSG(r.exit_code == 1 && cli_one_line_error(&r) && strstr(r.err, "needs --route-replay"), "alone: %s",
+              r.err);
+    cli_result_free(&r);
+    const char *over[] = {"-m", model, "--moe-stream", "-p", "Hello", "-n", "2", "--route-replay", trace,
+                          "--route-replay-guess-right", "1.5", NULL};
+    CHECK(cli_run(over, &r) == 0);
+    CHECK_MSG(r.exit_code == 1 && cli_one_line_error(&r) && strstr(r.err, "--route-replay-guess-right"), "1.5: %s",
+              r.err);
     cli_result_free(&r);
 
     /* steps out of order with a negative one, a step past 2^32, one near
