@@ -155,6 +155,16 @@ static double peak_rss_mib(const char *err)
     return line ? atof(line + strlen("peak RSS: ")) : -1.0;
 }
 
+/* A run under the 640 MiB cap (what names it) stayed within it and wrote
+ * the resident run's text. */
+static void check_capped_run(const cli_result *r, const char *resident, const char *what)
+{
+    double peak = peak_rss_mib(r->err);
+    CHECK_MSG(peak > 0 && peak < 640.0, "%s under a 640 MiB cap: peak RSS %.1f MiB", what, peak);
+    CHECK_MSG(resident && r->out && strcmp(r->out, resident) == 0, "%s: text '%s' is not the resident '%s'", what,
+              r->out ? r->out : "", resident ? resident : "");
+}
+
 static void test_peak_rss(const char *dir, const char *path)
 {
     bmoe_error err = {0};
@@ -228,10 +238,9 @@ static void test_memory_cap_context(const char *memcap, const char *path, const 
     CHECK_MSG(strstr(r.err, "stream: the expert cache gives up"), "no shrink said: %s", r.err);
     CHECK_MSG(budget_mib > 0 && budget_mib + kv_mib < 640.0,
               "cache %.0f MiB beside %.0f MiB of KV cache under a 640 MiB cap", budget_mib, kv_mib);
-    double peak = peak_rss_mib(r.err);
-    CHECK_MSG(peak > kv_mib && peak < 640.0, "40000 positions under a 640 MiB cap: peak RSS %.1f MiB", peak);
-    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "text '%s' beside a shrunk cache is not '%s'",
-              r.out ? r.out : "", resident ? resident : "");
+    CHECK_MSG(peak_rss_mib(r.err) > kv_mib, "40000 positions: peak RSS %.1f MiB below the KV cache's %.0f",
+              peak_rss_mib(r.err), kv_mib);
+    check_capped_run(&r, resident, "40000 positions beside a shrunk cache");
     cli_result_free(&r);
 
     snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s -c 120000", memcap, path, stream);
@@ -270,10 +279,7 @@ static void test_memory_cap_mtp(const char *memcap, const char *dir)
     CHECK(cli_cut_report(&r));
     CHECK_MSG(strstr(r.err, "stream: the expert cache gives up") && strstr(r.err, "to the MTP head of 40000 positions"),
               "no shrink for the MTP head said: %s", r.err);
-    double peak = peak_rss_mib(r.err);
-    CHECK_MSG(peak > 0 && peak < 640.0, "--mtp, 40000 positions under a 640 MiB cap: peak RSS %.1f MiB", peak);
-    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "text '%s' beside the MTP head is not '%s'",
-              r.out ? r.out : "", resident ? resident : "");
+    check_capped_run(&r, resident, "--mtp, 40000 positions beside the MTP head");
     cli_result_free(&r);
 
     snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' %s %s -c 120000", memcap, path, stream, run);
@@ -306,10 +312,7 @@ static void test_memory_cap_auto(const char *memcap, const char *path)
     CHECK_MSG(strstr(r.err, "its experts are streamed from the file, with overlap") &&
                   strstr(r.report, "mode: expert streaming, cache auto") && strstr(r.report, ", overlap"),
               "under a 640 MiB cap, no flag: not streamed: %s", r.err);
-    double peak = peak_rss_mib(r.err);
-    CHECK_MSG(peak > 0 && peak < 640.0, "under a 640 MiB cap, no flag: peak RSS %.1f MiB", peak);
-    CHECK_MSG(resident && r.out && strcmp(r.out, resident) == 0, "streamed text '%s' is not the resident '%s'",
-              r.out ? r.out : "", resident ? resident : "");
+    check_capped_run(&r, resident, "no flag, streamed");
     cli_result_free(&r);
 
     snprintf(script, sizeof script, "'%s' 640M \"$BMOE_CLI\" -m '%s' --no-moe-stream %s", memcap, path, run);
