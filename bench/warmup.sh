@@ -30,7 +30,7 @@
 # and after the run) as tok/s, "of best" (the prefill rate over the lower of
 # that bound and the resident prefill rate of the same round), the mean decode
 # tok/s of tokens 1-16 and of tokens 17-64, and "first/steady" (the first
-# over the second), with the cache hit rate of the first 16 tokens.
+# over the second), with the MiB read per token in each span.
 #
 # Run (as root, for memcap): bench/warmup.sh
 #   BMOE_BENCH_PROMPTS="64 512" BMOE_BENCH_CONFIGS="random-cold replay-profile" bench/warmup.sh
@@ -86,10 +86,11 @@ span_rate() {
   awk -F, -v a="$2" -v b="$3" '/^#/ || $1 == "step" { next } $1 >= a && $1 <= b { ms += $3; n++ }
     END { if (n > 0 && ms > 0) printf "%.2f\n", 1000 * n / ms; else print "-" }' "$1"
 }
-# span_hit FILE FIRST LAST: the mean cache hit % of those rows
-span_hit() {
-  awk -F, -v a="$2" -v b="$3" '/^#/ || $1 == "step" { next } $1 >= a && $1 <= b { h += $7; n++ }
-    END { if (n > 0) printf "%.0f\n", h / n; else print "-" }' "$1"
+# span_read FILE FIRST LAST: the mean MiB read per token over those rows (the
+# CSV's hit rate is cumulative since the run began, so it cannot say a span's)
+span_read() {
+  awk -F, -v a="$2" -v b="$3" '/^#/ || $1 == "step" { next } $1 >= a && $1 <= b { r += $6; n++ }
+    END { if (n > 0) printf "%.1f\n", r / n / 1048576; else print "-" }' "$1"
 }
 
 stream="--moe-stream --cache-mb auto --overlap --io-threads $io_threads"
@@ -187,9 +188,9 @@ prefill_best() {
 
 echo
 echo "== medians over $rounds round(s) (cap $cap, -t $threads, --io-threads $io_threads, $generated tokens generated)"
-printf '| %6s | %-14s | %7s | %8s | %9s | %9s | %7s | %8s | %8s | %9s | %8s |\n' prompt config "TTFT s" "prefill" \
-  "read MiB" "I/O bound" "of best" "dec 1-16" "dec 17-64" "first/steady" "hit 1-16"
-printf '|%s|\n' "--------|----------------|---------|----------|-----------|-----------|---------|----------|----------|-----------|----------"
+printf '| %6s | %-14s | %7s | %8s | %9s | %9s | %7s | %8s | %8s | %9s | %10s | %10s |\n' prompt config "TTFT s" "prefill" \
+  "read MiB" "I/O bound" "of best" "dec 1-16" "dec 17-64" "first/steady" "MiB/t 1-16" "MiB/t 17-64"
+printf '|%s|\n' "--------|----------------|---------|----------|-----------|-----------|---------|----------|----------|-----------|------------|------------"
 for n in $prompts; do
   for config in $configs wide; do
     files=$(ls "$work/$config.$n".*.csv 2>/dev/null || true)
@@ -201,11 +202,12 @@ for n in $prompts; do
     best=$(for f in $files; do prefill_best "$f"; done | median)
     first=$(for f in $files; do span_rate "$f" 1 16; done | median)
     steady=$(for f in $files; do span_rate "$f" 17 "$generated"; done | median)
-    hit=$(for f in $files; do span_hit "$f" 1 16; done | median)
+    read_first=$(for f in $files; do span_read "$f" 1 16; done | median)
+    read_steady=$(for f in $files; do span_read "$f" 17 "$generated"; done | median)
     ratio=$(awk -v a="$first" -v b="$steady" 'BEGIN { if (b > 0) printf "%.0f%%\n", 100 * a / b; else print "-" }')
     [ "$best" = "-" ] || best=$(printf '%.0f%%' "$best")
-    case "$config" in *resident) read_mib="-"; bound="-"; best="-"; hit="-" ;; esac
-    printf '| %6s | %-14s | %7s | %8s | %9s | %9s | %7s | %8s | %8s | %9s | %8s |\n' "$n" "$config" "$ttft" "$prefill" \
-      "$read_mib" "$bound" "$best" "$first" "$steady" "$ratio" "$hit"
+    case "$config" in *resident) read_mib="-"; bound="-"; best="-"; read_first="-"; read_steady="-" ;; esac
+    printf '| %6s | %-14s | %7s | %8s | %9s | %9s | %7s | %8s | %8s | %9s | %10s | %10s |\n' "$n" "$config" "$ttft" \
+      "$prefill" "$read_mib" "$bound" "$best" "$first" "$steady" "$ratio" "$read_first" "$read_steady"
   done
 done
