@@ -671,3 +671,9 @@ int keyed_transformer_forward(const model *m, run_state *s, const forward_batch 
     rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
     return forward_layers(m, s, batch, keyed_layer, err);
 }
+
+int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                                   float *hidden_out, bmoe_error *err)
+{
+    return head_forward_layers(m, s, batch, hidden, keyed_layer, hidden_out, err);
+}

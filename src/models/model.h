@@ -413,6 +413,10 @@ int transformer_layer(const model *m, run_state *s, const forward_batch *batch, 
  * and glm4moe's, whose differences are all in what their bind functions
  * bound. */
 int keyed_transformer_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+/* Their draft head (model_head_forward_fn): head_forward_layers around a
+ * transformer_layer of the same routing. */
+int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                                   float *hidden_out, bmoe_error *err);
 
 /* h rows first..first+rows-1 += ffn(norm(h; ffn_norm)): the layer's routed
  * experts (config) plus its shared expert when it has one (scaled by
