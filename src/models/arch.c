@@ -38,8 +38,8 @@ static const model_arch model_archs[] = {
     {"qwen35moe", qwen35moe_bind, qwen35moe_forward, true, qwen35moe_head_forward},
     {"qwen2moe", qwen2moe_bind, qwen2moe_forward, false, NULL},
     {"olmoe", olmoe_bind, olmoe_forward, false, NULL},
-    {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false, NULL},
-    {"glm4moe", glm4moe_bind, keyed_transformer_forward, false, NULL},
+    {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false, keyed_transformer_head_forward},
+    {"glm4moe", glm4moe_bind, keyed_transformer_forward, false, keyed_transformer_head_forward},
     {"deepseek2", deepseek2_bind, deepseek2_forward, false, NULL},
     {"deepseek4", deepseek4_bind, deepseek4_forward, false, NULL},
 };

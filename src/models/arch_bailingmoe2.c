@@ -5,9 +5,17 @@
  * leading_dense_block_count layers end in a dense SiLU-GLU FFN, the others in
  * routed experts (gating, normalization and scale from the keys; the
  * selection bias and the expert groups choose, never weigh) plus an ungated
- * shared expert. The output head is never tied; the trailing
- * nextn_predict_layers blocks are a prediction head this forward pass does
- * not run, and stay unbound. */
+ * shared expert. The output head is never tied.
+ *
+ * The first of the trailing nextn_predict_layers blocks is the draft head
+ * (--mtp): after the input fusion of head_forward_layers, one MoE layer like
+ * the others, then the block's layer_output_norm (Ling's MTP layer ends in
+ * its final_layernorm, which the converter names so) and the model's output
+ * matrix. That norm is the head's last: its logits read it, as a
+ * nextn.shared_head_norm elsewhere, so it is bound in that role; Ling's
+ * checkpoints have no shared_head norm (a nextn.shared_head_norm tensor would
+ * stay unread). nextn.shared_head_head and nextn.embed_tokens are read where
+ * a file has them, as llama.cpp's loader allows. */
 #include <stdio.h>
 
 #include "bind.h"
@@ -56,9 +64,10 @@ int bailingmoe2_bind(model *m, bmoe_error *err)
     if (leading_dense < hp->n_layer && read_shared_width(m, leading_dense, shared_count, err) != 0)
         return -1;
     int64_t n_embd = hp->n_embd, d = hp->head_dim_k;
-    if (model_bind_globals(m, false, "output_norm.weight", err) != 0)
+    if (model_bind_globals(m, false, "output_norm.weight", err) != 0 ||
+        model_bind_head(m, "layer_output_norm.weight", BIND_REQUIRED, err) != 0)
         return -1;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         layer_weights *l = &m->weights.layers[il];
         hp->layer[il].ffn = il < leading_dense ? FFN_DENSE : FFN_MOE;
         if (model_bind_fused_qkv(m, il, err) ||

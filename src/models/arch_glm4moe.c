@@ -8,8 +8,14 @@
  * expert_gating_func says otherwise, a required selection bias that chooses
  * but never weighs, the keys' normalization and scale, expert groups when
  * the keys ask) plus expert_shared_count ungated shared experts of the
- * experts' width as one. The output head may be tied; the trailing
- * nextn_predict_layers blocks (the MTP head) are not run and stay unbound. */
+ * experts' width as one. The output head may be tied.
+ *
+ * The first of the trailing nextn_predict_layers blocks is the draft head
+ * (--mtp): after the input fusion of head_forward_layers, one MoE layer like
+ * the others, then nextn.shared_head_norm and the head's logits. GLM-4.5
+ * files carry the block's own nextn.embed_tokens and nextn.shared_head_head
+ * (copies of the model's, which stand in where they are absent); llama.cpp's
+ * glm4-moe MTP graph reads them so. */
 #include "bind.h"
 #include "model.h"
 
@@ -45,9 +51,10 @@ int glm4moe_bind(model *m, bmoe_error *err)
                          hp->head_dim_v);
     hp->n_ff_shexp = hp->n_ff_exp * shared_count;
     int64_t n_embd = hp->n_embd, d = hp->head_dim_k;
-    if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
+    if (model_bind_globals(m, true, "output_norm.weight", err) != 0 ||
+        model_bind_head(m, "nextn.shared_head_norm.weight", BIND_OPTIONAL, err) != 0)
         return -1;
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         layer_weights *l = &m->weights.layers[il];
         hp->layer[il].ffn = il < leading_dense ? FFN_DENSE : FFN_MOE;
         if (model_bind_attention(m, il, false, err) ||

@@ -163,23 +163,10 @@ int qwen35moe_bind(model *m, bmoe_error *err)
     int64_t n_embd = hp->n_embd;
     if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
         return -1;
-    /* the head is a full-attention block of the layers' sizes */
-    hp->n_layer_head = hp->n_layer_nextn > 0 ? 1 : 0;
-    for (int il = hp->n_layer; il < hp->n_layer + hp->n_layer_head; il++) {
-        hp->layer[il] = hp->layer[hp->n_layer - 1];
-        hp->layer[il].mixer = MIXER_ATTENTION;
-        hp->layer[il].kv_source = il;
-        layer_weights *l = &m->weights.layers[il];
-        if (model_bind(m, &l->nextn_eh_proj, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){2 * n_embd, n_embd}, err,
-                       "blk.%d.nextn.eh_proj.weight", il) ||
-            model_bind(m, &l->nextn_enorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.nextn.enorm.weight", il) ||
-            model_bind(m, &l->nextn_hnorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.nextn.hnorm.weight", il) ||
-            model_bind(m, &l->nextn_shared_head_norm, BIND_OPTIONAL, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
-                       "blk.%d.nextn.shared_head_norm.weight", il))
-            return -1;
-    }
+    if (model_bind_head(m, "nextn.shared_head_norm.weight", BIND_OPTIONAL, err) != 0)
+        return -1;
+    if (hp->n_layer_head > 0) /* the head's block is a full-attention one */
+        hp->layer[hp->n_layer].mixer = MIXER_ATTENTION;
     for (int il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         layer_weights *l = &m->weights.layers[il];
         hp->layer[il].ffn = FFN_MOE;

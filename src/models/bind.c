@@ -38,6 +38,12 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
     memset(view, 0, sizeof *view);
     const gguf_tensor *tensor = gguf_find_tensor(m->file, name);
     if (!tensor) {
+        /* a block past the layers run is the draft head's: the file declares
+         * it (nextn_predict_layers), so it must be whole */
+        bool head_block = strncmp(name_format, "blk.", 4) == 0 && layer >= m->hparams.n_layer;
+        if (required && head_block)
+            return error_set(err, "model: missing tensor '%s' (architecture %s; block %d is the MTP head "
+                             "nextn_predict_layers declares)", name, m->hparams.architecture, layer);
         if (required)
             return error_set(err, "model: missing tensor '%s' (architecture %s)", name, m->hparams.architecture);
         return 0;
@@ -116,6 +122,36 @@ int model_bind_globals(model *m, bool tied_output, const char *output_norm_name,
     if (!w->output.data && /* tied output head */
         model_bind(m, &w->output, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab}, err,
                    "token_embd.weight", 0))
+        return -1;
+    return 0;
+}
+
+int model_bind_head(model *m, const char *last_norm, bool last_norm_required, bmoe_error *err)
+{
+    model_hparams *hp = &m->hparams;
+    int il = hp->n_layer;
+    int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
+    hp->n_layer_head = hp->n_layer_nextn > 0 ? 1 : 0;
+    if (hp->n_layer_head == 0)
+        return 0;
+    /* a block of the layers' sizes with a KV cache of its own */
+    hp->layer[il] = hp->layer[il - 1];
+    hp->layer[il].kv_source = il;
+    char last_norm_format[96];
+    snprintf(last_norm_format, sizeof last_norm_format, "blk.%%d.%s", last_norm);
+    layer_weights *l = &m->weights.layers[il];
+    if (model_bind(m, &l->nextn_eh_proj, BIND_REQUIRED, TENSOR_MATRIX, 2, (int64_t[]){2 * n_embd, n_embd}, err,
+                   "blk.%d.nextn.eh_proj.weight", il) ||
+        model_bind(m, &l->nextn_enorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "blk.%d.nextn.enorm.weight", il) ||
+        model_bind(m, &l->nextn_hnorm, BIND_REQUIRED, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   "blk.%d.nextn.hnorm.weight", il) ||
+        model_bind(m, &l->nextn_shared_head_norm, last_norm_required, TENSOR_VECTOR, 1, (int64_t[]){n_embd}, err,
+                   last_norm_format, il) ||
+        model_bind(m, &l->nextn_shared_head_head, BIND_OPTIONAL, TENSOR_MATRIX, 2, (int64_t[]){n_embd, n_vocab},
+                   err, "blk.%d.nextn.shared_head_head.weight", il) ||
+        model_bind(m, &l->nextn_embed_tokens, BIND_OPTIONAL, TENSOR_EMBEDDING, 2, (int64_t[]){n_embd, n_vocab},
+                   err, "blk.%d.nextn.embed_tokens.weight", il))
         return -1;
     return 0;
 }

@@ -33,6 +33,17 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
  * token_embd's matrix. */
 int model_bind_globals(model *m, bool tied_output, const char *output_norm_name, bmoe_error *err);
 
+/* The draft head (hparams.n_layer_head, architectures.md 1.12): when the
+ * file declares nextn blocks, the first becomes layer n_layer, a block of
+ * the last layer's sizes with a KV cache of its own, and its own tensors
+ * are bound: nextn.eh_proj, nextn.enorm and nextn.hnorm; last_norm, the
+ * norm its logits read (nextn.shared_head_norm.weight in most files; when
+ * optional and absent, output_norm); nextn.shared_head_head and
+ * nextn.embed_tokens where the file has them (else the model's output and
+ * token_embd). The caller adjusts the block's hparams and binds its layer
+ * tensors as any layer's. */
+int model_bind_head(model *m, const char *last_norm, bool last_norm_required, bmoe_error *err);
+
 /* The attention tensors every architecture here has in layer: attn_norm,
  * attn_q/k/v with their optional biases, attn_output, of the layer's own
  * sizes. value_optional: an absent attn_v means V = K (gemma4). A layer

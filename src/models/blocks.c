@@ -21,11 +21,18 @@ void embedding_row(const tensor_view *embd, int64_t row, float *out)
     format->dequantize_row((const uint8_t *)embd->data + (size_t)row * embd->row_bytes, out, embd->ne[0]);
 }
 
-int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err)
+/* Positions of the batch's tokens into s->positions, their rows of embd
+ * (n_vocab of them) into s->h. */
+static int embed_rows(const model *m, const tensor_view *embd, run_state *s, const forward_batch *batch,
+                      bmoe_error *err)
 {
-    if (token < 0 || token >= m->hparams.n_vocab)
-        return error_set(err, "eval: token id %d is outside the vocabulary [0, %d)", token, m->hparams.n_vocab);
-    embedding_row(&m->weights.token_embd, token, out);
+    for (int t = 0; t < batch->n_tokens; t++) {
+        int32_t token = batch->tokens[t];
+        s->positions[t] = batch->position + t;
+        if (token < 0 || token >= m->hparams.n_vocab)
+            return error_set(err, "eval: token id %d is outside the vocabulary [0, %d)", token, m->hparams.n_vocab);
+        embedding_row(embd, token, s->h + (int64_t)t * m->hparams.n_embd);
+    }
     return 0;
 }
 
@@ -37,12 +44,7 @@ int embed_batch(const model *m, run_state *s, const forward_batch *batch, bmoe_e
         s->trace_op_last_ns = s->trace_last_ns;
         s->trace_op_last_majflt = s->trace_last_majflt;
     }
-    for (int t = 0; t < batch->n_tokens; t++) {
-        s->positions[t] = batch->position + t;
-        if (embedding_lookup(m, batch->tokens[t], s->h + t * m->hparams.n_embd, err) != 0)
-            return -1;
-    }
-    return 0;
+    return embed_rows(m, &m->weights.token_embd, s, batch, err);
 }
 
 /* Matrices of one linear() step: enough for every projection group here. */
@@ -333,7 +335,8 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
     s->route_override = NULL;
     s->route_guess = NULL;
     s->probe = NULL;
-    int status = embed_batch(m, s, batch, err);
+    const tensor_view *embd = l->nextn_embed_tokens.name ? &l->nextn_embed_tokens : &m->weights.token_embd;
+    int status = embed_rows(m, embd, s, batch, err);
     if (status == 0) {
         rope_cache_batch(&hp->rope, s->positions, n, s->rope_cache);
         /* h = eh_proj . [enorm(embedding), hnorm(hidden)] */
@@ -359,8 +362,8 @@ int head_forward_layers(const model *m, run_state *s, const forward_batch *batch
         memcpy(hidden_out, s->x, (size_t)n * (size_t)n_embd * sizeof *s->x);
     int count = n - batch->first_output;
     if (count > 0 && batch->logits) {
-        const tensor_view *output = &m->weights.output;
-        linear(s, s->x + (int64_t)batch->first_output * n_embd, n_embd, count, 1, &output, &batch->logits, NULL);
+        const tensor_view *head = l->nextn_shared_head_head.name ? &l->nextn_shared_head_head : &m->weights.output;
+        linear(s, s->x + (int64_t)batch->first_output * n_embd, n_embd, count, 1, &head, &batch->logits, NULL);
     }
     return 0;
 }
@@ -669,4 +672,10 @@ int keyed_transformer_forward(const model *m, run_state *s, const forward_batch 
         return -1;
     rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
     return forward_layers(m, s, batch, keyed_layer, err);
+}
+
+int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                                   float *hidden_out, bmoe_error *err)
+{
+    return head_forward_layers(m, s, batch, hidden, keyed_layer, hidden_out, err);
 }

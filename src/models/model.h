@@ -121,10 +121,12 @@ typedef struct layer_weights {
     tensor_view ffn_gate_inp_shexp; /* {n_embd} its scalar gate */
     tensor_view ffn_gate_shexp, ffn_up_shexp; /* {n_embd, Fs} */
     tensor_view ffn_down_shexp;    /* {Fs, n_embd} */
-    /* the draft head's own tensors (a nextn block, architectures.md 1.12) */
+    /* the draft head's own tensors (a nextn block, architectures.md 1.12; model_bind_head) */
     tensor_view nextn_eh_proj;     /* {2*n_embd, n_embd}: of [enorm(embedding), hnorm(hidden)] */
     tensor_view nextn_enorm, nextn_hnorm; /* {n_embd} */
-    tensor_view nextn_shared_head_norm;   /* {n_embd}; absent: the model's output_norm */
+    tensor_view nextn_shared_head_norm;   /* {n_embd} the norm the head's logits read; absent: output_norm */
+    tensor_view nextn_shared_head_head;   /* {n_embd, n_vocab}; absent: the model's output */
+    tensor_view nextn_embed_tokens;       /* {n_embd, n_vocab}; absent: the model's token_embd */
 } layer_weights;
 
 typedef struct model_weights {
@@ -211,8 +213,6 @@ bool model_tensor_in_nextn(const model *m, const char *name);
 
 /* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
 
-/* Row `token` of the embedding matrix into out (n_embd floats). */
-int embedding_lookup(const model *m, int32_t token, float *out, bmoe_error *err);
 /* Row `row` of a TENSOR_EMBEDDING view, dequantized into out (ne[0] floats). */
 void embedding_row(const tensor_view *embd, int64_t row, float *out);
 
@@ -307,7 +307,9 @@ int forward_layers(const model *m, run_state *s, const forward_batch *batch, for
 /* The draft head's forward pass around its block (layer n_layer, run by
  * `layer`): h = eh_proj . [enorm(embedding(token)), hnorm(hidden)], the
  * block, x = norm(h; shared_head_norm, else output_norm), hidden_out = x
- * (when not NULL), logits = output . x for the rows that give them.
+ * (when not NULL), logits = head . x for the rows that give them. The
+ * embedding and the head are the block's own (nextn.embed_tokens,
+ * nextn.shared_head_head) where the file has them, else the model's.
  * The caller filled nothing: this embeds and fills the RoPE cache. The
  * state must have the head's buffers (run_state_enable_head). */
 int head_forward_layers(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
@@ -411,6 +413,10 @@ int transformer_layer(const model *m, run_state *s, const forward_batch *batch, 
  * and glm4moe's, whose differences are all in what their bind functions
  * bound. */
 int keyed_transformer_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+/* Their draft head (model_head_forward_fn): head_forward_layers around a
+ * transformer_layer of the same routing. */
+int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                                   float *hidden_out, bmoe_error *err);
 
 /* h rows first..first+rows-1 += ffn(norm(h; ffn_norm)): the layer's routed
  * experts (config) plus its shared expert when it has one (scaled by

@@ -15,17 +15,20 @@
  *  - --draft-replay of a plain run's --ids-out: accept gives 100 %
  *    acceptance, reject 0 %, each with the plain run's output;
  *  - --mtp on a tiny-qwen35moe with a nextn block (bmoe-mkmodel
- *    --nextn-layers 1) leaves text and ids byte for byte as plain
- *    decoding's with --draft 1..4, greedy and seeded sampling, resident and
- *    streamed (streamed --mtp also equals resident plain decoding); every
- *    run drafts at every step with room and verifies the drafts in batches
- *    (random weights: few or no drafts are accepted, which is fine), and
- *    its mtp: lines agree with the CSV and its trailer;
- *  - --mtp-p-min: 1 drafts nothing (every step a plain decode, and the
- *    coverage line says so), a floor found by halving from 1/2 drafts some
- *    but fewer than no floor, and 0.5 and that floor leave the output as
- *    plain decoding's, greedy and sampled; the CSV preamble carries the
- *    floor;
+ *    --nextn-layers 1), and, each in a run of its own (the architecture as
+ *    the argument), on the tiny-glm4moe and tiny-bailingmoe2 presets (which
+ *    write one), leaves text and ids byte for byte as plain decoding's with
+ *    --draft 1..4, greedy and seeded sampling, resident and streamed
+ *    (streamed --mtp also equals resident plain decoding), 1 and 2 threads,
+ *    and in a session, prefixes reused or not; every run drafts at every
+ *    step with room and verifies the drafts in batches (random weights: few
+ *    or no drafts are accepted, which is fine), and its mtp: lines agree
+ *    with the CSV, its trailer and BMOE_DONE;
+ *  - --mtp-p-min (each of those models): 1 drafts nothing (every step a
+ *    plain decode, and the coverage line says so), a floor found by halving
+ *    from 1/2 drafts some but fewer than no floor, and 0.5 and that floor
+ *    leave the output as plain decoding's, greedy and sampled; the CSV
+ *    preamble carries the floor;
  *  - --mtp is refused in one line on a model without a nextn block, with a
  *    non-zero exit, so are --draft 0 and --draft 9, --mtp-p-min out of
  *    [0, 1], not a number, with --ngram or without --mtp, and the flags'
@@ -43,7 +46,7 @@ enum { N_PREDICT = 32, MAX_ARGS = 48 };
 static const char PROMPT[] = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the dog sat on "
                              "the log. the dog sat on the log.";
 
-static char qwen[1100], hybrid[1100], hybrid_head[1200];
+static char qwen[1100], hybrid[1100], mtp_model[1200];
 static const char trained[] = BMOE_MODELS_DIR "/qwen3moe-shakespeare-q8_0.gguf";
 
 /* A command line being built (the strings must outlive the run). */
@@ -383,26 +386,44 @@ static void check_session_reuse(const char *model)
     free(texts[1]);
 }
 
-/* --mtp with --draft 1..4, greedy and sampled, resident and streamed, and
- * in a session. */
-static void check_mtp(void)
+/* A model whose nextn block --mtp drafts with: its architecture (what the
+ * runs are called, and the argument that runs its checks alone) and how
+ * bmoe-mkmodel writes it with the block. */
+typedef struct head_model {
+    const char *arch;
+    const char *shape_flags;
+} head_model;
+
+static const head_model head_models[] = {
+    {"qwen35moe", "--shape tiny-qwen35moe --nextn-layers 1"},
+    {"glm4moe", "--shape tiny-glm4moe"},
+    {"bailingmoe2", "--shape tiny-bailingmoe2"},
+};
+
+/* --mtp on h's model with --draft 1..4, greedy and sampled, resident and
+ * streamed, and in a session. */
+static void check_mtp(const head_model *h)
 {
     char path[1200], command[4096];
-    snprintf(path, sizeof path, "%s/spec-%d-nextn.gguf", test_tmp_dir(), (int)getpid());
-    snprintf(command, sizeof command,
-             "'%s/bmoe-mkmodel' --shape tiny-qwen35moe --nextn-layers 1 --type f32 --quiet -o '%s'", BMOE_BIN_DIR,
-             path);
+    snprintf(path, sizeof path, "%s/spec-%d-%s-nextn.gguf", test_tmp_dir(), (int)getpid(), h->arch);
+    snprintf(command, sizeof command, "'%s/bmoe-mkmodel' %s --type f32 --quiet -o '%s'", BMOE_BIN_DIR,
+             h->shape_flags, path);
     cli_result made;
     if (cli_run_shell(command, &made) != 0 || made.exit_code != 0) {
-        CHECK_MSG(0, "bmoe-mkmodel --nextn-layers 1 failed");
+        CHECK_MSG(0, "bmoe-mkmodel %s failed", h->shape_flags);
         return;
     }
     cli_result_free(&made);
-    snprintf(hybrid_head, sizeof hybrid_head, "%s", path);
-    const config greedy = {"qwen35moe+nextn greedy resident -t 1", hybrid_head, "1", false, false};
-    const config sampled = {"qwen35moe+nextn sampled resident -t 2", hybrid_head, "2", true, false};
-    const config greedy_streamed = {"qwen35moe+nextn greedy streamed -t 2", hybrid_head, "2", false, true};
-    const config sampled_streamed = {"qwen35moe+nextn sampled streamed -t 1", hybrid_head, "1", true, true};
+    snprintf(mtp_model, sizeof mtp_model, "%s", path);
+    char names[5][96];
+    static const char *const settings[5] = {"greedy resident -t 1", "sampled resident -t 2", "greedy streamed -t 2",
+                                            "sampled streamed -t 1", "sampled resident -t 1"};
+    for (int i = 0; i < 5; i++)
+        snprintf(names[i], sizeof names[i], "%s+nextn %s", h->arch, settings[i]);
+    const config greedy = {names[0], mtp_model, "1", false, false};
+    const config sampled = {names[1], mtp_model, "2", true, false};
+    const config greedy_streamed = {names[2], mtp_model, "2", false, true};
+    const config sampled_streamed = {names[3], mtp_model, "1", true, true};
     const char *const draft_counts[] = {"1", "2", "3", "4"};
     /* sanitized: none; check_mtp_floor's run without a floor is greedy
      * resident --draft 3 with a CSV (the counts differ only in how many) */
@@ -411,7 +432,7 @@ static void check_mtp(void)
         check_source(&greedy, "mtp", extra, false, NULL);
     }
     const char *three[] = {"--draft", "3", NULL}, *two[] = {"--draft", "2", NULL}, *four[] = {"--draft", "4", NULL};
-    const config sampled_resident_one = {"qwen35moe+nextn sampled resident -t 1", hybrid_head, "1", true, false};
+    const config sampled_resident_one = {names[4], mtp_model, "1", true, false};
     /* sanitized: greedy resident (check_mtp_floor) and sampled streamed
      * (below) hold each value of the two settings these two runs add */
     if (!TEST_SANITIZED) {
@@ -419,8 +440,8 @@ static void check_mtp(void)
         check_source(&greedy_streamed, "mtp", two, false, &greedy);
     }
     check_source(&sampled_streamed, "mtp", four, false, &sampled_resident_one);
-    check_session("mtp", hybrid_head, false);
-    check_session_reuse(hybrid_head);
+    check_session("mtp", mtp_model, false);
+    check_session_reuse(mtp_model);
     check_mtp_floor(&greedy, &sampled);
     unlink(path);
 }
@@ -681,8 +702,19 @@ static void check_refusals(void)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* an architecture's --mtp checks alone (ctest runs each apart) */
+    if (argc > 1) {
+        const head_model *h = NULL;
+        for (size_t i = 0; i < sizeof head_models / sizeof head_models[0]; i++)
+            if (strcmp(argv[1], head_models[i].arch) == 0)
+                h = &head_models[i];
+        CHECK_MSG(h != NULL, "no model with an MTP head of architecture '%s'", argv[1]);
+        if (h)
+            check_mtp(h);
+        return test_finish();
+    }
     test_shared_path(qwen, sizeof qwen, "oracle/models/qwen3moe-tiny-f32.gguf");
     test_shared_path(hybrid, sizeof hybrid, "oracle/models/qwen35moe-tiny-f32.gguf");
     /* each setting in both values at least once: greedy / sampled,
@@ -710,7 +742,7 @@ int main(void)
     if (!TEST_SANITIZED)
         check_replay(&configs[1]);
     check_replay(&configs[3]);
-    check_mtp();
+    check_mtp(&head_models[0]);
     check_session("ngram", trained, true);
     check_refusals();
     return test_finish();

@@ -242,8 +242,11 @@ int main(void)
     const char *air[] = {"\ntensor blk.0.attn_q.bias F32 12288 1 1 ",
                          "\ntensor blk.45.post_attention_norm.weight F32 4096 1 1 ",
                          "\ntensor blk.46.nextn.eh_proj.weight Q4_K 8192 4096 1 ",
+                         "\ntensor blk.46.nextn.embed_tokens.weight Q4_K 4096 151552 1 ",
+                         "\ntensor blk.46.nextn.shared_head_head.weight Q6_K 4096 151552 1 ",
                          "\ntensor blk.46.ffn_up_exps.weight Q4_K 4096 1408 128 ", NULL};
-    check_grouped_preset("glm-4.5-air", 800, 46, 128, 109227306752ull, air, 76.0, 82.0);
+    /* 803 tensors and 110B parameters, as the released file and checkpoint */
+    check_grouped_preset("glm-4.5-air", 803, 46, 128, 110468824832ull, air, 76.0, 82.0);
     check_deepseek_v2_lite();
 
     /* --plan with a split: shard lines that add up to the file total. */

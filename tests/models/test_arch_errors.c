@@ -322,6 +322,17 @@ static void test_simple_archs(void)
         expect(path, "bailingmoe2-no-nextn",
                &(variant){.uint_key = "bailingmoe2.nextn_predict_layers", .uint_value = 0},
                "is not used by the bailingmoe2 architecture", NULL);
+        /* the MTP head's block (3) incomplete: its own tensors, its last
+         * norm (the MTP layer's final_layernorm), a layer tensor */
+        expect(path, "bailingmoe2-head-no-hnorm", &(variant){.drop_tensor = "blk.3.nextn.hnorm.weight"},
+               "missing tensor 'blk.3.nextn.hnorm.weight'", "block 3 is the MTP head nextn_predict_layers declares");
+        expect(path, "bailingmoe2-head-no-last-norm", &(variant){.drop_tensor = "blk.3.layer_output_norm.weight"},
+               "missing tensor 'blk.3.layer_output_norm.weight'", "block 3 is the MTP head");
+        expect(path, "bailingmoe2-head-no-qkv", &(variant){.drop_tensor = "blk.3.attn_qkv.weight"},
+               "missing tensor 'blk.3.attn_qkv.weight'", "block 3 is the MTP head");
+        expect(path, "bailingmoe2-head-eh-proj-shape",
+               &(variant){.reshape_tensor = "blk.3.nextn.eh_proj.weight", .reshape = {256, 512}},
+               "tensor 'blk.3.nextn.eh_proj.weight' has shape {256, 512}", "expected {512, 256}");
         remove(path);
     }
     if (write_generated("tiny-glm4moe", path, sizeof path)) {
@@ -333,6 +344,24 @@ static void test_simple_archs(void)
                "tensor 'blk.1.ffn_gate_shexp.weight' has shape {256, 256}", "expected {256, 512}");
         expect(path, "glm4moe-no-ffn-norm", &(variant){.drop_tensor = "blk.1.post_attention_norm.weight"},
                "missing tensor 'blk.1.post_attention_norm.weight'", NULL);
+        /* the MTP head's block (3): eh_proj, enorm and hnorm are required, so
+         * is every layer tensor; its own norm, output matrix and embedding
+         * are not (the model's stand in) */
+        expect(path, "glm4moe-head-no-eh-proj", &(variant){.drop_tensor = "blk.3.nextn.eh_proj.weight"},
+               "missing tensor 'blk.3.nextn.eh_proj.weight'", "block 3 is the MTP head nextn_predict_layers declares");
+        expect(path, "glm4moe-head-no-router", &(variant){.drop_tensor = "blk.3.ffn_gate_inp.weight"},
+               "missing tensor 'blk.3.ffn_gate_inp.weight'", "block 3 is the MTP head");
+        expect(path, "glm4moe-head-no-selection-bias", &(variant){.drop_tensor = "blk.3.exp_probs_b.bias"},
+               "missing tensor 'blk.3.exp_probs_b.bias'", "block 3 is the MTP head");
+        expect(path, "glm4moe-head-head-shape",
+               &(variant){.reshape_tensor = "blk.3.nextn.shared_head_head.weight", .reshape = {512, 256}},
+               "tensor 'blk.3.nextn.shared_head_head.weight' has shape {512, 256}", "expected {256, 512}");
+        expect(path, "glm4moe-head-no-own-norm", &(variant){.drop_tensor = "blk.3.nextn.shared_head_norm.weight"},
+               NULL, NULL);
+        expect(path, "glm4moe-head-no-own-head", &(variant){.drop_tensor = "blk.3.nextn.shared_head_head.weight"},
+               NULL, NULL);
+        expect(path, "glm4moe-head-no-own-embedding",
+               &(variant){.drop_tensor = "blk.3.nextn.embed_tokens.weight"}, NULL, NULL);
         remove(path);
     }
 }

@@ -18,7 +18,21 @@
  * where the reference's softmax says (the first draft included). A context
  * holds the head's KV rows only once a generation drafts with it, and the
  * head refuses to run before. A model without the block refuses --mtp with
- * a load error naming it. */
+ * a load error naming it.
+ *
+ * The glm4moe and bailingmoe2 heads (tiny presets, F32, one nextn block
+ * with the tensors the released files carry): their block is the
+ * architecture's own layer (the head's logits are bit for bit those of
+ * head_forward_layers around transformer_layer under the keys' routing, and
+ * every tensor of the block is bound); around it, the block's input, the
+ * output hidden state and the logits against float64 from the file's
+ * tensors, the block's output taken from the engine: the fusion and its
+ * order, enorm and hnorm, the last norm (GLM's nextn.shared_head_norm,
+ * Ling's layer_output_norm), the block's own embedding and output matrix
+ * (GLM's), and with those views cleared, the model's output_norm,
+ * token_embd and output in their place; each other choice must disagree,
+ * so the comparison sees it. The head's KV rows come as qwen35moe's, and
+ * without the block --mtp is refused. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -40,10 +54,18 @@ typedef struct reference {
     double k_cache[MAX_CTX][MAX_EMBD * 2], v_cache[MAX_CTX][MAX_EMBD * 2];
 } reference;
 
+/* "<general.architecture>.<suffix>" into key. */
+static void arch_key(const gguf_model *file, const char *suffix, char *key, size_t size)
+{
+    gguf_string arch = {"", 0};
+    CHECK(gguf_get_string(file, "general.architecture", &arch));
+    snprintf(key, size, "%.*s.%s", (int)arch.length, arch.data, suffix);
+}
+
 static int64_t key_int(const gguf_model *file, const char *suffix)
 {
     char key[128];
-    snprintf(key, sizeof key, "qwen35moe.%s", suffix);
+    arch_key(file, suffix, key, sizeof key);
     int64_t value = -1;
     CHECK_MSG(gguf_get_int(file, key, &value), "key %s", key);
     return value;
@@ -52,7 +74,7 @@ static int64_t key_int(const gguf_model *file, const char *suffix)
 static double key_float(const gguf_model *file, const char *suffix)
 {
     char key[128];
-    snprintf(key, sizeof key, "qwen35moe.%s", suffix);
+    arch_key(file, suffix, key, sizeof key);
     float value = 0.0f;
     CHECK_MSG(gguf_get_float(file, key, &value), "key %s", key);
     return value;
@@ -238,7 +260,7 @@ static double max_abs(const double *values, int n)
 }
 
 static void check_drafter(const char *path, const reference *base);
-static void check_memory(const char *path, const reference *r);
+static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim);
 
 /* The largest |engine - reference| over n values, relative to the reference's scale. */
 static double relative_error(const float *engine, const double *ref, int n)
@@ -385,7 +407,13 @@ static void check_head(const char *path)
     bmoe_context_free(context);
     bmoe_model_free(loaded);
     check_drafter(path, &r);
-    check_memory(path, &r);
+    int attention_layers = 0; /* the others are Gated DeltaNet */
+    for (int il = 0; il < r.layer; il++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", il);
+        attention_layers += gguf_find_tensor(file, name) != NULL;
+    }
+    check_memory(path, attention_layers, r.n_head_kv, r.head_dim);
     gguf_close(file);
 }
 
@@ -553,7 +581,7 @@ static void generate(bmoe_context *context, bool mtp)
  * layers' keys and values (those of the layers that attend, every one of
  * n_ctx positions), an MTP one one full-attention layer's more, and no more
  * on a second MTP generation. */
-static void check_memory(const char *path, const reference *r)
+static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim)
 {
     enum { N_CTX = 64 }; /* a multiple of the key tiles: no padding */
     bmoe_error err;
@@ -569,13 +597,7 @@ static void check_memory(const char *path, const reference *r)
         bmoe_model_free(loaded);
         return;
     }
-    int attention_layers = 0;
-    for (int il = 0; il < r->layer; il++) {
-        char name[64];
-        snprintf(name, sizeof name, "blk.%d.attn_k.weight", il);
-        attention_layers += gguf_find_tensor(r->file, name) != NULL;
-    }
-    uint64_t layer_kv = (uint64_t)N_CTX * 2 * (uint64_t)r->n_head_kv * (uint64_t)r->head_dim * sizeof(float);
+    uint64_t layer_kv = (uint64_t)N_CTX * 2 * (uint64_t)n_head_kv * (uint64_t)head_dim * sizeof(float);
     bmoe_context_memory created, plain, drafting, again;
     bmoe_context_memory_usage(context, &created);
     CHECK_MSG(attention_layers > 0 && created.kv_bytes == (uint64_t)attention_layers * layer_kv,
@@ -600,6 +622,272 @@ static void check_memory(const char *path, const reference *r)
     bmoe_model_free(loaded);
 }
 
+/* ---- glm4moe and bailingmoe2: the head's own parts around the engine's block ----
+ * Their head's block is the architecture's layer (transformer_layer under the
+ * keys' routing), which the reference logits of the main layers pin; what is
+ * the head's own is checked here against float64 from the file's tensors:
+ * the block's input (the fusion, its order, enorm and hnorm, the embedding
+ * it reads), and from the block's output as the engine computed it, the
+ * last norm, the output hidden state and the logits (the matrix they
+ * read). */
+
+/* Which norm each architecture's head logits read (the facts model_bind_head
+ * is given): GLM-4.5's nextn.shared_head_norm, Ling 2.0's block-final
+ * layer_output_norm (its MTP layer's final_layernorm). */
+typedef struct keyed_head {
+    const char *arch;
+    const char *shape; /* bmoe-mkmodel's preset, which writes one nextn block */
+    const char *last_norm;
+} keyed_head;
+
+static const keyed_head keyed_heads[] = {
+    {"glm4moe", "tiny-glm4moe", "nextn.shared_head_norm.weight"},
+    {"bailingmoe2", "tiny-bailingmoe2", "layer_output_norm.weight"},
+};
+
+/* The engine's head block from outside: its input rows (after eh_proj) and
+ * output rows, [n_tokens][n_embd]. */
+static float block_in[ROWS * MAX_EMBD], block_out[ROWS * MAX_EMBD];
+
+/* The architectures' layer (keyed_transformer_forward's) with its rows seen. */
+static int capturing_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+{
+    size_t bytes = (size_t)batch->n_tokens * (size_t)m->hparams.n_embd * sizeof(float);
+    memcpy(block_in, s->h, bytes);
+    moe_config config = model_moe_config(&m->hparams);
+    int status = transformer_layer(m, s, batch, il, &config, NULL, err);
+    memcpy(block_out, s->h, bytes);
+    return status;
+}
+
+/* The head's own tensors, F32 views of the file's. */
+typedef struct head_parts {
+    const float *embedding; /* {E, V} */
+    const float *enorm, *hnorm, *eh_proj;
+    const float *last_norm;
+    const float *head;      /* {E, V} */
+    int n_embd;
+    double eps;
+} head_parts;
+
+/* eh_proj . [rmsnorm(embedding(token); enorm), rmsnorm(hidden; hnorm)], or
+ * with the halves swapped. */
+static void reference_block_input(const head_parts *p, int token, const float *hidden, bool swap, double *out)
+{
+    int E = p->n_embd;
+    static double e[MAX_EMBD], h[MAX_EMBD], concat[2 * MAX_EMBD];
+    for (int i = 0; i < E; i++) {
+        e[i] = p->embedding[(int64_t)token * E + i];
+        h[i] = hidden[i];
+    }
+    ref_rmsnorm(swap ? concat + E : concat, e, p->enorm, E, p->eps);
+    ref_rmsnorm(swap ? concat : concat + E, h, p->hnorm, E, p->eps);
+    matvec(out, p->eh_proj, concat, 2 * E, E);
+}
+
+/* x = rmsnorm(block output; last_norm), logits = head . x. */
+static void reference_output(const head_parts *p, const float *output, int n_vocab, double *x, double *logits)
+{
+    static double h[MAX_EMBD];
+    for (int i = 0; i < p->n_embd; i++)
+        h[i] = output[i];
+    ref_rmsnorm(x, h, p->last_norm, p->n_embd, p->eps);
+    matvec(logits, p->head, x, p->n_embd, n_vocab);
+}
+
+/* Every tensor of the file's block `layer` is one of the head's views: its
+ * block is a whole layer of the architecture, nothing of it left unread. */
+static void check_block_bound(const model *m, const gguf_model *file, int layer)
+{
+    char prefix[32];
+    int length = snprintf(prefix, sizeof prefix, "blk.%d.", layer);
+    const tensor_view *views = (const tensor_view *)&m->weights.layers[layer];
+    size_t n_views = sizeof(layer_weights) / sizeof(tensor_view);
+    int found = 0;
+    for (uint64_t i = 0; i < gguf_tensor_count(file); i++) {
+        const char *name = gguf_tensor_at(file, i)->name;
+        if (strncmp(name, prefix, (size_t)length) != 0)
+            continue;
+        bool bound = false;
+        for (size_t v = 0; v < n_views && !bound; v++)
+            bound = views[v].name && strcmp(views[v].name, name) == 0;
+        CHECK_MSG(bound, "the head leaves tensor '%s' of its block unread", name);
+        found++;
+    }
+    CHECK_MSG(found > 10, "block %d has only %d tensors", layer, found);
+}
+
+/* One batch through the head twice, with the capturing layer and as the
+ * architecture runs it (same positions: the cache rows come out the same),
+ * then each row against the reference. */
+static void check_head_batch(const model *m, run_state *s, const head_parts *p, const forward_batch *batch,
+                             const float *hidden, float *hidden_out, const char *what)
+{
+    int E = p->n_embd, V = m->hparams.n_vocab, n = batch->n_tokens;
+    static float captured_logits[ROWS * 512], captured_hidden[ROWS * MAX_EMBD];
+    bmoe_error err;
+    error_clear(&err);
+    forward_batch seen = *batch;
+    seen.logits = captured_logits;
+    CHECK_MSG(head_forward_layers(m, s, &seen, hidden, capturing_layer, captured_hidden, &err) == 0,
+              "%s: head_forward_layers: %s", what, err.message);
+    CHECK_MSG(m->arch->head_forward(m, s, batch, hidden, hidden_out, &err) == 0, "%s: head_forward: %s", what,
+              err.message);
+    /* the architecture's head runs its own layer, bit for bit */
+    CHECK_MSG(memcmp(captured_logits, batch->logits, (size_t)n * (size_t)V * sizeof(float)) == 0 &&
+                  memcmp(captured_hidden, hidden_out, (size_t)n * (size_t)E * sizeof(float)) == 0,
+              "%s: the head's block is not the architecture's layer", what);
+    static double input[MAX_EMBD], x[MAX_EMBD], logits[512];
+    for (int t = 0; t < n; t++) {
+        reference_block_input(p, batch->tokens[t], hidden + (int64_t)t * E, false, input);
+        double input_error = relative_error(block_in + (int64_t)t * E, input, E);
+        reference_output(p, block_out + (int64_t)t * E, V, x, logits);
+        double hidden_error = relative_error(hidden_out + (int64_t)t * E, x, E);
+        double logit_error = relative_error(batch->logits + (int64_t)t * V, logits, V);
+        CHECK_MSG(input_error < TOLERANCE && hidden_error < TOLERANCE && logit_error < TOLERANCE,
+                  "%s row %d: the block's input off by %.3g, the output hidden by %.3g, the logits by %.3g", what,
+                  t, input_error, hidden_error, logit_error);
+        CHECK_MSG(max_abs(logits, V) > 0.1, "%s row %d: flat logits", what, t);
+    }
+}
+
+/* A tensor the file may lack: its F32 data, or NULL. */
+static const float *optional_tensor(const gguf_model *file, int layer, const char *suffix)
+{
+    char name[128];
+    snprintf(name, sizeof name, "blk.%d.%s", layer, suffix);
+    const gguf_tensor *t = gguf_find_tensor(file, name);
+    return t && t->type == 0 ? t->data : NULL;
+}
+
+/* own: the head reads the block's own norm, embedding and output matrix
+ * where the file has them; otherwise the test clears those views of the
+ * loaded model, and the head must fall back to the model's output_norm,
+ * token_embd and output. The reference with the halves swapped, and with
+ * the other choice of each part the file offers, must disagree: the
+ * comparison sees each of them. */
+static void check_keyed_head(const keyed_head *k, const char *path, bool own)
+{
+    bmoe_error err;
+    error_clear(&err);
+    gguf_model *file = gguf_open(path, &err);
+    CHECK_MSG(file != NULL, "gguf_open: %s", err.message);
+    if (!file)
+        return;
+    static reference r;
+    memset(&r, 0, sizeof r);
+    r.file = file;
+    r.layer = (int)(key_int(file, "block_count") - key_int(file, "nextn_predict_layers"));
+    int E = (int)key_int(file, "embedding_length");
+    const gguf_tensor *embd = gguf_find_tensor(file, "token_embd.weight");
+    int V = embd ? (int)embd->ne[1] : 0;
+    CHECK_MSG(r.layer == 3 && E <= MAX_EMBD && V <= 512, "sizes of the tiny preset");
+    head_parts p = {
+        .embedding = tensor(&r, -1, "token_embd.weight", E, V, 1),
+        .enorm = block(&r, "nextn.enorm.weight", E, 1, 1),
+        .hnorm = block(&r, "nextn.hnorm.weight", E, 1, 1),
+        .eh_proj = block(&r, "nextn.eh_proj.weight", 2 * E, E, 1),
+        .last_norm = tensor(&r, -1, "output_norm.weight", E, 1, 1),
+        .head = tensor(&r, -1, "output.weight", E, V, 1),
+        .n_embd = E,
+        .eps = key_float(file, "attention.layer_norm_rms_epsilon"),
+    };
+    /* the alternatives: what the file offers besides what the head reads */
+    head_parts model_parts = p;
+    const float *own_norm = optional_tensor(file, r.layer, k->last_norm);
+    const float *own_embedding = optional_tensor(file, r.layer, "nextn.embed_tokens.weight");
+    const float *own_head = optional_tensor(file, r.layer, "nextn.shared_head_head.weight");
+    CHECK_MSG(own_norm, "%s: the preset's block lacks %s", k->arch, k->last_norm);
+    if (own) {
+        p.last_norm = own_norm ? own_norm : p.last_norm;
+        p.embedding = own_embedding ? own_embedding : p.embedding;
+        p.head = own_head ? own_head : p.head;
+    }
+
+    bmoe_model *loaded = bmoe_model_load(path, NULL, &err);
+    CHECK_MSG(loaded != NULL, "load: %s", err.message);
+    bmoe_context_params cp = bmoe_context_default_params();
+    cp.n_ctx = MAX_CTX;
+    cp.n_threads = 1;
+    cp.kv_type = BMOE_KV_F32;
+    bmoe_context *context = loaded ? bmoe_context_create(loaded, &cp, &err) : NULL;
+    CHECK_MSG(context != NULL, "context: %s", err.message);
+    if (!context) {
+        bmoe_model_free(loaded);
+        gguf_close(file);
+        return;
+    }
+    model *m = &context->model->model;
+    CHECK_MSG(m->hparams.n_layer == r.layer && m->hparams.n_layer_head == 1 && m->arch->head_forward,
+              "%s: the head is bound", k->arch);
+    layer_weights *l = &m->weights.layers[r.layer];
+    if (own) {
+        check_block_bound(m, file, r.layer);
+    } else {
+        memset(&l->nextn_shared_head_norm, 0, sizeof l->nextn_shared_head_norm);
+        memset(&l->nextn_shared_head_head, 0, sizeof l->nextn_shared_head_head);
+        memset(&l->nextn_embed_tokens, 0, sizeof l->nextn_embed_tokens);
+    }
+    CHECK_MSG(run_state_enable_head(&context->state, m, &err) == 0, "run_state_enable_head: %s", err.message);
+
+    static float hidden[ROWS * MAX_EMBD], engine_hidden[ROWS * MAX_EMBD], engine_logits[ROWS * 512];
+    int32_t tokens[ROWS] = {17, 301, 5, 444, 99};
+    uint32_t seed = 54321;
+    for (int i = 0; i < ROWS * E; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        hidden[i] = ((float)(seed >> 8) / (float)(1u << 24) - 0.5f) * 4.0f;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s (%s parts)", k->arch, own ? "its own" : "the model's");
+    /* rows 0..ROWS-2 as one batch from an empty cache, then one chained row
+     * attending over them: the head's own output hidden state, the next
+     * token and position */
+    int batch_rows = ROWS - 1;
+    forward_batch batch = {.tokens = tokens, .n_tokens = batch_rows, .position = 0, .first_output = 0,
+                           .logits = engine_logits};
+    context->state.single_token = false;
+    check_head_batch(m, &context->state, &p, &batch, hidden, engine_hidden, what);
+    static double wrong[MAX_EMBD], x[MAX_EMBD], logits[512];
+    /* the halves swapped, and the other choices, are visibly other heads */
+    reference_block_input(&p, tokens[0], hidden, true, wrong);
+    CHECK_MSG(relative_error(block_in, wrong, E) > 100 * TOLERANCE, "%s: swapping the halves changed little",
+              what);
+    head_parts other = p;
+    other.embedding = p.embedding == model_parts.embedding ? own_embedding : model_parts.embedding;
+    if (other.embedding) {
+        reference_block_input(&other, tokens[0], hidden, false, wrong);
+        CHECK_MSG(relative_error(block_in, wrong, E) > 10 * TOLERANCE, "%s: another embedding changed little",
+                  what);
+    }
+    other = p;
+    other.last_norm = p.last_norm == model_parts.last_norm ? own_norm : model_parts.last_norm;
+    if (other.last_norm) {
+        reference_output(&other, block_out, V, x, logits);
+        CHECK_MSG(relative_error(engine_hidden, x, E) > 10 * TOLERANCE, "%s: another last norm changed little",
+                  what);
+    }
+    other = p;
+    other.head = p.head == model_parts.head ? own_head : model_parts.head;
+    if (other.head) {
+        reference_output(&other, block_out, V, x, logits);
+        CHECK_MSG(relative_error(engine_logits, logits, V) > 10 * TOLERANCE, "%s: another output matrix changed "
+                  "little", what);
+    }
+    static float step_hidden[MAX_EMBD];
+    memcpy(step_hidden, engine_hidden + (int64_t)(batch_rows - 1) * E, (size_t)E * sizeof(float));
+    forward_batch step = {.tokens = tokens + batch_rows, .n_tokens = 1, .position = batch_rows, .first_output = 0,
+                          .logits = engine_logits};
+    context->state.single_token = true;
+    snprintf(what, sizeof what, "%s (%s parts, chained)", k->arch, own ? "its own" : "the model's");
+    check_head_batch(m, &context->state, &p, &step, step_hidden, engine_hidden, what);
+    int n_head_kv = m->hparams.n_head_kv, head_dim = m->hparams.head_dim_k;
+    bmoe_context_free(context);
+    bmoe_model_free(loaded);
+    if (own) /* every main layer attends; the head adds one more */
+        check_memory(path, r.layer, n_head_kv, head_dim);
+    gguf_close(file);
+}
+
 /* --mtp on a model without a nextn block: refused at load with the reason. */
 static void check_refused_without_head(const char *path)
 {
@@ -622,6 +910,16 @@ int main(void)
     CHECK_MSG(status == 0, "bmoe-mkmodel exited %d", status);
     check_head(with_head);
     check_refused_without_head(without_head);
+    for (size_t i = 0; i < sizeof keyed_heads / sizeof keyed_heads[0]; i++) {
+        const keyed_head *k = &keyed_heads[i];
+        status = mk_run("--shape %s --type f32 --quiet -o '%s'", k->shape, with_head);
+        CHECK_MSG(status == 0, "bmoe-mkmodel --shape %s exited %d", k->shape, status);
+        status = mk_run("--shape %s --nextn-layers 0 --type f32 --quiet -o '%s'", k->shape, without_head);
+        CHECK_MSG(status == 0, "bmoe-mkmodel --shape %s --nextn-layers 0 exited %d", k->shape, status);
+        check_keyed_head(k, with_head, true);
+        check_keyed_head(k, with_head, false);
+        check_refused_without_head(without_head);
+    }
     remove(with_head);
     remove(without_head);
     return test_finish();

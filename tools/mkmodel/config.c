@@ -201,7 +201,7 @@ static const preset presets[] = {
       .n_vocab = 157184, .n_ctx = 32768, .rope_freq_base = 600000.0f, .rms_eps = 1e-6f,
       .recipe = MKMODEL_RECIPE_Q4_K_M, .type = TYPE_Q4_K, .fill = MKMODEL_FILL_BLOCKS}},
     {"glm-4.5-air", "GLM-4.5-Air as Q4_K_M: 46 layers (1 dense) + 1 MTP block, 128 experts top-8 + shared, "
-     "vocab 151552, ~79 GB (its 1408-wide rows fall back to Q8_0; with an i-quant --type, to IQ4_NL)",
+     "vocab 151552, ~80 GB (its 1408-wide rows fall back to Q8_0; with an i-quant --type, to IQ4_NL)",
      {.arch = MKMODEL_GLM4MOE, .n_layer = 46, .n_nextn = 1, .n_embd = 4096, .n_head = 96, .n_head_kv = 8,
       .head_dim = 128, .n_rot = 64, .n_expert = 128, .n_expert_used = 8, .n_ff_expert = 1408, .n_ff = 10944,
       .n_leading_dense = 1, .expert_weights_scale = 1.0f, .n_vocab = 151552, .n_ctx = 131072,
@@ -595,9 +595,9 @@ static enum role role_of(const char *name, uint32_t n_dims, bool tied_output)
     /* a tied embedding is also the output head: it gets the head's type */
     if (strcmp(base, "token_embd.weight") == 0)
         return tied_output ? ROLE_OUTPUT : ROLE_EMBED;
-    if (strcmp(base, "per_layer_token_embd.weight") == 0)
+    if (strcmp(base, "per_layer_token_embd.weight") == 0 || strcmp(base, "nextn.embed_tokens.weight") == 0)
         return ROLE_EMBED;
-    if (strcmp(base, "output.weight") == 0)
+    if (strcmp(base, "output.weight") == 0 || strcmp(base, "nextn.shared_head_head.weight") == 0)
         return ROLE_OUTPUT;
     if (strcmp(base, "attn_v.weight") == 0)
         return ROLE_ATTN_V;
@@ -765,12 +765,21 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
                 ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, fs, 1, NORMAL(s_embd));
                 ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, fs, E, 1, NORMAL(inverse_sqrt((uint32_t)fs)));
             }
-            if (il >= c->n_layer) { /* the MTP block's own tensors (the required ones) */
+            if (il >= c->n_layer) {
+                /* the MTP block's own tensors, those the released files
+                 * carry: GLM-4.5's its own norm, embedding and output
+                 * matrix (drawn apart from the model's here, so that using
+                 * the wrong one shows); Ling 2.0's its final_layernorm */
                 ADD(ROLE_MATRIX, il, "nextn.eh_proj.weight", 2, 2 * E, E, 1, NORMAL(inverse_sqrt(2 * c->n_embd)));
                 ADD(ROLE_VECTOR, il, "nextn.enorm.weight", 1, E, 1, 1, NORM_WEIGHT);
                 ADD(ROLE_VECTOR, il, "nextn.hnorm.weight", 1, E, 1, 1, NORM_WEIGHT);
-                if (bailing)
+                if (bailing) {
                     ADD(ROLE_VECTOR, il, "layer_output_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                } else {
+                    ADD(ROLE_VECTOR, il, "nextn.shared_head_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                    ADD(ROLE_EMBED, il, "nextn.embed_tokens.weight", 2, E, V, 1, NORMAL(1.0f));
+                    ADD(ROLE_OUTPUT, il, "nextn.shared_head_head.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
+                }
             }
             continue;
         }

@@ -56,7 +56,7 @@ static void print_usage(FILE *out)
             "                         (qwen35moe; --shared-ff also qwen2moe, --rope-dims deepseek2)\n"
             "  --groups N  --groups-used N  --nextn-layers N  --weights-scale F  --qk-norm 0|1\n"
             "                         (bailingmoe2, glm4moe: N expert groups of which the best\n"
-            "                         N are eligible; N trailing MTP blocks, not run; the routed\n"
+            "                         N are eligible; N trailing MTP blocks (--mtp); the routed\n"
             "                         weights' scale; glm4moe's head norms; --dense-layers,\n"
             "                         --rope-dims and, bailingmoe2, --shared-ff apply too)\n"
             "  --rope-base F  --eps F  --name TEXT\n"
