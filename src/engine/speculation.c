@@ -48,12 +48,18 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
                                     "(nextn_predict_layers), and this %s model has none; n-gram drafting "
                                     "needs no model support",
                                     m->model.hparams.architecture);
-        if (m->model.hparams.n_layer_head == 0 || !m->model.arch->head_forward)
+        if (!m->model.arch->head_forward)
             return error_set_status(err, BMOE_ERR_BAD_MODEL,
                                     "generation: MTP drafting runs the nextn block of qwen35moe, glm4moe and "
                                     "bailingmoe2 models; this %s model's is not run by bmoe; n-gram drafting "
                                     "needs no model support",
                                     m->model.hparams.architecture);
+        if (m->model.hparams.n_layer_head == 0)
+            return error_set_status(err, BMOE_ERR_BAD_MODEL,
+                                    "generation: MTP drafting needs the model's next-token-prediction block, which "
+                                    "this file declares (nextn_predict_layers %d) but does not carry; n-gram "
+                                    "drafting needs no model support",
+                                    m->model.hparams.n_layer_nextn);
         break;
     default:
         return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "generation: unknown draft source %d",

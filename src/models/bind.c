@@ -126,12 +126,26 @@ int model_bind_globals(model *m, bool tied_output, const char *output_norm_name,
     return 0;
 }
 
+/* Whether the file carries any tensor of block il. */
+static bool block_present(const model *m, int il)
+{
+    char prefix[32];
+    int length = snprintf(prefix, sizeof prefix, "blk.%d.", il);
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
+        if (strncmp(gguf_tensor_at(m->file, i)->name, prefix, (size_t)length) == 0)
+            return true;
+    return false;
+}
+
 int model_bind_head(model *m, const char *last_norm, bool last_norm_required, bmoe_error *err)
 {
     model_hparams *hp = &m->hparams;
     int il = hp->n_layer;
     int64_t n_embd = hp->n_embd, n_vocab = hp->n_vocab;
-    hp->n_layer_head = hp->n_layer_nextn > 0 ? 1 : 0;
+    /* a file may declare the blocks and carry none of them (a converter
+     * that leaves the MTP head out): it runs without a head, as llama.cpp
+     * loads it; a block carried in part is refused below */
+    hp->n_layer_head = hp->n_layer_nextn > 0 && block_present(m, il) ? 1 : 0;
     if (hp->n_layer_head == 0)
         return 0;
     /* a block of the layers' sizes with a KV cache of its own */

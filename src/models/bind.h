@@ -34,7 +34,8 @@ int model_bind(model *m, tensor_view *view, bool required, enum tensor_kind kind
 int model_bind_globals(model *m, bool tied_output, const char *output_norm_name, bmoe_error *err);
 
 /* The draft head (hparams.n_layer_head, architectures.md 1.12): when the
- * file declares nextn blocks, the first becomes layer n_layer, a block of
+ * file declares nextn blocks and carries the first (none of its tensors:
+ * no head), it becomes layer n_layer, a block of
  * the last layer's sizes with a KV cache of its own, and its own tensors
  * are bound: nextn.eh_proj, nextn.enorm and nextn.hnorm; last_norm, the
  * norm its logits read (nextn.shared_head_norm.weight in most files; when

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bmoe.h"
+#include "engine/speculation.h"
 #include "gemma4_variants.h"
 #include "gguf/gguf.h"
 #include "test.h"
@@ -23,10 +24,19 @@ typedef struct variant {
     int n_bools;
     const char *uint_key;         /* a u32 key to replace, or NULL */
     uint32_t uint_value;
-    const char *drop_tensor;      /* a tensor left out, or NULL */
+    const char *drop_tensor;      /* a tensor left out (ending in '.': every tensor named so on), or NULL */
     const char *reshape_tensor;   /* a 2-D tensor declared {reshape[0], reshape[1]} (same size), or NULL */
     int64_t reshape[2];
 } variant;
+
+static bool dropped(const variant *v, const char *name)
+{
+    if (!v->drop_tensor)
+        return false;
+    size_t length = strlen(v->drop_tensor);
+    return length > 0 && v->drop_tensor[length - 1] == '.' ? strncmp(name, v->drop_tensor, length) == 0
+                                                            : strcmp(name, v->drop_tensor) == 0;
+}
 
 /* Copies the source's keys (but the vocabulary, which these checks do not
  * need) and tensors, with the variant's changes. The source is an oracle
@@ -88,7 +98,7 @@ static bool write_variant(const char *source_name, const char *path, const varia
     }
     for (uint64_t i = 0; ok && i < gguf_tensor_count(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
-        if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
+        if (dropped(v, t->name))
             continue;
         if (v->reshape_tensor && strcmp(t->name, v->reshape_tensor) == 0) {
             ok = t->n_dims == 2 && v->reshape[0] * v->reshape[1] == t->ne[0] * t->ne[1] &&
@@ -100,7 +110,7 @@ static bool write_variant(const char *source_name, const char *path, const varia
     ok = ok && gguf_writer_begin_data(w) == 0;
     for (uint64_t i = 0; ok && i < gguf_tensor_count(in); i++) {
         const gguf_tensor *t = gguf_tensor_at(in, i);
-        if (v->drop_tensor && strcmp(t->name, v->drop_tensor) == 0)
+        if (dropped(v, t->name))
             continue;
         ok = gguf_writer_write_data(w, t->data, t->nbytes) == 0;
     }
@@ -138,6 +148,38 @@ static void expect(const char *source, const char *label, const variant *v, cons
         CHECK_MSG(strchr(error.message, '\n') == NULL, "%s: message is not one line", label);
         printf("%s: %s\n", label, error.message);
     }
+    bmoe_model_free(model);
+    remove(path);
+}
+
+/* A file that declares its MTP block (nextn_predict_layers) and carries
+ * none of its tensors loads without a head, and MTP drafting is refused
+ * with the reason. */
+static void expect_stripped_head(const char *source, const char *label, const variant *v)
+{
+    char path[1024];
+    bmoe_error error = {0};
+    snprintf(path, sizeof path, "%s/arch-errors-%s.gguf", test_tmp_dir(), label);
+    CHECK_MSG(write_variant(source, path, v), "%s: cannot write the model", label);
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "%s: does not load: %s", label, error.message);
+    bmoe_context_params context_params = bmoe_context_default_params();
+    context_params.n_ctx = 64;
+    bmoe_context *context = model ? bmoe_context_create(model, &context_params, &error) : NULL;
+    CHECK_MSG(!model || context != NULL, "%s: no context: %s", label, error.message);
+    if (context) {
+        /* the generation's own check (these copies have no vocabulary to
+         * start a generation with) */
+        bmoe_speculation_params params = bmoe_generation_default_params().speculation;
+        params.source = BMOE_DRAFT_MTP;
+        speculation spec;
+        int status = speculation_init(&spec, &params, context, &error);
+        CHECK_MSG(status != 0 && strstr(error.message, "declares (nextn_predict_layers 1) but does not carry"),
+                  "%s: MTP drafting without the head's tensors: %s", label, status ? error.message : "allowed");
+        if (status == 0)
+            speculation_free(&spec);
+    }
+    bmoe_context_free(context);
     bmoe_model_free(model);
     remove(path);
 }
@@ -330,6 +372,7 @@ static void test_simple_archs(void)
                "missing tensor 'blk.3.layer_output_norm.weight'", "block 3 is the MTP head");
         expect(path, "bailingmoe2-head-no-qkv", &(variant){.drop_tensor = "blk.3.attn_qkv.weight"},
                "missing tensor 'blk.3.attn_qkv.weight'", "block 3 is the MTP head");
+        expect_stripped_head(path, "bailingmoe2-head-stripped", &(variant){.drop_tensor = "blk.3."});
         expect(path, "bailingmoe2-head-eh-proj-shape",
                &(variant){.reshape_tensor = "blk.3.nextn.eh_proj.weight", .reshape = {256, 512}},
                "tensor 'blk.3.nextn.eh_proj.weight' has shape {256, 512}", "expected {512, 256}");
@@ -356,6 +399,7 @@ static void test_simple_archs(void)
         expect(path, "glm4moe-head-head-shape",
                &(variant){.reshape_tensor = "blk.3.nextn.shared_head_head.weight", .reshape = {512, 256}},
                "tensor 'blk.3.nextn.shared_head_head.weight' has shape {512, 256}", "expected {256, 512}");
+        expect_stripped_head(path, "glm4moe-head-stripped", &(variant){.drop_tensor = "blk.3."});
         expect(path, "glm4moe-head-no-own-norm", &(variant){.drop_tensor = "blk.3.nextn.shared_head_norm.weight"},
                NULL, NULL);
         expect(path, "glm4moe-head-no-own-head", &(variant){.drop_tensor = "blk.3.nextn.shared_head_head.weight"},
