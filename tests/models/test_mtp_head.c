@@ -295,6 +295,26 @@ static int argmax_d(const double *x, int n)
  * order and is far below what a wrong input, norm or position gives. */
 #define TOLERANCE 1e-3
 
+/* The model at path and a context of MAX_CTX positions on one thread with
+ * an F32 KV cache, *loaded its model; NULL (nothing to free) on failure. */
+static bmoe_context *open_context(const char *path, bmoe_model **loaded)
+{
+    bmoe_error err = {0};
+    *loaded = bmoe_model_load(path, NULL, &err);
+    CHECK_MSG(*loaded != NULL, "load: %s", err.message);
+    bmoe_context_params cp = bmoe_context_default_params();
+    cp.n_ctx = MAX_CTX;
+    cp.n_threads = 1;
+    cp.kv_type = BMOE_KV_F32;
+    bmoe_context *context = *loaded ? bmoe_context_create(*loaded, &cp, &err) : NULL;
+    CHECK_MSG(context != NULL, "context: %s", err.message);
+    if (!context) {
+        bmoe_model_free(*loaded);
+        *loaded = NULL;
+    }
+    return context;
+}
+
 static void check_head(const char *path)
 {
     bmoe_error err;
@@ -332,16 +352,9 @@ static void check_head(const char *path)
     swapped = r;
     swapped.swap_concat = true;
 
-    bmoe_model *loaded = bmoe_model_load(path, NULL, &err);
-    CHECK_MSG(loaded != NULL, "load: %s", err.message);
-    bmoe_context_params cp = bmoe_context_default_params();
-    cp.n_ctx = MAX_CTX;
-    cp.n_threads = 1;
-    cp.kv_type = BMOE_KV_F32;
-    bmoe_context *context = loaded ? bmoe_context_create(loaded, &cp, &err) : NULL;
-    CHECK_MSG(context != NULL, "context: %s", err.message);
+    bmoe_model *loaded = NULL;
+    bmoe_context *context = open_context(path, &loaded);
     if (!context) {
-        bmoe_model_free(loaded);
         gguf_close(file);
         return;
     }
@@ -804,16 +817,9 @@ static void check_keyed_head(const keyed_head *k, const char *path, bool own)
         p.head = own_head ? own_head : p.head;
     }
 
-    bmoe_model *loaded = bmoe_model_load(path, NULL, &err);
-    CHECK_MSG(loaded != NULL, "load: %s", err.message);
-    bmoe_context_params cp = bmoe_context_default_params();
-    cp.n_ctx = MAX_CTX;
-    cp.n_threads = 1;
-    cp.kv_type = BMOE_KV_F32;
-    bmoe_context *context = loaded ? bmoe_context_create(loaded, &cp, &err) : NULL;
-    CHECK_MSG(context != NULL, "context: %s", err.message);
+    bmoe_model *loaded = NULL;
+    bmoe_context *context = open_context(path, &loaded);
     if (!context) {
-        bmoe_model_free(loaded);
         gguf_close(file);
         return;
     }
