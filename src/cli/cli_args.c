@@ -635,6 +635,10 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         return cli_refuse(options, 2);
     }
     /* --auto may turn the read-ahead on */
+    if (given[P_ROUTE_REPLAY_GUESS_RIGHT] && !given[P_ROUTE_REPLAY]) {
+        cli_fail("--route-replay-guess-right needs --route-replay");
+        return cli_refuse(options, 1);
+    }
     if (given[P_PREDICT_ALWAYS] && !given[P_PREDICT_PREFETCH] && !given[P_AUTO]) {
         cli_fail("--predict-always needs --predict-prefetch");
         return cli_refuse(options, 1);

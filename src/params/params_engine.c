@@ -176,8 +176,6 @@ int params_check_speculation(const bool given[P_COUNT], const bmoe_speculation_p
         return params_check_error(error, error_size, 1,
                                   "--ngram-min-match %d is longer than --ngram-max-match %d (the longest compared)",
                                   (int)speculation->ngram_min_match, (int)speculation->ngram_max_match);
-    if (given[P_ROUTE_REPLAY_GUESS_RIGHT] && !given[P_ROUTE_REPLAY])
-        return params_check_error(error, error_size, 1, "--route-replay-guess-right needs --route-replay");
     if ((given[P_DRAFT_REPLAY_MODE] || given[P_DRAFT_REPLAY_RATE]) && !given[P_DRAFT_REPLAY])
         return params_check_error(error, error_size, 1, "%s needs --draft-replay",
                                   given[P_DRAFT_REPLAY_MODE] ? "--draft-replay-mode" : "--draft-replay-rate");
