@@ -9,18 +9,18 @@ int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err)
 {
     memset(drafter, 0, sizeof *drafter);
     const model_hparams *hp = &context->model->model.hparams;
-    size_t n_embd = (size_t)hp->n_embd;
-    size_t rows = (size_t)context->n_ctx + (size_t)context->n_ubatch + 1;
+    size_t n_embd = (size_t)hp->n_embd, hidden_floats = (size_t)context->n_ctx * n_embd,
+           head_floats = (size_t)context->n_ubatch * n_embd, logit_floats = (size_t)hp->n_vocab;
     uint64_t bytes = run_state_head_bytes(&context->state, &context->model->model) +
-                     (rows * n_embd + (size_t)hp->n_vocab) * sizeof(float);
+                     (hidden_floats + head_floats + n_embd + logit_floats) * sizeof(float);
     if (engine_reserve_beside_cache(context->model, bytes, "MTP head", "its KV cache and hidden rows", context->n_ctx,
                                     err) != 0 ||
         run_state_enable_head(&context->state, &context->model->model, err) != 0)
         return -1;
-    drafter->hidden_rows = malloc((size_t)context->n_ctx * n_embd * sizeof *drafter->hidden_rows);
-    drafter->head_hidden = malloc((size_t)context->n_ubatch * n_embd * sizeof *drafter->head_hidden);
+    drafter->hidden_rows = malloc(hidden_floats * sizeof *drafter->hidden_rows);
+    drafter->head_hidden = malloc(head_floats * sizeof *drafter->head_hidden);
     drafter->step_hidden = malloc(n_embd * sizeof *drafter->step_hidden);
-    drafter->head_logits = malloc((size_t)hp->n_vocab * sizeof *drafter->head_logits);
+    drafter->head_logits = malloc(logit_floats * sizeof *drafter->head_logits);
     if (!drafter->hidden_rows || !drafter->head_hidden || !drafter->step_hidden || !drafter->head_logits) {
         draft_mtp_free(drafter, context);
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,
