@@ -683,6 +683,13 @@ typedef struct head_parts {
     double eps;
 } head_parts;
 
+/* Of a part the file offers twice (the model's and the head block's own),
+ * the one the head does not read (NULL where the block has none). */
+static const float *other_part(const float *chosen, const float *models, const float *own)
+{
+    return chosen == models ? own : models;
+}
+
 /* eh_proj . [rmsnorm(embedding(token); enorm), rmsnorm(hidden; hnorm)], or
  * with the halves swapped. */
 static void reference_block_input(const head_parts *p, int token, const float *hidden, bool swap, double *out)
@@ -859,21 +866,21 @@ static void check_keyed_head(const keyed_head *k, const char *path, bool own)
     CHECK_MSG(relative_error(block_in, wrong, E) > 100 * TOLERANCE, "%s: swapping the halves changed little",
               what);
     head_parts other = p;
-    other.embedding = p.embedding == model_parts.embedding ? own_embedding : model_parts.embedding;
+    other.embedding = other_part(p.embedding, model_parts.embedding, own_embedding);
     if (other.embedding) {
         reference_block_input(&other, tokens[0], hidden, false, wrong);
         CHECK_MSG(relative_error(block_in, wrong, E) > 10 * TOLERANCE, "%s: another embedding changed little",
                   what);
     }
     other = p;
-    other.last_norm = p.last_norm == model_parts.last_norm ? own_norm : model_parts.last_norm;
+    other.last_norm = other_part(p.last_norm, model_parts.last_norm, own_norm);
     if (other.last_norm) {
         reference_output(&other, block_out, V, x, logits);
         CHECK_MSG(relative_error(engine_hidden, x, E) > 10 * TOLERANCE, "%s: another last norm changed little",
                   what);
     }
     other = p;
-    other.head = p.head == model_parts.head ? own_head : model_parts.head;
+    other.head = other_part(p.head, model_parts.head, own_head);
     if (other.head) {
         reference_output(&other, block_out, V, x, logits);
         CHECK_MSG(relative_error(engine_logits, logits, V) > 10 * TOLERANCE, "%s: another output matrix changed "
