@@ -178,6 +178,11 @@ typedef struct bmoe_model_params {
     bmoe_load_progress load_progress; /* may be NULL */
     void *load_progress_user;
     bool prefault;               /* map every page at load when the model fits in RAM */
+    /* the draft head (a carried nextn block, MTP drafting) placed with the
+     * dense weights and counted in the memory the cache is sized around;
+     * without it, MTP drafting reads the head's dense tensors through the
+     * file mapping, where a streamed model's page cache does not keep them */
+    bool draft_head;
     int32_t n_expert_used;       /* routing width override (lossy); 0: the model's */
     bmoe_stream_params stream;
     bmoe_lossy_params lossy;
@@ -198,7 +203,8 @@ BMOE_API int32_t bmoe_model_n_layer(const bmoe_model *model);
 /* Sizes and the expert layout, as the file stores them. */
 typedef struct bmoe_model_info {
     uint64_t file_bytes;        /* all shards */
-    uint64_t tensor_bytes;      /* every tensor's data but the nextn_predict_layers blocks' (never read) */
+    uint64_t tensor_bytes;      /* every tensor's data but the nextn_predict_layers blocks' (never read; the
+                                   draft head's counted with draft_head) */
     uint64_t expert_bytes;      /* the routed experts' tensors */
     uint64_t dense_bytes;       /* tensor_bytes - expert_bytes */
     int32_t n_layer;

@@ -72,6 +72,7 @@ bmoe_model_params bmoe_model_default_params(void)
         .load_progress = NULL,
         .load_progress_user = NULL,
         .prefault = true,
+        .draft_head = false,
         .n_expert_used = 0,
         .stream =
             {
@@ -462,15 +463,24 @@ static const void *locate_dense(void *user, uint32_t shard, uint64_t offset)
     return dense_weights_locate(user, shard, offset);
 }
 
-/* The dense weights by policy: every tensor but the expert matrices and the
- * blocks of nextn_predict_layers (not run, so neither copied nor counted). */
+/* Whether the model reads the tensor's bytes: not those of the
+ * nextn_predict_layers blocks, but for the draft head's when asked. */
+static bool tensor_read(const bmoe_model *m, const char *name)
+{
+    return !model_tensor_in_nextn(&m->model, name) ||
+           (m->params.draft_head && model_tensor_in_head(&m->model, name));
+}
+
+/* The dense weights by policy: every tensor the model reads but the expert
+ * matrices (the others are neither copied nor counted). */
 static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers, bmoe_error *err)
 {
     const model_hparams *hp = &m->model.hparams;
     uint64_t n_tensors = gguf_tensor_count(m->file);
     uint32_t n_files = gguf_shard_count(m->file);
     file_range *tensors = malloc((size_t)(n_tensors + 1) * sizeof *tensors);
-    file_range *experts = malloc((size_t)(hp->n_layer * EXPERT_MAX_PROJECTIONS + 1) * sizeof *experts);
+    int n_layers = hp->n_layer + hp->n_layer_head;
+    file_range *experts = malloc((size_t)(n_layers * EXPERT_MAX_PROJECTIONS + 1) * sizeof *experts);
     const char **paths = malloc((size_t)n_files * sizeof *paths);
     uint64_t *sizes = malloc((size_t)n_files * sizeof *sizes);
     const uint8_t **mappings = malloc((size_t)n_files * sizeof *mappings);
@@ -482,11 +492,11 @@ static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers,
     uint64_t n_run = 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
         const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        if (!model_tensor_in_nextn(&m->model, tensor->name))
+        if (tensor_read(m, tensor->name))
             tensors[n_run++] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
     }
     int n_experts = 0;
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < n_layers; il++)
         for (int p = 0; p < layers[il].n_projections; p++) {
             const expert_projection_source *source = &layers[il].projections[p];
             experts[n_experts++] = (file_range){source->shard, source->file_offset,
@@ -696,7 +706,7 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
     info->file_bytes = model_file_bytes(m->file);
     info->n_shards = gguf_shard_count(m->file);
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
-        if (!model_tensor_in_nextn(&m->model, gguf_tensor_at(m->file, i)->name))
+        if (tensor_read(m, gguf_tensor_at(m->file, i)->name))
             info->tensor_bytes += gguf_tensor_at(m->file, i)->nbytes;
     info->dense_bytes = dense_weights_bytes(m->dense);
     info->expert_bytes = info->tensor_bytes - info->dense_bytes;

@@ -28,6 +28,11 @@ bool model_tensor_in_nextn(const model *m, const char *name)
     return layer >= m->hparams.n_layer && layer < m->hparams.n_layer + m->hparams.n_layer_nextn;
 }
 
+bool model_tensor_in_head(const model *m, const char *name)
+{
+    return m->hparams.n_layer_head > 0 && layer_of_tensor(name) == m->hparams.n_layer;
+}
+
 /* Tensors the architecture left unbound: a block_count smaller than the
  * layers present would otherwise run the first layers only, silently. */
 static int check_every_tensor_used(const model *m, bmoe_error *err)
@@ -150,7 +155,7 @@ void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), voi
     /* layer_weights is tensor views only */
     _Static_assert(sizeof(layer_weights) % sizeof(tensor_view) == 0, "layer_weights holds tensor views only");
     size_t per_layer = sizeof(layer_weights) / sizeof(tensor_view);
-    for (int il = 0; il < m->hparams.n_layer; il++) {
+    for (int il = 0; il < m->hparams.n_layer + m->hparams.n_layer_head; il++) {
         tensor_view *views = (tensor_view *)&m->weights.layers[il];
         for (size_t i = 0; i < per_layer; i++)
             if (views[i].name)

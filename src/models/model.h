@@ -210,6 +210,8 @@ void model_release(model *m);
 /* Whether the tensor named so belongs to one of the nextn_predict_layers
  * blocks, which the forward pass never reads (nothing loads their bytes). */
 bool model_tensor_in_nextn(const model *m, const char *name);
+/* Whether it belongs to the nextn block bound as the draft head. */
+bool model_tensor_in_head(const model *m, const char *name);
 
 /* ---- Building blocks of the forward pass (blocks.c, moe.c) ------------- */
 
@@ -391,7 +393,8 @@ void model_detach_expert_data(model *m);
 typedef const void *(*model_locate_fn)(void *user, uint32_t shard, uint64_t offset);
 void model_relocate_views(model *m, model_locate_fn locate, void *user);
 
-/* Calls visit for every bound view (globals, then every layer's). */
+/* Calls visit for every bound view (globals, then every layer's, the draft
+ * head's included). */
 void model_each_view(model *m, void (*visit)(void *user, tensor_view *view), void *user);
 
 /* Gated short convolution (architectures.md 7.3) of the n_tokens rows of

@@ -103,6 +103,7 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
             return params_engine_error(error, error_size, 2, "%s and %s are two draft sources: give one", name,
                                        param->id == P_NGRAM ? "--mtp" : "--ngram");
         speculation->source = source;
+        model->draft_head = source == BMOE_DRAFT_MTP;
         break;
     }
     case P_DRAFT: speculation->n_draft = number; break;

@@ -33,3 +33,6 @@ bmoe_add_test(test_lossy_levers SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lossy_lev
 bmoe_add_test(test_expert_profile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_expert_profile.c LIBS bmoe_engine m
   TIMEOUT 300)
 add_dependencies(test_expert_profile bmoe-mkmodel)
+# The draft head's dense tensors placed with the dense weights when asked.
+bmoe_add_test(test_draft_head SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_draft_head.c LIBS bmoe_engine m TIMEOUT 120)
+add_dependencies(test_draft_head bmoe-mkmodel)
