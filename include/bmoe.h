@@ -530,7 +530,8 @@ enum bmoe_stop_reason {
 enum bmoe_draft_source {
     BMOE_DRAFT_NONE = 0,     /* plain decoding, one token per evaluation (the default) */
     BMOE_DRAFT_NGRAM = 1,    /* the continuation of the longest earlier match of the text's end */
-    BMOE_DRAFT_MTP = 2,      /* the model's next-token head (the nextn block of qwen35moe, glm4moe, bailingmoe2) */
+    BMOE_DRAFT_MTP = 2,      /* the model's next-token head (the nextn block of qwen35moe, glm4moe, bailingmoe2,
+                                deepseek2) */
     BMOE_DRAFT_CALLBACK = 3, /* the params' draft_callback */
 };
 

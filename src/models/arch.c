@@ -26,6 +26,8 @@ int bailingmoe2_bind(model *m, bmoe_error *err);
 int glm4moe_bind(model *m, bmoe_error *err);
 int deepseek2_bind(model *m, bmoe_error *err);
 int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+int deepseek2_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                           float *hidden_out, bmoe_error *err);
 int deepseek4_bind(model *m, bmoe_error *err);
 int deepseek4_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
 
@@ -40,7 +42,7 @@ static const model_arch model_archs[] = {
     {"olmoe", olmoe_bind, olmoe_forward, false, NULL},
     {"bailingmoe2", bailingmoe2_bind, keyed_transformer_forward, false, keyed_transformer_head_forward},
     {"glm4moe", glm4moe_bind, keyed_transformer_forward, false, keyed_transformer_head_forward},
-    {"deepseek2", deepseek2_bind, deepseek2_forward, false, NULL},
+    {"deepseek2", deepseek2_bind, deepseek2_forward, false, deepseek2_head_forward},
     {"deepseek4", deepseek4_bind, deepseek4_forward, false, NULL},
 };
 

@@ -15,7 +15,18 @@
  * key, one KV head of kv_lora + n_rot whose values are the latent; each
  * head's query absorbs attn_k_b and its attention output is decompressed by
  * attn_v_b. Older files with attn_kv_b run plain multi-head attention over
- * every head's decompressed key and value, as the reference does for them. */
+ * every head's decompressed key and value, as the reference does for them.
+ *
+ * The first of the trailing nextn_predict_layers blocks (DeepSeek-V3's MTP
+ * module, kept by a conversion that carries it) is the draft head (--mtp):
+ * after the input fusion of head_forward_layers, one layer like the MoE
+ * layers (MLA with a cache of its own, in the file's layout, the routed
+ * experts with their selection bias and groups, the shared expert), then
+ * nextn.shared_head_norm and the head's logits. The checkpoint's MTP layer
+ * carries its own embed_tokens and shared_head.head (copies of the model's),
+ * which a conversion names nextn.embed_tokens and nextn.shared_head_head, as
+ * GLM-4.5's (whose module is DeepSeek-V3's); each is read where the file
+ * has it, the model's token_embd, output and output_norm where not. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -189,9 +200,11 @@ int deepseek2_bind(model *m, bmoe_error *err)
     int32_t leading_dense;
     if (model_read_u32(m, "leading_dense_block_count", false, 0, 0, (uint32_t)hp->n_layer, &leading_dense, err))
         return -1;
-    if (model_bind_globals(m, true, "output_norm.weight", err) != 0)
+    if (model_bind_globals(m, true, "output_norm.weight", err) != 0 ||
+        model_bind_head(m, "nextn.shared_head_norm.weight", BIND_OPTIONAL, err) != 0)
         return -1;
-    for (int il = 0; il < hp->n_layer; il++) {
+    /* the head's block (n_layer, when bound) as one more layer */
+    for (int il = 0; il < hp->n_layer + hp->n_layer_head; il++) {
         hp->layer[il].ffn = il < leading_dense ? FFN_DENSE : FFN_MOE;
         if (bind_mla(m, il, err) != 0 || bind_ffn(m, il, err) != 0)
             return -1;
@@ -328,8 +341,9 @@ static void mla_attention_decompressed(run_state *s, const model_hparams *hp, co
 }
 
 /* h += attn_output . mla(norm(h)); h += ffn(x) with x = norm(h; ffn_norm):
- * dense, or routed experts + the shared expert */
-static int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+ * dense, or routed experts + the shared expert. Layer n_layer is the draft
+ * head's block. Not static: test_mtp_head runs the head around it. */
+int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     const layer_weights *l = &m->weights.layers[il];
@@ -371,4 +385,10 @@ int deepseek2_forward(const model *m, run_state *s, const forward_batch *batch, 
         return -1;
     rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
     return forward_layers(m, s, batch, deepseek2_layer, err);
+}
+
+int deepseek2_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
+                           float *hidden_out, bmoe_error *err)
+{
+    return head_forward_layers(m, s, batch, hidden, deepseek2_layer, hidden_out, err);
 }

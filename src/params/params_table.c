@@ -125,10 +125,10 @@ static const param_def params_rows[] = {
              "bought (not with the lossy levers)"},
     {.id = P_MTP, .key = "mtp", .flag = "--mtp", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
      .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT | SERVE,
-     .help = "draft with the model's own next-token-prediction head (the nextn block of qwen35moe, glm4moe and "
-             "bailingmoe2 files, e.g. Qwen3.5/3.6, GLM-4.5/4.6, Ling/Ring 2.0) and evaluate the drafts with the "
-             "next token in one batch, keeping those sampling confirms: the output is byte-identical to plain "
-             "decoding, only the speed changes; the mtp: lines say what it bought; a model without the block is "
+     .help = "draft with the model's own next-token-prediction head (the nextn block of qwen35moe, glm4moe, "
+             "bailingmoe2 and deepseek2 files, e.g. Qwen3.5/3.6, GLM-4.5/4.6, Ling/Ring 2.0, DeepSeek-V3 converted "
+             "with it) and evaluate the drafts with the next token in one batch, keeping those sampling confirms: "
+             "the output is byte-identical to plain decoding, only the speed changes; the mtp: lines say what it bought; a model without the block is "
              "refused at start (--ngram needs no model support; not with the lossy levers)"},
     {.id = P_DRAFT, .key = "draft", .flag = "--draft", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
      .scope = REQUEST, .type = PARAM_INT, .low = 1, .high = 8, .unit = "tokens", .value_name = "N",

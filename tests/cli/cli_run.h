@@ -161,17 +161,20 @@ static inline bool cli_one_line_error(const cli_result *result)
 
 /* Cuts a generation's stdout before the end-of-run lines (from the last
  * line that starts with "generation: "), leaving the generated text in out
- * and the lines in report; true when there were such lines. */
+ * (out_length bytes) and the lines in report; true when there were such
+ * lines. The text may hold any byte, a NUL too (a byte token of a
+ * random-weights model): the search goes by out_length. */
 static inline bool cli_cut_report(cli_result *result)
 {
     if (!result->out)
         return false;
+    static const char mark[] = "generation: ";
+    size_t mark_length = sizeof mark - 1;
     char *out = result->out;
     char *report = NULL;
-    if (strncmp(out, "generation: ", 12) == 0)
-        report = out;
-    for (char *at = out; (at = strstr(at, "\ngeneration: ")); at++)
-        report = at + 1;
+    for (size_t at = 0; at + mark_length <= result->out_length; at++)
+        if ((at == 0 || out[at - 1] == '\n') && memcmp(out + at, mark, mark_length) == 0)
+            report = out + at;
     if (!report)
         return false;
     free(result->report);

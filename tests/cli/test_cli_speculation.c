@@ -16,7 +16,8 @@
  *    acceptance, reject 0 %, each with the plain run's output;
  *  - --mtp on a tiny-qwen35moe with a nextn block (bmoe-mkmodel
  *    --nextn-layers 1), and, each in a run of its own (the architecture as
- *    the argument), on the tiny-glm4moe and tiny-bailingmoe2 presets (which
+ *    the argument), on the tiny-glm4moe, tiny-bailingmoe2 and
+ *    tiny-deepseek3-mtp (deepseek2, DeepSeek-V3's MTP block) presets (which
  *    write one), leaves text and ids byte for byte as plain decoding's with
  *    --draft 1..4, greedy and seeded sampling, resident and streamed
  *    (streamed --mtp also equals resident plain decoding), 1 and 2 threads,
@@ -89,10 +90,13 @@ static void push_config(args *a, const config *c)
     }
 }
 
-/* A run that must succeed: stdout with the end-of-run lines cut off, the
- * lines themselves and stderr. false when it failed (already reported). */
+/* A run that must succeed: stdout with the end-of-run lines cut off (its
+ * text_length bytes: a random-weights model may write any byte, a NUL
+ * too), the lines themselves and stderr. false when it failed (already
+ * reported). */
 typedef struct output {
     char *text, *report, *err;
+    size_t text_length;
 } output;
 
 static bool run_ok(const char *what, const args *a, output *o)
@@ -106,9 +110,17 @@ static bool run_ok(const char *what, const args *a, output *o)
     bool ok = r.exit_code == 0 && cli_cut_report(&r);
     CHECK_MSG(ok, "%s: exit %d, signal %d: %s", what, r.exit_code, r.signal, r.err);
     o->text = r.out;
+    o->text_length = ok ? r.out_length : 0;
     o->report = r.report;
     o->err = r.err;
     return ok;
+}
+
+/* The two runs wrote the same text, byte for byte. */
+static bool same_text(const output *a, const output *b)
+{
+    return a->text && b->text && a->text_length == b->text_length &&
+           memcmp(a->text, b->text, a->text_length) == 0;
 }
 
 static void output_free(output *o)
@@ -280,7 +292,7 @@ static void check_source(const config *c, const char *source, const char *const 
     output p, s;
     bool plain_ok = run_ok(c->name, &plain, &p), drafted_ok = run_ok(what, &drafted, &s);
     if (plain_ok && drafted_ok) {
-        CHECK_MSG(strcmp(p.text, s.text) == 0, "%s: the text differs from plain decoding's:\n%s\n---\n%s", what,
+        CHECK_MSG(same_text(&p, &s), "%s: the text differs from plain decoding's:\n%s\n---\n%s", what,
                   p.text, s.text);
         CHECK_MSG(same_file(plain_ids, drafted_ids), "%s: the ids differ from plain decoding's", what);
         CHECK_MSG(!strstr(p.report, "drafts accepted"), "%s: drafting lines without drafting", c->name);
@@ -312,7 +324,7 @@ static void check_source(const config *c, const char *source, const char *const 
         push_config(&other, reference);
         output o;
         if (run_ok(reference->name, &other, &o))
-            CHECK_MSG(strcmp(o.text, s.text) == 0, "%s: the text differs from %s's plain decoding", what,
+            CHECK_MSG(same_text(&o, &s), "%s: the text differs from %s's plain decoding", what,
                       reference->name);
         output_free(&o);
     }
@@ -398,6 +410,7 @@ static const head_model head_models[] = {
     {"qwen35moe", "--shape tiny-qwen35moe --nextn-layers 1"},
     {"glm4moe", "--shape tiny-glm4moe"},
     {"bailingmoe2", "--shape tiny-bailingmoe2"},
+    {"deepseek2", "--shape tiny-deepseek3-mtp"},
 };
 
 /* --mtp on h's model with --draft 1..4, greedy and sampled, resident and
@@ -447,10 +460,10 @@ static void check_mtp(const head_model *h)
 }
 
 /* One greedy --mtp --draft 3 run of c under --mtp-p-min p_min (NULL: not
- * given), with a CSV: its drafting lines, its text (*text, the caller's
- * to free) and the preamble's mtp_p_min (-1 when absent). false when it
+ * given), with a CSV: its drafting lines, its output (*o, the caller's to
+ * free) and the preamble's mtp_p_min (-1 when absent). false when it
  * failed (already reported). */
-static bool run_floor(const config *c, const char *p_min, drafting *d, char **text, double *preamble)
+static bool run_floor(const config *c, const char *p_min, drafting *d, output *o, double *preamble)
 {
     char what[160], csv[1200];
     snprintf(what, sizeof what, "%s --mtp --mtp-p-min %s", c->name, p_min ? p_min : "(none)");
@@ -461,8 +474,7 @@ static bool run_floor(const config *c, const char *p_min, drafting *d, char **te
                            p_min ? "--mtp-p-min" : NULL, p_min, NULL};
     for (int i = 0; flags[i]; i++)
         push(&a, flags[i]);
-    output o;
-    bool ok = run_ok(what, &a, &o) && parse_drafting(o.report, "mtp", d);
+    bool ok = run_ok(what, &a, o) && parse_drafting(o->report, "mtp", d);
     CHECK_MSG(ok, "%s: no mtp: lines", what);
     size_t length = 0;
     char *written = cli_read_all(csv, &length);
@@ -472,9 +484,6 @@ static bool run_floor(const config *c, const char *p_min, drafting *d, char **te
                         : -1;
     free(written);
     unlink(csv);
-    *text = o.text;
-    o.text = NULL;
-    output_free(&o);
     return ok;
 }
 
@@ -495,34 +504,32 @@ static void check_mtp_floor(const config *greedy, const config *sampled)
         return;
     }
     drafting none, refused;
-    char *text = NULL;
+    output text;
     double preamble = -1;
     if (run_floor(greedy, NULL, &none, &text, &preamble))
-        CHECK_MSG(none.drafted > 0 && !none.coverage && preamble == 0.0 && strcmp(text, p.text) == 0,
+        CHECK_MSG(none.drafted > 0 && !none.coverage && preamble == 0.0 && same_text(&text, &p),
                   "--mtp without a floor: %lld drafts, coverage line %d, mtp_p_min=%g", none.drafted,
                   none.coverage, preamble);
-    free(text);
-    text = NULL;
+    output_free(&text);
     if (run_floor(greedy, "1", &refused, &text, &preamble))
         CHECK_MSG(refused.drafted == 0 && refused.coverage && refused.drafted_steps == 0 &&
-                      refused.decodes == N_PREDICT && preamble == 1.0 && strcmp(text, p.text) == 0,
+                      refused.decodes == N_PREDICT && preamble == 1.0 && same_text(&text, &p),
                   "--mtp-p-min 1: %lld drafts on %lld steps, %lld decodes, mtp_p_min=%g", refused.drafted,
                   refused.drafted_steps, refused.decodes, preamble);
-    free(text);
+    output_free(&text);
     static const char *const floors[] = {"0.5", "0.25", "0.125", "0.0625", "0.03125", "0.015625", "0.0078125",
                                          "0.00390625", "0.001953125", NULL};
     const char *middle = NULL;
     for (int i = 0; floors[i] && !middle; i++) {
         drafting d;
-        text = NULL;
         if (!run_floor(greedy, floors[i], &d, &text, &preamble)) {
-            free(text);
+            output_free(&text);
             break;
         }
-        CHECK_MSG(strcmp(text, p.text) == 0 && preamble == strtod(floors[i], NULL) && d.drafted <= none.drafted,
+        CHECK_MSG(same_text(&text, &p) && preamble == strtod(floors[i], NULL) && d.drafted <= none.drafted,
                   "--mtp-p-min %s: %lld drafts (%lld without a floor), mtp_p_min=%g, text %s", floors[i],
-                  d.drafted, none.drafted, preamble, strcmp(text, p.text) == 0 ? "the same" : "another");
-        free(text);
+                  d.drafted, none.drafted, preamble, same_text(&text, &p) ? "the same" : "another");
+        output_free(&text);
         if (d.drafted > 0) {
             CHECK_MSG(d.drafted < none.drafted, "--mtp-p-min %s: all %lld drafts passed", floors[i], d.drafted);
             middle = floors[i];
@@ -573,7 +580,7 @@ static void check_replay(const config *c)
             push(&replay, flags[i]);
         output r;
         if (run_ok(what, &replay, &r)) {
-            CHECK_MSG(strcmp(p.text, r.text) == 0, "%s: the text differs from plain decoding's", what);
+            CHECK_MSG(same_text(&p, &r), "%s: the text differs from plain decoding's", what);
             drafting d;
             bool parsed = parse_drafting(r.report, "replay", &d);
             CHECK_MSG(parsed, "%s: no replay: lines in\n%s", what, r.report);

@@ -52,7 +52,7 @@ add_dependencies(test_cli_model_changes bmoe-mkmodel)
 add_dependencies(test_cli_params bmoe-mkmodel)
 add_dependencies(test_cli_speculation bmoe-mkmodel) # the models with a nextn block --mtp drafts with
 # --mtp on the other architectures whose head bmoe runs, each in a run of its own
-foreach(head_arch glm4moe bailingmoe2)
+foreach(head_arch glm4moe bailingmoe2 deepseek2)
   add_test(NAME test_cli_speculation_${head_arch} COMMAND test_cli_speculation ${head_arch})
   set_tests_properties(test_cli_speculation_${head_arch} PROPERTIES LABELS unit TIMEOUT 600)
   bmoe_test_cost(test_cli_speculation_${head_arch} 6 30)

@@ -171,6 +171,49 @@ static void check_deepseek_v2_lite(void)
     free(plan);
 }
 
+/* tiny-deepseek3-mtp: tiny-deepseek3 (every tensor the same line: name,
+ * type, shape, bytes) and its MTP block 4 as DeepSeek-V3's layer 61 with
+ * its nextn tensors: an MoE layer's 18 and eh_proj, enorm, hnorm,
+ * shared_head_norm, embed_tokens and shared_head_head. */
+static void check_deepseek3_mtp(void)
+{
+    CHECK(mk_run("--shape tiny-deepseek3 --plan") == 0);
+    char *base = test_read_file(mk_stdout, NULL);
+    CHECK(mk_run("--shape tiny-deepseek3-mtp --plan") == 0);
+    char *plan = test_read_file(mk_stdout, NULL);
+    CHECK(base != NULL && plan != NULL);
+    if (!base || !plan) {
+        free(base);
+        free(plan);
+        return;
+    }
+    CHECK_MSG(count_tensor_lines(plan) == count_tensor_lines(base) + 24, "%d tensors, tiny-deepseek3 %d",
+              count_tensor_lines(plan), count_tensor_lines(base));
+    CHECK(plan_value(plan, "layers=") == 4 && plan_value(base, "layers=") == 4);
+    for (const char *line = strstr(base, "\ntensor "); line; line = strstr(line + 1, "\ntensor ")) {
+        const char *end = strchr(line + 1, '\n');
+        char one[256];
+        int length = end ? (int)(end - line) + 1 : (int)strlen(line);
+        snprintf(one, sizeof one, "%.*s", length, line);
+        CHECK_MSG(plan_has(plan, one), "tiny-deepseek3-mtp lacks%s", one);
+    }
+    CHECK(!plan_has(base, "nextn"));
+    const char *block[] = {"\ntensor blk.4.nextn.eh_proj.weight F32 512 256 1 ",
+                           "\ntensor blk.4.nextn.enorm.weight F32 256 1 1 ",
+                           "\ntensor blk.4.nextn.hnorm.weight F32 256 1 1 ",
+                           "\ntensor blk.4.nextn.shared_head_norm.weight F32 256 1 1 ",
+                           "\ntensor blk.4.nextn.embed_tokens.weight F32 256 512 1 ",
+                           "\ntensor blk.4.nextn.shared_head_head.weight F32 256 512 1 ",
+                           "\ntensor blk.4.attn_k_b.weight F32 64 256 4 ",
+                           "\ntensor blk.4.exp_probs_b.bias F32 16 1 1 ",
+                           "\ntensor blk.4.ffn_down_shexp.weight F32 256 256 1 ",
+                           NULL};
+    for (int i = 0; block[i]; i++)
+        CHECK_MSG(plan_has(plan, block[i]), "tiny-deepseek3-mtp: no line%s", block[i]);
+    free(base);
+    free(plan);
+}
+
 int main(void)
 {
     mk_setup("mkmodel_cli");
@@ -248,6 +291,7 @@ int main(void)
     /* 803 tensors and 110B parameters, as the released file and checkpoint */
     check_grouped_preset("glm-4.5-air", 803, 46, 128, 110468824832ull, air, 76.0, 82.0);
     check_deepseek_v2_lite();
+    check_deepseek3_mtp();
 
     /* --plan with a split: shard lines that add up to the file total. */
     CHECK(mk_run("--shape qwen3-30b-a3b --split 4 --plan") == 0);

@@ -411,7 +411,8 @@ static void test_simple_archs(void)
 }
 
 /* deepseek2 in both attention layouts: the latent-cache file (low-rank
- * queries, attn_k_b and attn_v_b) and the older one (attn_q, attn_kv_b). */
+ * queries, attn_k_b and attn_v_b) and the older one (attn_q, attn_kv_b);
+ * DeepSeek-V3's MTP block as the draft head. */
 static void test_deepseek2(void)
 {
     mk_setup("arch_errors");
@@ -435,6 +436,43 @@ static void test_deepseek2(void)
                "layer 1 is a dense layer", "blk.1.ffn_gate_inp.weight");
         expect(path, "deepseek2-no-q-lora", &(variant){.uint_key = "deepseek2.attention.q_lora_rank", .uint_value = 0},
                "layer 0 is a full-rank query layer", "blk.0.attn_q_a.weight");
+        remove(path);
+    }
+    /* 4 layers run (0 dense) and the MTP block 4, as DeepSeek-V3's layer 61 */
+    if (write_generated("tiny-deepseek3-mtp", path, sizeof path)) {
+        expect(path, "deepseek3-mtp-copy", &(variant){0}, NULL, NULL);
+        /* without the key, block 4's MTP tensors are a layer's leftovers */
+        expect(path, "deepseek3-mtp-no-nextn",
+               &(variant){.uint_key = "deepseek2.nextn_predict_layers", .uint_value = 0},
+               "is not used by the deepseek2 architecture", NULL);
+        /* the head's block incomplete: eh_proj, enorm and hnorm are
+         * required, so is every tensor of its MLA and MoE layer; its own
+         * norm, output matrix and embedding are not (the model's stand in) */
+        expect(path, "deepseek3-head-no-eh-proj", &(variant){.drop_tensor = "blk.4.nextn.eh_proj.weight"},
+               "missing tensor 'blk.4.nextn.eh_proj.weight'", "block 4 is the MTP head nextn_predict_layers declares");
+        expect(path, "deepseek3-head-no-enorm", &(variant){.drop_tensor = "blk.4.nextn.enorm.weight"},
+               "missing tensor 'blk.4.nextn.enorm.weight'", "block 4 is the MTP head");
+        expect(path, "deepseek3-head-no-k-b", &(variant){.drop_tensor = "blk.4.attn_k_b.weight"},
+               "missing tensor 'blk.4.attn_k_b.weight'", "block 4 is the MTP head");
+        expect(path, "deepseek3-head-no-latent-norm", &(variant){.drop_tensor = "blk.4.attn_kv_a_norm.weight"},
+               "missing tensor 'blk.4.attn_kv_a_norm.weight'", "block 4 is the MTP head");
+        expect(path, "deepseek3-head-no-router", &(variant){.drop_tensor = "blk.4.ffn_gate_inp.weight"},
+               "missing tensor 'blk.4.ffn_gate_inp.weight'", "block 4 is the MTP head");
+        expect(path, "deepseek3-head-no-shared-expert", &(variant){.drop_tensor = "blk.4.ffn_down_shexp.weight"},
+               "missing tensor 'blk.4.ffn_down_shexp.weight'", "block 4 is the MTP head");
+        expect(path, "deepseek3-head-eh-proj-shape",
+               &(variant){.reshape_tensor = "blk.4.nextn.eh_proj.weight", .reshape = {256, 512}},
+               "tensor 'blk.4.nextn.eh_proj.weight' has shape {256, 512}", "expected {512, 256}");
+        expect(path, "deepseek3-head-head-shape",
+               &(variant){.reshape_tensor = "blk.4.nextn.shared_head_head.weight", .reshape = {512, 256}},
+               "tensor 'blk.4.nextn.shared_head_head.weight' has shape {512, 256}", "expected {256, 512}");
+        expect_stripped_head(path, "deepseek3-head-stripped", &(variant){.drop_tensor = "blk.4."});
+        expect(path, "deepseek3-head-no-own-norm", &(variant){.drop_tensor = "blk.4.nextn.shared_head_norm.weight"},
+               NULL, NULL);
+        expect(path, "deepseek3-head-no-own-head", &(variant){.drop_tensor = "blk.4.nextn.shared_head_head.weight"},
+               NULL, NULL);
+        expect(path, "deepseek3-head-no-own-embedding",
+               &(variant){.drop_tensor = "blk.4.nextn.embed_tokens.weight"}, NULL, NULL);
         remove(path);
     }
     if (write_generated("tiny-deepseek2-lite", path, sizeof path)) {

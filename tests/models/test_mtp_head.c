@@ -20,19 +20,22 @@
  * head refuses to run before. A model without the block refuses --mtp with
  * a load error naming it.
  *
- * The glm4moe and bailingmoe2 heads (tiny presets, F32, one nextn block
- * with the tensors the released files carry): their block is the
- * architecture's own layer (the head's logits are bit for bit those of
- * head_forward_layers around transformer_layer under the keys' routing, and
- * every tensor of the block is bound); around it, the block's input, the
- * output hidden state and the logits against float64 from the file's
- * tensors, the block's output taken from the engine: the fusion and its
- * order, enorm and hnorm, the last norm (GLM's nextn.shared_head_norm,
- * Ling's layer_output_norm), the block's own embedding and output matrix
- * (GLM's), and with those views cleared, the model's output_norm,
+ * The glm4moe, bailingmoe2 and deepseek2 heads (tiny presets, F32, one
+ * nextn block with the tensors the released files carry; deepseek2's as
+ * DeepSeek-V3's, tiny-deepseek3-mtp): their block is the architecture's
+ * own layer (the head's logits are bit for bit those of head_forward_layers
+ * around the architecture's layer function: transformer_layer under the
+ * keys' routing, deepseek2's MLA and MoE layer; and every tensor of the
+ * block is bound); around it, the block's input, the output hidden state
+ * and the logits against float64 from the file's tensors, the block's
+ * output taken from the engine: the fusion and its order, enorm and hnorm,
+ * the last norm (GLM's and DeepSeek-V3's nextn.shared_head_norm, Ling's
+ * layer_output_norm), the block's own embedding and output matrix (GLM's,
+ * DeepSeek-V3's), and with those views cleared, the model's output_norm,
  * token_embd and output in their place; each other choice must disagree,
- * so the comparison sees it. The head's KV rows come as qwen35moe's, and
- * without the block --mtp is refused. */
+ * so the comparison sees it. The head's KV rows come as qwen35moe's (for
+ * deepseek2 one latent-cache layer's: the latent and rope key, the latent
+ * as values), and without the block --mtp is refused. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -260,7 +263,7 @@ static double max_abs(const double *values, int n)
 }
 
 static void check_drafter(const char *path, const reference *base);
-static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim);
+static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim_k, int head_dim_v);
 
 /* The largest |engine - reference| over n values, relative to the reference's scale. */
 static double relative_error(const float *engine, const double *ref, int n)
@@ -426,7 +429,7 @@ static void check_head(const char *path)
         snprintf(name, sizeof name, "blk.%d.attn_k.weight", il);
         attention_layers += gguf_find_tensor(file, name) != NULL;
     }
-    check_memory(path, attention_layers, r.n_head_kv, r.head_dim);
+    check_memory(path, attention_layers, r.n_head_kv, r.head_dim, r.head_dim);
     gguf_close(file);
 }
 
@@ -593,8 +596,9 @@ static void generate(bmoe_context *context, bool mtp)
  * generation drafts with the head: a plain context holds the main
  * layers' keys and values (those of the layers that attend, every one of
  * n_ctx positions), an MTP one one full-attention layer's more, and no more
- * on a second MTP generation. */
-static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim)
+ * on a second MTP generation. Keys and values of head_dim_k and head_dim_v
+ * per KV head (deepseek2's latent cache: kv_lora + n_rot and kv_lora). */
+static void check_memory(const char *path, int attention_layers, int n_head_kv, int head_dim_k, int head_dim_v)
 {
     enum { N_CTX = 64 }; /* a multiple of the key tiles: no padding */
     bmoe_error err;
@@ -610,7 +614,7 @@ static void check_memory(const char *path, int attention_layers, int n_head_kv, 
         bmoe_model_free(loaded);
         return;
     }
-    uint64_t layer_kv = (uint64_t)N_CTX * 2 * (uint64_t)n_head_kv * (uint64_t)head_dim * sizeof(float);
+    uint64_t layer_kv = (uint64_t)N_CTX * (uint64_t)n_head_kv * (uint64_t)(head_dim_k + head_dim_v) * sizeof(float);
     bmoe_context_memory created, plain, drafting, again;
     bmoe_context_memory_usage(context, &created);
     CHECK_MSG(attention_layers > 0 && created.kv_bytes == (uint64_t)attention_layers * layer_kv,
@@ -635,40 +639,55 @@ static void check_memory(const char *path, int attention_layers, int n_head_kv, 
     bmoe_model_free(loaded);
 }
 
-/* ---- glm4moe and bailingmoe2: the head's own parts around the engine's block ----
+/* ---- glm4moe, bailingmoe2 and deepseek2: the head's own parts around the engine's block ----
  * Their head's block is the architecture's layer (transformer_layer under the
- * keys' routing), which the reference logits of the main layers pin; what is
- * the head's own is checked here against float64 from the file's tensors:
- * the block's input (the fusion, its order, enorm and hnorm, the embedding
- * it reads), and from the block's output as the engine computed it, the
- * last norm, the output hidden state and the logits (the matrix they
- * read). */
+ * keys' routing; deepseek2's own MLA and MoE layer), which the reference
+ * logits of the main layers pin; what is the head's own is checked here
+ * against float64 from the file's tensors: the block's input (the fusion,
+ * its order, enorm and hnorm, the embedding it reads), and from the block's
+ * output as the engine computed it, the last norm, the output hidden state
+ * and the logits (the matrix they read). */
+
+/* deepseek2's layer (arch_deepseek2.c; declared here as arch.c declares the
+ * architectures' functions). */
+int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err);
+
+/* The layer of keyed_transformer_forward (bailingmoe2, glm4moe). */
+static int keyed_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+{
+    moe_config config = model_moe_config(&m->hparams);
+    return transformer_layer(m, s, batch, il, &config, NULL, err);
+}
 
 /* Which norm each architecture's head logits read (the facts model_bind_head
- * is given): GLM-4.5's nextn.shared_head_norm, Ling 2.0's block-final
- * layer_output_norm (its MTP layer's final_layernorm). */
+ * is given): GLM-4.5's and DeepSeek-V3's nextn.shared_head_norm, Ling 2.0's
+ * block-final layer_output_norm (its MTP layer's final_layernorm). */
 typedef struct keyed_head {
     const char *arch;
     const char *shape; /* bmoe-mkmodel's preset, which writes one nextn block */
     const char *last_norm;
+    int layers;             /* the preset's layers run: the head's block is the next */
+    forward_layer_fn layer; /* the architecture's layer, which the head's block runs */
 } keyed_head;
 
 static const keyed_head keyed_heads[] = {
-    {"glm4moe", "tiny-glm4moe", "nextn.shared_head_norm.weight"},
-    {"bailingmoe2", "tiny-bailingmoe2", "layer_output_norm.weight"},
+    {"glm4moe", "tiny-glm4moe", "nextn.shared_head_norm.weight", 3, keyed_layer},
+    {"bailingmoe2", "tiny-bailingmoe2", "layer_output_norm.weight", 3, keyed_layer},
+    {"deepseek2", "tiny-deepseek3-mtp", "nextn.shared_head_norm.weight", 4, deepseek2_layer},
 };
 
 /* The engine's head block from outside: its input rows (after eh_proj) and
  * output rows, [n_tokens][n_embd]. */
 static float block_in[ROWS * MAX_EMBD], block_out[ROWS * MAX_EMBD];
+/* the layer capturing_layer runs: the architecture's under test */
+static forward_layer_fn captured_layer;
 
-/* The architectures' layer (keyed_transformer_forward's) with its rows seen. */
+/* The architecture's layer with its rows seen. */
 static int capturing_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     size_t bytes = (size_t)batch->n_tokens * (size_t)m->hparams.n_embd * sizeof(float);
     memcpy(block_in, s->h, bytes);
-    moe_config config = model_moe_config(&m->hparams);
-    int status = transformer_layer(m, s, batch, il, &config, NULL, err);
+    int status = captured_layer(m, s, batch, il, err);
     memcpy(block_out, s->h, bytes);
     return status;
 }
@@ -801,7 +820,8 @@ static void check_keyed_head(const keyed_head *k, const char *path, bool own)
     int E = (int)key_int(file, "embedding_length");
     const gguf_tensor *embd = gguf_find_tensor(file, "token_embd.weight");
     int V = embd ? (int)embd->ne[1] : 0;
-    CHECK_MSG(r.layer == 3 && E <= MAX_EMBD && V <= 512, "sizes of the tiny preset");
+    CHECK_MSG(r.layer == k->layers && E <= MAX_EMBD && V <= 512, "sizes of the tiny preset");
+    captured_layer = k->layer;
     head_parts p = {
         .embedding = tensor(&r, -1, "token_embd.weight", E, V, 1),
         .enorm = block(&r, "nextn.enorm.weight", E, 1, 1),
@@ -893,11 +913,11 @@ static void check_keyed_head(const keyed_head *k, const char *path, bool own)
     context->state.single_token = true;
     snprintf(what, sizeof what, "%s (%s parts, chained)", k->arch, own ? "its own" : "the model's");
     check_head_batch(m, &context->state, &p, &step, step_hidden, engine_hidden, what);
-    int n_head_kv = m->hparams.n_head_kv, head_dim = m->hparams.head_dim_k;
+    int n_head_kv = m->hparams.n_head_kv, head_dim_k = m->hparams.head_dim_k, head_dim_v = m->hparams.head_dim_v;
     bmoe_context_free(context);
     bmoe_model_free(loaded);
     if (own) /* every main layer attends; the head adds one more */
-        check_memory(path, r.layer, n_head_kv, head_dim);
+        check_memory(path, r.layer, n_head_kv, head_dim_k, head_dim_v);
     gguf_close(file);
 }
 

@@ -56,7 +56,7 @@ foreach(simple_model qwen2moe-tiny-q4_k_m mixtral-tiny-f32 mixtral-tiny-q4_k_m o
     bmoe_test_cost(test_simple_archs_${simple_model} 5 20)
   endif()
 endforeach()
-# the draft heads (--mtp) of qwen35moe, glm4moe and bailingmoe2 against a
+# the draft heads (--mtp) of qwen35moe, glm4moe, bailingmoe2 and deepseek2 against a
 # float64 computation from the tensors of files bmoe-mkmodel writes; --mtp
 # refused without the head
 bmoe_add_test(test_mtp_head SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mtp_head.c LIBS bmoe_engine m)

@@ -104,6 +104,16 @@ static const preset presets[] = {
       .n_vocab = 512, .n_ctx = 163840, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f, .yarn_factor = 40.0f,
       .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f, .recipe = MKMODEL_RECIPE_PLAIN,
       .type = TYPE_F32}},
+    {"tiny-deepseek3-mtp", "deepseek2 as DeepSeek-V3 files with their MTP block kept: tiny-deepseek3 + 1 MTP "
+     "block (an MoE layer of its kind with nextn.eh_proj, enorm, hnorm, shared_head_norm, embed_tokens and "
+     "shared_head_head)",
+     {.arch = MKMODEL_DEEPSEEK2, .n_layer = 4, .n_nextn = 1, .n_embd = 256, .n_head = 4, .n_head_kv = 1,
+      .head_dim = 96, .n_rot = 32, .q_lora_rank = 256, .kv_lora_rank = 256, .v_head_dim = 64, .n_expert = 16,
+      .n_expert_used = 4, .n_expert_group = 4, .n_expert_group_used = 2, .n_ff_expert = 256, .n_expert_shared = 1,
+      .n_ff = 512, .n_leading_dense = 1, .sigmoid_routing = true, .expert_weights_norm = true,
+      .expert_weights_scale = 2.5f, .n_vocab = 512, .n_ctx = 163840, .rope_freq_base = 10000.0f, .rms_eps = 1e-6f,
+      .yarn_factor = 40.0f, .yarn_original_ctx = 4096, .yarn_log_multiplier = 0.0707f,
+      .recipe = MKMODEL_RECIPE_PLAIN, .type = TYPE_F32}},
     {"tiny-deepseek2-lite", "deepseek2 as older Lite files: 3 layers (0 dense ff 512), n_embd 256, 4 heads, "
      "attn_q, kv_lora 256, qk 64+32 rope, v 64 (one attn_kv_b), YaRN 40, 16 experts top-4 softmax, 1 shared, "
      "ff 256, vocab 512",
@@ -693,8 +703,10 @@ static uint32_t deepseek4_ratio(const mkmodel_config *c, uint32_t il)
  * that have them). */
 static uint32_t mtp_blocks(const mkmodel_config *c)
 {
-    return c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE || c->arch == MKMODEL_QWEN35MOE ? c->n_nextn
-                                                                                                          : 0;
+    return c->arch == MKMODEL_BAILINGMOE2 || c->arch == MKMODEL_GLM4MOE || c->arch == MKMODEL_QWEN35MOE ||
+                   c->arch == MKMODEL_DEEPSEEK2
+               ? c->n_nextn
+               : 0;
 }
 
 static int build_tensors(mkmodel_model *model, bmoe_error *err)
@@ -990,6 +1002,19 @@ static int build_tensors(mkmodel_model *model, bmoe_error *err)
             ADD(ROLE_MATRIX, il, "ffn_gate_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
             ADD(ROLE_MATRIX, il, "ffn_up_shexp.weight", 2, E, shared, 1, NORMAL(s_embd));
             ADD(ROLE_FFN_DOWN, il, "ffn_down_shexp.weight", 2, shared, E, 1, NORMAL(inverse_sqrt((uint32_t)shared)));
+            if (il >= c->n_layer) {
+                /* the MTP block's own tensors, as DeepSeek-V3's layer 61
+                 * carries them (embed_tokens, enorm, hnorm, eh_proj,
+                 * shared_head.norm, shared_head.head) and a conversion
+                 * names them; the embedding and output matrix drawn apart
+                 * from the model's, so that using the wrong one shows */
+                ADD(ROLE_MATRIX, il, "nextn.eh_proj.weight", 2, 2 * E, E, 1, NORMAL(inverse_sqrt(2 * c->n_embd)));
+                ADD(ROLE_VECTOR, il, "nextn.enorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "nextn.hnorm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_VECTOR, il, "nextn.shared_head_norm.weight", 1, E, 1, 1, NORM_WEIGHT);
+                ADD(ROLE_EMBED, il, "nextn.embed_tokens.weight", 2, E, V, 1, NORMAL(1.0f));
+                ADD(ROLE_OUTPUT, il, "nextn.shared_head_head.weight", 2, E, V, 1, NORMAL(OUTPUT_SPREAD * s_embd));
+            }
             continue;
         }
         ADD(ROLE_VECTOR, il, "attn_norm.weight", 1, E, 1, 1, NORM_WEIGHT);

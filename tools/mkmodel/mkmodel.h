@@ -77,7 +77,8 @@ typedef struct mkmodel_config {
     uint32_t n_ff_shared;        /* qwen35moe, qwen2moe, bailingmoe2 shared expert (glm4moe's: n_ff_expert) */
     /* bailingmoe2, glm4moe: */
     uint32_t n_expert_group, n_expert_group_used; /* grouped routing; 0: keys not written */
-    uint32_t n_nextn;            /* trailing multi-token-prediction blocks after n_layer (the first: --mtp's head) */
+    uint32_t n_nextn;            /* trailing multi-token-prediction blocks after n_layer (the first: --mtp's head;
+                                  * also qwen35moe, deepseek2) */
     uint32_t qk_norm;            /* glm4moe: per-head q/k norms (bailingmoe2 always has them) */
     float expert_weights_scale;  /* bailingmoe2, glm4moe, deepseek2 (0: key not written) */
     /* deepseek2's multi-head latent attention: head_dim is each head's query
