@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "draft_mtp.h"
 #include "engine.h"
 #include "../stream/io_lanes.h"
 #include "process_stats.h"
@@ -459,4 +460,5 @@ void bmoe_context_memory_usage(const bmoe_context *context, bmoe_context_memory 
     out->kv_bytes = context->state.kv_bytes;
     out->recurrent_bytes = context->state.recurrent_floats * sizeof(float);
     out->buffer_bytes = context->state.buffer_bytes;
+    out->draft_head_bytes = draft_mtp_bytes(context);
 }

@@ -5,22 +5,42 @@
 
 #include "draft_mtp.h"
 
+/* The drafter's buffers, in floats: hidden_rows, head_hidden, step_hidden,
+ * head_logits. */
+static void drafter_floats(const bmoe_context *context, size_t floats[4])
+{
+    const model_hparams *hp = &context->model->model.hparams;
+    size_t n_embd = (size_t)hp->n_embd;
+    floats[0] = (size_t)context->n_ctx * n_embd;
+    floats[1] = (size_t)context->n_ubatch * n_embd;
+    floats[2] = n_embd;
+    floats[3] = (size_t)hp->n_vocab;
+}
+
+uint64_t draft_mtp_bytes(const bmoe_context *context)
+{
+    const model *m = &context->model->model;
+    if (m->hparams.n_layer_head == 0)
+        return 0;
+    size_t floats[4];
+    drafter_floats(context, floats);
+    return run_state_head_bytes(&context->state, m) + (floats[0] + floats[1] + floats[2] + floats[3]) * sizeof(float);
+}
+
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err)
 {
     memset(drafter, 0, sizeof *drafter);
     const model_hparams *hp = &context->model->model.hparams;
-    size_t n_embd = (size_t)hp->n_embd, hidden_floats = (size_t)context->n_ctx * n_embd,
-           head_floats = (size_t)context->n_ubatch * n_embd, logit_floats = (size_t)hp->n_vocab;
-    uint64_t bytes = run_state_head_bytes(&context->state, &context->model->model) +
-                     (hidden_floats + head_floats + n_embd + logit_floats) * sizeof(float);
-    if (engine_reserve_beside_cache(context->model, bytes, "MTP head", "its KV cache and hidden rows", context->n_ctx,
-                                    err) != 0 ||
+    size_t floats[4];
+    drafter_floats(context, floats);
+    if (engine_reserve_beside_cache(context->model, draft_mtp_bytes(context), "MTP head",
+                                    "its KV cache and hidden rows", context->n_ctx, err) != 0 ||
         run_state_enable_head(&context->state, &context->model->model, err) != 0)
         return -1;
-    drafter->hidden_rows = malloc(hidden_floats * sizeof *drafter->hidden_rows);
-    drafter->head_hidden = malloc(head_floats * sizeof *drafter->head_hidden);
-    drafter->step_hidden = malloc(n_embd * sizeof *drafter->step_hidden);
-    drafter->head_logits = malloc(logit_floats * sizeof *drafter->head_logits);
+    drafter->hidden_rows = malloc(floats[0] * sizeof *drafter->hidden_rows);
+    drafter->head_hidden = malloc(floats[1] * sizeof *drafter->head_hidden);
+    drafter->step_hidden = malloc(floats[2] * sizeof *drafter->step_hidden);
+    drafter->head_logits = malloc(floats[3] * sizeof *drafter->head_logits);
     if (!drafter->hidden_rows || !drafter->head_hidden || !drafter->step_hidden || !drafter->head_logits) {
         draft_mtp_free(drafter, context);
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,

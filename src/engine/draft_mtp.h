@@ -43,6 +43,10 @@ typedef struct draft_mtp {
  * state too, on the context's first MTP generation) and turns the capture
  * of hidden rows on. Returns 0, or -1 with err (nothing to free then). */
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err);
+/* What draft_mtp_init takes on the context now: the head's state on its
+ * first MTP generation, and the drafter's buffers (hidden rows of n_ctx
+ * positions) on every one. 0 for a model without a head. */
+uint64_t draft_mtp_bytes(const bmoe_context *context);
 /* Turns the capture off and frees the buffers. */
 void draft_mtp_free(draft_mtp *drafter, bmoe_context *context);
 

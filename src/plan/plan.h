@@ -20,7 +20,8 @@ typedef struct plan_model {
     uint64_t expert_bytes;       /* the routed experts (0: a dense model) */
     uint64_t expert_slice_bytes; /* one expert of one layer, all its projections (the read unit) */
     uint64_t cycle_bytes;        /* one token's routed bytes: n_expert_used x the MoE layers' slices */
-    uint64_t context_bytes;      /* the contexts' memory at the planned context size (KV and buffers) */
+    uint64_t context_bytes;      /* the contexts' memory at the planned context size (KV and buffers; with
+                                    --mtp what drafting takes beside them) */
     int32_t n_moe_layers, n_expert, n_expert_used;
 } plan_model;
 
@@ -108,8 +109,11 @@ const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... 
 
 /* The model's bytes (loads it cheaply: mapped, not streaming, no prefault:
  * nothing is read or copied) and its contexts' memory at n_ctx (0: the
- * library's default context size). A dense model has its expert fields 0. */
-int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, char *error, size_t error_size);
+ * library's default context size); with draft_head (--mtp) the draft
+ * head's dense tensors and what MTP drafting takes beside the context
+ * counted too. A dense model has its expert fields 0. */
+int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, plan_model *model, char *error,
+                     size_t error_size);
 
 /* The machine. probe_io: timed reads of the model file (O_DIRECT where it
  * can, slice-sized, at 1/2/4/8 lanes, about 0.4 s each; never written);

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, char *error, size_t error_size)
+int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, plan_model *model, char *error,
+                     size_t error_size)
 {
     memset(model, 0, sizeof *model);
     /* Loaded without streaming, mapped, without pre-faulting: nothing is
@@ -19,6 +20,7 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, c
     params.stream.enabled = false;
     params.stream.auto_enable = false;
     params.stream.cache_mb = 0;
+    params.draft_head = draft_head;
     bmoe_error failure = {0};
     bmoe_model *loaded = bmoe_model_load(model_path, &params, &failure);
     if (!loaded) {
@@ -49,7 +51,8 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, plan_model *model, c
     }
     bmoe_context_memory memory;
     bmoe_context_memory_usage(context, &memory);
-    model->context_bytes = memory.kv_bytes + memory.recurrent_bytes + memory.buffer_bytes;
+    model->context_bytes = memory.kv_bytes + memory.recurrent_bytes + memory.buffer_bytes +
+                           (draft_head ? memory.draft_head_bytes : 0);
     bmoe_context_free(context);
     bmoe_model_free(loaded);
     return 0;

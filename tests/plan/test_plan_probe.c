@@ -24,7 +24,7 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
 {
     plan_model model;
     char error[512] = "";
-    CHECK_MSG(plan_probe_model(moe_path, 256, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(moe_path, 256, false, &model, error, sizeof error) == 0, "%s", error);
     struct stat st;
     CHECK(stat(moe_path, &st) == 0 && model.file_bytes == (uint64_t)st.st_size);
     CHECK(model.dense_bytes > 0 && model.expert_bytes > 0);
@@ -38,17 +38,17 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
     CHECK(model.context_bytes > 0);
     /* a larger context holds more */
     plan_model larger;
-    CHECK(plan_probe_model(moe_path, 1024, &larger, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, 1024, false, &larger, error, sizeof error) == 0);
     CHECK(larger.context_bytes > model.context_bytes);
 
-    CHECK_MSG(plan_probe_model(dense_path, 0, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(dense_path, 0, false, &model, error, sizeof error) == 0, "%s", error);
     CHECK(model.expert_bytes == 0 && model.cycle_bytes == 0 && model.n_expert == 0);
     CHECK(model.dense_bytes > 0 && model.dense_bytes <= model.file_bytes && model.context_bytes > 0);
 
     char missing[1024];
     snprintf(missing, sizeof missing, "%s/plan-no-such-dir/model.gguf", test_tmp_dir());
     error[0] = '\0';
-    CHECK(plan_probe_model(missing, 256, &model, error, sizeof error) == -1);
+    CHECK(plan_probe_model(missing, 256, false, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0' && strchr(error, '\n') == NULL, "missing: [%s]", error);
 
     char not_gguf[1024];
@@ -60,9 +60,48 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
         fclose(file);
     }
     error[0] = '\0';
-    CHECK(plan_probe_model(not_gguf, 256, &model, error, sizeof error) == -1);
+    CHECK(plan_probe_model(not_gguf, 256, false, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0', "not a GGUF: no message");
     unlink(not_gguf);
+}
+
+/* With draft_head (--mtp), a model with an MTP head counts the head's dense
+ * tensors (tiny-glm4moe's block carries its own embedding and output, as
+ * GLM-4.5's does) and what drafting takes beside the context: at least the
+ * hidden row of every position and the head's own KV cache (F16, as the
+ * context's default). A model without a head counts the same either way. */
+static void test_head_probe(const char *moe_path)
+{
+    char path[1200], command[2600];
+    snprintf(path, sizeof path, "%s/plan-head.gguf", test_tmp_dir());
+    snprintf(command, sizeof command, "'%s/bmoe-mkmodel' --quiet --shape tiny-glm4moe --seed 4 -o '%s' > /dev/null",
+             BMOE_BIN_DIR, path);
+    CHECK_MSG(system(command) == 0, "%s failed", command);
+    enum { N_CTX = 512, N_EMBD = 256, N_HEAD_KV = 2, HEAD_DIM = 64 };
+    plan_model plain, drafting;
+    char error[512] = "";
+    CHECK_MSG(plan_probe_model(path, N_CTX, false, &plain, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(path, N_CTX, true, &drafting, error, sizeof error) == 0, "%s", error);
+    /* the block's own embedding and output: 2 x vocab 512 x 256 F32 */
+    uint64_t own_matrices = 2ull * 512 * N_EMBD * sizeof(float);
+    CHECK_MSG(drafting.dense_bytes >= plain.dense_bytes + own_matrices,
+              "dense %llu with the head, %llu without: not the head's own matrices' %llu more",
+              (unsigned long long)drafting.dense_bytes, (unsigned long long)plain.dense_bytes,
+              (unsigned long long)own_matrices);
+    uint64_t beside = (uint64_t)N_CTX * N_EMBD * sizeof(float) + (uint64_t)N_CTX * N_HEAD_KV * HEAD_DIM * 2 * 2;
+    CHECK_MSG(drafting.context_bytes >= plain.context_bytes + beside,
+              "context %llu with the head, %llu without: not the hidden rows and head KV's %llu more",
+              (unsigned long long)drafting.context_bytes, (unsigned long long)plain.context_bytes,
+              (unsigned long long)beside);
+    CHECK(drafting.file_bytes == plain.file_bytes && drafting.n_expert == plain.n_expert);
+    unlink(path);
+
+    CHECK(plan_probe_model(moe_path, N_CTX, false, &plain, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, N_CTX, true, &drafting, error, sizeof error) == 0);
+    CHECK_MSG(drafting.dense_bytes == plain.dense_bytes && drafting.context_bytes == plain.context_bytes,
+              "a model without a head: dense %llu / %llu, context %llu / %llu",
+              (unsigned long long)drafting.dense_bytes, (unsigned long long)plain.dense_bytes,
+              (unsigned long long)drafting.context_bytes, (unsigned long long)plain.context_bytes);
 }
 
 /* Sets one field of the cache file's JSON object (replacing it), or writes
@@ -243,6 +282,7 @@ int main(void)
     test_shared_path(moe_path, sizeof moe_path, "oracle/models/qwen3moe-tiny-f32.gguf");
     test_shared_path(dense_path, sizeof dense_path, "data/models/stories260K/stories260K.gguf");
     test_model_probe(moe_path, dense_path);
+    test_head_probe(moe_path);
     test_machine_probe(moe_path);
     test_cache_dir();
     return test_finish();

@@ -8,3 +8,4 @@ bmoe_add_test(test_plan_probe
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_plan_probe.c
   LIBS bmoe_plan PkgConfig::CJSON m
   TIMEOUT 60)
+add_dependencies(test_plan_probe bmoe-mkmodel)
