@@ -745,6 +745,12 @@ BMOE_API bmoe_chat *bmoe_chat_create(const bmoe_model *model, bmoe_error *error)
 BMOE_API void bmoe_chat_free(bmoe_chat *chat);
 BMOE_API enum bmoe_think_control bmoe_chat_think_control(const bmoe_chat *chat);
 BMOE_API enum bmoe_reasoning_format bmoe_chat_reasoning_format(const bmoe_chat *chat);
+/* Whether the template reads reasoning_effort: a question rendered with
+ * "low" and with "high" differs (decided at bmoe_chat_create). */
+BMOE_API bool bmoe_chat_reads_reasoning_effort(const bmoe_chat *chat);
+/* Whether text is a reasoning effort bmoe passes on: "low", "medium" or
+ * "high" (what gpt-oss documents). */
+BMOE_API bool bmoe_reasoning_effort_valid(const char *text);
 
 typedef struct bmoe_chat_message {
     const char *role;        /* "system", "user", "assistant", NUL-terminated */
@@ -762,6 +768,10 @@ typedef struct bmoe_chat_params {
      * thinking disabled. */
     bool reasoning_prefill;
     int64_t now_seconds;        /* strftime_now's clock; 0: the current time */
+    /* the template's reasoning_effort ("low", "medium", "high": gpt-oss's
+     * and DeepSeek V4's templates read it); NULL: not set, the template's
+     * default */
+    const char *reasoning_effort;
 } bmoe_chat_params;
 BMOE_API bmoe_chat_params bmoe_chat_default_params(void);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "chat/chat_model.h"
 
 /* The longest token text read for bos_token / eos_token. */
@@ -24,6 +25,7 @@ struct bmoe_chat {
     bool adds_bos;
     enum bmoe_reasoning_format format;
     enum bmoe_think_control control;
+    bool reads_effort;
 };
 
 static int chat_report(bmoe_error *err, bmoe_status fallback, bmoe_error *error)
@@ -51,6 +53,7 @@ bmoe_chat_params bmoe_chat_default_params(void)
         .enable_thinking = true,
         .reasoning_prefill = false,
         .now_seconds = 0,
+        .reasoning_effort = NULL,
     };
     return params;
 }
@@ -151,6 +154,7 @@ bmoe_chat *bmoe_chat_create(const bmoe_model *model, bmoe_error *error)
     };
     chat->format = chat_reasoning_format_decide(&chat->data);
     chat->control = chat_think_control_decide(&chat->data, 0);
+    chat->reads_effort = chat_reads_reasoning_effort_decide(&chat->data, 0);
     return chat;
 }
 
@@ -173,6 +177,16 @@ enum bmoe_reasoning_format bmoe_chat_reasoning_format(const bmoe_chat *chat)
     return chat ? chat->format : BMOE_REASONING_NONE;
 }
 
+bool bmoe_chat_reads_reasoning_effort(const bmoe_chat *chat)
+{
+    return chat && chat->reads_effort;
+}
+
+bool bmoe_reasoning_effort_valid(const char *text)
+{
+    return text && (strcmp(text, "low") == 0 || strcmp(text, "medium") == 0 || strcmp(text, "high") == 0);
+}
+
 int bmoe_chat_render(const bmoe_chat *chat, const bmoe_chat_message *messages, int32_t n_messages,
                      const bmoe_chat_params *params, char **out, size_t *out_length, bmoe_error *error)
 {
@@ -183,6 +197,13 @@ int bmoe_chat_render(const bmoe_chat *chat, const bmoe_chat_message *messages, i
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     }
     bmoe_chat_params p = params ? *params : bmoe_chat_default_params();
+    if (p.reasoning_effort && !bmoe_reasoning_effort_valid(p.reasoning_effort)) {
+        char shown[64];
+        text_escape_string(p.reasoning_effort, shown, sizeof shown);
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "chat: reasoning effort '%s': need low, medium or high",
+                         shown);
+        return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    }
     if (chat_conversation_render(&chat->data, messages, n_messages, &p, 0, out, out_length, &err) != 0)
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     return 0;

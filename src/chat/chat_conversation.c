@@ -80,6 +80,9 @@ static int build_context(const chat_model *model, const bmoe_chat_message *messa
     if (status == 0)
         status = chat_value_object_set_cstring(variables, "enable_thinking",
                                                chat_value_bool(params->enable_thinking && !prefill));
+    if (status == 0 && params->reasoning_effort)
+        status = set_string(variables, "reasoning_effort", params->reasoning_effort,
+                            strlen(params->reasoning_effort));
     if (status == 0)
         status = set_string(variables, "bos_token", model->bos, strlen(model->bos));
     if (status == 0)

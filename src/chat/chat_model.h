@@ -47,5 +47,8 @@ enum bmoe_reasoning_format chat_reasoning_format_decide(const chat_model *model)
  * prefilled prompt differs (a structural section), else TEMPLATE. A render
  * that fails decides TEMPLATE. */
 enum bmoe_think_control chat_think_control_decide(const chat_model *model, int64_t now_seconds);
+/* Whether the template renders a question differently with reasoning_effort
+ * "low" and "high". */
+bool chat_reads_reasoning_effort_decide(const chat_model *model, int64_t now_seconds);
 
 #endif

@@ -1,7 +1,8 @@
-/* Which reasoning format a model's output uses and how a request to answer
- * without reasoning can be honoured (chat_model.h), from the model's own
- * data: the markers its vocabulary declares as tokens and what its template
- * renders. No model names. */
+/* Which reasoning format a model's output uses, how a request to answer
+ * without reasoning can be honoured and whether a reasoning effort changes
+ * anything (chat_model.h), from the model's own data: the markers its
+ * vocabulary declares as tokens and what its template renders. No model
+ * names. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,17 +34,22 @@ enum bmoe_reasoning_format chat_reasoning_format_decide(const chat_model *model)
  * a model load pays this three times. */
 #define THINK_PROBE_MAX_WORK_BYTES ((size_t)4 << 20)
 
-/* The single-turn conversation the decision renders. */
+/* The single-turn conversation the decisions render. */
+static int render_with(const chat_model *model, const bmoe_chat_params *params, char **out, size_t *length)
+{
+    static const bmoe_chat_message question = {"user", "What is 17 times 23?", 20, NULL, 0};
+    bmoe_error err;
+    return chat_conversation_render(model, &question, 1, params, THINK_PROBE_MAX_WORK_BYTES, out, length, &err);
+}
+
 static int render(const chat_model *model, bool enable_thinking, bool prefill, int64_t now_seconds, char **out,
                   size_t *length)
 {
-    static const bmoe_chat_message question = {"user", "What is 17 times 23?", 20, NULL, 0};
     bmoe_chat_params params = bmoe_chat_default_params();
     params.enable_thinking = enable_thinking;
     params.reasoning_prefill = prefill;
     params.now_seconds = now_seconds;
-    bmoe_error err;
-    return chat_conversation_render(model, &question, 1, &params, THINK_PROBE_MAX_WORK_BYTES, out, length, &err);
+    return render_with(model, &params, out, length);
 }
 
 static bool same_text(const char *a, size_t a_length, const char *b, size_t b_length)
@@ -106,4 +112,20 @@ done:
     free(off);
     free(prefilled);
     return control;
+}
+
+bool chat_reads_reasoning_effort_decide(const chat_model *model, int64_t now_seconds)
+{
+    char *low = NULL, *high = NULL;
+    size_t low_length = 0, high_length = 0;
+    bmoe_chat_params params = bmoe_chat_default_params();
+    params.now_seconds = now_seconds;
+    params.reasoning_effort = "low";
+    bool reads = render_with(model, &params, &low, &low_length) == 0;
+    params.reasoning_effort = "high";
+    reads = reads && render_with(model, &params, &high, &high_length) == 0 &&
+            !same_text(low, low_length, high, high_length);
+    free(low);
+    free(high);
+    return reads;
 }

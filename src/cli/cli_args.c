@@ -284,6 +284,11 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     }
     case P_CHAT: options->chat = true; break;
     case P_NO_THINK: options->no_think = true; break;
+    case P_REASONING_EFFORT:
+        if (cli_parse_choice(flag, name, value) < 0)
+            return 1;
+        options->reasoning_effort = value;
+        break;
     case P_SESSION: break; /* the job is chosen after every flag is read */
     case P_DECIDE: options->decide = true; break;
     case P_DECIDE_PREFIX_CACHE:
@@ -665,6 +670,10 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     }
     if (options->no_think && !options->chat) {
         cli_fail("--no-think needs --chat (a raw prompt has no reasoning to turn off)");
+        return cli_refuse(options, 1);
+    }
+    if (options->reasoning_effort && !options->chat) {
+        cli_fail("--reasoning-effort needs --chat (only a chat template reads it)");
         return cli_refuse(options, 1);
     }
     if ((given[P_PROBE_IO] && given[P_NO_PROBE_IO]) || (given[P_PROBE_MEM] && given[P_NO_PROBE_MEM])) {

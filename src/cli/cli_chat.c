@@ -54,6 +54,13 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
     params.enable_thinking = !options->no_think;
     params.reasoning_prefill = options->no_think && control == BMOE_THINK_CONTROL_PREFILL;
     params.now_seconds = options->template_now;
+    params.reasoning_effort = options->reasoning_effort;
+    if (options->reasoning_effort && !bmoe_chat_reads_reasoning_effort(result->chat)) {
+        cli_fail("--reasoning-effort: this model's chat template does not read reasoning_effort (gpt-oss's and "
+                 "DeepSeek V4's do): the answer would be the same");
+        cli_chat_prompt_free(result);
+        return 1;
+    }
     if (options->no_think && control == BMOE_THINK_CONTROL_NONE)
         fprintf(stderr, "bmoe-cli: warning: --no-think: this model reasons on every turn (think_ctl none); its "
                         "template cannot turn reasoning off\n");

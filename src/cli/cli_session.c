@@ -26,6 +26,7 @@ int cli_run_session(const cli_options *options)
     config.context_params = cli_context_params(options, options->n_ctx);
     config.n_predict = options->n_predict;
     config.think = !options->no_think;
+    config.reasoning_effort = options->reasoning_effort;
     config.ignore_eos = options->ignore_eos;
     config.sampler = options->sampler;
     config.speculation = options->speculation;

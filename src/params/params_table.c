@@ -180,6 +180,10 @@ static const param_def params_rows[] = {
              "is split into reasoning and answer"},
     {.id = P_NO_THINK, .key = "no_think", .flag = "--no-think", .group = PARAM_GROUP_CHAT, .level = BASIC,
      .scope = REQUEST, .type = PARAM_SWITCH, .jobs = CHAT | SERVE, .help = "ask for no reasoning (needs --chat)"},
+    {.id = P_REASONING_EFFORT, .key = "reasoning_effort", .flag = "--reasoning-effort", .group = PARAM_GROUP_CHAT,
+     .level = BASIC, .scope = REQUEST, .type = PARAM_CHOICE, .choices = "low|medium|high", .jobs = CHAT | SERVE,
+     .help = "how much to reason, for a model whose chat template reads reasoning_effort (gpt-oss, DeepSeek V4); "
+             "refused on one whose template does not (needs --chat; unset: the template's default)"},
     {.id = P_SESSION, .key = "session", .flag = "--session", .group = PARAM_GROUP_CHAT, .level = BASIC,
      .type = PARAM_SWITCH,
      .help = "JSON requests on stdin, one a line (generate, decide, cancel, close); BMOE_* lines on stdout "

@@ -28,6 +28,7 @@ typedef struct server_config {
     int32_t timeout;            /* seconds a request may take to arrive, or a connection stay silent */
     int32_t n_predict;          /* -1: until the end of generation or a full context */
     bool no_think;
+    const char *reasoning_effort; /* --reasoning-effort; NULL: the template's default */
     int64_t template_now;       /* the template's clock; 0: now */
     bool seed_given;
     bmoe_sampler_params sampler;
@@ -118,6 +119,10 @@ typedef struct completion_request {
     const char *prompt;
     int32_t n_predict;
     bool ignore_eos;
+    bool think;                   /* the template's enable_thinking */
+    bool think_asked;             /* the request set it (chat_template_kwargs.enable_thinking) */
+    const char *reasoning_effort; /* NULL: the template's default */
+    bool effort_asked;            /* the request set it */
     bmoe_sampler_params sampler;
     const char *stops[SERVER_MAX_STOPS];
     int32_t n_stops;

@@ -155,6 +155,40 @@ static bool names_served_model(const server *s, const char *name)
     return strlen(name) == stem && strncmp(name, s->model_file, stem) == 0;
 }
 
+/* chat_template_kwargs (as llama.cpp's and vLLM's servers take it): the
+ * template variables bmoe lets a request set, enable_thinking and
+ * reasoning_effort; any other is refused, never passed on unread. */
+static int read_template_kwargs(const cJSON *kwargs, completion_request *q, server_reply *reply)
+{
+    if (!cJSON_IsObject(kwargs))
+        BAD("chat_template_kwargs", "chat_template_kwargs must be an object");
+    const cJSON *field;
+    cJSON_ArrayForEach(field, kwargs) {
+        const char *key = field->string;
+        if (strcmp(key, "enable_thinking") == 0) {
+            if (!cJSON_IsBool(field))
+                BAD("chat_template_kwargs", "chat_template_kwargs.enable_thinking must be true or false");
+            q->think = cJSON_IsTrue(field);
+            q->think_asked = true;
+        } else if (strcmp(key, "reasoning_effort") == 0) {
+            if (q->effort_asked)
+                BAD("chat_template_kwargs", "reasoning_effort is given twice (also at the top level)");
+            if (!cJSON_IsString(field) || !bmoe_reasoning_effort_valid(field->valuestring))
+                BAD("chat_template_kwargs",
+                    "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\"");
+            q->reasoning_effort = field->valuestring;
+            q->effort_asked = true;
+        } else {
+            /* a long name is not echoed: cut, it could end inside a character */
+            bool echo = strlen(key) <= 64;
+            BAD("chat_template_kwargs",
+                "chat_template_kwargs%s%s: bmoe-server sets only enable_thinking and reasoning_effort",
+                echo ? "." : "", echo ? key : "");
+        }
+    }
+    return 0;
+}
+
 /* Reads the body's fields into q. 0, or -1 with the reply filled. */
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
@@ -164,6 +198,8 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
     q->chat = chat;
     q->n_predict = s->config->n_predict;
     q->sampler = s->config->sampler;
+    q->think = !s->config->no_think;
+    q->reasoning_effort = s->config->reasoning_effort;
     if (cJSON_GetArraySize(root) > 64)
         BAD(NULL, "the body has more than 64 fields");
     const cJSON *field;
@@ -195,6 +231,20 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (!cJSON_IsString(field))
                 BAD("prompt", "prompt must be a string (one prompt per request)");
             q->prompt = field->valuestring;
+        } else if (chat && strcmp(key, "reasoning_effort") == 0) {
+            if (null)
+                continue;
+            if (q->effort_asked)
+                BAD(key, "reasoning_effort is given twice (also in chat_template_kwargs)");
+            if (!cJSON_IsString(field) || !bmoe_reasoning_effort_valid(field->valuestring))
+                BAD(key, "reasoning_effort must be \"low\", \"medium\" or \"high\"");
+            q->reasoning_effort = field->valuestring;
+            q->effort_asked = true;
+        } else if (chat && strcmp(key, "chat_template_kwargs") == 0) {
+            if (null)
+                continue;
+            if (read_template_kwargs(field, q, reply) != 0)
+                return -1;
         } else if (strcmp(key, "ignore_eos") == 0) {
             if (!null && !cJSON_IsBool(field))
                 BAD(key, "ignore_eos must be true or false");
@@ -302,10 +352,23 @@ static int render_prompt(const server *s, const completion_request *q, char **te
                            "the model has no chat template: use /v1/completions with a prompt");
         return -1;
     }
+    enum bmoe_think_control control = bmoe_chat_think_control(s->chat);
+    if (q->think_asked && !q->think && control == BMOE_THINK_CONTROL_NONE) {
+        server_error_reply(reply, 400, "invalid_request_error", "chat_template_kwargs", "invalid_request",
+                           "enable_thinking false: this model reasons on every turn (think control none); its "
+                           "template cannot turn reasoning off");
+        return -1;
+    }
+    if (q->effort_asked && !bmoe_chat_reads_reasoning_effort(s->chat)) {
+        server_error_reply(reply, 400, "invalid_request_error", "reasoning_effort", "invalid_request",
+                           "reasoning_effort: this model's chat template does not read it (gpt-oss's and DeepSeek "
+                           "V4's do): the answer would be the same");
+        return -1;
+    }
     bmoe_chat_params params = bmoe_chat_default_params();
-    params.enable_thinking = !s->config->no_think;
-    params.reasoning_prefill =
-        s->config->no_think && bmoe_chat_think_control(s->chat) == BMOE_THINK_CONTROL_PREFILL;
+    params.enable_thinking = q->think;
+    params.reasoning_prefill = !q->think && control == BMOE_THINK_CONTROL_PREFILL;
+    params.reasoning_effort = q->reasoning_effort;
     params.now_seconds = s->config->template_now;
     *prefill = params.reasoning_prefill;
     char *out = NULL;

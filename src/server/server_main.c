@@ -47,6 +47,13 @@ static int apply_own(const param_def *row, const char *name, const char *value, 
     case P_TIMEOUT: config->timeout = number; break;
     case P_N_PREDICT: config->n_predict = number; break;
     case P_NO_THINK: config->no_think = true; break;
+    case P_REASONING_EFFORT: {
+        int choice = 0;
+        if (params_parse_choice(row, name, value, &choice, error, error_size) != 0)
+            return 1;
+        config->reasoning_effort = value;
+        break;
+    }
     case P_TEMPLATE_NOW: {
         char *end = NULL;
         long long seconds = strtoll(value, &end, 10);
@@ -237,6 +244,16 @@ int main(int argc, char **argv)
     }
     bmoe_error chat_error = {0};
     s.chat = bmoe_chat_create(s.model, &chat_error);
+    if (config.reasoning_effort && !bmoe_chat_reads_reasoning_effort(s.chat)) {
+        fprintf(stderr, "bmoe-server: --reasoning-effort: %s\n",
+                s.chat ? "this model's chat template does not read reasoning_effort (gpt-oss's and DeepSeek V4's "
+                         "do): the answer would be the same"
+                       : "the model has no chat template");
+        bmoe_chat_free(s.chat);
+        bmoe_context_free(s.context);
+        bmoe_model_free(s.model);
+        return 1;
+    }
     const char *slash = strrchr(config.model_path, '/');
     s.model_file = slash ? slash + 1 : config.model_path;
     s.model_id = config.alias ? config.alias : s.model_file;

@@ -25,6 +25,7 @@ typedef struct session_config {
     /* request defaults and the generation's fixed settings */
     int32_t n_predict;                  /* -1: until another stop */
     bool think;                         /* a request's "think" when absent */
+    const char *reasoning_effort;       /* the template's reasoning_effort; NULL: its default */
     bool ignore_eos;
     bmoe_sampler_params sampler;        /* the seed of the first turn after a clear */
     bmoe_speculation_params speculation; /* drafting (source NONE: off); a callback source is not for a session */

@@ -165,6 +165,7 @@ int session_generate(session *s, const session_request *r)
     params.enable_thinking = think;
     params.reasoning_prefill = prefill;
     params.now_seconds = c->template_now;
+    params.reasoning_effort = c->reasoning_effort;
     char *text = NULL;
     size_t text_length = 0;
     int32_t *tokens = NULL;

@@ -3,7 +3,8 @@
  * the vocabulary declares, with the expected values the telemetry contract
  * names (Qwen3 and Gemma 4: template; gpt-oss: prefill; LFM2.5-8B-A1B:
  * none; LFM2-8B-A1B and LFM2.5-Instruct: template); the prefilled prompt of
- * gpt-oss; and the streaming reasoning split on outputs of each format, fed
+ * gpt-oss, and its prompt with each reasoning effort (which of the
+ * templates read one); and the streaming reasoning split on outputs of each format, fed
  * whole, byte by byte and in uneven pieces, with the deltas applied as the
  * contract says (append, or replace on reset) and compared with the split
  * the contract describes. */
@@ -18,17 +19,19 @@ typedef struct template_case {
     bool think, channel, harmony; /* what the family's vocabulary declares */
     enum bmoe_think_control control;
     enum bmoe_reasoning_format format;
+    bool reads_effort; /* the template's text reads reasoning_effort */
 } template_case;
 
 static const template_case template_cases[] = {
-    {"Qwen-Qwen3-0.6B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK},
-    {"google-gemma-4-31B-it.jinja", false, true, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_CHANNEL},
-    {"openai-gpt-oss-120b.jinja", false, false, true, BMOE_THINK_CONTROL_PREFILL, BMOE_REASONING_HARMONY},
-    {"LFM2.5-8B-A1B.jinja", true, false, false, BMOE_THINK_CONTROL_NONE, BMOE_REASONING_THINK},
-    {"LFM2-8B-A1B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK},
-    {"LFM2.5-Instruct.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK},
-    {"meta-llama-Llama-3.1-8B-Instruct.jinja", false, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_NONE},
-    {"Qwen3.5-4B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK},
+    {"Qwen-Qwen3-0.6B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
+    {"google-gemma-4-31B-it.jinja", false, true, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_CHANNEL, false},
+    {"openai-gpt-oss-120b.jinja", false, false, true, BMOE_THINK_CONTROL_PREFILL, BMOE_REASONING_HARMONY, true},
+    {"LFM2.5-8B-A1B.jinja", true, false, false, BMOE_THINK_CONTROL_NONE, BMOE_REASONING_THINK, false},
+    {"LFM2-8B-A1B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
+    {"LFM2.5-Instruct.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
+    {"meta-llama-Llama-3.1-8B-Instruct.jinja", false, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_NONE,
+     false},
+    {"Qwen3.5-4B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
 };
 
 static char *load_template(const char *file, size_t *length)
@@ -59,6 +62,9 @@ static void check_templates(void)
             enum bmoe_reasoning_format format = chat_reasoning_format_decide(&model);
             CHECK_MSG(format == c->format, "%s: format %s, expected %s", c->file, bmoe_reasoning_format_name(format),
                       bmoe_reasoning_format_name(c->format));
+            bool reads = chat_reads_reasoning_effort_decide(&model, 1795996800);
+            CHECK_MSG(reads == c->reads_effort, "%s: reads reasoning_effort %d, expected %d", c->file, reads,
+                      c->reads_effort);
             chat_template_destroy(parsed);
         }
         free(source);
@@ -89,6 +95,36 @@ static void check_prefill_render(void)
         CHECK_MSG(out && out_length >= tail_length && memcmp(out + out_length - tail_length, tail, tail_length) == 0,
                   "prefilled prompt ends \"%s\"", out && out_length > 120 ? out + out_length - 120 : "");
         free(out);
+        chat_template_destroy(parsed);
+    }
+    free(source);
+}
+
+/* gpt-oss with a reasoning effort: the system message says it ("Reasoning:
+ * medium" unless told, the template's default). */
+static void check_effort_render(void)
+{
+    size_t length = 0;
+    char *source = load_template("openai-gpt-oss-120b.jinja", &length);
+    bmoe_error err;
+    chat_template *parsed = source ? chat_template_parse(source, length, &err) : NULL;
+    CHECK(parsed != NULL);
+    if (parsed) {
+        chat_model model = {parsed, source, length, "<|startoftext|>", "<|return|>", false, false, true};
+        bmoe_chat_message question = {"user", "Hi", 2, NULL, 0};
+        const char *efforts[] = {NULL, "low", "medium", "high"};
+        const char *said[] = {"Reasoning: medium", "Reasoning: low", "Reasoning: medium", "Reasoning: high"};
+        for (int i = 0; i < 4; i++) {
+            bmoe_chat_params params = bmoe_chat_default_params();
+            params.now_seconds = 1795996800;
+            params.reasoning_effort = efforts[i];
+            char *out = NULL;
+            size_t out_length = 0;
+            CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, &out_length, &err) == 0);
+            CHECK_MSG(out && strstr(out, said[i]), "effort %s: no '%s' in the prompt", efforts[i] ? efforts[i] : "unset",
+                      said[i]);
+            free(out);
+        }
         chat_template_destroy(parsed);
     }
     free(source);
@@ -194,6 +230,9 @@ static void check_splits(void)
     CHECK(bmoe_reasoning_create((enum bmoe_reasoning_format)9, NULL, 0, &err) == NULL);
     CHECK(err.status == BMOE_ERR_INVALID_ARGUMENT && err.message[0]);
     CHECK(strcmp(bmoe_think_control_name(BMOE_THINK_CONTROL_PREFILL), "prefill") == 0);
+    CHECK(bmoe_reasoning_effort_valid("low") && bmoe_reasoning_effort_valid("medium") &&
+          bmoe_reasoning_effort_valid("high") && !bmoe_reasoning_effort_valid("minimal") &&
+          !bmoe_reasoning_effort_valid("") && !bmoe_reasoning_effort_valid(NULL) && !bmoe_reasoning_effort_valid("Low"));
     CHECK(strcmp(bmoe_reasoning_format_name(BMOE_REASONING_HARMONY), "harmony") == 0);
 }
 
@@ -205,9 +244,10 @@ static void check_models(void)
         const char *file;
         enum bmoe_think_control control;
         enum bmoe_reasoning_format format;
+        bool reads_effort;
     } cases[] = {
-        {"oracle/models/qwen3moe-tiny-f32.gguf", BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK},
-        {"oracle/models/gptoss-tiny-f32.gguf", BMOE_THINK_CONTROL_PREFILL, BMOE_REASONING_HARMONY},
+        {"oracle/models/qwen3moe-tiny-f32.gguf", BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
+        {"oracle/models/gptoss-tiny-f32.gguf", BMOE_THINK_CONTROL_PREFILL, BMOE_REASONING_HARMONY, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
@@ -223,6 +263,8 @@ static void check_models(void)
         CHECK_MSG(chat != NULL, "%s: %s", path, err.message);
         CHECK(bmoe_chat_think_control(chat) == cases[i].control);
         CHECK(bmoe_chat_reasoning_format(chat) == cases[i].format);
+        CHECK_MSG(bmoe_chat_reads_reasoning_effort(chat) == cases[i].reads_effort, "%s: reads reasoning_effort %d",
+                  path, bmoe_chat_reads_reasoning_effort(chat));
         bmoe_chat_message messages[] = {{"user", "Hi", 2, NULL, 0}};
         char *text = NULL;
         size_t length = 0;
@@ -232,6 +274,12 @@ static void check_models(void)
         int32_t direct = text ? bmoe_tokenize(model, text, length, false, true, NULL, 0, &err) : -2;
         CHECK_MSG(n > 0 && n == direct, "%d tokens, %d without a BOS rule", n, direct);
         bmoe_free(text);
+        /* an effort outside low, medium and high is refused in one line */
+        bmoe_chat_params bad = bmoe_chat_default_params();
+        bad.reasoning_effort = "extreme";
+        text = NULL;
+        CHECK(bmoe_chat_render(chat, messages, 1, &bad, &text, &length, &err) == BMOE_ERR_INVALID_ARGUMENT &&
+              text == NULL && strstr(err.message, "'extreme'") && !strchr(err.message, '\n'));
         bmoe_chat_free(chat);
         bmoe_model_free(model);
     }
@@ -257,6 +305,7 @@ int main(void)
 {
     check_templates();
     check_prefill_render();
+    check_effort_render();
     check_splits();
     check_models();
     check_render_template();

@@ -12,7 +12,8 @@
  * tried and at least one must show the reclassification. A second model,
  * the same file with a template whose generation prompt opens the span (as
  * DeepSeek R1's does), must report think_ctl none in a session and deliver
- * its output as reasoning. */
+ * its output as reasoning. --reasoning-effort reaches gpt-oss's template
+ * and is refused where the template reads none. */
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
 
@@ -276,6 +277,57 @@ static void check_opened(void)
     free(raw);
 }
 
+/* The greedy --chat output (text and report) of path for "Hello", with
+ * --reasoning-effort effort unless NULL; its exit status in *status. */
+static char *effort_run(const char *path, const char *effort, int *status, char **err)
+{
+    const char *args[] = {"-m", path, "-p", "Hello", "-n", "16", "-t", "1", "--chat",
+                          effort ? "--reasoning-effort" : NULL, effort, NULL};
+    cli_result r;
+    *status = -1;
+    *err = NULL;
+    if (cli_run(args, &r) != 0)
+        return NULL;
+    *status = r.exit_code;
+    char *text = r.exit_code == 0 && cli_cut_report(&r) ? strndup(r.out, r.out_length) : NULL;
+    *err = r.err ? strdup(r.err) : NULL;
+    cli_result_free(&r);
+    return text;
+}
+
+/* --reasoning-effort reaches the template: on gpt-oss (whose template
+ * writes "Reasoning: medium" unless told) medium answers as no flag does and
+ * low and high answer otherwise on this random model; on Qwen3 (whose
+ * template reads no effort) the flag is refused in one line. */
+static void check_effort(const char *gptoss_path)
+{
+    const char *efforts[] = {NULL, "low", "medium", "high"};
+    char *text[4];
+    for (int i = 0; i < 4; i++) {
+        int status;
+        char *err;
+        text[i] = effort_run(gptoss_path, efforts[i], &status, &err);
+        CHECK_MSG(text[i] != NULL, "gpt-oss --reasoning-effort %s: exit %d: %s", efforts[i] ? efforts[i] : "(unset)",
+                  status, err ? err : "");
+        free(err);
+    }
+    if (text[0] && text[1] && text[2] && text[3]) {
+        CHECK_MSG(strcmp(text[0], text[2]) == 0, "--reasoning-effort medium is not the template's default");
+        CHECK_MSG(strcmp(text[1], text[2]) != 0 && strcmp(text[3], text[2]) != 0,
+                  "low or high answered as medium: the effort did not reach the template");
+    }
+    for (int i = 0; i < 4; i++)
+        free(text[i]);
+    int status;
+    char *err;
+    char *refused = effort_run(model, "low", &status, &err);
+    CHECK_MSG(!refused && status == 1 && err && strstr(err, "does not read reasoning_effort") &&
+                  strchr(err, '\n') == strrchr(err, '\n'),
+              "Qwen3 --reasoning-effort low: exit %d: %s", status, err ? err : "");
+    free(refused);
+    free(err);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/cli-chat", test_tmp_dir());
@@ -308,5 +360,13 @@ int main(void)
     CHECK(plain >= 1);
     if (made)
         check_opened();
+    char gptoss[1100];
+    snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
+    const char *make_gptoss[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss, NULL};
+    bool made_gptoss = cli_spawn(make_gptoss, &r) == 0 && r.exit_code == 0;
+    CHECK_MSG(made_gptoss, "bmoe-mkmodel tiny-gpt-oss failed");
+    cli_result_free(&r);
+    if (made && made_gptoss)
+        check_effort(gptoss);
     return test_finish();
 }

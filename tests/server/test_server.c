@@ -100,6 +100,20 @@ static void test_flags(void)
                   "%s", r.err);
         cli_result_free(&r);
     }
+    /* a reasoning effort the model's template does not read: refused before the server listens */
+    const char *effort[] = {binary, "-m", model, "--port", "0", "--reasoning-effort", "low", NULL},
+               *bad_effort[] = {binary, "-m", model, "--reasoning-effort", "extreme", NULL};
+    if (cli_spawn(effort, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strstr(r.err, "--reasoning-effort: ") &&
+                      strstr(r.err, "does not read reasoning_effort") && strchr(r.err, '\n') == strrchr(r.err, '\n') &&
+                      !strstr(r.err, "listening"),
+                  "%s", r.err);
+        cli_result_free(&r);
+    }
+    if (cli_spawn(bad_effort, &r) == 0) {
+        CHECK_MSG(r.exit_code == 1 && strstr(r.err, "'extreme'"), "%s", r.err);
+        cli_result_free(&r);
+    }
 }
 
 static void test_read_only(int port)
@@ -136,10 +150,11 @@ static void test_read_only(int port)
     free(response.raw);
 }
 
-/* The CLI's greedy --chat text for prompt. */
-static char *cli_chat_text(const char *prompt)
+/* The CLI's greedy --chat text for prompt on path, with up to two more
+ * arguments (NULL: none). */
+static char *cli_chat_text_of(const char *path, const char *prompt, const char *extra, const char *value)
 {
-    const char *args[] = {"-m", model, "-p", prompt, "-n", N_PREDICT, "-t", "1", "--chat", NULL};
+    const char *args[] = {"-m", path, "-p", prompt, "-n", N_PREDICT, "-t", "1", "--chat", extra, value, NULL};
     cli_result r;
     if (cli_run(args, &r) != 0)
         return NULL;
@@ -152,6 +167,11 @@ static char *cli_chat_text(const char *prompt)
     }
     cli_result_free(&r);
     return text;
+}
+
+static char *cli_chat_text(const char *prompt)
+{
+    return cli_chat_text_of(model, prompt, NULL, NULL);
 }
 
 static char *chat(int port, const char *body, int *n_reused)
@@ -231,6 +251,29 @@ static void test_chat_equals_cli(int port)
     CHECK_MSG(expected && streamed && strcmp(expected, streamed) == 0, "streamed \"%s\" != bmoe-cli --chat \"%s\"",
               streamed ? streamed : "(none)", expected ? expected : "(none)");
     free(streamed);
+    /* chat_template_kwargs.enable_thinking: false answers as bmoe-cli --no-think, true as the default */
+    char *unthinking = cli_chat_text_of(model, "Hello", "--no-think", NULL);
+    char *off = chat(port,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+                     ",\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+                     NULL);
+    char *on = chat(port,
+                    "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+                    ",\"chat_template_kwargs\":{\"enable_thinking\":true}}",
+                    NULL);
+    /* the answer after the closed reasoning span starts at its first
+     * non-space, as the contract splits it; the CLI prints the text as
+     * generated */
+    const char *unthinking_answer = unthinking ? unthinking + strspn(unthinking, " \n") : NULL;
+    CHECK_MSG(unthinking_answer && off && strcmp(unthinking_answer, off) == 0,
+              "enable_thinking false \"%s\" != --no-think \"%s\"", off ? off : "(none)",
+              unthinking ? unthinking : "(none)");
+    CHECK_MSG(expected && on && strcmp(expected, on) == 0, "enable_thinking true \"%s\" != \"%s\"", on ? on : "(none)",
+              expected ? expected : "(none)");
+    CHECK_MSG(unthinking && expected && strcmp(unthinking, expected) != 0, "--no-think answered as thinking does");
+    free(unthinking);
+    free(off);
+    free(on);
     free(expected);
     free(got);
     test_response response;
@@ -274,6 +317,55 @@ static void test_ngram(void)
               streamed ? streamed : "(none)", expected ? expected : "(none)");
     free(streamed);
     free(expected);
+    CHECK(test_server_stop(&server, SIGTERM) == 0);
+}
+
+/* A gpt-oss server (whose template reads reasoning_effort) started with
+ * --reasoning-effort high answers as bmoe-cli --reasoning-effort high; a
+ * request's reasoning_effort (top level or in chat_template_kwargs) answers
+ * as the CLI with that effort; both at once are refused. */
+static void test_effort(void)
+{
+    char gptoss[1200], binary[1100];
+    snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
+    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    const char *argv[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss, NULL};
+    cli_result r;
+    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
+    CHECK_MSG(made, "bmoe-mkmodel tiny-gpt-oss failed");
+    cli_result_free(&r);
+    test_server server;
+    const char *args[] = {"-m", gptoss, "-t", "1", "--reasoning-effort", "high", NULL};
+    if (!made || test_server_start(&server, args) != 0) {
+        CHECK_MSG(false, "the gpt-oss server did not start");
+        return;
+    }
+    char *high = cli_chat_text_of(gptoss, "Hello", "--reasoning-effort", "high");
+    char *low = cli_chat_text_of(gptoss, "Hello", "--reasoning-effort", "low");
+    CHECK_MSG(high && low && strcmp(high, low) != 0, "the CLI answered low as high");
+    const char *bodies[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT "}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+        ",\"reasoning_effort\":\"low\"}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+        ",\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"}}",
+    };
+    const char *expected[] = {high, low, low};
+    for (int i = 0; i < 3; i++) {
+        char *got = chat(server.port, bodies[i], NULL);
+        CHECK_MSG(expected[i] && got && strcmp(expected[i], got) == 0, "%s: \"%s\" != bmoe-cli's \"%s\"", bodies[i],
+                  got ? got : "(none)", expected[i] ? expected[i] : "(none)");
+        free(got);
+    }
+    test_response response;
+    if (test_request(server.port, "POST", "/v1/chat/completions", NULL,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\","
+                     "\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}}",
+                     &response) == 0)
+        check_error(&response, 400, "chat_template_kwargs", "reasoning_effort twice");
+    free(response.raw);
+    free(high);
+    free(low);
     CHECK(test_server_stop(&server, SIGTERM) == 0);
 }
 
@@ -394,6 +486,16 @@ static void test_refusals(int port)
         {"{\"messages\":[]}", "messages"},
         {"{\"model\":\"tiny.gguf\"}", "messages"},
         {"{\"model\":7,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", "model"},
+        /* Qwen3's template reads no reasoning effort */
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\"}", "reasoning_effort"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"extreme\"}", "reasoning_effort"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}}",
+         "reasoning_effort"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template_kwargs\":{\"tools_in_prompt\":true}}",
+         "chat_template_kwargs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template_kwargs\":[1]}", "chat_template_kwargs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template_kwargs\":{\"enable_thinking\":1}}",
+         "chat_template_kwargs"},
     };
     test_response response;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -401,6 +503,11 @@ static void test_refusals(int port)
             check_error(&response, 400, cases[i].param, cases[i].body);
         free(response.raw);
     }
+    /* a raw completion renders no template */
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"a\",\"reasoning_effort\":\"low\"}",
+                     &response) == 0)
+        check_error(&response, 400, "reasoning_effort", "a completion's reasoning_effort");
+    free(response.raw);
     /* a model this server does not serve: 404, as OpenAI answers it */
     if (test_request(port, "POST", "/v1/chat/completions", NULL,
                      "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
@@ -580,5 +687,6 @@ int main(void)
     test_api_key();
     test_expert_profile();
     test_ngram();
+    test_effort();
     return test_finish();
 }
