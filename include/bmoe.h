@@ -492,8 +492,9 @@ typedef struct bmoe_context_memory {
                                  per-position compressor rows and compressed entries) */
     uint64_t recurrent_bytes; /* the recurrent layers' state */
     uint64_t buffer_bytes;    /* activation buffers */
-    uint64_t draft_head_bytes; /* what an MTP generation adds now: the draft head's KV cache and buffers at
-                                  the first, the hidden rows of every position at each (0 without a head) */
+    uint64_t draft_head_bytes; /* what an MTP generation would add (0 without a head): the draft head's KV
+                                  cache, taken at the first and kept, and the drafter's buffers (the hidden
+                                  rows of every position), taken for each; not in buffer_bytes */
 } bmoe_context_memory;
 BMOE_API void bmoe_context_memory_usage(const bmoe_context *context, bmoe_context_memory *out);
 

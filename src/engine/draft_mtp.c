@@ -5,16 +5,21 @@
 
 #include "draft_mtp.h"
 
-/* The drafter's buffers, in floats: hidden_rows, head_hidden, step_hidden,
- * head_logits. */
-static void drafter_floats(const bmoe_context *context, size_t floats[4])
+/* The drafter's buffers' lengths, in floats. */
+typedef struct drafter_lengths {
+    size_t hidden_rows, head_hidden, step_hidden, head_logits;
+} drafter_lengths;
+
+static drafter_lengths drafter_floats(const bmoe_context *context)
 {
     const model_hparams *hp = &context->model->model.hparams;
     size_t n_embd = (size_t)hp->n_embd;
-    floats[0] = (size_t)context->n_ctx * n_embd;
-    floats[1] = (size_t)context->n_ubatch * n_embd;
-    floats[2] = n_embd;
-    floats[3] = (size_t)hp->n_vocab;
+    return (drafter_lengths){
+        .hidden_rows = (size_t)context->n_ctx * n_embd,
+        .head_hidden = (size_t)context->n_ubatch * n_embd,
+        .step_hidden = n_embd,
+        .head_logits = (size_t)hp->n_vocab,
+    };
 }
 
 uint64_t draft_mtp_bytes(const bmoe_context *context)
@@ -22,25 +27,24 @@ uint64_t draft_mtp_bytes(const bmoe_context *context)
     const model *m = &context->model->model;
     if (m->hparams.n_layer_head == 0)
         return 0;
-    size_t floats[4];
-    drafter_floats(context, floats);
-    return run_state_head_bytes(&context->state, m) + (floats[0] + floats[1] + floats[2] + floats[3]) * sizeof(float);
+    drafter_lengths n = drafter_floats(context);
+    return run_state_head_bytes(&context->state, m) +
+           (n.hidden_rows + n.head_hidden + n.step_hidden + n.head_logits) * sizeof(float);
 }
 
 int draft_mtp_init(draft_mtp *drafter, bmoe_context *context, bmoe_error *err)
 {
     memset(drafter, 0, sizeof *drafter);
     const model_hparams *hp = &context->model->model.hparams;
-    size_t floats[4];
-    drafter_floats(context, floats);
+    drafter_lengths n = drafter_floats(context);
     if (engine_reserve_beside_cache(context->model, draft_mtp_bytes(context), "MTP head",
                                     "its KV cache and hidden rows", context->n_ctx, err) != 0 ||
         run_state_enable_head(&context->state, &context->model->model, err) != 0)
         return -1;
-    drafter->hidden_rows = malloc(floats[0] * sizeof *drafter->hidden_rows);
-    drafter->head_hidden = malloc(floats[1] * sizeof *drafter->head_hidden);
-    drafter->step_hidden = malloc(floats[2] * sizeof *drafter->step_hidden);
-    drafter->head_logits = malloc(floats[3] * sizeof *drafter->head_logits);
+    drafter->hidden_rows = malloc(n.hidden_rows * sizeof *drafter->hidden_rows);
+    drafter->head_hidden = malloc(n.head_hidden * sizeof *drafter->head_hidden);
+    drafter->step_hidden = malloc(n.step_hidden * sizeof *drafter->step_hidden);
+    drafter->head_logits = malloc(n.head_logits * sizeof *drafter->head_logits);
     if (!drafter->hidden_rows || !drafter->head_hidden || !drafter->step_hidden || !drafter->head_logits) {
         draft_mtp_free(drafter, context);
         return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY,

@@ -208,6 +208,14 @@ static int arm_lossy_levers(bmoe_model *m, const bmoe_lossy_params *lossy, bmoe_
     return 0;
 }
 
+/* The layers whose experts the model reads: the draft head's too when it
+ * is loaded to draft with it. */
+static int layers_read(const bmoe_model *m)
+{
+    const model_hparams *hp = &m->model.hparams;
+    return hp->n_layer + (m->params.draft_head ? hp->n_layer_head : 0);
+}
+
 /* Reads every expert of every layer once (--load-all), through the cache. */
 static int load_all_experts(bmoe_model *m, bmoe_error *err)
 {
@@ -215,7 +223,7 @@ static int load_all_experts(bmoe_model *m, bmoe_error *err)
     int capacity = expert_store_capacity(m->experts);
     int32_t experts[MODEL_MAX_EXPERTS];
     expert_handle handles[MODEL_MAX_EXPERTS];
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = 0; il < layers_read(m); il++) {
         if (!m->model.weights.layers[il].ffn_down_exps.name)
             continue;
         for (int first = 0; first < hp->n_expert; first += capacity) {
@@ -238,7 +246,7 @@ static int create_expert_store(bmoe_model *m, const expert_layer_source *layers,
     const model_hparams *hp = &mo->hparams;
     bmoe_stream_params *p = &m->params.stream;
     uint64_t whole_set = 0;
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < layers_read(m); il++)
         for (int j = 0; j < layers[il].n_projections; j++)
             whole_set += layers[il].projections[j].expert_bytes * (uint64_t)hp->n_expert;
     if (p->enabled && whole_set == 0)
@@ -450,7 +458,7 @@ static int model_prefault(bmoe_model *m, const expert_layer_source *layers, bmoe
 static void advise_resident_experts(bmoe_model *m, const expert_layer_source *layers)
 {
     const model_hparams *hp = &m->model.hparams;
-    for (int il = 0; il < hp->n_layer; il++)
+    for (int il = 0; il < layers_read(m); il++)
         for (int p = 0; p < layers[il].n_projections; p++) {
             const expert_projection_source *source = &layers[il].projections[p];
             gguf_advise_range(m->file, source->shard, source->file_offset,
@@ -465,7 +473,7 @@ static const void *locate_dense(void *user, uint32_t shard, uint64_t offset)
 
 /* Whether the model reads the tensor's bytes: not those of the
  * nextn_predict_layers blocks, but for the draft head's when asked. */
-static bool tensor_read(const bmoe_model *m, const char *name)
+static bool tensor_placed(const bmoe_model *m, const char *name)
 {
     return !model_tensor_in_nextn(&m->model, name) ||
            (m->params.draft_head && model_tensor_in_head(&m->model, name));
@@ -492,7 +500,7 @@ static int place_dense_weights(bmoe_model *m, const expert_layer_source *layers,
     uint64_t n_run = 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
         const gguf_tensor *tensor = gguf_tensor_at(m->file, i);
-        if (tensor_read(m, tensor->name))
+        if (tensor_placed(m, tensor->name))
             tensors[n_run++] = (file_range){tensor->shard, tensor->file_offset, tensor->file_offset + tensor->nbytes};
     }
     int n_experts = 0;
@@ -706,7 +714,7 @@ void bmoe_model_get_info(const bmoe_model *m, bmoe_model_info *info)
     info->file_bytes = model_file_bytes(m->file);
     info->n_shards = gguf_shard_count(m->file);
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++)
-        if (tensor_read(m, gguf_tensor_at(m->file, i)->name))
+        if (tensor_placed(m, gguf_tensor_at(m->file, i)->name))
             info->tensor_bytes += gguf_tensor_at(m->file, i)->nbytes;
     info->dense_bytes = dense_weights_bytes(m->dense);
     info->expert_bytes = info->tensor_bytes - info->dense_bytes;

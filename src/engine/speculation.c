@@ -51,8 +51,8 @@ int speculation_init(speculation *spec, const bmoe_speculation_params *params, b
         if (!m->model.arch->head_forward)
             return error_set_status(err, BMOE_ERR_BAD_MODEL,
                                     "generation: MTP drafting runs the nextn block of qwen35moe, glm4moe, "
-                                    "bailingmoe2 and deepseek2 models; this %s model's is not run by bmoe; n-gram drafting "
-                                    "needs no model support",
+                                    "bailingmoe2 and deepseek2 models; this %s model's is not run by bmoe; n-gram "
+                                    "drafting needs no model support",
                                     m->model.hparams.architecture);
         if (m->model.hparams.n_layer_head == 0)
             return error_set_status(err, BMOE_ERR_BAD_MODEL,

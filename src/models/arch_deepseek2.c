@@ -342,7 +342,7 @@ static void mla_attention_decompressed(run_state *s, const model_hparams *hp, co
 
 /* h += attn_output . mla(norm(h)); h += ffn(x) with x = norm(h; ffn_norm):
  * dense, or routed experts + the shared expert. Layer n_layer is the draft
- * head's block. Not static: test_mtp_head runs the head around it. */
+ * head's block (model.h: test_mtp_head runs the head around it). */
 int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;

@@ -660,7 +660,7 @@ int forward_check_abort(run_state *s, int layer, bmoe_error *err)
     return 0;
 }
 
-static int keyed_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
+int keyed_transformer_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
 {
     moe_config config = model_moe_config(&m->hparams);
     return transformer_layer(m, s, batch, il, &config, NULL, err);
@@ -671,11 +671,11 @@ int keyed_transformer_forward(const model *m, run_state *s, const forward_batch 
     if (embed_batch(m, s, batch, err) != 0)
         return -1;
     rope_cache_batch(&m->hparams.rope, s->positions, batch->n_tokens, s->rope_cache);
-    return forward_layers(m, s, batch, keyed_layer, err);
+    return forward_layers(m, s, batch, keyed_transformer_layer, err);
 }
 
 int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,
                                    float *hidden_out, bmoe_error *err)
 {
-    return head_forward_layers(m, s, batch, hidden, keyed_layer, hidden_out, err);
+    return head_forward_layers(m, s, batch, hidden, keyed_transformer_layer, hidden_out, err);
 }

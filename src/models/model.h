@@ -208,7 +208,9 @@ int model_init(model *m, const gguf_model *file, bmoe_error *err);
 void model_release(model *m);
 
 /* Whether the tensor named so belongs to one of the nextn_predict_layers
- * blocks, which the forward pass never reads (nothing loads their bytes). */
+ * blocks, which the forward pass never reads: their bytes are loaded only
+ * for the block bound as the draft head, and only when the model is loaded
+ * to draft with it (bmoe_model_params.draft_head). */
 bool model_tensor_in_nextn(const model *m, const char *name);
 /* Whether it belongs to the nextn block bound as the draft head. */
 bool model_tensor_in_head(const model *m, const char *name);
@@ -416,6 +418,10 @@ int transformer_layer(const model *m, run_state *s, const forward_batch *batch, 
  * and glm4moe's, whose differences are all in what their bind functions
  * bound. */
 int keyed_transformer_forward(const model *m, run_state *s, const forward_batch *batch, bmoe_error *err);
+/* Its layer (a forward_layer_fn): transformer_layer under the keys' routing. */
+int keyed_transformer_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err);
+/* deepseek2's layer (its MLA attention and MoE), which its head's block runs too. */
+int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err);
 /* Their draft head (model_head_forward_fn): head_forward_layers around a
  * transformer_layer of the same routing. */
 int keyed_transformer_head_forward(const model *m, run_state *s, const forward_batch *batch, const float *hidden,

@@ -128,8 +128,9 @@ static const param_def params_rows[] = {
      .help = "draft with the model's own next-token-prediction head (the nextn block of qwen35moe, glm4moe, "
              "bailingmoe2 and deepseek2 files, e.g. Qwen3.5/3.6, GLM-4.5/4.6, Ling/Ring 2.0, DeepSeek-V3 converted "
              "with it) and evaluate the drafts with the next token in one batch, keeping those sampling confirms: "
-             "the output is byte-identical to plain decoding, only the speed changes; the mtp: lines say what it bought; a model without the block is "
-             "refused at start (--ngram needs no model support; not with the lossy levers)"},
+             "the output is byte-identical to plain decoding, only the speed changes; the mtp: lines say what it "
+             "bought; the head's weights are loaded with the dense ones (GLM-4.5's: about 860 MB); a model "
+             "without the block is refused at start (--ngram needs no model support; not with the lossy levers)"},
     {.id = P_DRAFT, .key = "draft", .flag = "--draft", .group = PARAM_GROUP_SPECULATION, .level = ADVANCED,
      .scope = REQUEST, .type = PARAM_INT, .low = 1, .high = 8, .unit = "tokens", .value_name = "N",
      .default_text = "3", .jobs = CHAT | SERVE,

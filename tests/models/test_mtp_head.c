@@ -648,17 +648,6 @@ static void check_memory(const char *path, int attention_layers, int n_head_kv, 
  * output as the engine computed it, the last norm, the output hidden state
  * and the logits (the matrix they read). */
 
-/* deepseek2's layer (arch_deepseek2.c; declared here as arch.c declares the
- * architectures' functions). */
-int deepseek2_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err);
-
-/* The layer of keyed_transformer_forward (bailingmoe2, glm4moe). */
-static int keyed_layer(const model *m, run_state *s, const forward_batch *batch, int il, bmoe_error *err)
-{
-    moe_config config = model_moe_config(&m->hparams);
-    return transformer_layer(m, s, batch, il, &config, NULL, err);
-}
-
 /* Which norm each architecture's head logits read (the facts model_bind_head
  * is given): GLM-4.5's and DeepSeek-V3's nextn.shared_head_norm, Ling 2.0's
  * block-final layer_output_norm (its MTP layer's final_layernorm). */
@@ -671,8 +660,8 @@ typedef struct keyed_head {
 } keyed_head;
 
 static const keyed_head keyed_heads[] = {
-    {"glm4moe", "tiny-glm4moe", "nextn.shared_head_norm.weight", 3, keyed_layer},
-    {"bailingmoe2", "tiny-bailingmoe2", "layer_output_norm.weight", 3, keyed_layer},
+    {"glm4moe", "tiny-glm4moe", "nextn.shared_head_norm.weight", 3, keyed_transformer_layer},
+    {"bailingmoe2", "tiny-bailingmoe2", "layer_output_norm.weight", 3, keyed_transformer_layer},
     {"deepseek2", "tiny-deepseek3-mtp", "nextn.shared_head_norm.weight", 4, deepseek2_layer},
 };
 
