@@ -436,6 +436,15 @@ typedef struct bmoe_context_params {
      * and decode step): how well three predictors foretell each decode
      * routing, read with bmoe_context_predict_log. Changes no output. */
     bool predict_log;
+    /* The sliding-window layers (gpt-oss's, Gemma's) keep every position, as
+     * llama.cpp's --swa-full. By default each keeps a ring of its window and
+     * one micro-batch (n_swa + n_ubatch positions, at least 16 past the
+     * window): a fraction of the KV memory at long contexts, the output the
+     * same. What a ring costs: a context cut back to a position more than the
+     * margin behind the newest one written has lost part of that position's
+     * window, and the kept prefix is evaluated again (a generation's reused
+     * prefix then counts 0). */
+    bool swa_full;
 } bmoe_context_params;
 
 BMOE_API bmoe_context_params bmoe_context_default_params(void);

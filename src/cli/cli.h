@@ -46,6 +46,7 @@ typedef struct cli_options {
     int32_t n_ctx;            /* -c; 0: the job's default */
     int32_t n_ubatch;         /* --ubatch; 0: the library's default */
     enum bmoe_kv_type kv_type;
+    int swa_full;             /* --swa-cache: 1 full, 0 ring, -1 the job's default */
     bmoe_model_params model_params; /* --dense-weights */
     bmoe_sampler_params sampler;
     bool seed_given;
@@ -151,6 +152,8 @@ void cli_print_streaming_line(const bmoe_model *model, const char *model_path);
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds);
 /* The context parameters of the options (threads, ubatch, KV type) and n_ctx. */
 bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx);
+/* Whether the sliding-window layers keep every position (--swa-cache, else the job's default). */
+bool cli_swa_full(const cli_options *options);
 /* Creates a context from params; NULL on failure (message printed). */
 bmoe_context *cli_create_context_from(bmoe_model *model, const bmoe_context_params *params);
 /* Creates a context with the options' threads, ubatch and KV type and the given n_ctx. */

@@ -194,6 +194,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         .n_ctx = &options->n_ctx,
         .n_ubatch = &options->n_ubatch,
         .kv_type = &options->kv_type,
+        .swa_full = &options->swa_full,
         .seed_given = &options->seed_given,
         .speculation = &options->speculation,
     };
@@ -307,7 +308,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
             return 1;
         }
         break;
-    case P_THREADS: case P_THREADS_BATCH: case P_CTX: case P_UBATCH: case P_KV_TYPE: case P_DENSE:
+    case P_THREADS: case P_THREADS_BATCH: case P_CTX: case P_UBATCH: case P_KV_TYPE: case P_SWA_CACHE: case P_DENSE:
     case P_NO_WARM_DENSE: case P_DENSE_ODIRECT: case P_TEMP: case P_TOP_K: case P_TOP_P: case P_MIN_P:
     case P_REPEAT_PENALTY: case P_REPEAT_LAST_N: case P_SEED: case P_MOE_STREAM: case P_NO_MOE_STREAM:
     case P_CACHE_MB: case P_CACHE_POLICY: case P_CACHE_FLOOR: case P_CACHE_CEIL: case P_IO_THREADS:
@@ -452,6 +453,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->mode = CLI_MODE_GENERATE;
     options->n_predict = 128;
     options->kv_type = BMOE_KV_F16;
+    options->swa_full = -1;
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->speculation = bmoe_generation_default_params().speculation;

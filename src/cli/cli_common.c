@@ -124,6 +124,12 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
     return model;
 }
 
+bool cli_swa_full(const cli_options *options)
+{
+    /* a session's turns reuse the conversation so far; a one-shot job no prefix */
+    return options->swa_full == 1 || (options->swa_full < 0 && options->mode == CLI_MODE_SESSION);
+}
+
 bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx)
 {
     bmoe_context_params params = bmoe_context_default_params();
@@ -134,6 +140,7 @@ bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx
         params.n_threads = options->n_threads;
     params.n_threads_batch = options->n_threads_batch;
     params.kv_type = options->kv_type;
+    params.swa_full = cli_swa_full(options);
     params.abort_callback = cli_stop_requested;
     return params;
 }

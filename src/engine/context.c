@@ -181,7 +181,8 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     /* one pool for both: a job runs on as many of its threads as it asks */
     context->pool = thread_pool_create(n_threads > n_threads_batch ? n_threads : n_threads_batch, &err);
     bool created = context->pool && run_state_create(&context->state, &m->model, n_ctx, n_ubatch,
-                                                     p.kv_type == BMOE_KV_F16, context->pool, &err) == 0;
+                                                     p.kv_type == BMOE_KV_F16, p.swa_full, context->pool,
+                                                     &err) == 0;
     if (!created || engine_reserve_context(m, &context->state, &err) != 0) {
         engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
         if (created)
@@ -298,8 +299,10 @@ static bool logits_non_finite(const float *logits, int32_t n_rows, int32_t n_voc
  * evaluation first replays the cached tokens [0, p) (the same ubatches'
  * arithmetic, so the state and the KV rows come out bit-identical to the
  * first time; its routes are not reported again). The cost is one prefill
- * of the kept prefix; the KV-only architectures never replay. */
-static int replay_recurrent(bmoe_context *context, bmoe_error *err)
+ * of the kept prefix. A sliding-window layer's ring (run_state.swa_ring)
+ * that has overwritten part of the window before p replays the same way;
+ * other KV-only contexts never replay. */
+static int replay_kept_prefix(bmoe_context *context, bmoe_error *err)
 {
     run_state *s = &context->state;
     const model *m = &context->model->model;
@@ -321,6 +324,7 @@ static int replay_recurrent(bmoe_context *context, bmoe_error *err)
             .first_output = count,
             .logits = NULL,
         };
+        context->ring_written = start + count > context->ring_written ? start + count : context->ring_written;
         status = m->arch->forward(m, s, &batch, err);
     }
     s->route_callback = route_callback;
@@ -372,7 +376,7 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
         cost.loop_overhead_ms = (window.wall_start - context->last_eval_end) * 1e3;
     context->state.eval_stats = &cost;
     thread_pool_set_active(context->pool, context->n_threads_batch); /* the replay is a prefill */
-    int status = context->replay_to > 0 ? replay_recurrent(context, &err) : 0;
+    int status = context->replay_to > 0 ? replay_kept_prefix(context, &err) : 0;
     thread_pool_set_active(context->pool, n_tokens > 1 ? context->n_threads_batch : context->n_threads);
     for (int32_t start = 0; start < n_tokens && status == 0; start += context->n_ubatch) {
         if (context_abort_requested(context)) {
@@ -396,6 +400,9 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
             batch.logits = logits;
         }
         context->state.single_token = n_tokens == 1;
+        /* before: a failed micro-batch may have written some of its rows */
+        if (context->position + count > context->ring_written)
+            context->ring_written = context->position + count;
         if (m->arch->forward(m, &context->state, &batch, &err) != 0) {
             /* the failed ubatch may have advanced the recurrent state of some layers */
             if (context->state.recurrent_floats > 0 && context->position > 0)
@@ -442,14 +449,30 @@ int bmoe_context_predict_log(const bmoe_context *context, int32_t layer, bmoe_pr
     return 0;
 }
 
+bool context_prefix_kept(const bmoe_context *context, int32_t position)
+{
+    int32_t ring = context->state.swa_ring;
+    if (ring == 0 || position <= 0)
+        return true;
+    /* the positions position attends to before itself, from the first
+     * written later into their ring slot */
+    int32_t window_start = position - context->model->model.hparams.n_swa + 1;
+    return (window_start > 0 ? window_start : 0) >= context->ring_written - ring;
+}
+
 void bmoe_context_truncate(bmoe_context *context, int32_t position)
 {
     if (position < 0)
         position = 0;
     if (position >= context->position)
         return;
+    bool kept = context_prefix_kept(context, position);
     context->position = position;
-    if (context->state.recurrent_floats > 0) {
+    if (context->replay_to > position) /* a replay still due rebuilds only what is kept now */
+        context->replay_to = position;
+    if (position == 0 || !kept)
+        context->ring_written = 0; /* every position read from now on is written first */
+    if (context->state.recurrent_floats > 0 || !kept) {
         run_state_clear_recurrent(&context->state);
         context->replay_to = position;
     }

@@ -51,10 +51,19 @@ struct bmoe_context {
     double last_eval_end;  /* monotonic seconds; 0 before the first evaluation */
     double files_checked_at; /* monotonic seconds of the last engine_check_files */
     bool generating;       /* a bmoe_generation is open on this context */
-    /* > 0: the recurrent state was cleared and must be rebuilt by replaying
+    /* > 0: the recurrent state was cleared, or a sliding-window ring lost a
+     * kept position's window, and must be rebuilt by replaying
      * tokens[0..replay_to) before the next evaluation (context.c) */
     int32_t replay_to;
+    /* one past the newest position written into the rings since they last
+     * held nothing stale (run_state.swa_ring) */
+    int32_t ring_written;
 };
+
+/* Whether cutting the context back to position keeps what the positions
+ * from there on attend to: always without rings; with them, unless some of
+ * the window before position has been overwritten since. */
+bool context_prefix_kept(const bmoe_context *context, int32_t position);
 
 /* Makes room for a new context of a streamed model whose run state is
  * allocated but not in use yet: the expert cache, sized at load from the

@@ -121,7 +121,9 @@ static int32_t shared_prefix(const bmoe_context *context, const int32_t *prompt,
     int32_t shared = 0;
     while (shared < limit && context->tokens[shared] == prompt[shared])
         shared++;
-    return shared;
+    /* a sliding window's ring that lost part of the prefix's window: the
+     * prompt is evaluated whole rather than replayed and counted reused */
+    return context_prefix_kept(context, shared) ? shared : 0;
 }
 
 static bmoe_generation *start_failed(bmoe_generation *generation, bmoe_error *err, bmoe_status fallback,

@@ -31,7 +31,7 @@ static void scalar_attend(const attend_job *job, uint32_t type)
         uint16_t *query16 = (uint16_t *)(scores + count);
         float *key_row = scores + count + job->head_dim_k;
         const uint8_t *keys = job->keys;
-        const uint8_t *values = (const uint8_t *)job->values + (size_t)query->first * job->value_stride;
+        const uint8_t *values = job->values;
         const void *q = query->q;
         if (f16) {
             for (int i = 0; i < job->head_dim_k; i++)
@@ -41,7 +41,7 @@ static void scalar_attend(const attend_job *job, uint32_t type)
         float max = job->sinks ? query->sink : -INFINITY;
         for (int32_t j = 0; j < count; j++) {
             for (int i = 0; i < job->head_dim_k; i++) {
-                size_t index = (size_t)attend_key_index(query->first + j, i, job->head_dim_k);
+                size_t index = (size_t)attend_key_index(attend_index(job, query->first + j), i, job->head_dim_k);
                 if (f16)
                     memcpy((uint16_t *)key_row + i, keys + 2 * index, sizeof(uint16_t));
                 else
@@ -67,7 +67,7 @@ static void scalar_attend(const attend_job *job, uint32_t type)
             out[i] = 0.0f;
         for (int32_t j = 0; j < count; j++) {
             float weight = scores[j] * inverse;
-            const uint8_t *row = values + (size_t)j * job->value_stride;
+            const uint8_t *row = values + (size_t)attend_index(job, query->first + j) * job->value_stride;
             for (int i = 0; i < job->head_dim_v; i++) {
                 float value;
                 if (f16) {

@@ -185,7 +185,9 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         /* every query's scores of the blocks the job sees, also in lanes a
          * query does not see (rows outside the job's range may hold
          * anything): those become -inf below */
-        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
+        int32_t tile_index = attend_index(job, tile_start);
+        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_index, 0, job->head_dim_k) * element;
+        const uint8_t *tile_values = values + (size_t)tile_index * job->value_stride;
         attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
         for (int b = 0; b < AVX2_TILE_BLOCKS; b++) {
             int32_t block_start = tile_start + b * AVX2_BLOCK_KEYS;
@@ -234,7 +236,7 @@ KERNEL_INLINE void attend256(const attend_job *job, const int f16)
         for (int64_t d0 = 0; d0 < job->head_dim_v; d0 += padded) {
             int64_t width = job->head_dim_v - d0 < padded ? job->head_dim_v - d0 : padded;
             for (int32_t j = tile.low; j <= tile.high; j++) {
-                const uint8_t *row = values + (size_t)j * job->value_stride + element * (size_t)d0;
+                const uint8_t *row = tile_values + (size_t)(j - tile_start) * job->value_stride + element * (size_t)d0;
                 attend256_row(layout.keys + (int64_t)(j - tile_start) * padded, row, (int)width,
                               attend_padded_dim((int)width), f16, 0);
                 attend_prefetch_span_ahead(row, (size_t)width * element, ahead.values);

@@ -88,7 +88,7 @@ KERNEL_INLINE void attend512_scores_of(int count, const float *queries, const ui
  * fewer in one register under a mask (a lane's operations are the same in
  * both). weights: the queries' rows of tile weights, ATTEND_TILE_KEYS
  * apart (index: position - tile_start); value rows value_stride bytes apart
- * from position 0, each load that starts a line asking for the line ahead
+ * from tile_start's, each load that starts a line asking for the line ahead
  * bytes on. */
 KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float *weights,
                                     const float *scales, int32_t low, int32_t high, int32_t tile_start,
@@ -106,7 +106,7 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
             acc[g][0] = _mm512_mul_ps(_mm512_loadu_ps(out), factor);
             acc[g][1] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask1, out + 16), factor);
         }
-        const uint8_t *row = values + (size_t)low * value_stride + (size_t)d * element;
+        const uint8_t *row = values + (size_t)(low - tile_start) * value_stride + (size_t)d * element;
         for (int32_t j = low; j <= high; j++, row += value_stride) {
             __m512 v0 = attend512_load_full(row, f16), v1 = attend512_load(row + 16 * element, mask1, f16);
             attend_prefetch_span_ahead(row, 32 * element, ahead);
@@ -126,7 +126,7 @@ KERNEL_INLINE void attend512_values(const int Q, float *const *outs, const float
         __m512 acc[ATTEND_MAX_QUERIES];
         KERNEL_UNROLLED for (int g = 0; g < Q; g++)
             acc[g] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, outs[g] + d), _mm512_set1_ps(scales[g]));
-        const uint8_t *row = values + (size_t)low * value_stride + (size_t)d * element;
+        const uint8_t *row = values + (size_t)(low - tile_start) * value_stride + (size_t)d * element;
         for (int32_t j = low; j <= high; j++, row += value_stride) {
             __m512 v = attend512_load(row, mask, f16);
             attend_prefetch_ahead(row, ahead);
@@ -182,7 +182,9 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
             continue;
         /* every query's scores, also in lanes it does not see (rows outside
          * the job's range may hold anything): those become -inf below */
-        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_start, 0, job->head_dim_k) * element;
+        int32_t tile_index = attend_index(job, tile_start);
+        const uint8_t *tile_keys = keys + (size_t)attend_key_index(tile_index, 0, job->head_dim_k) * element;
+        const uint8_t *tile_values = values + (size_t)tile_index * job->value_stride;
         attend_ahead ahead = attend_ahead_of(job, tile_start, job_last, element);
         attend512_scores_of(n_queries, layout.queries, tile_keys, job->head_dim_k, f16, ahead.keys, layout.weights);
 
@@ -234,13 +236,13 @@ KERNEL_INLINE void attend512(const attend_job *job, const int f16)
 
         float full_scales[ATTEND_MAX_QUERIES];
         const float *full_weights = attend_full_queries(job, &tile, &layout, scale, outs, full_scales);
-        attend512_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start, values,
+        attend512_values_of(tile.n_full, outs, full_weights, full_scales, tile.low, tile.high, tile_start, tile_values,
                             job->value_stride, job->head_dim_v, f16, ahead.values);
         for (int i = 0; i < tile.n_partial; i++) {
             int g = tile.partial[i];
             float *out = job->queries[g].out;
             const float *row = layout.weights + g * ATTEND_TILE_KEYS;
-            attend512_values_of(1, &out, row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start, values,
+            attend512_values_of(1, &out, row, &scale[g], tile.query_low[g], tile.query_high[g], tile_start, tile_values,
                                 job->value_stride, job->head_dim_v, f16, ahead.values);
         }
     }

@@ -188,7 +188,8 @@ static inline attend_ahead attend_ahead_of(const attend_job *job, int32_t tile_s
                                            size_t element)
 {
     attend_ahead ahead = {0, 0};
-    if (tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS <= job_last) {
+    bool wraps = job->ring && attend_index(job, tile_start) + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS >= job->ring;
+    if (tile_start + ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS <= job_last && !wraps) {
         ahead.keys = (size_t)ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS * (size_t)job->head_dim_k * element;
         ahead.values = (size_t)ATTEND_PREFETCH_TILES * ATTEND_TILE_KEYS * job->value_stride;
     }

@@ -110,8 +110,11 @@ typedef struct attend_job {
     int head_dim_k, head_dim_v;
     attend_query queries[ATTEND_MAX_QUERIES];
     const void *keys;      /* this KV head's keys (tile 0), in the format above */
-    const void *values;    /* its value at position 0; value_stride bytes per position */
+    const void *values;    /* its value at index 0; value_stride bytes per index */
     size_t value_stride;
+    /* 0: position p at index p; else the cache holds ring positions (a
+     * multiple of ATTEND_TILE_KEYS, a sliding window's), p at index p % ring */
+    int32_t ring;
     float scale;           /* multiplies q.k */
     int sinks;             /* the queries' sink logits count */
     float *scratch;        /* attend_scratch_floats() floats */
@@ -124,6 +127,14 @@ typedef struct attend_job {
  * set computes the two-pass softmax in position order, the SIMD sets an
  * online softmax over ATTEND_TILE_KEYS-aligned tiles in position order. */
 typedef void (*attend_fn)(const attend_job *job);
+
+/* The index at which a job's cache keeps position. A ring's tiles do not
+ * wrap (ring is a multiple of ATTEND_TILE_KEYS), so a tile's positions sit
+ * at consecutive indices from its first one's. */
+static inline int32_t attend_index(const attend_job *job, int32_t position)
+{
+    return job->ring ? position % job->ring : position;
+}
 
 /* Floats of scratch any set's attend needs for caches of up to n_ctx
  * positions and keys of head_dim_k. */

@@ -193,10 +193,17 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
     forward_trace_op(s, "MUL_MAT", "attn_output");
 }
 
-void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head)
+int32_t kv_positions(const run_state *s, const model_hparams *hp, int il)
 {
-    *k_head = attend_key_head_elements(s->n_ctx, lh->head_dim_k);
-    *v_head = (int64_t)s->n_ctx * lh->head_dim_v;
+    return s->swa_ring > 0 && il < hp->n_layer && hp->layer_is_swa[il] ? s->swa_ring : s->n_ctx;
+}
+
+void kv_head_strides(const run_state *s, const model_hparams *hp, int il, int64_t *k_head, int64_t *v_head)
+{
+    const layer_hparams *lh = &hp->layer[il];
+    int32_t positions = kv_positions(s, hp, il);
+    *k_head = attend_key_head_elements(positions, lh->head_dim_k);
+    *v_head = (int64_t)positions * lh->head_dim_v;
 }
 
 void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_tokens)
@@ -208,17 +215,18 @@ void kv_cache_store(run_state *s, const model_hparams *hp, int layer, int n_toke
     }
     int dk = lh->head_dim_k, dv = lh->head_dim_v;
     int64_t k_head, v_head;
-    kv_head_strides(s, lh, &k_head, &v_head);
+    kv_head_strides(s, hp, layer, &k_head, &v_head);
+    int32_t positions = kv_positions(s, hp, layer);
     quantize_row_fn to_f16 = kernels_quantize_row(s->kernels, TYPE_F16);
     uint16_t *k16 = (uint16_t *)s->k_cache + s->kv_k_offset[layer], *v16 = (uint16_t *)s->v_cache + s->kv_v_offset[layer];
     float *k32 = (float *)s->k_cache + s->kv_k_offset[layer], *v32 = (float *)s->v_cache + s->kv_v_offset[layer];
     for (int t = 0; t < n_tokens; t++) {
-        int64_t position = s->positions[t];
+        int64_t index = s->positions[t] % positions; /* a ring keeps the latest positions */
         for (int h = 0; h < lh->n_head_kv; h++) {
             const float *k = s->k + ((int64_t)t * lh->n_head_kv + h) * dk;
             const float *v = s->v + ((int64_t)t * lh->n_head_kv + h) * dv;
-            int64_t k_base = h * k_head + attend_key_index(position, 0, dk);
-            int64_t v_base = h * v_head + position * dv;
+            int64_t k_base = h * k_head + attend_key_index(index, 0, dk);
+            int64_t v_base = h * v_head + index * dv;
             if (s->kv_f16) {
                 /* a key's dimensions are ATTEND_TILE_KEYS apart: rounded one by one as
                  * the F16 row quantizer does */
@@ -243,7 +251,8 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
      * (layout_caches) and, as bind checked, its head sizes */
     size_t element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
     int64_t k_head, v_head;
-    kv_head_strides(s, lh, &k_head, &v_head);
+    kv_head_strides(s, hp, layer, &k_head, &v_head);
+    int32_t positions = kv_positions(s, hp, layer);
     attention_params params = {
         .n_tokens = n_tokens,
         .positions = s->positions,
@@ -260,6 +269,7 @@ void attention_layer(run_state *s, const model_hparams *hp, int layer, int n_tok
         .cache_f16 = s->kv_f16,
         .kq_scale = hp->kq_scale,
         .n_swa = hp->layer_is_swa[layer] ? hp->n_swa : 0,
+        .ring = positions < s->n_ctx ? positions : 0,
         .sinks = sinks,
         .out = s->attn,
         .out_stride = (int64_t)lh->n_head * lh->head_dim_v,

@@ -253,10 +253,14 @@ void attention_qkv(run_state *s, const model_hparams *hp, const layer_weights *l
  * first+rows-1 of s->attn, written to block_out's first rows. */
 void attention_output(run_state *s, const model_hparams *hp, const layer_weights *layer, int first, int rows);
 
-/* Elements between a layer's KV heads in its part of the cache (s->n_ctx
- * positions): keys in attend's format (kernels.h), values a row per
- * position. */
-void kv_head_strides(const run_state *s, const layer_hparams *lh, int64_t *k_head, int64_t *v_head);
+/* The positions layer il's part of the cache holds: s->swa_ring for a
+ * sliding-window layer when the context keeps rings (position p at
+ * p % swa_ring), else s->n_ctx. */
+int32_t kv_positions(const run_state *s, const model_hparams *hp, int il);
+/* Elements between layer il's KV heads in its part of the cache
+ * (kv_positions of them): keys in attend's format (kernels.h), values a
+ * row per position. */
+void kv_head_strides(const run_state *s, const model_hparams *hp, int il, int64_t *k_head, int64_t *v_head);
 
 /* Stores the batch's k and v rows in the cache of layer, at their positions;
  * nothing for a layer attending over another's cache. */

@@ -49,7 +49,7 @@ static void layout_caches(run_state *s, const model *m, size_t k_elements[2], si
         /* deepseek4's compressed layers keep their raw KV head in their compressor rows */
         if (lh->mixer == MIXER_ATTENTION && own_kv && hp->compress_ratio[il] == 0) {
             int64_t k_head, v_head;
-            kv_head_strides(s, lh, &k_head, &v_head);
+            kv_head_strides(s, hp, il, &k_head, &v_head);
             k += (size_t)k_head * (size_t)lh->n_head_kv;
             v += (size_t)v_head * (size_t)lh->n_head_kv;
             /* gated attention: attn_q gives each head's query and gate */
@@ -75,13 +75,31 @@ static void layout_caches(run_state *s, const model *m, size_t k_elements[2], si
     s->recurrent_floats = state;
 }
 
-int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+/* The positions a sliding-window layer's ring keeps: its window and the
+ * most one evaluation writes, in whole tiles of attend's format; 0 when the
+ * model has no such layer with a cache of its own or the ring would not be
+ * smaller than the context. */
+static int32_t swa_ring_positions(const model *m, int32_t n_ctx, int32_t n_ubatch)
+{
+    const model_hparams *hp = &m->hparams;
+    bool any = false;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        any |= hp->layer_is_swa[il] && hp->layer[il].mixer == MIXER_ATTENTION && hp->compress_ratio[il] == 0;
+    if (!any || hp->n_swa <= 0)
+        return 0;
+    int64_t written = n_ubatch > RUN_STATE_RING_MIN_WRITE ? n_ubatch : RUN_STATE_RING_MIN_WRITE;
+    int64_t ring = ((int64_t)hp->n_swa + written + ATTEND_TILE_KEYS - 1) / ATTEND_TILE_KEYS * ATTEND_TILE_KEYS;
+    return ring < n_ctx ? (int32_t)ring : 0;
+}
+
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16, bool swa_full,
                      thread_pool *pool, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     memset(s, 0, sizeof *s);
     s->n_ctx = n_ctx;
     s->n_ubatch = n_ubatch;
+    s->swa_ring = swa_full ? 0 : swa_ring_positions(m, n_ctx, n_ubatch);
     s->kv_f16 = kv_f16;
     s->pool = pool;
     s->kernels = kernels_best();

@@ -18,8 +18,18 @@
 
 typedef struct model model;
 
+/* The fewest positions a sliding-window layer's ring keeps beyond its
+ * window: what one evaluation may write before attending (a micro-batch
+ * smaller than this, or a verify batch of drafts and the token before them)
+ * and what speculation rolls back over. */
+#define RUN_STATE_RING_MIN_WRITE 16
+
 typedef struct run_state {
     int32_t n_ctx, n_ubatch;
+    /* > 0: the positions each sliding-window layer keeps, position p at
+     * index p % swa_ring (its window and one micro-batch, whole tiles);
+     * 0: every layer keeps all n_ctx */
+    int32_t swa_ring;
     bool kv_f16;
     thread_pool *pool;           /* not owned */
     const kernel_set *kernels;
@@ -152,7 +162,8 @@ typedef struct run_state {
     size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
 
-int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+/* swa_full: the sliding-window layers keep every position too (no ring). */
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16, bool swa_full,
                      thread_pool *pool, bmoe_error *err);
 void run_state_destroy(run_state *s);
 /* Takes the pages of the KV cache and the recurrent state now (they are

@@ -49,6 +49,7 @@ static void attention_job(const attention_run *run, int64_t index, float *scratc
         .keys = (const uint8_t *)p->k_cache + (size_t)kv_head * (size_t)p->k_head_stride * element,
         .values = (const uint8_t *)p->v_cache + (size_t)kv_head * (size_t)p->v_head_stride * element,
         .value_stride = (size_t)p->head_dim_v * element,
+        .ring = p->ring,
         .scale = p->kq_scale,
         .sinks = p->sinks != NULL,
         .scratch = scratch,

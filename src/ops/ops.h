@@ -145,6 +145,7 @@ typedef struct attention_params {
     bool cache_f16;            /* q is rounded to f16 for q.k when true */
     float kq_scale;
     int n_swa;                 /* sliding window (keys p0 with pos - p0 < n_swa); 0: none */
+    int32_t ring;              /* the cache's positions when it is a ring (attend_job.ring); 0: every one */
     const float *sinks;        /* [n_head] extra logits, or NULL */
     float *out;                /* [n_tokens][out_stride], heads of head_dim_v */
     int64_t out_stride;

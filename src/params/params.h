@@ -19,7 +19,7 @@
 
 typedef enum param_id {
     P_UNAVAILABLE, /* a reference flag bmoe does not have: the row's refusal says why */
-    P_MODEL, P_PROMPT, P_FILE, P_N_PREDICT, P_THREADS, P_THREADS_BATCH, P_CTX, P_UBATCH, P_KV_TYPE, P_DENSE,
+    P_MODEL, P_PROMPT, P_FILE, P_N_PREDICT, P_THREADS, P_THREADS_BATCH, P_CTX, P_UBATCH, P_KV_TYPE, P_SWA_CACHE, P_DENSE,
     P_NO_PREFAULT, P_TEMP, P_TOP_K, P_TOP_P, P_MIN_P, P_REPEAT_PENALTY, P_REPEAT_LAST_N, P_SEED, P_IGNORE_EOS,
     P_PROMPT_IDS, P_FORCE_IDS, P_LOGITS_OUT, P_PPL, P_CHUNKS, P_PPL_SKIP, P_PPL_STEP, P_PPL_LIST, P_PPL_CHOICES,
     P_INFO, P_HELP, P_HELP_ALL, P_VERSION, P_LIST_ARCHS, P_MOE_STREAM, P_NO_MOE_STREAM, P_CACHE_MB,
@@ -134,6 +134,7 @@ typedef struct params_engine {
     bmoe_sampler_params *sampler;
     int32_t *n_threads, *n_threads_batch, *n_ctx, *n_ubatch; /* 0: the library's default */
     enum bmoe_kv_type *kv_type;
+    int *swa_full; /* --swa-cache: 1 full, 0 ring; the application's default until set */
     bool *seed_given;
     bmoe_speculation_params *speculation;
 } params_engine;

@@ -111,9 +111,10 @@ const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... 
  * nothing is read or copied) and its contexts' memory at n_ctx (0: the
  * library's default context size); with draft_head (--mtp) the draft
  * head's dense tensors and what MTP drafting takes beside the context
- * counted too. A dense model has its expert fields 0. */
-int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, plan_model *model, char *error,
-                     size_t error_size);
+ * counted too; swa_full: the sliding-window layers keep every position
+ * (bmoe_context_params.swa_full). A dense model has its expert fields 0. */
+int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, bool swa_full, plan_model *model,
+                     char *error, size_t error_size);
 
 /* The machine. probe_io: timed reads of the model file (O_DIRECT where it
  * can, slice-sized, at 1/2/4/8 lanes, about 0.4 s each; never written);

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, plan_model *model, char *error,
-                     size_t error_size)
+int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, bool swa_full, plan_model *model,
+                     char *error, size_t error_size)
 {
     memset(model, 0, sizeof *model);
     /* Loaded without streaming, mapped, without pre-faulting: nothing is
@@ -43,6 +43,7 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, pla
 
     bmoe_context_params context_params = bmoe_context_default_params();
     context_params.n_ctx = n_ctx;
+    context_params.swa_full = swa_full;
     bmoe_context *context = bmoe_context_create(loaded, &context_params, &failure);
     if (!context) {
         snprintf(error, error_size, "%s", failure.message);

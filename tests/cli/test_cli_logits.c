@@ -4,8 +4,10 @@
  * with an f32 KV cache, every row within the README's F32 tolerance (max
  * |d| <= 1e-3; 1e-2 for gemma4), resident and streamed with overlap (a
  * cache smaller than the experts). This checks the CLI's file layout and
- * forcing order end to end; the math is the engine's. The arm64 stage runs
- * it under qemu-aarch64. */
+ * forcing order end to end; the math is the engine's. And --swa-cache: a
+ * gpt-oss generation many times its sliding-window ring long writes the
+ * same text with ring and full, a bad value is refused in one line. The
+ * arm64 stage runs it under qemu-aarch64. */
 #include <cjson/cJSON.h>
 #include <math.h>
 
@@ -107,8 +109,37 @@ static void check_case(const char *model_name, const char *case_name, float tole
     unlink(out_path);
 }
 
+static void check_swa_cache(void)
+{
+    char model_path[1024];
+    test_shared_path(model_path, sizeof model_path, "oracle/models/gptoss-tiny-f32.gguf");
+    char *texts[2] = {NULL, NULL};
+    const char *choices[] = {"ring", "full"};
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"-m", model_path, "-p", "Once upon a time", "-n", "160", "-c", "256", "--ubatch", "8",
+                              "--temp", "0", "-t", "2", "--swa-cache", choices[i], NULL};
+        cli_result r;
+        CHECK(cli_run(args, &r) == 0);
+        CHECK_MSG(r.exit_code == 0 && cli_cut_report(&r) && r.out_length > 0, "--swa-cache %s: exit %d: %s",
+                  choices[i], r.exit_code, r.err ? r.err : "");
+        texts[i] = r.exit_code == 0 ? strdup(r.out) : NULL;
+        cli_result_free(&r);
+    }
+    CHECK_MSG(texts[0] && texts[1] && strcmp(texts[0], texts[1]) == 0, "--swa-cache ring wrote \"%s\", full \"%s\"",
+              texts[0] ? texts[0] : "(none)", texts[1] ? texts[1] : "(none)");
+    free(texts[0]);
+    free(texts[1]);
+    const char *bad[] = {"-m", model_path, "-p", "x", "-n", "1", "--swa-cache", "half", NULL};
+    cli_result r;
+    CHECK(cli_run(bad, &r) == 0);
+    CHECK_MSG(r.exit_code != 0 && cli_one_line_error(&r) && strstr(r.err, "--swa-cache"), "--swa-cache half: %d %s",
+              r.exit_code, r.err ? r.err : "");
+    cli_result_free(&r);
+}
+
 int main(void)
 {
+    check_swa_cache();
     for (int streamed = 0; streamed <= 1; streamed++) {
         check_case("qwen3moe-tiny-f32", "chat", 1e-3f, streamed);
         check_case("gptoss-tiny-f32", "chat", 1e-3f, streamed);

@@ -19,3 +19,6 @@ target_link_libraries(test_public_api PRIVATE bmoe_shared)
 add_test(NAME test_public_api COMMAND test_public_api)
 add_test(NAME test_exports COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/check_exports.sh $<TARGET_FILE:bmoe_shared>)
 set_tests_properties(test_public_api test_exports PROPERTIES LABELS unit TIMEOUT 120)
+# The sliding-window layers' rings: the logits of a whole cache, cut back near and far.
+bmoe_add_test(test_swa_ring SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_swa_ring.c LIBS bmoe_engine m TIMEOUT 300)
+add_dependencies(test_swa_ring bmoe-mkmodel)

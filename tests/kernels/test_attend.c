@@ -6,7 +6,9 @@
  * batch invariance rests on, bit for bit: a query's output is the same alone
  * or with any other queries in the job; cache rows outside [first, last]
  * (NaN here) change nothing; nothing is written outside the output rows or
- * past the scratch the kernel asked for. */
+ * past the scratch the kernel asked for; a ring cache (a sliding window's,
+ * attend_job.ring) holding the positions at p % ring gives the very bits of
+ * the whole cache, its tiles on both sides of the wrap. */
 #include "kernels/kernels.h"
 #include "kernels/kernels_dispatch.h"
 #include "base/fp16.h"
@@ -343,6 +345,59 @@ static void check_case(const kernel_set *set, const attend_case *c)
     data_destroy(&d);
 }
 
+/* The case's queries on a ring of ring positions holding the latest ones
+ * of head 1 (the others NaN) give the bits of the whole cache. */
+static void check_ring(const kernel_set *set, const attend_case *c, int32_t ring)
+{
+    attend_data d;
+    data_create(&d, c);
+    size_t k_elements = (size_t)attend_key_head_elements(ring, c->dk), v_elements = (size_t)ring * (size_t)c->dv;
+    uint16_t *k16 = malloc(k_elements * sizeof *k16), *v16 = malloc(v_elements * sizeof *v16);
+    float *k32 = malloc(k_elements * sizeof *k32), *v32 = malloc(v_elements * sizeof *v32);
+    float *whole = malloc((size_t)c->n_queries * (size_t)d.out_stride * sizeof *whole);
+    for (size_t i = 0; i < k_elements; i++) {
+        k32[i] = NAN;
+        k16[i] = 0x7e00;
+    }
+    for (size_t i = 0; i < v_elements; i++) {
+        v32[i] = NAN;
+        v16[i] = 0x7e00;
+    }
+    int32_t newest = case_last(c, c->n_queries - 1);
+    for (int32_t p = newest - ring + 1; p <= newest; p++) {
+        for (int i = 0; i < c->dk; i++) {
+            size_t at = (size_t)attend_key_index(p % ring, i, c->dk);
+            k32[at] = d.k32[k_index(c, 1, p, i)];
+            k16[at] = d.k16[k_index(c, 1, p, i)];
+        }
+        for (int i = 0; i < c->dv; i++) {
+            v32[(size_t)(p % ring) * (size_t)c->dv + (size_t)i] = d.v32[v_index(c, 1, p, i)];
+            v16[(size_t)(p % ring) * (size_t)c->dv + (size_t)i] = d.v16[v_index(c, 1, p, i)];
+        }
+    }
+    for (int f16 = 0; f16 < 2; f16++) {
+        attend_fn attend = kernels_attend(set, f16 ? TYPE_F16 : TYPE_F32);
+        reset_out(&d, whole, c->n_queries);
+        attend_job job = data_job(&d, f16, 0, c->n_queries, whole);
+        attend(&job);
+        reset_out(&d, d.out, c->n_queries);
+        job = data_job(&d, f16, 0, c->n_queries, d.out);
+        job.keys = f16 ? (const void *)k16 : (const void *)k32;
+        job.values = f16 ? (const void *)v16 : (const void *)v32;
+        job.ring = ring;
+        attend(&job);
+        CHECK_MSG(memcmp(whole, d.out, (size_t)c->n_queries * (size_t)d.out_stride * sizeof *whole) == 0,
+                  "%s f16 %d dk %d, %d queries %d..%d step %d: the ring of %d gives other bits than the whole cache",
+                  set->name, f16, c->dk, c->n_queries, c->first, c->last, c->step, ring);
+    }
+    free(k16);
+    free(v16);
+    free(k32);
+    free(v32);
+    free(whole);
+    data_destroy(&d);
+}
+
 static void test_set(const kernel_set *set)
 {
     static const int dims[][2] = {{128, 128}, {64, 64}, {8, 8}, {72, 40}, {16, 136}, {200, 100}, {3, 5}, {32, 64}};
@@ -386,6 +441,17 @@ static void test_set(const kernel_set *set)
     for (size_t i = 0; i < sizeof long_cases / sizeof long_cases[0]; i++)
         if (!TEST_SANITIZED || i == 0 || i == 2)
             check_case(set, &long_cases[i]);
+    /* rings: windows across the wrap at 192 (ring 96) and 256 (ring 128), one query and tokens of a group;
+     * a window ending right before the wrap; sinks */
+    attend_case ring_cases[] = {
+        {64, 64, 8, 300, 170, 200, 0.125f, 0, 2},
+        {128, 128, 1, 300, 180, 250, 0.09f, 1, 0},
+        {72, 40, 3, 300, 130, 191, 0.2f, 1, 0},
+        {64, 64, 8, 400, 230, 258, 0.125f, 1, 8},
+    };
+    const int32_t rings[] = {96, 96, 96, 128};
+    for (size_t i = 0; i < sizeof ring_cases / sizeof ring_cases[0]; i++)
+        check_ring(set, &ring_cases[i], rings[i]);
     printf("set %s: %d attention cases, largest difference from float64 %.3g (%.0f %% of its tolerance)\n",
            set->name, checked_cases - before, worst_error, 100.0 * worst_ratio);
 }

@@ -1,5 +1,6 @@
 /* The planner's probes on real files: the model probe's byte counts on a
- * tiny MoE model of the oracle and a dense one, its errors; the machine
+ * tiny MoE model of the oracle and a dense one (a draft head's, the
+ * sliding-window layers' rings), its errors; the machine
  * probe's memory and cores, its timed reads of the model file, and the
  * probe cache: written, read back, and rewritten when it is corrupt or
  * describes another file. */
@@ -24,7 +25,7 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
 {
     plan_model model;
     char error[512] = "";
-    CHECK_MSG(plan_probe_model(moe_path, 256, false, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(moe_path, 256, false, false, &model, error, sizeof error) == 0, "%s", error);
     struct stat st;
     CHECK(stat(moe_path, &st) == 0 && model.file_bytes == (uint64_t)st.st_size);
     CHECK(model.dense_bytes > 0 && model.expert_bytes > 0);
@@ -38,17 +39,17 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
     CHECK(model.context_bytes > 0);
     /* a larger context holds more */
     plan_model larger;
-    CHECK(plan_probe_model(moe_path, 1024, false, &larger, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, 1024, false, false, &larger, error, sizeof error) == 0);
     CHECK(larger.context_bytes > model.context_bytes);
 
-    CHECK_MSG(plan_probe_model(dense_path, 0, false, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(dense_path, 0, false, false, &model, error, sizeof error) == 0, "%s", error);
     CHECK(model.expert_bytes == 0 && model.cycle_bytes == 0 && model.n_expert == 0);
     CHECK(model.dense_bytes > 0 && model.dense_bytes <= model.file_bytes && model.context_bytes > 0);
 
     char missing[1024];
     snprintf(missing, sizeof missing, "%s/plan-no-such-dir/model.gguf", test_tmp_dir());
     error[0] = '\0';
-    CHECK(plan_probe_model(missing, 256, false, &model, error, sizeof error) == -1);
+    CHECK(plan_probe_model(missing, 256, false, false, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0' && strchr(error, '\n') == NULL, "missing: [%s]", error);
 
     char not_gguf[1024];
@@ -60,7 +61,7 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
         fclose(file);
     }
     error[0] = '\0';
-    CHECK(plan_probe_model(not_gguf, 256, false, &model, error, sizeof error) == -1);
+    CHECK(plan_probe_model(not_gguf, 256, false, false, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0', "not a GGUF: no message");
     unlink(not_gguf);
 }
@@ -80,8 +81,8 @@ static void test_head_probe(const char *moe_path)
     enum { N_CTX = 512, N_EMBD = 256, N_HEAD_KV = 2, HEAD_DIM = 64 };
     plan_model plain, drafting;
     char error[512] = "";
-    CHECK_MSG(plan_probe_model(path, N_CTX, false, &plain, error, sizeof error) == 0, "%s", error);
-    CHECK_MSG(plan_probe_model(path, N_CTX, true, &drafting, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(path, N_CTX, false, false, &plain, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(path, N_CTX, true, false, &drafting, error, sizeof error) == 0, "%s", error);
     /* the block's own embedding and output: 2 x vocab 512 x 256 F32 */
     uint64_t own_matrices = 2ull * 512 * N_EMBD * sizeof(float);
     CHECK_MSG(drafting.dense_bytes >= plain.dense_bytes + own_matrices,
@@ -96,12 +97,29 @@ static void test_head_probe(const char *moe_path)
     CHECK(drafting.file_bytes == plain.file_bytes && drafting.n_expert == plain.n_expert);
     unlink(path);
 
-    CHECK(plan_probe_model(moe_path, N_CTX, false, &plain, error, sizeof error) == 0);
-    CHECK(plan_probe_model(moe_path, N_CTX, true, &drafting, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, N_CTX, false, false, &plain, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, N_CTX, true, false, &drafting, error, sizeof error) == 0);
     CHECK_MSG(drafting.dense_bytes == plain.dense_bytes && drafting.context_bytes == plain.context_bytes,
               "a model without a head: dense %llu / %llu, context %llu / %llu",
               (unsigned long long)drafting.dense_bytes, (unsigned long long)plain.dense_bytes,
               (unsigned long long)drafting.context_bytes, (unsigned long long)plain.context_bytes);
+}
+
+/* swa_full (what --session and bmoe-server keep) prices the sliding-window
+ * layers at every position: more than their rings on gpt-oss, the same on
+ * a model without such layers. */
+static void test_swa_probe(const char *moe_path)
+{
+    char gptoss[1024], error[512] = "";
+    test_shared_path(gptoss, sizeof gptoss, "oracle/models/gptoss-tiny-f32.gguf");
+    plan_model ring, full;
+    CHECK_MSG(plan_probe_model(gptoss, 4096, false, false, &ring, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(plan_probe_model(gptoss, 4096, false, true, &full, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(full.context_bytes > ring.context_bytes, "gpt-oss at 4096: %llu bytes with rings, %llu without",
+              (unsigned long long)ring.context_bytes, (unsigned long long)full.context_bytes);
+    CHECK(plan_probe_model(moe_path, 4096, false, false, &ring, error, sizeof error) == 0);
+    CHECK(plan_probe_model(moe_path, 4096, false, true, &full, error, sizeof error) == 0);
+    CHECK(full.context_bytes == ring.context_bytes);
 }
 
 /* Sets one field of the cache file's JSON object (replacing it), or writes
@@ -283,6 +301,7 @@ int main(void)
     test_shared_path(dense_path, sizeof dense_path, "data/models/stories260K/stories260K.gguf");
     test_model_probe(moe_path, dense_path);
     test_head_probe(moe_path);
+    test_swa_probe(moe_path);
     test_machine_probe(moe_path);
     test_cache_dir();
     return test_finish();
