@@ -436,14 +436,14 @@ typedef struct bmoe_context_params {
      * and decode step): how well three predictors foretell each decode
      * routing, read with bmoe_context_predict_log. Changes no output. */
     bool predict_log;
-    /* The sliding-window layers (gpt-oss's, Gemma's) keep every position, as
-     * llama.cpp's --swa-full. By default each keeps a ring of its window and
-     * one micro-batch (n_swa + n_ubatch positions, at least 16 past the
-     * window): a fraction of the KV memory at long contexts, the output the
-     * same. What a ring costs: a context cut back to a position more than the
-     * margin behind the newest one written has lost part of that position's
-     * window, and the kept prefix is evaluated again (a generation's reused
-     * prefix then counts 0). */
+    /* The sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's raw ones)
+     * keep every position, as llama.cpp's --swa-full. By default each keeps
+     * a ring of its window and one micro-batch (n_swa + n_ubatch positions,
+     * at least 16 past the window): a fraction of the KV memory at long
+     * contexts, the output the same. What a ring costs: a context cut back to
+     * a position more than the margin behind the newest one written has lost
+     * part of that position's window, and the kept prefix is evaluated again
+     * (a generation's reused prefix then counts 0). */
     bool swa_full;
 } bmoe_context_params;
 
@@ -472,9 +472,10 @@ BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_t
 
 /* Forgets every position >= position (0 clears the cache). A model with
  * recurrent layers (lfm2moe's convolutions, qwen35moe's Gated DeltaNet)
- * cannot cut their state back: there the next bmoe_eval first recomputes
- * the kept positions (one prefill of them, same results as the first time,
- * its routes not reported). */
+ * cannot cut their state back, nor can sliding-window rings (swa_full off)
+ * cut further back than their margin: there the next bmoe_eval first
+ * recomputes the kept positions (one prefill of them, same results as the
+ * first time, its routes not reported). */
 BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
 
 /* The prediction probe's score at one MoE layer since the context was

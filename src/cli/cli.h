@@ -152,8 +152,6 @@ void cli_print_streaming_line(const bmoe_model *model, const char *model_path);
 bmoe_model *cli_load_model(const cli_options *options, double *load_seconds);
 /* The context parameters of the options (threads, ubatch, KV type) and n_ctx. */
 bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx);
-/* Whether the sliding-window layers keep every position (--swa-cache, else the job's default). */
-bool cli_swa_full(const cli_options *options);
 /* Creates a context from params; NULL on failure (message printed). */
 bmoe_context *cli_create_context_from(bmoe_model *model, const bmoe_context_params *params);
 /* Creates a context with the options' threads, ubatch and KV type and the given n_ctx. */

@@ -124,7 +124,8 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
     return model;
 }
 
-bool cli_swa_full(const cli_options *options)
+/* Whether the sliding-window layers keep every position (--swa-cache, else the job's default). */
+static bool cli_swa_full(const cli_options *options)
 {
     /* a session's turns reuse the conversation so far; a one-shot job no prefix */
     return options->swa_full == 1 || (options->swa_full < 0 && options->mode == CLI_MODE_SESSION);

@@ -118,8 +118,8 @@ static int cli_plan_regime(cli_options *options, plan *result)
     plan_model model;
     plan_machine machine;
     bool draft_head = options->model_params.draft_head;
-    if (plan_probe_model(options->model_path, options->n_ctx, draft_head, cli_swa_full(options), &model, error,
-                         sizeof error) != 0 ||
+    bmoe_context_params context = cli_context_params(options, options->n_ctx);
+    if (plan_probe_model(options->model_path, &context, draft_head, &model, error, sizeof error) != 0 ||
         plan_probe_machine(NULL, 0, false, false, NULL, false, &machine, error, sizeof error) != 0)
         return 0;
     plan_pins pins = cli_plan_pins(options);
@@ -153,8 +153,8 @@ int cli_plan_prepare(cli_options *options, plan *result)
     plan_model model;
     int32_t n_ctx = options->n_ctx > 0 ? options->n_ctx : 4096;
     bool draft_head = options->model_params.draft_head;
-    if (plan_probe_model(options->model_path, n_ctx, draft_head, cli_swa_full(options), &model, error,
-                         sizeof error) != 0)
+    bmoe_context_params context = cli_context_params(options, n_ctx);
+    if (plan_probe_model(options->model_path, &context, draft_head, &model, error, sizeof error) != 0)
         return cli_fail("%s: %s", options->plan_mode == CLI_PLAN_RUN ? "--auto" : "--plan", error);
     char cache_dir[1024];
     plan_machine machine;

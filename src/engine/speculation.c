@@ -14,6 +14,9 @@
 #include "draft_ngram.h"
 #include "process_stats.h"
 
+/* a rejected tail is cut back inside the sliding-window rings' margin */
+_Static_assert(SPECULATION_MAX_DRAFT + 1 <= RUN_STATE_RING_MIN_WRITE, "a verify batch fits the rings' margin");
+
 static bool lossy_levers_on(const bmoe_lossy_params *lossy)
 {
     return lossy->drop_cold_frac > 0.0f || lossy->substitute_lambda > 0.0f || lossy->route_ahead > 0;

@@ -195,7 +195,8 @@ void attention_output(run_state *s, const model_hparams *hp, const layer_weights
 
 int32_t kv_positions(const run_state *s, const model_hparams *hp, int il)
 {
-    return s->swa_ring > 0 && il < hp->n_layer && hp->layer_is_swa[il] ? s->swa_ring : s->n_ctx;
+    bool ringed = il < hp->n_layer && hp->layer_is_swa[il] && hp->compress_ratio[il] == 0;
+    return s->swa_ring > 0 && ringed ? s->swa_ring : s->n_ctx;
 }
 
 void kv_head_strides(const run_state *s, const model_hparams *hp, int il, int64_t *k_head, int64_t *v_head)

@@ -86,7 +86,7 @@ static const param_def params_rows[] = {
      .help = "what the sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's) keep: a ring of their window and "
              "one micro-batch (a fraction of their KV memory at long contexts, the same output), or every "
              "position (full: a later prompt that reuses a prefix is never evaluated again, where a ring loses "
-             "the prefix's window after a turn longer than the micro-batch)"},
+             "the prefix's window after a turn longer than its margin, about one micro-batch)"},
     {.id = P_DENSE, .key = "dense_weights", .flag = "--dense-weights", .group = PARAM_GROUP_MODEL,
      .level = ADVANCED, .type = PARAM_CHOICE, .choices = "anon|mmap|warm", .default_text = "anon", .jobs = MODEL | SERVE,
      .help = "the dense (non-expert) weights: copied into engine memory at load with O_DIRECT (anon), used "

@@ -108,12 +108,12 @@ const char *plan_tag_name(plan_tag tag);          /* "measured", "derived", ... 
 /* Probes. Each returns 0, or -1 with a one-line reason in error. */
 
 /* The model's bytes (loads it cheaply: mapped, not streaming, no prefault:
- * nothing is read or copied) and its contexts' memory at n_ctx (0: the
- * library's default context size); with draft_head (--mtp) the draft
- * head's dense tensors and what MTP drafting takes beside the context
- * counted too; swa_full: the sliding-window layers keep every position
- * (bmoe_context_params.swa_full). A dense model has its expert fields 0. */
-int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, bool swa_full, plan_model *model,
+ * nothing is read or copied) and the memory of a context made with context
+ * (its sizes, KV type and sliding-window rings; NULL: the library's
+ * defaults); with draft_head (--mtp) the draft head's dense tensors and what
+ * MTP drafting takes beside the context counted too. A dense model has its
+ * expert fields 0. */
+int plan_probe_model(const char *model_path, const bmoe_context_params *context, bool draft_head, plan_model *model,
                      char *error, size_t error_size);
 
 /* The machine. probe_io: timed reads of the model file (O_DIRECT where it

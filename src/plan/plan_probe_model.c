@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, bool swa_full, plan_model *model,
+int plan_probe_model(const char *model_path, const bmoe_context_params *context, bool draft_head, plan_model *model,
                      char *error, size_t error_size)
 {
     memset(model, 0, sizeof *model);
@@ -41,20 +41,18 @@ int plan_probe_model(const char *model_path, int32_t n_ctx, bool draft_head, boo
     model->expert_slice_bytes = has_experts ? info.expert_slice_bytes : 0;
     model->cycle_bytes = has_experts ? state.cycle_bytes : 0;
 
-    bmoe_context_params context_params = bmoe_context_default_params();
-    context_params.n_ctx = n_ctx;
-    context_params.swa_full = swa_full;
-    bmoe_context *context = bmoe_context_create(loaded, &context_params, &failure);
-    if (!context) {
+    bmoe_context_params context_params = context ? *context : bmoe_context_default_params();
+    bmoe_context *probe = bmoe_context_create(loaded, &context_params, &failure);
+    if (!probe) {
         snprintf(error, error_size, "%s", failure.message);
         bmoe_model_free(loaded);
         return -1;
     }
     bmoe_context_memory memory;
-    bmoe_context_memory_usage(context, &memory);
+    bmoe_context_memory_usage(probe, &memory);
     model->context_bytes = memory.kv_bytes + memory.recurrent_bytes + memory.buffer_bytes +
                            (draft_head ? memory.draft_head_bytes : 0);
-    bmoe_context_free(context);
+    bmoe_context_free(probe);
     bmoe_model_free(loaded);
     return 0;
 }

@@ -71,63 +71,59 @@ static void check_templates(void)
     }
 }
 
-/* gpt-oss with thinking off on the prefill: the turn starts in the final
- * channel, after an analysis message holding only whitespace. */
-static void check_prefill_render(void)
+/* "Hi" rendered with gpt-oss's template and params (the clock fixed): the
+ * prompt, NULL when the template does not parse or render. */
+static char *render_gptoss(bmoe_chat_params params, size_t *out_length)
 {
     size_t length = 0;
     char *source = load_template("openai-gpt-oss-120b.jinja", &length);
     bmoe_error err;
     chat_template *parsed = source ? chat_template_parse(source, length, &err) : NULL;
     CHECK(parsed != NULL);
+    char *out = NULL;
+    *out_length = 0;
     if (parsed) {
         chat_model model = {parsed, source, length, "<|startoftext|>", "<|return|>", false, false, true};
         bmoe_chat_message question = {"user", "Hi", 2, NULL, 0};
-        bmoe_chat_params params = bmoe_chat_default_params();
-        params.reasoning_prefill = true;
         params.now_seconds = 1795996800;
-        char *out = NULL;
-        size_t out_length = 0;
-        CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, &out_length, &err) == 0);
-        const char *tail = "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|> <|end|>"
-                           "<|start|>assistant<|channel|>final<|message|>";
-        size_t tail_length = strlen(tail);
-        CHECK_MSG(out && out_length >= tail_length && memcmp(out + out_length - tail_length, tail, tail_length) == 0,
-                  "prefilled prompt ends \"%s\"", out && out_length > 120 ? out + out_length - 120 : "");
-        free(out);
+        CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, out_length, &err) == 0);
         chat_template_destroy(parsed);
     }
     free(source);
+    return out;
+}
+
+/* gpt-oss with thinking off on the prefill: the turn starts in the final
+ * channel, after an analysis message holding only whitespace. */
+static void check_prefill_render(void)
+{
+    bmoe_chat_params params = bmoe_chat_default_params();
+    params.reasoning_prefill = true;
+    size_t out_length;
+    char *out = render_gptoss(params, &out_length);
+    const char *tail = "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|> <|end|>"
+                       "<|start|>assistant<|channel|>final<|message|>";
+    size_t tail_length = strlen(tail);
+    CHECK_MSG(out && out_length >= tail_length && memcmp(out + out_length - tail_length, tail, tail_length) == 0,
+              "prefilled prompt ends \"%s\"", out && out_length > 120 ? out + out_length - 120 : "");
+    free(out);
 }
 
 /* gpt-oss with a reasoning effort: the system message says it ("Reasoning:
  * medium" unless told, the template's default). */
 static void check_effort_render(void)
 {
-    size_t length = 0;
-    char *source = load_template("openai-gpt-oss-120b.jinja", &length);
-    bmoe_error err;
-    chat_template *parsed = source ? chat_template_parse(source, length, &err) : NULL;
-    CHECK(parsed != NULL);
-    if (parsed) {
-        chat_model model = {parsed, source, length, "<|startoftext|>", "<|return|>", false, false, true};
-        bmoe_chat_message question = {"user", "Hi", 2, NULL, 0};
-        const char *efforts[] = {NULL, "low", "medium", "high"};
-        const char *said[] = {"Reasoning: medium", "Reasoning: low", "Reasoning: medium", "Reasoning: high"};
-        for (int i = 0; i < 4; i++) {
-            bmoe_chat_params params = bmoe_chat_default_params();
-            params.now_seconds = 1795996800;
-            params.reasoning_effort = efforts[i];
-            char *out = NULL;
-            size_t out_length = 0;
-            CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, &out_length, &err) == 0);
-            CHECK_MSG(out && strstr(out, said[i]), "effort %s: no '%s' in the prompt", efforts[i] ? efforts[i] : "unset",
-                      said[i]);
-            free(out);
-        }
-        chat_template_destroy(parsed);
+    const char *efforts[] = {NULL, "low", "medium", "high"};
+    const char *said[] = {"Reasoning: medium", "Reasoning: low", "Reasoning: medium", "Reasoning: high"};
+    for (int i = 0; i < 4; i++) {
+        bmoe_chat_params params = bmoe_chat_default_params();
+        params.reasoning_effort = efforts[i];
+        size_t out_length;
+        char *out = render_gptoss(params, &out_length);
+        CHECK_MSG(out && strstr(out, said[i]), "effort %s: no '%s' in the prompt", efforts[i] ? efforts[i] : "unset",
+                  said[i]);
+        free(out);
     }
-    free(source);
 }
 
 /* ---- the reasoning split ---------------------------------------------- */

@@ -105,6 +105,20 @@ static inline int cli_spawn(const char *const *argv, cli_result *result)
     return 0;
 }
 
+/* Writes bmoe-mkmodel's preset shape (--quiet) to path: true when it did,
+ * else a failed check that says why. */
+static inline bool cli_mkmodel(const char *shape, const char *path)
+{
+    char binary[1024];
+    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
+    const char *argv[] = {binary, "--shape", shape, "--quiet", "-o", path, NULL};
+    cli_result r;
+    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
+    CHECK_MSG(made, "bmoe-mkmodel --shape %s failed: %s", shape, r.err ? r.err : "(not started)");
+    cli_result_free(&r);
+    return made;
+}
+
 /* Runs bmoe-cli with the NULL-terminated arguments (without argv[0]).
  * Returns 0 when the child ran (whatever its status), -1 when it could not
  * be started. Cross-built, the binary runs under the emulator the tests run

@@ -335,13 +335,7 @@ int main(void)
     snprintf(model, sizeof model, "%s/qwen3.gguf", tmp);
     snprintf(opened_model, sizeof opened_model, "%s/qwen3-opened.gguf", tmp);
     test_shared_path(qwen_template, sizeof qwen_template, "data/chat-templates/Qwen-Qwen3-0.6B.jinja");
-    char binary[1024];
-    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
-    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
-    cli_result r;
-    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(made, "bmoe-mkmodel failed");
-    cli_result_free(&r);
+    bool made = cli_mkmodel("tiny-qwen3moe", model);
     static const char *const prompts[] = {"The cat sat", "Count to ten", "Hello", "Tell me a story", "What is 2+2?",
                                           "Why", "Once upon a time", "Explain gravity", "Hi there", "Name a color",
                                           "Who are you", "Why not"};
@@ -362,10 +356,7 @@ int main(void)
         check_opened();
     char gptoss[1100];
     snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
-    const char *make_gptoss[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss, NULL};
-    bool made_gptoss = cli_spawn(make_gptoss, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(made_gptoss, "bmoe-mkmodel tiny-gpt-oss failed");
-    cli_result_free(&r);
+    bool made_gptoss = cli_mkmodel("tiny-gpt-oss", gptoss);
     if (made && made_gptoss)
         check_effort(gptoss);
     return test_finish();

@@ -326,14 +326,9 @@ static void test_ngram(void)
  * as the CLI with that effort; both at once are refused. */
 static void test_effort(void)
 {
-    char gptoss[1200], binary[1100];
+    char gptoss[1200];
     snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
-    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
-    const char *argv[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss, NULL};
-    cli_result r;
-    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(made, "bmoe-mkmodel tiny-gpt-oss failed");
-    cli_result_free(&r);
+    bool made = cli_mkmodel("tiny-gpt-oss", gptoss);
     test_server server;
     const char *args[] = {"-m", gptoss, "-t", "1", "--reasoning-effort", "high", NULL};
     if (!made || test_server_start(&server, args) != 0) {
@@ -660,14 +655,7 @@ int main(void)
     snprintf(tmp, sizeof tmp, "%s/server", test_tmp_dir());
     mkdir(tmp, 0755);
     snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-    char binary[1100];
-    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
-    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
-    cli_result r;
-    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(made, "bmoe-mkmodel failed");
-    cli_result_free(&r);
-    if (!made)
+    if (!cli_mkmodel("tiny-qwen3moe", model))
         return test_finish();
     test_flags();
     test_server server;

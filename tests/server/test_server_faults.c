@@ -551,14 +551,7 @@ int main(void)
     snprintf(tmp, sizeof tmp, "%s/server-faults", test_tmp_dir());
     mkdir(tmp, 0755);
     snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-    char binary[1100];
-    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
-    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
-    cli_result r;
-    bool made = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(made, "bmoe-mkmodel failed");
-    cli_result_free(&r);
-    if (!made)
+    if (!cli_mkmodel("tiny-qwen3moe", model))
         return test_finish();
     test_server server;
     const char *args[] = {"-m", model, "-t", "1", "--max-queue", "3", NULL};

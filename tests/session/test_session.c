@@ -1125,18 +1125,8 @@ static void check_prefill(void)
 
 static void make_model(void)
 {
-    char binary[1024];
-    snprintf(binary, sizeof binary, "%s/bmoe-mkmodel", BMOE_BIN_DIR);
-    const char *gptoss[] = {binary, "--shape", "tiny-gpt-oss", "--quiet", "-o", gptoss_model, NULL};
-    cli_result g;
-    bool made = cli_spawn(gptoss, &g) == 0 && g.exit_code == 0;
-    CHECK_MSG(made, "bmoe-mkmodel tiny-gpt-oss failed: %s", g.err ? g.err : "");
-    cli_result_free(&g);
-    const char *argv[] = {binary, "--shape", "tiny-qwen3moe", "--quiet", "-o", model, NULL};
-    cli_result r;
-    bool ok = cli_spawn(argv, &r) == 0 && r.exit_code == 0;
-    CHECK_MSG(ok, "bmoe-mkmodel failed: %s", r.err ? r.err : "");
-    cli_result_free(&r);
+    cli_mkmodel("tiny-gpt-oss", gptoss_model);
+    cli_mkmodel("tiny-qwen3moe", model);
 }
 
 int main(int argc, char **argv)
