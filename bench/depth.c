@@ -74,7 +74,7 @@ static bmoe_context *context_with(bmoe_model *model, int32_t n_ctx, int threads,
     bmoe_context_params params = bmoe_context_default_params();
     params.n_ctx = n_ctx;
     params.n_threads = threads;
-    params.swa_full = true; /* each round cuts back to its depth: a ring would replay the prefix */
+    params.swa_cache = BMOE_SWA_FULL; /* each round cuts back to its depth: a ring would replay the prefix */
     bmoe_context *context = bmoe_context_create(model, &params, &error);
     if (!context) {
         fprintf(stderr, "bench-depth: context: %s\n", error.message);

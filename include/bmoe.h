@@ -344,6 +344,21 @@ BMOE_API void bmoe_stats_add(bmoe_stats *a, const bmoe_stats *b);
 
 enum bmoe_kv_type { BMOE_KV_F16 = 0, BMOE_KV_F32 = 1 };
 
+/* What the sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's raw
+ * ones) keep; the output is the same in every mode.
+ * RING: a ring of their window and one micro-batch (n_swa + n_ubatch
+ * positions, at least 16 past the window), a fraction of their KV memory at
+ * long contexts. A context cut back to a position more than the margin
+ * behind the newest one written has lost part of that position's window:
+ * the kept prefix is evaluated again (a generation's reused prefix then
+ * counts 0).
+ * CHECKPOINT: a ring, and a copy of it taken at the end of each
+ * generation's prompt, which a later prompt extending that one (the next
+ * turn of a conversation) reuses however long the answer ran: twice the
+ * ring's memory.
+ * FULL: every position, as llama.cpp's --swa-full. */
+enum bmoe_swa_cache { BMOE_SWA_RING = 0, BMOE_SWA_CHECKPOINT = 1, BMOE_SWA_FULL = 2 };
+
 typedef struct bmoe_route_event {
     int32_t layer;
     int32_t position;          /* position of the token in the sequence */
@@ -436,15 +451,7 @@ typedef struct bmoe_context_params {
      * and decode step): how well three predictors foretell each decode
      * routing, read with bmoe_context_predict_log. Changes no output. */
     bool predict_log;
-    /* The sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's raw ones)
-     * keep every position, as llama.cpp's --swa-full. By default each keeps
-     * a ring of its window and one micro-batch (n_swa + n_ubatch positions,
-     * at least 16 past the window): a fraction of the KV memory at long
-     * contexts, the output the same. What a ring costs: a context cut back to
-     * a position more than the margin behind the newest one written has lost
-     * part of that position's window, and the kept prefix is evaluated again
-     * (a generation's reused prefix then counts 0). */
-    bool swa_full;
+    enum bmoe_swa_cache swa_cache; /* default BMOE_SWA_RING */
 } bmoe_context_params;
 
 BMOE_API bmoe_context_params bmoe_context_default_params(void);
@@ -472,10 +479,10 @@ BMOE_API int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_t
 
 /* Forgets every position >= position (0 clears the cache). A model with
  * recurrent layers (lfm2moe's convolutions, qwen35moe's Gated DeltaNet)
- * cannot cut their state back, nor can sliding-window rings (swa_full off)
- * cut further back than their margin: there the next bmoe_eval first
- * recomputes the kept positions (one prefill of them, same results as the
- * first time, its routes not reported). */
+ * cannot cut their state back, nor can sliding-window rings (swa_cache)
+ * cut further back than their margin and checkpoint keep: there the next
+ * bmoe_eval first recomputes the kept positions (one prefill of them, same
+ * results as the first time, its routes not reported). */
 BMOE_API void bmoe_context_truncate(bmoe_context *context, int32_t position);
 
 /* The prediction probe's score at one MoE layer since the context was

@@ -46,7 +46,7 @@ typedef struct cli_options {
     int32_t n_ctx;            /* -c; 0: the job's default */
     int32_t n_ubatch;         /* --ubatch; 0: the library's default */
     enum bmoe_kv_type kv_type;
-    int swa_full;             /* --swa-cache: 1 full, 0 ring, -1 the job's default */
+    int swa_cache;            /* --swa-cache: an enum bmoe_swa_cache, -1 the job's default */
     bmoe_model_params model_params; /* --dense-weights */
     bmoe_sampler_params sampler;
     bool seed_given;

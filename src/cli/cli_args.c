@@ -194,7 +194,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         .n_ctx = &options->n_ctx,
         .n_ubatch = &options->n_ubatch,
         .kv_type = &options->kv_type,
-        .swa_full = &options->swa_full,
+        .swa_cache = &options->swa_cache,
         .seed_given = &options->seed_given,
         .speculation = &options->speculation,
     };
@@ -453,7 +453,7 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
     options->mode = CLI_MODE_GENERATE;
     options->n_predict = 128;
     options->kv_type = BMOE_KV_F16;
-    options->swa_full = -1;
+    options->swa_cache = -1;
     options->model_params = bmoe_model_default_params();
     options->sampler = bmoe_sampler_default_params();
     options->speculation = bmoe_generation_default_params().speculation;

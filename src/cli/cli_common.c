@@ -124,11 +124,13 @@ bmoe_model *cli_load_model(const cli_options *options, double *load_seconds)
     return model;
 }
 
-/* Whether the sliding-window layers keep every position (--swa-cache, else the job's default). */
-static bool cli_swa_full(const cli_options *options)
+/* What the sliding-window layers keep: --swa-cache, else the job's default. */
+static enum bmoe_swa_cache cli_swa_cache(const cli_options *options)
 {
+    if (options->swa_cache >= 0)
+        return (enum bmoe_swa_cache)options->swa_cache;
     /* a session's turns reuse the conversation so far; a one-shot job no prefix */
-    return options->swa_full == 1 || (options->swa_full < 0 && options->mode == CLI_MODE_SESSION);
+    return options->mode == CLI_MODE_SESSION ? BMOE_SWA_CHECKPOINT : BMOE_SWA_RING;
 }
 
 bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx)
@@ -141,7 +143,7 @@ bmoe_context_params cli_context_params(const cli_options *options, int32_t n_ctx
         params.n_threads = options->n_threads;
     params.n_threads_batch = options->n_threads_batch;
     params.kv_type = options->kv_type;
-    params.swa_full = cli_swa_full(options);
+    params.swa_cache = cli_swa_cache(options);
     params.abort_callback = cli_stop_requested;
     return params;
 }

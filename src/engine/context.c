@@ -181,7 +181,7 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
     /* one pool for both: a job runs on as many of its threads as it asks */
     context->pool = thread_pool_create(n_threads > n_threads_batch ? n_threads : n_threads_batch, &err);
     bool created = context->pool && run_state_create(&context->state, &m->model, n_ctx, n_ubatch,
-                                                     p.kv_type == BMOE_KV_F16, p.swa_full, context->pool,
+                                                     p.kv_type == BMOE_KV_F16, p.swa_cache, context->pool,
                                                      &err) == 0;
     if (!created || engine_reserve_context(m, &context->state, &err) != 0) {
         engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
@@ -449,15 +449,44 @@ int bmoe_context_predict_log(const bmoe_context *context, int32_t layer, bmoe_pr
     return 0;
 }
 
+/* Whether the rings hold the window before position (> 0) when the newest
+ * position written into them is written - 1: the positions it attends to
+ * before itself, from the first written later into their ring slot. */
+static bool window_held(const bmoe_context *context, int32_t position, int32_t written)
+{
+    int32_t window_start = position - context->model->model.hparams.n_swa + 1;
+    return (window_start > 0 ? window_start : 0) >= written - context->state.swa_ring;
+}
+
+/* Whether the checkpoint holds the window before position. */
+static bool checkpoint_holds(const bmoe_context *context, int32_t position)
+{
+    return context->state.ring_checkpoint && position <= context->checkpoint_end &&
+           window_held(context, position, context->checkpoint_written);
+}
+
 bool context_prefix_kept(const bmoe_context *context, int32_t position)
 {
-    int32_t ring = context->state.swa_ring;
-    if (ring == 0 || position <= 0)
+    if (context->state.swa_ring == 0 || position <= 0)
         return true;
-    /* the positions position attends to before itself, from the first
-     * written later into their ring slot */
-    int32_t window_start = position - context->model->model.hparams.n_swa + 1;
-    return (window_start > 0 ? window_start : 0) >= context->ring_written - ring;
+    return window_held(context, position, context->ring_written) || checkpoint_holds(context, position);
+}
+
+int32_t context_kept_prefix(const bmoe_context *context, int32_t position)
+{
+    if (context_prefix_kept(context, position))
+        return position;
+    int32_t end = context->checkpoint_end;
+    return context->state.ring_checkpoint && end > 0 && end < position && checkpoint_holds(context, end) ? end : 0;
+}
+
+void context_ring_checkpoint(bmoe_context *context)
+{
+    if (!context->state.ring_checkpoint || context->position == 0)
+        return;
+    run_state_ring_save(&context->state, &context->model->model);
+    context->checkpoint_end = context->position;
+    context->checkpoint_written = context->ring_written;
 }
 
 void bmoe_context_truncate(bmoe_context *context, int32_t position)
@@ -467,7 +496,13 @@ void bmoe_context_truncate(bmoe_context *context, int32_t position)
     if (position >= context->position)
         return;
     bool kept = context_prefix_kept(context, position);
+    if (kept && position > 0 && context->state.swa_ring > 0 && !window_held(context, position, context->ring_written)) {
+        run_state_ring_restore(&context->state, &context->model->model);
+        context->ring_written = context->checkpoint_written;
+    }
     context->position = position;
+    if (context->checkpoint_end > position) /* the positions past the cut will be other tokens' */
+        context->checkpoint_end = position;
     if (context->replay_to > position) /* a replay still due rebuilds only what is kept now */
         context->replay_to = position;
     if (position == 0 || !kept)

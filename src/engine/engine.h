@@ -58,12 +58,23 @@ struct bmoe_context {
     /* one past the newest position written into the rings since they last
      * held nothing stale (run_state.swa_ring) */
     int32_t ring_written;
+    /* the rings' checkpoint (run_state.ring_checkpoint): the positions
+     * before checkpoint_end are still the context's, and ring_written was
+     * checkpoint_written when it was taken; 0: none */
+    int32_t checkpoint_end, checkpoint_written;
 };
 
 /* Whether cutting the context back to position keeps what the positions
  * from there on attend to: always without rings; with them, unless some of
- * the window before position has been overwritten since. */
+ * the window before position has been overwritten since and the rings'
+ * checkpoint does not hold it either. */
 bool context_prefix_kept(const bmoe_context *context, int32_t position);
+/* The longest prefix of at most position positions a cut back keeps: the
+ * position itself, else the checkpoint's end, else 0. */
+int32_t context_kept_prefix(const bmoe_context *context, int32_t position);
+/* Takes the rings' checkpoint at the context's position (with
+ * BMOE_SWA_CHECKPOINT; nothing otherwise). */
+void context_ring_checkpoint(bmoe_context *context);
 
 /* Makes room for a new context of a streamed model whose run state is
  * allocated but not in use yet: the expert cache, sized at load from the

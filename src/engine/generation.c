@@ -121,9 +121,10 @@ static int32_t shared_prefix(const bmoe_context *context, const int32_t *prompt,
     int32_t shared = 0;
     while (shared < limit && context->tokens[shared] == prompt[shared])
         shared++;
-    /* a sliding window's ring that lost part of the prefix's window: the
-     * prompt is evaluated whole rather than replayed and counted reused */
-    return context_prefix_kept(context, shared) ? shared : 0;
+    /* a sliding window's ring that lost part of the prefix's window: as much
+     * as its checkpoint keeps, else the prompt evaluated whole rather than
+     * replayed and counted reused */
+    return context_kept_prefix(context, shared);
 }
 
 static bmoe_generation *start_failed(bmoe_generation *generation, bmoe_error *err, bmoe_status fallback,
@@ -224,6 +225,7 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
                   &err) != 0)
         return start_failed(generation, &err, BMOE_ERR_BAD_MODEL, error);
     generation->committed = context->position;
+    context_ring_checkpoint(context); /* where the next turn's prompt will extend this one */
     return generation;
 }
 

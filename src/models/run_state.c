@@ -92,14 +92,65 @@ static int32_t swa_ring_positions(const model *m, int32_t n_ctx, int32_t n_ubatc
     return ring < n_ctx ? (int32_t)ring : 0;
 }
 
-int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16, bool swa_full,
-                     thread_pool *pool, bmoe_error *err)
+/* The layers whose own K and V are rings: their parts of the caches, in
+ * elements (offset and length of K, then of V); returns how many. */
+static int ring_parts(const run_state *s, const model *m, size_t parts[][4])
+{
+    const model_hparams *hp = &m->hparams;
+    int n = 0;
+    for (int32_t il = 0; s->swa_ring > 0 && il < hp->n_layer; il++) {
+        const layer_hparams *lh = &hp->layer[il];
+        if (lh->mixer != MIXER_ATTENTION || lh->kv_source != il || kv_positions(s, hp, il) != s->swa_ring)
+            continue;
+        int64_t k_head, v_head;
+        kv_head_strides(s, hp, il, &k_head, &v_head);
+        parts[n][0] = s->kv_k_offset[il];
+        parts[n][1] = (size_t)k_head * (size_t)lh->n_head_kv;
+        parts[n][2] = s->kv_v_offset[il];
+        parts[n][3] = (size_t)v_head * (size_t)lh->n_head_kv;
+        n++;
+    }
+    return n;
+}
+
+/* Copies the rings' parts of the caches into the checkpoint (save) or back. */
+static void ring_copy(run_state *s, const model *m, bool save)
+{
+    if (!s->ring_checkpoint)
+        return;
+    size_t parts[MODEL_MAX_LAYERS][4], element = s->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    int n = ring_parts(s, m, parts);
+    uint8_t *copy = s->ring_checkpoint;
+    for (int i = 0; i < n; i++)
+        for (int kv = 0; kv < 2; kv++) {
+            uint8_t *cache = (uint8_t *)(kv == 0 ? s->k_cache : s->v_cache) + parts[i][2 * kv] * element;
+            size_t bytes = parts[i][2 * kv + 1] * element;
+            if (save)
+                memcpy(copy, cache, bytes);
+            else
+                memcpy(cache, copy, bytes);
+            copy += bytes;
+        }
+}
+
+void run_state_ring_save(run_state *s, const model *m)
+{
+    ring_copy(s, m, true);
+}
+
+void run_state_ring_restore(run_state *s, const model *m)
+{
+    ring_copy(s, m, false);
+}
+
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+                     enum bmoe_swa_cache swa, thread_pool *pool, bmoe_error *err)
 {
     const model_hparams *hp = &m->hparams;
     memset(s, 0, sizeof *s);
     s->n_ctx = n_ctx;
     s->n_ubatch = n_ubatch;
-    s->swa_ring = swa_full ? 0 : swa_ring_positions(m, n_ctx, n_ubatch);
+    s->swa_ring = swa == BMOE_SWA_FULL ? 0 : swa_ring_positions(m, n_ctx, n_ubatch);
     s->kv_f16 = kv_f16;
     s->pool = pool;
     s->kernels = kernels_best();
@@ -222,7 +273,15 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     }
     s->compress_bytes = (rows + entries) * sizeof(float);
     s->compressed_bytes = entries * sizeof(float);
-    s->kv_bytes = (k_elements[0] + v_elements[0]) * element + s->compress_bytes;
+    if (swa == BMOE_SWA_CHECKPOINT && s->swa_ring > 0) {
+        size_t parts[MODEL_MAX_LAYERS][4], elements = 0;
+        int n = ring_parts(s, m, parts);
+        for (int i = 0; i < n; i++)
+            elements += parts[i][1] + parts[i][3];
+        s->ring_checkpoint = allocate_counted(elements, element, &failed, &cache_bytes);
+        s->ring_checkpoint_bytes = elements * element;
+    }
+    s->kv_bytes = (k_elements[0] + v_elements[0]) * element + s->ring_checkpoint_bytes + s->compress_bytes;
     s->kv_k_bytes = k_elements[0] * element;
     s->kv_v_bytes = v_elements[0] * element;
     s->head_k_bytes = (k_elements[1] - k_elements[0]) * element;
@@ -313,7 +372,8 @@ void run_state_destroy(run_state *s)
                        s->probe_previous, s->probe_previous_ready, s->k_cache, s->v_cache, s->recurrent,
                        s->mixer, s->x2, s->block_out2, s->per_layer_input, s->per_layer_token_row,
                        s->per_layer_gate, s->head_inputs, s->head_jobs, s->head_input, s->compress_rows,
-                       s->compressed, s->indexer_q, s->indexer_weights, s->indexer_scores, s->indexer_chosen};
+                       s->compressed, s->indexer_q, s->indexer_weights, s->indexer_scores, s->indexer_chosen,
+                       s->ring_checkpoint};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     memset(s, 0, sizeof *s);
@@ -323,6 +383,7 @@ void run_state_commit(run_state *s)
 {
     pages_touch(s->k_cache, s->kv_k_bytes);
     pages_touch(s->v_cache, s->kv_v_bytes);
+    pages_touch(s->ring_checkpoint, s->ring_checkpoint_bytes);
     pages_touch(s->compress_rows, s->compress_bytes - s->compressed_bytes);
     pages_touch(s->compressed, s->compressed_bytes);
     pages_touch(s->recurrent, s->recurrent_floats * sizeof(float));

@@ -30,6 +30,10 @@ typedef struct run_state {
      * index p % swa_ring (its window and one micro-batch, whole tiles);
      * 0: every layer keeps all n_ctx */
     int32_t swa_ring;
+    /* with swa_ring and BMOE_SWA_CHECKPOINT: a copy of every ring's K and V
+     * (run_state_ring_save / _restore), ring_checkpoint_bytes long */
+    void *ring_checkpoint;
+    size_t ring_checkpoint_bytes;
     bool kv_f16;
     thread_pool *pool;           /* not owned */
     const kernel_set *kernels;
@@ -115,7 +119,7 @@ typedef struct run_state {
      * rows only once run_state_enable_head added them. */
     void *k_cache, *v_cache;
     size_t kv_k_offset[MODEL_MAX_LAYERS], kv_v_offset[MODEL_MAX_LAYERS];
-    size_t kv_bytes;           /* K and V, as allocated, and deepseek4's compress_bytes */
+    size_t kv_bytes;           /* K and V, as allocated, the rings' checkpoint and deepseek4's compress_bytes */
     size_t kv_k_bytes;         /* K, as allocated */
     size_t kv_v_bytes;         /* V, as allocated */
     size_t head_k_bytes, head_v_bytes; /* what the draft head's block adds to each */
@@ -162,9 +166,14 @@ typedef struct run_state {
     size_t buffer_bytes;       /* everything allocated here but the caches and the state */
 } run_state;
 
-/* swa_full: the sliding-window layers keep every position too (no ring). */
-int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16, bool swa_full,
-                     thread_pool *pool, bmoe_error *err);
+/* swa: what the sliding-window layers keep (a ring, with a checkpoint
+ * copy of it, or every position). */
+int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubatch, bool kv_f16,
+                     enum bmoe_swa_cache swa, thread_pool *pool, bmoe_error *err);
+/* Copies every ring into the checkpoint, or the checkpoint back into the
+ * rings (nothing without a checkpoint). */
+void run_state_ring_save(run_state *s, const model *m);
+void run_state_ring_restore(run_state *s, const model *m);
 void run_state_destroy(run_state *s);
 /* Takes the pages of the KV cache and the recurrent state now (they are
  * allocated untouched), so that the memory a context will fill is held from

@@ -134,7 +134,7 @@ typedef struct params_engine {
     bmoe_sampler_params *sampler;
     int32_t *n_threads, *n_threads_batch, *n_ctx, *n_ubatch; /* 0: the library's default */
     enum bmoe_kv_type *kv_type;
-    int *swa_full; /* --swa-cache: 1 full, 0 ring; the application's default until set */
+    int *swa_cache; /* --swa-cache: an enum bmoe_swa_cache; the application's default until set */
     bool *seed_given;
     bmoe_speculation_params *speculation;
 } params_engine;

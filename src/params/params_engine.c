@@ -47,7 +47,7 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
     case P_CTX: *engine->n_ctx = number; break;
     case P_UBATCH: *engine->n_ubatch = number; break;
     case P_KV_TYPE: *engine->kv_type = choice == 0 ? BMOE_KV_F16 : BMOE_KV_F32; break;
-    case P_SWA_CACHE: *engine->swa_full = choice == 1; break;
+    case P_SWA_CACHE: *engine->swa_cache = choice; break; /* the choices in enum bmoe_swa_cache's order */
     case P_DENSE:
         if (strcmp(text, "ahwb") == 0)
             return params_engine_error(error, error_size, 1,

@@ -81,12 +81,13 @@ static const param_def params_rows[] = {
     {.id = P_KV_TYPE, .key = "kv_type", .flag = "--kv-type", .group = PARAM_GROUP_MODEL, .level = ADVANCED,
      .type = PARAM_CHOICE, .choices = "f16|f32", .default_text = "f16", .jobs = MODEL | SERVE, .help = "KV cache type"},
     {.id = P_SWA_CACHE, .key = "swa_cache", .flag = "--swa-cache", .group = PARAM_GROUP_MODEL, .level = ADVANCED,
-     .type = PARAM_CHOICE, .choices = "ring|full", .default_text = "ring; full for bmoe-server and --session",
-     .jobs = MODEL | SERVE,
-     .help = "what the sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's) keep: a ring of their window and "
-             "one micro-batch (a fraction of their KV memory at long contexts, the same output), or every "
-             "position (full: a later prompt that reuses a prefix is never evaluated again, where a ring loses "
-             "the prefix's window after a turn longer than its margin, about one micro-batch)"},
+     .type = PARAM_CHOICE, .choices = "ring|checkpoint|full",
+     .default_text = "ring; checkpoint for bmoe-server and --session", .jobs = MODEL | SERVE,
+     .help = "what the sliding-window layers (gpt-oss's, Gemma's, DeepSeek-V4's) keep, the output the same: a ring "
+             "of their window and one micro-batch (a fraction of their KV memory at long contexts; a later prompt "
+             "sharing a prefix the ring has overwritten the window of is evaluated again), a ring and a copy of it "
+             "at each prompt's end (checkpoint: the next turn of a conversation reuses its prompt, however long "
+             "the answer ran), or every position (full)"},
     {.id = P_DENSE, .key = "dense_weights", .flag = "--dense-weights", .group = PARAM_GROUP_MODEL,
      .level = ADVANCED, .type = PARAM_CHOICE, .choices = "anon|mmap|warm", .default_text = "anon", .jobs = MODEL | SERVE,
      .help = "the dense (non-expert) weights: copied into engine memory at load with O_DIRECT (anon), used "

@@ -36,7 +36,7 @@ typedef struct server_config {
     bmoe_model_params model_params;
     int32_t n_threads, n_threads_batch, n_ctx, n_ubatch;
     enum bmoe_kv_type kv_type;
-    int swa_full; /* --swa-cache: 1 full (the default: requests reuse prefixes), 0 ring */
+    int swa_cache; /* --swa-cache: an enum bmoe_swa_cache (checkpoint by default: requests reuse prefixes) */
 } server_config;
 
 #define SERVER_EVENTS 256

@@ -83,7 +83,7 @@ static int parse_args(int argc, char **argv, server_config *config)
         .n_ctx = &config->n_ctx,
         .n_ubatch = &config->n_ubatch,
         .kv_type = &config->kv_type,
-        .swa_full = &config->swa_full,
+        .swa_cache = &config->swa_cache,
         .seed_given = &config->seed_given,
         .speculation = &config->speculation,
     };
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
         .speculation = bmoe_generation_default_params().speculation,
         .model_params = bmoe_model_default_params(),
         .kv_type = BMOE_KV_F16,
-        .swa_full = 1,
+        .swa_cache = BMOE_SWA_CHECKPOINT,
     };
     int status = parse_args(argc, argv, &config);
     if (status >= 0)
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
     context_params.n_threads = config.n_threads;
     context_params.n_threads_batch = config.n_threads_batch;
     context_params.kv_type = config.kv_type;
-    context_params.swa_full = config.swa_full != 0;
+    context_params.swa_cache = (enum bmoe_swa_cache)config.swa_cache;
     atomic_init(&s.cancel, false);
     atomic_init(&s.stopping, false);
     atomic_init(&s.next_id, 1);

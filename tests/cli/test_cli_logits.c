@@ -6,7 +6,8 @@
  * cache smaller than the experts). This checks the CLI's file layout and
  * forcing order end to end; the math is the engine's. And --swa-cache: a
  * gpt-oss generation many times its sliding-window ring long writes the
- * same text with ring and full, a bad value is refused in one line. The
+ * same text with ring, checkpoint and full, a bad value is refused in one
+ * line. The
  * arm64 stage runs it under qemu-aarch64. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -113,9 +114,9 @@ static void check_swa_cache(void)
 {
     char model_path[1024];
     test_shared_path(model_path, sizeof model_path, "oracle/models/gptoss-tiny-f32.gguf");
-    char *texts[2] = {NULL, NULL};
-    const char *choices[] = {"ring", "full"};
-    for (int i = 0; i < 2; i++) {
+    char *texts[3] = {NULL, NULL, NULL};
+    const char *choices[] = {"ring", "checkpoint", "full"};
+    for (int i = 0; i < 3; i++) {
         const char *args[] = {"-m", model_path, "-p", "Once upon a time", "-n", "160", "-c", "256", "--ubatch", "8",
                               "--temp", "0", "-t", "2", "--swa-cache", choices[i], NULL};
         cli_result r;
@@ -125,10 +126,12 @@ static void check_swa_cache(void)
         texts[i] = r.exit_code == 0 ? strdup(r.out) : NULL;
         cli_result_free(&r);
     }
-    CHECK_MSG(texts[0] && texts[1] && strcmp(texts[0], texts[1]) == 0, "--swa-cache ring wrote \"%s\", full \"%s\"",
-              texts[0] ? texts[0] : "(none)", texts[1] ? texts[1] : "(none)");
-    free(texts[0]);
-    free(texts[1]);
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(texts[i] && texts[2] && strcmp(texts[i], texts[2]) == 0, "--swa-cache %s wrote \"%s\", full \"%s\"",
+                  choices[i], texts[i] ? texts[i] : "(none)", texts[2] ? texts[2] : "(none)");
+        free(texts[i]);
+    }
+    free(texts[2]);
     const char *bad[] = {"-m", model_path, "-p", "x", "-n", "1", "--swa-cache", "half", NULL};
     cli_result r;
     CHECK(cli_run(bad, &r) == 0);

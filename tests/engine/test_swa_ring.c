@@ -1,5 +1,4 @@
-/* The sliding-window layers' rings (bmoe_context_params.swa_full off, the
- * default): on gpt-oss, Gemma 4 (with and without layers that read another
+/* The sliding-window layers' rings (bmoe_context_params.swa_cache): on gpt-oss, Gemma 4 (with and without layers that read another
  * layer's cache) and DeepSeek-V4 (its raw layers), a context whose
  * sliding-window layers keep a ring of their window and one micro-batch
  * gives the very logits of one that keeps every position, over a sequence
@@ -9,7 +8,10 @@
  * also when cut further before that), it goes on with the same logits; its
  * KV cache is smaller; a generation reuses a prefix the ring still holds
  * and evaluates the whole prompt when the ring has lost the prefix's
- * window. */
+ * window. A conversation (each turn's prompt extending the last one's,
+ * answers longer than the ring) with the rings' checkpoint reuses each
+ * prompt as a whole cache does, also one token short of the next, and
+ * answers with the same tokens as a ring alone and a whole cache. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,13 +34,13 @@ typedef struct pair {
     float *logits_ring, *logits_full;
 } pair;
 
-static bmoe_context *make_context(bmoe_model *model, bool swa_full)
+static bmoe_context *make_context(bmoe_model *model, enum bmoe_swa_cache swa)
 {
     bmoe_context_params params = bmoe_context_default_params();
     params.n_ctx = N_CTX;
     params.n_ubatch = N_UBATCH;
     params.n_threads = 2;
-    params.swa_full = swa_full;
+    params.swa_cache = swa;
     bmoe_error error = {0};
     bmoe_context *context = bmoe_context_create(model, &params, &error);
     CHECK_MSG(context != NULL, "context: %s", error.message);
@@ -76,6 +78,8 @@ static bool eval_pieces(pair *p, const int32_t *tokens, int32_t from, int32_t to
     return true;
 }
 
+static void check_conversation(bmoe_model *model, const char *name, const int32_t *tokens);
+
 static void check_model(const char *path, const char *name, int32_t expected_ring)
 {
     bmoe_error error = {0};
@@ -83,7 +87,7 @@ static void check_model(const char *path, const char *name, int32_t expected_rin
     CHECK_MSG(model != NULL, "load %s: %s", name, error.message);
     if (!model)
         return;
-    pair p = {.ring = make_context(model, false), .full = make_context(model, true)};
+    pair p = {.ring = make_context(model, BMOE_SWA_RING), .full = make_context(model, BMOE_SWA_FULL)};
     p.n_vocab = bmoe_model_n_vocab(model);
     p.logits_ring = malloc((size_t)N_CTX * (size_t)p.n_vocab * sizeof(float));
     p.logits_full = malloc((size_t)N_CTX * (size_t)p.n_vocab * sizeof(float));
@@ -96,7 +100,7 @@ static void check_model(const char *path, const char *name, int32_t expected_rin
     if (!p.ring || !p.full || !p.logits_ring || !p.logits_full)
         goto done;
     CHECK_MSG(p.ring->state.swa_ring == expected_ring && p.full->state.swa_ring == 0,
-              "%s: rings of %d and %d positions (swa_full), expected %d and 0", name, p.ring->state.swa_ring,
+              "%s: rings of %d and %d positions (full), expected %d and 0", name, p.ring->state.swa_ring,
               p.full->state.swa_ring, expected_ring);
     bmoe_context_memory ring_memory, full_memory;
     bmoe_context_memory_usage(p.ring, &ring_memory);
@@ -148,15 +152,91 @@ static void check_model(const char *path, const char *name, int32_t expected_rin
     bmoe_generation_free(g);
     g = bmoe_generation_start(p.full, &gp, prompt, 150, &error);
     if (g)
-        CHECK_MSG(bmoe_generation_n_reused(g) == 60, "%s: swa_full: %d reused of 60", name,
+        CHECK_MSG(bmoe_generation_n_reused(g) == 60, "%s: full: %d reused of 60", name,
                   bmoe_generation_n_reused(g));
     bmoe_generation_free(g);
+    check_conversation(model, name, tokens);
 done:
     free(p.logits_ring);
     free(p.logits_full);
     bmoe_context_free(p.ring);
     bmoe_context_free(p.full);
     bmoe_model_free(model);
+}
+
+enum { TURN_PREDICT = 60 };
+
+/* One turn: a greedy generation of TURN_PREDICT tokens past end-of-text
+ * into answer; returns the prompt positions it reused, -1 on failure. */
+static int32_t turn(bmoe_context *context, const int32_t *prompt, int32_t n_prompt, int32_t *answer)
+{
+    bmoe_generation_params gp = bmoe_generation_default_params();
+    gp.n_predict = TURN_PREDICT;
+    gp.ignore_eos = true;
+    bmoe_error error = {0};
+    bmoe_generation *g = bmoe_generation_start(context, &gp, prompt, n_prompt, &error);
+    CHECK_MSG(g != NULL, "generation: %s", error.message);
+    if (!g)
+        return -1;
+    int32_t reused = bmoe_generation_n_reused(g), n = 0;
+    bmoe_step step;
+    int status;
+    while ((status = bmoe_generation_step(g, &step, &error)) == 1)
+        if (n < TURN_PREDICT)
+            answer[n++] = step.token;
+    CHECK_MSG(status == 0 && n == TURN_PREDICT, "a turn generated %d tokens: %s", n, error.message);
+    bmoe_generation_free(g);
+    return reused;
+}
+
+/* Three turns on a ring, a ring with its checkpoint and a whole cache: the
+ * second prompt extends the first by its answer's first token and other
+ * text (reused: all of the first prompt), the third shares all but the
+ * last 10 tokens of the second (reused: that much). */
+static void check_conversation(bmoe_model *model, const char *name, const int32_t *tokens)
+{
+    enum { N_TURNS = 3 };
+    static const enum bmoe_swa_cache modes[] = {BMOE_SWA_RING, BMOE_SWA_CHECKPOINT, BMOE_SWA_FULL};
+    static const char *const mode_names[] = {"ring", "checkpoint", "full"};
+    int32_t prompts[N_TURNS][N_CTX], lengths[N_TURNS] = {40, 0, 0};
+    int32_t answers[3][N_TURNS][TURN_PREDICT], reused[3][N_TURNS];
+    memcpy(prompts[0], tokens, (size_t)lengths[0] * sizeof(int32_t));
+    for (int mode = 0; mode < 3; mode++) {
+        bmoe_context *context = make_context(model, modes[mode]);
+        if (!context)
+            return;
+        for (int t = 0; t < N_TURNS; t++) {
+            if (t > 0 && mode == 0) {
+                /* the next prompt from the first mode's previous turn (all modes answer alike) */
+                int32_t n = t == 1 ? lengths[0] : lengths[1] - 10;
+                memcpy(prompts[t], prompts[t - 1], (size_t)n * sizeof(int32_t));
+                if (t == 1)
+                    prompts[t][n++] = answers[0][0][0];
+                for (int i = 0; i < 20; i++)
+                    prompts[t][n++] = tokens[100 + 20 * t + i];
+                lengths[t] = n;
+            }
+            reused[mode][t] = turn(context, prompts[t], lengths[t], answers[mode][t]);
+        }
+        if (mode == 1)
+            CHECK_MSG(context->state.ring_checkpoint != NULL && context->state.ring_checkpoint_bytes > 0,
+                      "%s: no checkpoint", name);
+        bmoe_context_free(context);
+    }
+    /* a whole cache reuses what the prompts share: the first prompt and one token, then all but 10 */
+    CHECK_MSG(reused[2][0] == 0 && reused[2][1] >= lengths[0] + 1 && reused[2][2] >= lengths[1] - 10,
+              "%s full: turns reused %d, %d, %d", name, reused[2][0], reused[2][1], reused[2][2]);
+    for (int mode = 0; mode < 3; mode++)
+        for (int t = 0; t < N_TURNS; t++) {
+            /* a ring alone has overwritten the windows: it evaluates each later prompt whole; its
+             * checkpoint holds the previous prompt */
+            int32_t at_most = t > 0 ? lengths[t - 1] : 0;
+            int32_t expected = mode == 0 ? 0 : mode == 2 || reused[2][t] < at_most ? reused[2][t] : at_most;
+            CHECK_MSG(reused[mode][t] == expected, "%s %s: turn %d reused %d of its prompt, expected %d", name,
+                      mode_names[mode], t + 1, reused[mode][t], expected);
+            CHECK_MSG(memcmp(answers[mode][t], answers[2][t], sizeof answers[2][t]) == 0,
+                      "%s %s: turn %d answers other tokens than a whole cache", name, mode_names[mode], t + 1);
+        }
 }
 
 /* Writes a bmoe-mkmodel model into the test directory. */

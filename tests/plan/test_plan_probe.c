@@ -15,13 +15,13 @@
 #include "test.h"
 
 /* plan_probe_model with a context of n_ctx positions (0: the default) and
- * the library's other defaults but swa_full. */
-static int probe(const char *path, int32_t n_ctx, bool draft_head, bool swa_full, plan_model *model, char *error,
-                 size_t error_size)
+ * the library's other defaults but swa_cache. */
+static int probe(const char *path, int32_t n_ctx, bool draft_head, enum bmoe_swa_cache swa, plan_model *model,
+                 char *error, size_t error_size)
 {
     bmoe_context_params context = bmoe_context_default_params();
     context.n_ctx = n_ctx;
-    context.swa_full = swa_full;
+    context.swa_cache = swa;
     return plan_probe_model(path, &context, draft_head, model, error, error_size);
 }
 
@@ -36,7 +36,7 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
 {
     plan_model model;
     char error[512] = "";
-    CHECK_MSG(probe(moe_path, 256, false, false, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(moe_path, 256, false, BMOE_SWA_RING, &model, error, sizeof error) == 0, "%s", error);
     struct stat st;
     CHECK(stat(moe_path, &st) == 0 && model.file_bytes == (uint64_t)st.st_size);
     CHECK(model.dense_bytes > 0 && model.expert_bytes > 0);
@@ -50,17 +50,17 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
     CHECK(model.context_bytes > 0);
     /* a larger context holds more */
     plan_model larger;
-    CHECK(probe(moe_path, 1024, false, false, &larger, error, sizeof error) == 0);
+    CHECK(probe(moe_path, 1024, false, BMOE_SWA_RING, &larger, error, sizeof error) == 0);
     CHECK(larger.context_bytes > model.context_bytes);
 
-    CHECK_MSG(probe(dense_path, 0, false, false, &model, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(dense_path, 0, false, BMOE_SWA_RING, &model, error, sizeof error) == 0, "%s", error);
     CHECK(model.expert_bytes == 0 && model.cycle_bytes == 0 && model.n_expert == 0);
     CHECK(model.dense_bytes > 0 && model.dense_bytes <= model.file_bytes && model.context_bytes > 0);
 
     char missing[1024];
     snprintf(missing, sizeof missing, "%s/plan-no-such-dir/model.gguf", test_tmp_dir());
     error[0] = '\0';
-    CHECK(probe(missing, 256, false, false, &model, error, sizeof error) == -1);
+    CHECK(probe(missing, 256, false, BMOE_SWA_RING, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0' && strchr(error, '\n') == NULL, "missing: [%s]", error);
 
     char not_gguf[1024];
@@ -72,7 +72,7 @@ static void test_model_probe(const char *moe_path, const char *dense_path)
         fclose(file);
     }
     error[0] = '\0';
-    CHECK(probe(not_gguf, 256, false, false, &model, error, sizeof error) == -1);
+    CHECK(probe(not_gguf, 256, false, BMOE_SWA_RING, &model, error, sizeof error) == -1);
     CHECK_MSG(error[0] != '\0', "not a GGUF: no message");
     unlink(not_gguf);
 }
@@ -92,8 +92,8 @@ static void test_head_probe(const char *moe_path)
     enum { N_CTX = 512, N_EMBD = 256, N_HEAD_KV = 2, HEAD_DIM = 64 };
     plan_model plain, drafting;
     char error[512] = "";
-    CHECK_MSG(probe(path, N_CTX, false, false, &plain, error, sizeof error) == 0, "%s", error);
-    CHECK_MSG(probe(path, N_CTX, true, false, &drafting, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(path, N_CTX, false, BMOE_SWA_RING, &plain, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(path, N_CTX, true, BMOE_SWA_RING, &drafting, error, sizeof error) == 0, "%s", error);
     /* the block's own embedding and output: 2 x vocab 512 x 256 F32 */
     uint64_t own_matrices = 2ull * 512 * N_EMBD * sizeof(float);
     CHECK_MSG(drafting.dense_bytes >= plain.dense_bytes + own_matrices,
@@ -108,29 +108,33 @@ static void test_head_probe(const char *moe_path)
     CHECK(drafting.file_bytes == plain.file_bytes && drafting.n_expert == plain.n_expert);
     unlink(path);
 
-    CHECK(probe(moe_path, N_CTX, false, false, &plain, error, sizeof error) == 0);
-    CHECK(probe(moe_path, N_CTX, true, false, &drafting, error, sizeof error) == 0);
+    CHECK(probe(moe_path, N_CTX, false, BMOE_SWA_RING, &plain, error, sizeof error) == 0);
+    CHECK(probe(moe_path, N_CTX, true, BMOE_SWA_RING, &drafting, error, sizeof error) == 0);
     CHECK_MSG(drafting.dense_bytes == plain.dense_bytes && drafting.context_bytes == plain.context_bytes,
               "a model without a head: dense %llu / %llu, context %llu / %llu",
               (unsigned long long)drafting.dense_bytes, (unsigned long long)plain.dense_bytes,
               (unsigned long long)drafting.context_bytes, (unsigned long long)plain.context_bytes);
 }
 
-/* swa_full (what --session and bmoe-server keep) prices the sliding-window
- * layers at every position: more than their rings on gpt-oss, the same on
- * a model without such layers. */
+/* The sliding-window layers priced as the job keeps them: on gpt-oss every
+ * position (BMOE_SWA_FULL) more than a ring and its checkpoint, those more
+ * than a ring alone; on a model without such layers all the same. */
 static void test_swa_probe(const char *moe_path)
 {
     char gptoss[1024], error[512] = "";
     test_shared_path(gptoss, sizeof gptoss, "oracle/models/gptoss-tiny-f32.gguf");
-    plan_model ring, full;
-    CHECK_MSG(probe(gptoss, 4096, false, false, &ring, error, sizeof error) == 0, "%s", error);
-    CHECK_MSG(probe(gptoss, 4096, false, true, &full, error, sizeof error) == 0, "%s", error);
-    CHECK_MSG(full.context_bytes > ring.context_bytes, "gpt-oss at 4096: %llu bytes with rings, %llu without",
-              (unsigned long long)ring.context_bytes, (unsigned long long)full.context_bytes);
-    CHECK(probe(moe_path, 4096, false, false, &ring, error, sizeof error) == 0);
-    CHECK(probe(moe_path, 4096, false, true, &full, error, sizeof error) == 0);
-    CHECK(full.context_bytes == ring.context_bytes);
+    plan_model ring, checkpoint, full;
+    CHECK_MSG(probe(gptoss, 4096, false, BMOE_SWA_RING, &ring, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(gptoss, 4096, false, BMOE_SWA_CHECKPOINT, &checkpoint, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(probe(gptoss, 4096, false, BMOE_SWA_FULL, &full, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(full.context_bytes > checkpoint.context_bytes && checkpoint.context_bytes > ring.context_bytes,
+              "gpt-oss at 4096: %llu bytes with rings, %llu with their checkpoint, %llu full",
+              (unsigned long long)ring.context_bytes, (unsigned long long)checkpoint.context_bytes,
+              (unsigned long long)full.context_bytes);
+    CHECK(probe(moe_path, 4096, false, BMOE_SWA_RING, &ring, error, sizeof error) == 0);
+    CHECK(probe(moe_path, 4096, false, BMOE_SWA_CHECKPOINT, &checkpoint, error, sizeof error) == 0);
+    CHECK(probe(moe_path, 4096, false, BMOE_SWA_FULL, &full, error, sizeof error) == 0);
+    CHECK(full.context_bytes == ring.context_bytes && checkpoint.context_bytes == ring.context_bytes);
 }
 
 /* Sets one field of the cache file's JSON object (replacing it), or writes

@@ -4,7 +4,8 @@
  * second turn that reuses the cached prefix and still answers what a fresh
  * server answers, every refusal with its status and OpenAI-shaped body
  * (400 naming the field, 401, 403, 413, 429), cancel, and SIGTERM's clean
- * exit. */
+ * exit; reasoning effort per request; a gpt-oss server's sliding-window
+ * checkpoint reusing the last prompt after a long answer. */
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -364,6 +365,52 @@ static void test_effort(void)
     CHECK(test_server_stop(&server, SIGTERM) == 0);
 }
 
+/* A completion's text and n_reused, or NULL (a failed check). */
+static char *complete(int port, const char *body, int *n_reused)
+{
+    test_response response;
+    char *text = NULL;
+    if (test_request(port, "POST", "/v1/completions", NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "completion: %d %s", response.status, response.body);
+        text = answer_of(&response, false, n_reused);
+    }
+    free(response.raw);
+    return text;
+}
+
+/* A gpt-oss server with rings of 32 positions (--ubatch 8): by default
+ * (--swa-cache checkpoint) a request extending the last prompt reuses it
+ * after an answer longer than the rings, with --swa-cache ring it evaluates
+ * it whole; both answer alike. */
+static void test_swa_checkpoint(void)
+{
+    char gptoss[1200];
+    snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
+    if (!cli_mkmodel("tiny-gpt-oss", gptoss))
+        return;
+    const char *first = "{\"prompt\":\"Once upon a time\",\"max_tokens\":48,\"temperature\":0,\"ignore_eos\":true}";
+    const char *second = "{\"prompt\":\"Once upon a time there was a cat\",\"max_tokens\":8,\"temperature\":0}";
+    char *answers[2] = {NULL, NULL};
+    int reused[2] = {-1, -1};
+    for (int ring = 0; ring < 2; ring++) {
+        const char *args[] = {"-m", gptoss, "-t", "1", "--ubatch", "8", ring ? "--swa-cache" : NULL, "ring", NULL};
+        test_server server;
+        if (test_server_start(&server, args) != 0) {
+            CHECK_MSG(false, "the gpt-oss server did not start");
+            continue;
+        }
+        free(complete(server.port, first, NULL));
+        answers[ring] = complete(server.port, second, &reused[ring]);
+        CHECK(test_server_stop(&server, SIGTERM) == 0);
+    }
+    CHECK_MSG(reused[0] > 0 && reused[1] == 0, "the second prompt reused %d (checkpoint) and %d (ring) tokens",
+              reused[0], reused[1]);
+    CHECK_MSG(answers[0] && answers[1] && strcmp(answers[0], answers[1]) == 0, "checkpoint \"%s\", ring \"%s\"",
+              answers[0] ? answers[0] : "(none)", answers[1] ? answers[1] : "(none)");
+    free(answers[0]);
+    free(answers[1]);
+}
+
 /* /api/events carries the tokens of a generation another client asked for. */
 static void test_events(int port)
 {
@@ -676,5 +723,6 @@ int main(void)
     test_expert_profile();
     test_ngram();
     test_effort();
+    test_swa_checkpoint();
     return test_finish();
 }
