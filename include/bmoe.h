@@ -353,9 +353,10 @@ enum bmoe_kv_type { BMOE_KV_F16 = 0, BMOE_KV_F32 = 1 };
  * the kept prefix is evaluated again (a generation's reused prefix then
  * counts 0).
  * CHECKPOINT: a ring, and a copy of it taken at the end of each
- * generation's prompt, which a later prompt extending that one (the next
- * turn of a conversation) reuses however long the answer ran: twice the
- * ring's memory.
+ * generation's prompt (bmoe_generation_start; bmoe_eval alone takes none),
+ * which a later prompt extending that one (the next turn of a
+ * conversation) reuses however long the answer ran: twice the ring's
+ * memory.
  * FULL: every position, as llama.cpp's --swa-full. */
 enum bmoe_swa_cache { BMOE_SWA_RING = 0, BMOE_SWA_CHECKPOINT = 1, BMOE_SWA_FULL = 2 };
 
@@ -505,8 +506,9 @@ BMOE_API int bmoe_context_predict_log(const bmoe_context *context, int32_t layer
 
 /* What a context holds in memory. */
 typedef struct bmoe_context_memory {
-    uint64_t kv_bytes;        /* the KV cache (the layers with attention; deepseek4's compressed layers'
-                                 per-position compressor rows and compressed entries) */
+    uint64_t kv_bytes;        /* the KV cache (the layers with attention, the sliding-window rings'
+                                 checkpoint; deepseek4's compressed layers' per-position compressor
+                                 rows and compressed entries) */
     uint64_t recurrent_bytes; /* the recurrent layers' state */
     uint64_t buffer_bytes;    /* activation buffers */
     uint64_t draft_head_bytes; /* what an MTP generation would add (0 without a head): the draft head's KV

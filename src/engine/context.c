@@ -132,11 +132,12 @@ bmoe_context *bmoe_context_create(bmoe_model *m, const bmoe_context_params *para
         return NULL;
     }
     if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads_batch < 0 ||
-        (p.kv_type != BMOE_KV_F16 && p.kv_type != BMOE_KV_F32)) {
+        (p.kv_type != BMOE_KV_F16 && p.kv_type != BMOE_KV_F32) ||
+        (p.swa_cache != BMOE_SWA_RING && p.swa_cache != BMOE_SWA_CHECKPOINT && p.swa_cache != BMOE_SWA_FULL)) {
         error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
                          "context: invalid parameters (n_ctx %d, n_ubatch %d, n_threads %d, n_threads_batch %d, "
-                         "kv_type %d)",
-                         p.n_ctx, p.n_ubatch, p.n_threads, p.n_threads_batch, (int)p.kv_type);
+                         "kv_type %d, swa_cache %d)",
+                         p.n_ctx, p.n_ubatch, p.n_threads, p.n_threads_batch, (int)p.kv_type, (int)p.swa_cache);
         engine_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return NULL;
     }

@@ -11,7 +11,9 @@
  * window. A conversation (each turn's prompt extending the last one's,
  * answers longer than the ring) with the rings' checkpoint reuses each
  * prompt as a whole cache does, also one token short of the next, and
- * answers with the same tokens as a ring alone and a whole cache. */
+ * answers with the same tokens as a ring alone and a whole cache; cut back
+ * twice into a checkpointed prompt, it restores the copy and gives a whole
+ * cache's logits. A swa_cache outside the enum is refused. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -79,6 +81,8 @@ static bool eval_pieces(pair *p, const int32_t *tokens, int32_t from, int32_t to
 }
 
 static void check_conversation(bmoe_model *model, const char *name, const int32_t *tokens);
+static void check_restore(bmoe_model *model, const char *name, const int32_t *tokens);
+static bool window_held_now(const bmoe_context *context, int32_t position);
 
 static void check_model(const char *path, const char *name, int32_t expected_ring)
 {
@@ -156,6 +160,7 @@ static void check_model(const char *path, const char *name, int32_t expected_rin
                   bmoe_generation_n_reused(g));
     bmoe_generation_free(g);
     check_conversation(model, name, tokens);
+    check_restore(model, name, tokens);
 done:
     free(p.logits_ring);
     free(p.logits_full);
@@ -239,6 +244,44 @@ static void check_conversation(bmoe_model *model, const char *name, const int32_
         }
 }
 
+/* The checkpoint restored by bmoe_context_truncate itself, twice: a
+ * checkpoint context taken at 100 and run on past its rings, cut back to 95
+ * and later to 90, gives a whole cache's logits bit for bit. */
+static void check_restore(bmoe_model *model, const char *name, const int32_t *tokens)
+{
+    pair p = {.ring = make_context(model, BMOE_SWA_CHECKPOINT), .full = make_context(model, BMOE_SWA_FULL)};
+    p.n_vocab = bmoe_model_n_vocab(model);
+    p.logits_ring = malloc((size_t)N_CTX * (size_t)p.n_vocab * sizeof(float));
+    p.logits_full = malloc((size_t)N_CTX * (size_t)p.n_vocab * sizeof(float));
+    char label[160];
+    snprintf(label, sizeof label, "%s checkpoint", name);
+    if (p.ring && p.full && p.logits_ring && p.logits_full && eval_pieces(&p, tokens, 0, 100, label)) {
+        context_ring_checkpoint(p.ring);
+        CHECK(p.ring->checkpoint_end == 100);
+        bool ok = eval_pieces(&p, tokens, 100, 180, label);
+        for (int32_t cut = 95; ok && cut >= 90; cut -= 5) {
+            CHECK_MSG(!window_held_now(p.ring, cut) && context_prefix_kept(p.ring, cut),
+                      "%s: at %d the rings should have lost the window and the checkpoint hold it", name, cut);
+            bmoe_context_truncate(p.ring, cut);
+            bmoe_context_truncate(p.full, cut);
+            CHECK_MSG(p.ring->replay_to == 0, "%s: a cut to %d the checkpoint holds replays", name, cut);
+            snprintf(label, sizeof label, "%s checkpoint: after a cut to %d", name, cut);
+            ok = eval_pieces(&p, tokens, cut, cut + 70, label);
+        }
+    }
+    free(p.logits_ring);
+    free(p.logits_full);
+    bmoe_context_free(p.ring);
+    bmoe_context_free(p.full);
+}
+
+/* Whether the live rings (not the checkpoint) hold the window before position. */
+static bool window_held_now(const bmoe_context *context, int32_t position)
+{
+    int32_t start = position - context->model->model.hparams.n_swa + 1;
+    return (start > 0 ? start : 0) >= context->ring_written - context->state.swa_ring;
+}
+
 /* Writes a bmoe-mkmodel model into the test directory. */
 static bool generate(const char *shape_flags, const char *file, char *path, size_t size)
 {
@@ -254,6 +297,17 @@ static bool generate(const char *shape_flags, const char *file, char *path, size
 int main(void)
 {
     char path[1200];
+    {
+        bmoe_error error = {0};
+        bmoe_model *model = bmoe_model_load(test_shared_path(path, sizeof path, "oracle/models/gptoss-tiny-f32.gguf"),
+                                            NULL, &error);
+        bmoe_context_params params = bmoe_context_default_params();
+        params.swa_cache = (enum bmoe_swa_cache)7;
+        bmoe_context *context = model ? bmoe_context_create(model, &params, &error) : NULL;
+        CHECK_MSG(model && !context && strstr(error.message, "swa_cache 7"), "swa_cache 7: %s", error.message);
+        bmoe_context_free(context);
+        bmoe_model_free(model);
+    }
     /* sliding window 8 (gpt-oss, Gemma 4) or 16 (DeepSeek-V4), and 16 positions written at most: 32 */
     check_model(test_shared_path(path, sizeof path, "oracle/models/gptoss-tiny-f32.gguf"), "gpt-oss", 32);
     check_model(test_shared_path(path, sizeof path, "oracle/models/gemma4-tiny-f32.gguf"), "gemma4", 32);

@@ -365,14 +365,21 @@ static void test_effort(void)
     CHECK(test_server_stop(&server, SIGTERM) == 0);
 }
 
-/* A completion's text and n_reused, or NULL (a failed check). */
-static char *complete(int port, const char *body, int *n_reused)
+/* A completion's text, n_reused and usage.prompt_tokens (-1 when absent),
+ * or NULL (a failed check). */
+static char *complete(int port, const char *body, int *n_reused, int *n_prompt)
 {
     test_response response;
     char *text = NULL;
+    *n_prompt = -1;
     if (test_request(port, "POST", "/v1/completions", NULL, body, &response) == 0) {
         CHECK_MSG(response.status == 200, "completion: %d %s", response.status, response.body);
         text = answer_of(&response, false, n_reused);
+        cJSON *root = body_json(&response);
+        const cJSON *tokens =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "usage"), "prompt_tokens");
+        *n_prompt = cJSON_IsNumber(tokens) ? tokens->valueint : -1;
+        cJSON_Delete(root);
     }
     free(response.raw);
     return text;
@@ -391,7 +398,7 @@ static void test_swa_checkpoint(void)
     const char *first = "{\"prompt\":\"Once upon a time\",\"max_tokens\":48,\"temperature\":0,\"ignore_eos\":true}";
     const char *second = "{\"prompt\":\"Once upon a time there was a cat\",\"max_tokens\":8,\"temperature\":0}";
     char *answers[2] = {NULL, NULL};
-    int reused[2] = {-1, -1};
+    int reused[2] = {-1, -1}, first_prompt[2] = {-1, -1}, second_prompt;
     for (int ring = 0; ring < 2; ring++) {
         const char *args[] = {"-m", gptoss, "-t", "1", "--ubatch", "8", ring ? "--swa-cache" : NULL, "ring", NULL};
         test_server server;
@@ -399,12 +406,15 @@ static void test_swa_checkpoint(void)
             CHECK_MSG(false, "the gpt-oss server did not start");
             continue;
         }
-        free(complete(server.port, first, NULL));
-        answers[ring] = complete(server.port, second, &reused[ring]);
+        int first_reused;
+        free(complete(server.port, first, &first_reused, &first_prompt[ring]));
+        answers[ring] = complete(server.port, second, &reused[ring], &second_prompt);
         CHECK(test_server_stop(&server, SIGTERM) == 0);
     }
-    CHECK_MSG(reused[0] > 0 && reused[1] == 0, "the second prompt reused %d (checkpoint) and %d (ring) tokens",
-              reused[0], reused[1]);
+    /* the second prompt extends the first: the checkpoint keeps all of it */
+    CHECK_MSG(first_prompt[0] > 1 && reused[0] == first_prompt[0] && reused[1] == 0,
+              "the second prompt reused %d (checkpoint) and %d (ring) tokens; the first had %d", reused[0], reused[1],
+              first_prompt[0]);
     CHECK_MSG(answers[0] && answers[1] && strcmp(answers[0], answers[1]) == 0, "checkpoint \"%s\", ring \"%s\"",
               answers[0] ? answers[0] : "(none)", answers[1] ? answers[1] : "(none)");
     free(answers[0]);
