@@ -356,7 +356,7 @@ enum bmoe_kv_type { BMOE_KV_F16 = 0, BMOE_KV_F32 = 1 };
  * generation's prompt (bmoe_generation_start; bmoe_eval alone takes none),
  * which a later prompt extending that one (the next turn of a
  * conversation) reuses however long the answer ran: twice the ring's
- * memory.
+ * memory (every position instead where that is less).
  * FULL: every position, as llama.cpp's --swa-full. */
 enum bmoe_swa_cache { BMOE_SWA_RING = 0, BMOE_SWA_CHECKPOINT = 1, BMOE_SWA_FULL = 2 };
 

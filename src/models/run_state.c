@@ -151,6 +151,9 @@ int run_state_create(run_state *s, const model *m, int32_t n_ctx, int32_t n_ubat
     s->n_ctx = n_ctx;
     s->n_ubatch = n_ubatch;
     s->swa_ring = swa == BMOE_SWA_FULL ? 0 : swa_ring_positions(m, n_ctx, n_ubatch);
+    /* a ring and its copy no smaller than the whole context: keep the whole context */
+    if (swa == BMOE_SWA_CHECKPOINT && 2 * (int64_t)s->swa_ring >= n_ctx)
+        s->swa_ring = 0;
     s->kv_f16 = kv_f16;
     s->pool = pool;
     s->kernels = kernels_best();

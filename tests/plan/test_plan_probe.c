@@ -118,7 +118,8 @@ static void test_head_probe(const char *moe_path)
 
 /* The sliding-window layers priced as the job keeps them: on gpt-oss every
  * position (BMOE_SWA_FULL) more than a ring and its checkpoint, those more
- * than a ring alone; on a model without such layers all the same. */
+ * than a ring alone, and a checkpoint as every position where a ring and
+ * its copy would hold more; on a model without such layers all the same. */
 static void test_swa_probe(const char *moe_path)
 {
     char gptoss[1024], error[512] = "";
@@ -131,6 +132,11 @@ static void test_swa_probe(const char *moe_path)
               "gpt-oss at 4096: %llu bytes with rings, %llu with their checkpoint, %llu full",
               (unsigned long long)ring.context_bytes, (unsigned long long)checkpoint.context_bytes,
               (unsigned long long)full.context_bytes);
+    /* at 1024 positions a ring of 544 and its copy would hold more than the context: checkpoint keeps it whole */
+    CHECK(probe(gptoss, 1024, false, BMOE_SWA_CHECKPOINT, &checkpoint, error, sizeof error) == 0);
+    CHECK(probe(gptoss, 1024, false, BMOE_SWA_FULL, &full, error, sizeof error) == 0);
+    CHECK_MSG(checkpoint.context_bytes == full.context_bytes, "gpt-oss at 1024: %llu bytes with a checkpoint, %llu full",
+              (unsigned long long)checkpoint.context_bytes, (unsigned long long)full.context_bytes);
     CHECK(probe(moe_path, 4096, false, BMOE_SWA_RING, &ring, error, sizeof error) == 0);
     CHECK(probe(moe_path, 4096, false, BMOE_SWA_CHECKPOINT, &checkpoint, error, sizeof error) == 0);
     CHECK(probe(moe_path, 4096, false, BMOE_SWA_FULL, &full, error, sizeof error) == 0);
