@@ -292,6 +292,13 @@ static bool logits_non_finite(const float *logits, int32_t n_rows, int32_t n_voc
     return sum != 0.0f;
 }
 
+/* The rings are about to hold rows up to position end - 1. */
+static void rings_written_to(bmoe_context *context, int32_t end)
+{
+    if (end > context->ring_written)
+        context->ring_written = end;
+}
+
 /* Recurrent state and truncation: a recurrent layer's state (a convolution
  * window, and later DeltaNet matrices) sums up every position before the
  * next, and cannot be cut back to an earlier position. Keeping snapshots
@@ -325,7 +332,7 @@ static int replay_kept_prefix(bmoe_context *context, bmoe_error *err)
             .first_output = count,
             .logits = NULL,
         };
-        context->ring_written = start + count > context->ring_written ? start + count : context->ring_written;
+        rings_written_to(context, start + count);
         status = m->arch->forward(m, s, &batch, err);
     }
     s->route_callback = route_callback;
@@ -401,9 +408,8 @@ int bmoe_eval(bmoe_context *context, const int32_t *tokens, int32_t n_tokens, fl
             batch.logits = logits;
         }
         context->state.single_token = n_tokens == 1;
-        /* before: a failed micro-batch may have written some of its rows */
-        if (context->position + count > context->ring_written)
-            context->ring_written = context->position + count;
+        /* before the forward: a failed micro-batch may have written some of its rows */
+        rings_written_to(context, context->position + count);
         if (m->arch->forward(m, &context->state, &batch, &err) != 0) {
             /* the failed ubatch may have advanced the recurrent state of some layers */
             if (context->state.recurrent_floats > 0 && context->position > 0)
@@ -466,11 +472,15 @@ static bool checkpoint_holds(const bmoe_context *context, int32_t position)
            window_held(context, position, context->checkpoint_written);
 }
 
+/* Whether the live rings hold the window before position (always without rings). */
+static bool rings_hold(const bmoe_context *context, int32_t position)
+{
+    return context->state.swa_ring == 0 || position <= 0 || window_held(context, position, context->ring_written);
+}
+
 bool context_prefix_kept(const bmoe_context *context, int32_t position)
 {
-    if (context->state.swa_ring == 0 || position <= 0)
-        return true;
-    return window_held(context, position, context->ring_written) || checkpoint_holds(context, position);
+    return rings_hold(context, position) || checkpoint_holds(context, position);
 }
 
 int32_t context_kept_prefix(const bmoe_context *context, int32_t position)
@@ -496,11 +506,13 @@ void bmoe_context_truncate(bmoe_context *context, int32_t position)
         position = 0;
     if (position >= context->position)
         return;
-    bool kept = context_prefix_kept(context, position);
-    if (kept && position > 0 && context->state.swa_ring > 0 && !window_held(context, position, context->ring_written)) {
+    bool held = rings_hold(context, position);
+    bool restored = !held && checkpoint_holds(context, position);
+    if (restored) {
         run_state_ring_restore(&context->state, &context->model->model);
         context->ring_written = context->checkpoint_written;
     }
+    bool kept = held || restored;
     context->position = position;
     if (context->checkpoint_end > position) /* the positions past the cut will be other tokens' */
         context->checkpoint_end = position;

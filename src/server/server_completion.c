@@ -155,6 +155,21 @@ static bool names_served_model(const server *s, const char *name)
     return strlen(name) == stem && strncmp(name, s->model_file, stem) == 0;
 }
 
+/* A reasoning_effort, at the top level or in chat_template_kwargs (prefix
+ * "chat_template_kwargs."; elsewhere: the other place): once, and low,
+ * medium or high. 0, or -1 with the reply filled (400 naming param). */
+static int read_effort(const cJSON *field, const char *param, const char *prefix, const char *elsewhere,
+                       completion_request *q, server_reply *reply)
+{
+    if (q->effort_asked)
+        BAD(param, "reasoning_effort is given twice (also %s)", elsewhere);
+    if (!cJSON_IsString(field) || !bmoe_reasoning_effort_valid(field->valuestring))
+        BAD(param, "%sreasoning_effort must be \"low\", \"medium\" or \"high\"", prefix);
+    q->reasoning_effort = field->valuestring;
+    q->effort_asked = true;
+    return 0;
+}
+
 /* chat_template_kwargs (as llama.cpp's and vLLM's servers take it): the
  * template variables bmoe lets a request set, enable_thinking and
  * reasoning_effort; any other is refused, never passed on unread. */
@@ -171,13 +186,8 @@ static int read_template_kwargs(const cJSON *kwargs, completion_request *q, serv
             q->think = cJSON_IsTrue(field);
             q->think_asked = true;
         } else if (strcmp(key, "reasoning_effort") == 0) {
-            if (q->effort_asked)
-                BAD("chat_template_kwargs", "reasoning_effort is given twice (also at the top level)");
-            if (!cJSON_IsString(field) || !bmoe_reasoning_effort_valid(field->valuestring))
-                BAD("chat_template_kwargs",
-                    "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\"");
-            q->reasoning_effort = field->valuestring;
-            q->effort_asked = true;
+            if (read_effort(field, "chat_template_kwargs", "chat_template_kwargs.", "at the top level", q, reply) != 0)
+                return -1;
         } else {
             /* a long name is not echoed: cut, it could end inside a character */
             bool echo = strlen(key) <= 64;
@@ -234,12 +244,8 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
         } else if (chat && strcmp(key, "reasoning_effort") == 0) {
             if (null)
                 continue;
-            if (q->effort_asked)
-                BAD(key, "reasoning_effort is given twice (also in chat_template_kwargs)");
-            if (!cJSON_IsString(field) || !bmoe_reasoning_effort_valid(field->valuestring))
-                BAD(key, "reasoning_effort must be \"low\", \"medium\" or \"high\"");
-            q->reasoning_effort = field->valuestring;
-            q->effort_asked = true;
+            if (read_effort(field, key, "", "in chat_template_kwargs", q, reply) != 0)
+                return -1;
         } else if (chat && strcmp(key, "chat_template_kwargs") == 0) {
             if (null)
                 continue;
