@@ -525,7 +525,13 @@ typedef struct bmoe_sampler_params {
     float top_p;           /* >= 1: off */
     float min_p;           /* <= 0: off */
     float repeat_penalty;  /* 1: off */
-    int32_t repeat_last_n; /* tokens of history the penalty looks at; -1: all */
+    int32_t repeat_last_n; /* tokens of history the penalties look at; -1: all */
+    /* subtracted from a logit: frequency_penalty per use of the token in that
+     * history, presence_penalty once if it is there (0: off; OpenAI's
+     * presence_penalty and frequency_penalty, llama.cpp's --presence-penalty
+     * and --frequency-penalty) */
+    float frequency_penalty;
+    float presence_penalty;
     uint64_t seed;
 } bmoe_sampler_params;
 
@@ -533,9 +539,27 @@ BMOE_API bmoe_sampler_params bmoe_sampler_default_params(void); /* greedy */
 BMOE_API bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_vocab, bmoe_error *error);
 BMOE_API void bmoe_sampler_free(bmoe_sampler *sampler);
 /* Picks the next token from one row of logits (not modified); history: the
- * tokens so far (for the repeat penalty). */
+ * tokens so far (for the penalties). */
 BMOE_API int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits, const int32_t *history,
                                      int32_t n_history);
+
+/* A token and its log-probability. */
+typedef struct bmoe_token_logprob {
+    int32_t token;
+    float logprob;
+} bmoe_token_logprob;
+
+#define BMOE_MAX_TOP_LOGPROBS 20
+
+/* The model's log-probabilities in one row of n_vocab logits (the
+ * log-softmax of the row as the model computed it: no penalty, temperature
+ * or filter; NaN counts as -inf): token's, returned, and the n_top
+ * (0..BMOE_MAX_TOP_LOGPROBS) most likely tokens' in top, most likely first,
+ * the lower id first among equals. NAN for a token outside the vocabulary
+ * and for every token of a row holding +inf; -INFINITY where the row rules
+ * a token out. */
+BMOE_API float bmoe_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t n_top,
+                             bmoe_token_logprob *top);
 
 /* ---- Generation ------------------------------------------------------- */
 
@@ -605,6 +629,11 @@ typedef struct bmoe_generation_params {
     int32_t n_stop_strings;
     bmoe_sampler_params sampler;
     bmoe_speculation_params speculation; /* off by default */
+    /* each step reports its token's log-probability and the top_logprobs
+     * (0..BMOE_MAX_TOP_LOGPROBS) most likely tokens' (bmoe_logprobs of the
+     * row it was sampled from; drafting changes none of them). Off by default. */
+    bool logprobs;
+    int32_t top_logprobs;
 } bmoe_generation_params;
 
 /* One step of a generation: a token, or the end. */
@@ -614,6 +643,11 @@ typedef struct bmoe_step {
     const char *text;            /* text that became final with this step (valid UTF-8, may be ""); */
     size_t text_length;          /*   valid until the next call on the generation */
     enum bmoe_stop_reason stop;  /* NONE while generating */
+    /* with params.logprobs, for token (else 0, 0, NULL): its log-probability
+     * and the most likely tokens', valid until the next call */
+    float logprob;
+    int32_t n_top;
+    const bmoe_token_logprob *top;
     /* the decode of this token (n_tokens 0 when none ran). With drafting, a
      * verify batch's whole cost (its drafts, and the re-evaluation a hybrid
      * model's rollback needs) is on the step of the batch's first token;

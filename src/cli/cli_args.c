@@ -310,12 +310,13 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         break;
     case P_THREADS: case P_THREADS_BATCH: case P_CTX: case P_UBATCH: case P_KV_TYPE: case P_SWA_CACHE: case P_DENSE:
     case P_NO_WARM_DENSE: case P_DENSE_ODIRECT: case P_TEMP: case P_TOP_K: case P_TOP_P: case P_MIN_P:
-    case P_REPEAT_PENALTY: case P_REPEAT_LAST_N: case P_SEED: case P_MOE_STREAM: case P_NO_MOE_STREAM:
-    case P_CACHE_MB: case P_CACHE_POLICY: case P_CACHE_FLOOR: case P_CACHE_CEIL: case P_IO_THREADS:
-    case P_NO_ODIRECT: case P_OVERLAP: case P_PREFETCH: case P_PREDICT_PREFETCH: case P_PREDICT_SPEC_MAX:
-    case P_LOAD_ALL: case P_PRELOAD_EXPERTS: case P_N_EXPERT_USED: case P_DROP_COLD: case P_DROP_NO_RENORM:
-    case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD: case P_NGRAM: case P_MTP: case P_DRAFT:
-    case P_NGRAM_MIN_MATCH: case P_NGRAM_MAX_MATCH: case P_MTP_P_MIN: case P_DRAFT_ALWAYS: case P_PREDICT_ALWAYS:
+    case P_REPEAT_PENALTY: case P_REPEAT_LAST_N: case P_FREQUENCY_PENALTY: case P_PRESENCE_PENALTY: case P_SEED:
+    case P_MOE_STREAM: case P_NO_MOE_STREAM: case P_CACHE_MB: case P_CACHE_POLICY: case P_CACHE_FLOOR:
+    case P_CACHE_CEIL: case P_IO_THREADS: case P_NO_ODIRECT: case P_OVERLAP: case P_PREFETCH: case P_PREDICT_PREFETCH:
+    case P_PREDICT_SPEC_MAX: case P_LOAD_ALL: case P_PRELOAD_EXPERTS: case P_N_EXPERT_USED: case P_DROP_COLD:
+    case P_DROP_NO_RENORM: case P_DROP_IN_PREFILL: case P_SUBSTITUTE: case P_ROUTE_AHEAD: case P_NGRAM: case P_MTP:
+    case P_DRAFT: case P_NGRAM_MIN_MATCH: case P_NGRAM_MAX_MATCH: case P_MTP_P_MIN: case P_DRAFT_ALWAYS:
+    case P_PREDICT_ALWAYS:
         break; /* params_apply_engine set it */
     case P_UNAVAILABLE:
         cli_fail("%s %s", name, flag->refusal);

@@ -39,6 +39,7 @@ struct bmoe_generation {
     option_gate read_ahead_gate;
     bool read_ahead_gated;
     enum bmoe_stop_reason pending_stop; /* the stop the next step reports */
+    bmoe_token_logprob top[BMOE_MAX_TOP_LOGPROBS]; /* the last step's most likely tokens (params.logprobs) */
     double started;         /* monotonic seconds: the prompt handed to the library */
     double ttft_ms;         /* until the first generated token was handed back; 0: none yet */
     bool finished;
@@ -65,6 +66,8 @@ bmoe_generation_params bmoe_generation_default_params(void)
                 .draft_callback = NULL,
                 .draft_user = NULL,
             },
+        .logprobs = false,
+        .top_logprobs = 0,
     };
     return params;
 }
@@ -191,6 +194,12 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
     generation->params = p;
     generation->params.stop_strings = NULL; /* the stream keeps its own copies */
     generation->n_prompt = n_prompt;
+    if (p.top_logprobs < 0 || p.top_logprobs > BMOE_MAX_TOP_LOGPROBS || (p.top_logprobs > 0 && !p.logprobs)) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
+                         "generation: top_logprobs is %d: 0..%d, and only with logprobs on", p.top_logprobs,
+                         BMOE_MAX_TOP_LOGPROBS);
+        return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
+    }
     generation->sampler = bmoe_sampler_create(&p.sampler, n_vocab, &err);
     if (!generation->sampler)
         return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
@@ -352,6 +361,12 @@ static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_er
     generation->n_generated++;
     step->index = generation->n_generated;
     step->token = token;
+    if (p->logprobs) { /* the row token was sampled from, before a decode replaces it */
+        step->logprob = bmoe_logprobs(generation->logits, m->model.hparams.n_vocab, token, p->top_logprobs,
+                                      generation->top);
+        step->n_top = p->top_logprobs < m->model.hparams.n_vocab ? p->top_logprobs : m->model.hparams.n_vocab;
+        step->top = generation->top;
+    }
     int found = append_piece(generation, token, true, &err);
     if (found < 0) {
         generation->finished = true;

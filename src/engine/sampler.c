@@ -1,7 +1,7 @@
 /* Sampler: turns one row of logits into the next token. Owns its scratch
  * buffers (sized once at create, so sampling never allocates) and its PRNG
- * state. The chain is fixed: repeat penalty, top-k, top-p, min-p,
- * temperature, draw; a temperature <= 0 skips the filters and takes the
+ * state. The chain is fixed: penalties (repeat, frequency, presence), top-k,
+ * top-p, min-p, temperature, draw; a temperature <= 0 skips the filters and takes the
  * argmax of the penalized logits. Ties are broken towards the lower token id
  * so that results never depend on sort stability. */
 #include <math.h>
@@ -21,7 +21,7 @@ struct bmoe_sampler {
     int32_t n_vocab;
     float *logits;                  /* [n_vocab] penalized copy of the row */
     sampler_candidate *candidates;  /* [n_vocab] the surviving tokens */
-    uint8_t *penalized;             /* [n_vocab] 1 while a token's penalty is applied */
+    int32_t *counts;                /* [n_vocab] a token's uses in the penalty window, 0 between calls */
     uint64_t rng_state;             /* splitmix64 */
 };
 
@@ -34,6 +34,8 @@ bmoe_sampler_params bmoe_sampler_default_params(void)
     params.min_p = 0.05f;
     params.repeat_penalty = 1.0f;
     params.repeat_last_n = 64;
+    params.frequency_penalty = 0.0f;
+    params.presence_penalty = 0.0f;
     params.seed = 0;
     return params;
 }
@@ -75,6 +77,8 @@ bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_v
         return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "temperature, top-p and min-p must be numbers");
     if (!isfinite(params->repeat_penalty) || params->repeat_penalty <= 0.0f)
         return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the repeat penalty must be a positive number");
+    if (!isfinite(params->frequency_penalty) || !isfinite(params->presence_penalty))
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the frequency and presence penalties must be numbers");
     bmoe_sampler *sampler = calloc(1, sizeof *sampler);
     if (!sampler)
         return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
@@ -82,8 +86,8 @@ bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_v
     sampler->n_vocab = n_vocab;
     sampler->logits = malloc((size_t)n_vocab * sizeof *sampler->logits);
     sampler->candidates = malloc((size_t)n_vocab * sizeof *sampler->candidates);
-    sampler->penalized = calloc((size_t)n_vocab, 1);
-    if (!sampler->logits || !sampler->candidates || !sampler->penalized) {
+    sampler->counts = calloc((size_t)n_vocab, sizeof *sampler->counts);
+    if (!sampler->logits || !sampler->candidates || !sampler->counts) {
         bmoe_sampler_free(sampler);
         return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory for the vocabulary's buffers");
     }
@@ -97,7 +101,7 @@ void bmoe_sampler_free(bmoe_sampler *sampler)
         return;
     free(sampler->logits);
     free(sampler->candidates);
-    free(sampler->penalized);
+    free(sampler->counts);
     free(sampler);
 }
 
@@ -109,40 +113,42 @@ static void sampler_copy_logits(bmoe_sampler *sampler, const float *logits)
         sampler->logits[i] = isnan(logits[i]) ? -INFINITY : logits[i];
 }
 
-/* Each distinct token of the last repeat_last_n history entries is penalized
- * once: a positive logit divided by the penalty, a negative one multiplied
- * (both make the token less likely). repeat_last_n < 0 looks at the whole
- * history. */
+/* The penalties look at the last repeat_last_n history entries (< 0: the
+ * whole history). Each distinct token there is penalized once: the repeat
+ * penalty divides a positive logit and multiplies a negative one (both make
+ * the token less likely), then count * frequency_penalty + presence_penalty
+ * is subtracted (OpenAI's and llama.cpp's rule; negative values favour the
+ * token). */
 static bool sampler_penalizes(const bmoe_sampler *sampler, const int32_t *history, int32_t n_history)
 {
-    return sampler->params.repeat_penalty != 1.0f && history && n_history > 0 && sampler->params.repeat_last_n != 0;
+    const bmoe_sampler_params *params = &sampler->params;
+    bool any = params->repeat_penalty != 1.0f || params->frequency_penalty != 0.0f || params->presence_penalty != 0.0f;
+    return any && history && n_history > 0 && params->repeat_last_n != 0;
 }
 
-static void sampler_apply_repeat_penalty(bmoe_sampler *sampler, const int32_t *history,
-                                         int32_t n_history)
+static void sampler_apply_penalties(bmoe_sampler *sampler, const int32_t *history, int32_t n_history)
 {
-    float penalty = sampler->params.repeat_penalty;
+    const bmoe_sampler_params *params = &sampler->params;
     if (!sampler_penalizes(sampler, history, n_history))
         return;
-    int32_t window = sampler->params.repeat_last_n < 0 ? n_history : sampler->params.repeat_last_n;
+    int32_t window = params->repeat_last_n < 0 ? n_history : params->repeat_last_n;
     if (window > n_history)
         window = n_history;
     const int32_t *recent = history + (n_history - window);
+    for (int32_t i = 0; i < window; i++)
+        if (recent[i] >= 0 && recent[i] < sampler->n_vocab)
+            sampler->counts[recent[i]]++;
     for (int32_t i = 0; i < window; i++) {
         int32_t token = recent[i];
-        if (token < 0 || token >= sampler->n_vocab || sampler->penalized[token])
+        if (token < 0 || token >= sampler->n_vocab || sampler->counts[token] == 0)
             continue;
-        sampler->penalized[token] = 1;
         float *logit = &sampler->logits[token];
         if (*logit <= 0.0f)
-            *logit *= penalty;
+            *logit *= params->repeat_penalty;
         else
-            *logit /= penalty;
-    }
-    for (int32_t i = 0; i < window; i++) {
-        int32_t token = recent[i];
-        if (token >= 0 && token < sampler->n_vocab)
-            sampler->penalized[token] = 0;
+            *logit /= params->repeat_penalty;
+        *logit -= (float)sampler->counts[token] * params->frequency_penalty + params->presence_penalty;
+        sampler->counts[token] = 0; /* done, and clean for the next call */
     }
 }
 
@@ -271,6 +277,61 @@ static int32_t sampler_top_p(sampler_candidate *candidates, int32_t n, int32_t n
     }
 }
 
+/* Whether a (logit a, id a) ranks before b: higher first, then lower id. */
+static bool logprob_before(float a, int32_t a_id, float b, int32_t b_id)
+{
+    return a != b ? a > b : a_id < b_id;
+}
+
+/* logit's log-probability given the log of the row's softmax total
+ * (-inf: a row without a possible token, where every one is -inf) */
+static float logprob_of(float logit, double log_total)
+{
+    return log_total == -INFINITY ? -INFINITY : (float)((double)logit - log_total);
+}
+
+float bmoe_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t n_top, bmoe_token_logprob *top)
+{
+    if (!logits || n_vocab <= 0)
+        return NAN;
+    if (n_top > n_vocab)
+        n_top = n_vocab;
+    if (!top || n_top < 0)
+        n_top = 0;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > max)
+            max = logits[i];
+    /* -inf: no token is possible; +inf: the shares are not numbers */
+    double log_total = max == INFINITY ? NAN : -INFINITY;
+    if (isfinite(max)) {
+        double total = 0.0;
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (logits[i] > -INFINITY) /* NaN fails this too */
+                total += exp((double)(logits[i] - max));
+        log_total = (double)max + log(total);
+    }
+    /* the best n_top, kept sorted by insertion: a few compares per logit */
+    int32_t kept = 0;
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
+        float logit = isnan(logits[i]) ? -INFINITY : logits[i];
+        if (kept == n_top && !logprob_before(logit, i, top[kept - 1].logprob, top[kept - 1].token))
+            continue;
+        int32_t at = kept < n_top ? kept++ : kept - 1;
+        while (at > 0 && logprob_before(logit, i, top[at - 1].logprob, top[at - 1].token)) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at].token = i;
+        top[at].logprob = logit;
+    }
+    for (int32_t k = 0; k < kept; k++)
+        top[k].logprob = logprob_of(top[k].logprob, log_total);
+    if (token < 0 || token >= n_vocab)
+        return NAN;
+    return logprob_of(isnan(logits[token]) ? -INFINITY : logits[token], log_total);
+}
+
 int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits,
                             const int32_t *history, int32_t n_history)
 {
@@ -280,7 +341,7 @@ int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits,
     if (params->temperature <= 0.0f && !sampler_penalizes(sampler, history, n_history))
         return sampler_argmax_of(logits, sampler->n_vocab);
     sampler_copy_logits(sampler, logits);
-    sampler_apply_repeat_penalty(sampler, history, n_history);
+    sampler_apply_penalties(sampler, history, n_history);
     if (params->temperature <= 0.0f)
         return sampler_argmax(sampler);
 

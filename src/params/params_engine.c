@@ -71,6 +71,8 @@ int params_apply_engine(const param_def *param, const char *name, const char *te
         sampler->repeat_penalty = real;
         break;
     case P_REPEAT_LAST_N: sampler->repeat_last_n = number; break;
+    case P_FREQUENCY_PENALTY: sampler->frequency_penalty = real; break;
+    case P_PRESENCE_PENALTY: sampler->presence_penalty = real; break;
     case P_SEED:
         if (params_parse_u64(name, text, &sampler->seed, error, error_size) != 0)
             return 1;

@@ -1,5 +1,6 @@
 /* Sampler tests with crafted logits: greedy argmax and its tie rule, the
- * repeat penalty's divide/multiply rule and window, top-k, top-p, min-p and
+ * repeat penalty's divide/multiply rule and window, the frequency and
+ * presence penalties (per use, once, after the repeat penalty), top-k, top-p, min-p and
  * temperature (each one alone and in the fixed chain order), the draw's
  * frequencies against the exact softmax, and seed reproducibility. */
 #include <math.h>
@@ -140,6 +141,86 @@ static void test_repeat_penalty(void)
     CHECK(sampler != NULL);
     CHECK(bmoe_sampler_sample(sampler, positive, history_old, 4) == 1);
     bmoe_sampler_free(sampler);
+}
+
+/* Greedy picks under frequency and presence penalties (the repeat penalty
+ * off unless a case sets it); expected ids worked out by hand. */
+static int32_t penalized_pick(float repeat, float frequency, float presence, int32_t last_n, const float *logits,
+                              const int32_t *history, int32_t n_history)
+{
+    bmoe_sampler_params params = bmoe_sampler_default_params();
+    params.repeat_penalty = repeat;
+    params.frequency_penalty = frequency;
+    params.presence_penalty = presence;
+    params.repeat_last_n = last_n;
+    bmoe_sampler *sampler = bmoe_sampler_create(&params, 4, NULL);
+    CHECK(sampler != NULL);
+    if (!sampler)
+        return -1;
+    int32_t token = bmoe_sampler_sample(sampler, logits, history, n_history);
+    /* the counts of one call never reach the next */
+    CHECK(bmoe_sampler_sample(sampler, logits, history, n_history) == token);
+    bmoe_sampler_free(sampler);
+    return token;
+}
+
+static void test_frequency_presence_penalties(void)
+{
+    float logits[4] = {2.0f, 1.5f, 1.0f, 0.0f};
+    int32_t once[1] = {0}, twice[2] = {0, 0}, thrice[3] = {0, 0, 0};
+    /* frequency: per use. 2.0 - 0.3 = 1.7 > 1.5; 2.0 - 2 x 0.3 = 1.4 < 1.5 */
+    CHECK(penalized_pick(1.0f, 0.3f, 0.0f, 64, logits, once, 1) == 0);
+    CHECK(penalized_pick(1.0f, 0.3f, 0.0f, 64, logits, twice, 2) == 1);
+    /* presence: once however often. 2.0 - 0.4 = 1.6 > 1.5 (x3 would be 0.8) */
+    CHECK(penalized_pick(1.0f, 0.0f, 0.4f, 64, logits, thrice, 3) == 0);
+    CHECK(penalized_pick(1.0f, 0.0f, 0.6f, 64, logits, once, 1) == 1);
+    /* both add up: 2.0 - 0.2 - 0.2 = 1.6 > 1.5; 2.0 - 0.2 - 0.4 = 1.4 < 1.5 */
+    CHECK(penalized_pick(1.0f, 0.2f, 0.2f, 64, logits, once, 1) == 0);
+    CHECK(penalized_pick(1.0f, 0.2f, 0.2f, 64, logits, twice, 2) == 1);
+    /* negative values favour a token: 1.0 + 0.3 = 1.3 > 1.2 */
+    float close[4] = {1.0f, 1.2f, 0.0f, 0.0f};
+    CHECK(penalized_pick(1.0f, -0.3f, 0.0f, 64, close, once, 1) == 0);
+    CHECK(penalized_pick(1.0f, 0.0f, -0.3f, 64, close, once, 1) == 0);
+    /* the window is repeat_last_n: {0, 1} of {0, 0, 0, 1} leaves 0 one use:
+     * 2.0 - 0.3 = 1.7 > 1.5 - 0.3; all of it: 2.0 - 0.9 = 1.1 < 1.2 */
+    int32_t history[4] = {0, 0, 0, 1};
+    CHECK(penalized_pick(1.0f, 0.3f, 0.0f, 2, logits, history, 4) == 0);
+    CHECK(penalized_pick(1.0f, 0.3f, 0.0f, -1, logits, history, 4) == 1);
+    /* after the repeat penalty: 2.0 / 2 - 0.1 = 0.9 < 0.95 (subtracting
+     * first would give (2.0 - 0.1) / 2 = 0.95, a tie the lower id wins) */
+    float order[4] = {2.0f, 0.95f, 0.0f, 0.0f};
+    CHECK(penalized_pick(2.0f, 0.0f, 0.1f, 64, order, once, 1) == 1);
+    /* off (0, 0) with a history: the plain argmax */
+    CHECK(penalized_pick(1.0f, 0.0f, 0.0f, 64, logits, thrice, 3) == 0);
+}
+
+/* bmoe_logprobs on rows whose softmax is known: logits log 1, log 2, log 5
+ * give 1/8, 2/8 and 5/8. */
+static void test_logprobs(void)
+{
+    float row[6] = {logf(1.0f), logf(2.0f), logf(5.0f), -INFINITY, NAN, logf(2.0f)};
+    /* with token 5 also at log 2: the shares are 1, 2, 5, 0, 0, 2 of 10 */
+    bmoe_token_logprob top[4];
+    float lp = bmoe_logprobs(row, 6, 2, 4, top);
+    CHECK(fabsf(lp - logf(0.5f)) < 1e-6f);
+    CHECK(top[0].token == 2 && fabsf(top[0].logprob - logf(0.5f)) < 1e-6f);
+    /* equal logits: the lower id first */
+    CHECK(top[1].token == 1 && top[2].token == 5 && fabsf(top[1].logprob - logf(0.2f)) < 1e-6f &&
+          top[1].logprob == top[2].logprob);
+    CHECK(top[3].token == 0 && fabsf(top[3].logprob - logf(0.1f)) < 1e-6f);
+    /* ruled out: -inf and NaN */
+    CHECK(bmoe_logprobs(row, 6, 3, 0, NULL) == -INFINITY && bmoe_logprobs(row, 6, 4, 0, NULL) == -INFINITY);
+    /* outside the vocabulary; more top tokens than the vocabulary has */
+    CHECK(isnan(bmoe_logprobs(row, 6, 6, 0, NULL)) && isnan(bmoe_logprobs(row, 6, -1, 0, NULL)));
+    bmoe_token_logprob all[8];
+    bmoe_logprobs(row, 3, 0, 8, all);
+    CHECK(all[0].token == 2 && all[1].token == 1 && all[2].token == 0 && fabsf(all[2].logprob - logf(0.125f)) < 1e-6f);
+    /* a row that rules out everything */
+    float none[2] = {-INFINITY, NAN};
+    CHECK(bmoe_logprobs(none, 2, 0, 1, top) == -INFINITY && top[0].token == 0 && top[0].logprob == -INFINITY);
+    /* large logits do not overflow */
+    float large[2] = {1000.0f, 1000.0f};
+    CHECK(fabsf(bmoe_logprobs(large, 2, 1, 0, NULL) - logf(0.5f)) < 1e-6f);
 }
 
 static void test_top_k(void)
@@ -300,6 +381,14 @@ static void test_bad_params(void)
     params.temperature = NAN;
     CHECK(bmoe_sampler_create(&params, 10, &error) == NULL);
     CHECK(error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "temperature") != NULL);
+    params = bmoe_sampler_default_params();
+    params.frequency_penalty = NAN;
+    CHECK(bmoe_sampler_create(&params, 10, &error) == NULL);
+    CHECK(error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "frequency") != NULL);
+    params = bmoe_sampler_default_params();
+    params.presence_penalty = INFINITY;
+    CHECK(bmoe_sampler_create(&params, 10, &error) == NULL);
+    CHECK(error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "presence") != NULL);
     bmoe_sampler_free(NULL);
     /* infinite logits never produce NaN probabilities */
     params = params_with(1.0f, 0, 0.9f, 0.05f);
@@ -317,6 +406,8 @@ int main(void)
 {
     test_greedy();
     test_repeat_penalty();
+    test_frequency_presence_penalties();
+    test_logprobs();
     test_top_k();
     test_top_p();
     test_min_p();

@@ -4,7 +4,9 @@
  * cached prefix with logits bit-identical to a fresh context; truncating and
  * re-evaluating is bit-identical too; an abort during a long prefill stops
  * within one micro-batch and leaves a usable context; stop strings end the
- * text. */
+ * text; each step's log-probabilities are the log-softmax of the row its
+ * token was sampled from, and drafting changes neither them nor the tokens. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +439,125 @@ static void test_stop_strings(bmoe_model *model)
     bmoe_context_free(context);
 }
 
+#define LOGPROB_STEPS 24
+
+/* One generation's tokens and log-probabilities. */
+typedef struct logprob_run {
+    int32_t tokens[LOGPROB_STEPS];
+    float logprob[LOGPROB_STEPS];
+    bmoe_token_logprob top[LOGPROB_STEPS][5];
+    int n;
+} logprob_run;
+
+/* A sampled generation of the prompt with logprobs (top 5) when asked;
+ * with check, each step's figures against the log-softmax of the row the
+ * generation showed before the step, computed here in double. */
+static void run_logprobs(bmoe_model *model, const int32_t *prompt, int32_t n_prompt, bool logprobs,
+                         enum bmoe_draft_source source, bool check, logprob_run *out)
+{
+    memset(out, 0, sizeof *out);
+    int32_t n_vocab = bmoe_model_n_vocab(model);
+    bmoe_context *context = make_context(model, 256, 8, BMOE_KV_F16);
+    float *row = malloc((size_t)n_vocab * sizeof *row);
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = LOGPROB_STEPS;
+    params.ignore_eos = true;
+    params.sampler.temperature = 1.5f;
+    params.sampler.top_k = 0;
+    params.sampler.top_p = 1.0f;
+    params.sampler.min_p = 0.0f;
+    params.sampler.seed = 7;
+    params.logprobs = logprobs;
+    params.top_logprobs = logprobs ? 5 : 0;
+    params.speculation.source = source;
+    params.speculation.n_draft = 4;
+    params.speculation.ngram_min_match = 1;
+    params.speculation.draft_always = true;
+    bmoe_error error = {0};
+    bmoe_generation *generation = context ? bmoe_generation_start(context, &params, prompt, n_prompt, &error) : NULL;
+    CHECK_MSG(generation != NULL && row != NULL, "start: %s", error.message);
+    bmoe_step step;
+    while (generation && row && bmoe_generation_step(generation, &step, &error) == 1 && out->n < LOGPROB_STEPS) {
+        CHECK(step.token >= 0);
+        out->tokens[out->n] = step.token;
+        out->logprob[out->n] = step.logprob;
+        if (!logprobs) {
+            CHECK(step.logprob == 0.0f && step.n_top == 0 && step.top == NULL);
+        } else if (step.n_top == 5 && step.top) {
+            memcpy(out->top[out->n], step.top, sizeof out->top[out->n]);
+        } else {
+            CHECK_MSG(false, "step %d: %d top tokens", out->n, step.n_top);
+        }
+        if (check && logprobs && out->n > 0) {
+            /* row: what bmoe_generation_logits showed before this step */
+            double max = -INFINITY, total = 0.0;
+            for (int32_t i = 0; i < n_vocab; i++)
+                max = row[i] > max ? row[i] : max;
+            for (int32_t i = 0; i < n_vocab; i++)
+                total += exp((double)row[i] - max);
+            double log_total = max + log(total);
+            CHECK_MSG(fabs(step.logprob - (row[step.token] - log_total)) < 1e-4, "step %d: logprob %g, row says %g",
+                      out->n, step.logprob, row[step.token] - log_total);
+            for (int k = 0; k < 5 && step.top; k++) {
+                CHECK(fabs(step.top[k].logprob - (row[step.top[k].token] - log_total)) < 1e-4);
+                if (k > 0)
+                    CHECK(step.top[k].logprob <= step.top[k - 1].logprob && step.top[k].token != step.top[k - 1].token);
+            }
+            int better = 0; /* tokens more likely than the fifth: the four before it */
+            for (int32_t i = 0; i < n_vocab && step.top; i++)
+                better += row[i] > row[step.top[4].token];
+            CHECK_MSG(step.top && better <= 4, "step %d: %d tokens beat the fifth", out->n, better);
+        }
+        out->n++;
+        memcpy(row, bmoe_generation_logits(generation), (size_t)n_vocab * sizeof *row);
+    }
+    CHECK(out->n == LOGPROB_STEPS);
+    bmoe_generation_free(generation);
+    bmoe_context_free(context);
+    free(row);
+}
+
+static void test_logprobs(bmoe_model *model)
+{
+    oracle_case c;
+    if (oracle_case_load(&c, "qwen3moe-tiny-f32", "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    /* a prompt that repeats itself, so n-gram drafts are often right */
+    int32_t prompt[48];
+    for (int i = 0; i < 48; i++)
+        prompt[i] = c.prompt_ids[i % 12];
+    logprob_run plain, off, drafted;
+    run_logprobs(model, prompt, 48, true, BMOE_DRAFT_NONE, true, &plain);
+    run_logprobs(model, prompt, 48, false, BMOE_DRAFT_NONE, false, &off);
+    run_logprobs(model, prompt, 48, true, BMOE_DRAFT_NGRAM, false, &drafted);
+    CHECK_MSG(memcmp(plain.tokens, off.tokens, sizeof plain.tokens) == 0, "logprobs changed the tokens");
+    CHECK_MSG(memcmp(plain.tokens, drafted.tokens, sizeof plain.tokens) == 0 &&
+                  memcmp(plain.logprob, drafted.logprob, sizeof plain.logprob) == 0 &&
+                  memcmp(plain.top, drafted.top, sizeof plain.top) == 0,
+              "drafting changed the tokens or their log-probabilities");
+    /* sampled at temperature 1.5, some tokens are not the most likely */
+    int not_best = 0;
+    for (int i = 0; i < plain.n; i++)
+        not_best += plain.top[i][0].token != plain.tokens[i];
+    CHECK_MSG(not_best > 0, "every sampled token was the most likely: the top list is not tested against them");
+
+    bmoe_context *context = make_context(model, 64, 8, BMOE_KV_F16);
+    bmoe_generation_params params = bmoe_generation_default_params();
+    bmoe_error error = {0};
+    params.logprobs = true;
+    params.top_logprobs = BMOE_MAX_TOP_LOGPROBS + 1;
+    CHECK(context && bmoe_generation_start(context, &params, prompt, 4, &error) == NULL &&
+          error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "top_logprobs"));
+    params.logprobs = false;
+    params.top_logprobs = 3;
+    CHECK(context && bmoe_generation_start(context, &params, prompt, 4, &error) == NULL &&
+          error.status == BMOE_ERR_INVALID_ARGUMENT);
+    bmoe_context_free(context);
+    oracle_case_free(&c);
+}
+
 int main(void)
 {
     test_shared_path(stories_path, sizeof stories_path, "data/models/stories260K/stories260K.gguf");
@@ -456,6 +577,7 @@ int main(void)
         test_prefix_reuse(moe);
         test_truncate(moe);
         test_abort(moe);
+        test_logprobs(moe);
     }
     bmoe_model_free(stories);
     bmoe_model_free(moe);

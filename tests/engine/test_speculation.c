@@ -136,6 +136,8 @@ static void generate(const run_config *config, outcome *out)
         params.sampler.min_p = 0.02f;
         params.sampler.repeat_penalty = 1.3f;
         params.sampler.repeat_last_n = 32;
+        params.sampler.frequency_penalty = 0.4f;
+        params.sampler.presence_penalty = -0.2f;
         params.sampler.seed = 1234;
     }
     params.speculation = config->speculation;
