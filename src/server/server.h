@@ -127,7 +127,19 @@ typedef struct completion_request {
     bmoe_sampler_params sampler;
     const char *stops[SERVER_MAX_STOPS];
     int32_t n_stops;
+    bool logprobs;                /* chat: logprobs true; completions: logprobs N */
+    int32_t top_logprobs;         /* chat: top_logprobs; completions: N */
 } completion_request;
+
+/* The offset of the first byte of text that is not well-formed UTF-8 or is
+ * a NUL (what a JSON string cannot hold); -1 when there is none. */
+long server_utf8_error_at(const unsigned char *text, size_t length);
+
+/* Appends step's token (none on the final step) to logprobs, a choice's
+ * "logprobs" object, in the chat or the completions shape
+ * (server_logprobs.c); *text_offset: the bytes of the completion's text
+ * before the step's, advanced past it. 0, or -1 (out of memory). */
+int server_logprobs_add(struct cJSON *logprobs, const server *s, const bmoe_step *step, bool chat, size_t *text_offset);
 
 
 /* An OpenAI-shaped error: {"error":{"message","type","param","code"}}. */

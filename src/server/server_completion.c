@@ -313,15 +313,50 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             for (int32_t i = 0; i < q->n_stops; i++)
                 if (!q->stops[i][0])
                     BAD(key, "a stop string must not be empty");
-        } else if (strcmp(key, "presence_penalty") == 0 || strcmp(key, "frequency_penalty") == 0) {
-            if (!null && !(cJSON_IsNumber(field) && field->valuedouble == 0.0))
-                BAD(key, "%s is not supported by bmoe (only 0)", key);
+        } else if (strcmp(key, "presence_penalty") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, -2, 2))
+                BAD(key, "presence_penalty must be a number in [-2, 2]");
+            q->sampler.presence_penalty = (float)field->valuedouble;
+        } else if (strcmp(key, "frequency_penalty") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, -2, 2))
+                BAD(key, "frequency_penalty must be a number in [-2, 2]");
+            q->sampler.frequency_penalty = (float)field->valuedouble;
+        } else if (strcmp(key, "repeat_penalty") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, 1000000) || field->valuedouble <= 0)
+                BAD(key, "repeat_penalty must be a number greater than 0 (1: off)");
+            q->sampler.repeat_penalty = (float)field->valuedouble;
+        } else if (strcmp(key, "repeat_last_n") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, -1, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "repeat_last_n must be an integer, -1 (all) or more");
+            q->sampler.repeat_last_n = (int32_t)field->valuedouble;
         } else if (strcmp(key, "n") == 0) {
             if (!null && !(cJSON_IsNumber(field) && field->valuedouble == 1.0))
                 BAD(key, "n must be 1: bmoe answers one choice per request");
-        } else if (strcmp(key, "logprobs") == 0) {
-            if (!null && !cJSON_IsFalse(field))
-                BAD(key, "logprobs are not supported by bmoe-server");
+        } else if (chat && strcmp(key, "logprobs") == 0) {
+            if (!null && !cJSON_IsBool(field))
+                BAD(key, "logprobs must be true or false");
+            q->logprobs = cJSON_IsTrue(field);
+        } else if (chat && strcmp(key, "top_logprobs") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, BMOE_MAX_TOP_LOGPROBS) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "top_logprobs must be an integer in [0, %d]", BMOE_MAX_TOP_LOGPROBS);
+            q->top_logprobs = (int32_t)field->valuedouble;
+        } else if (!chat && strcmp(key, "logprobs") == 0) {
+            if (null)
+                continue;
+            if (!is_number(field, 0, BMOE_MAX_TOP_LOGPROBS) || field->valuedouble != floor(field->valuedouble))
+                BAD(key, "logprobs must be an integer in [0, %d] (the alternatives per token)", BMOE_MAX_TOP_LOGPROBS);
+            q->logprobs = true;
+            q->top_logprobs = (int32_t)field->valuedouble;
         } else if (strcmp(key, "tool_choice") == 0) {
             if (!null && !(cJSON_IsString(field) && strcmp(field->valuestring, "none") == 0))
                 BAD(key, "tools are not supported by bmoe-server");
@@ -334,6 +369,8 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
     }
     if (chat && q->n_messages == 0)
         BAD("messages", "messages is required");
+    if (q->top_logprobs > 0 && !q->logprobs)
+        BAD("top_logprobs", "top_logprobs needs logprobs: true");
     if (!chat && !q->prompt)
         BAD("prompt", "prompt is required");
     return 0;
@@ -480,6 +517,8 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.speculation = s->config->speculation;
     params.stop_strings = q->stops;
     params.n_stop_strings = q->n_stops;
+    params.logprobs = q->logprobs;
+    params.top_logprobs = q->top_logprobs;
     enum bmoe_reasoning_format format =
         q->chat && !prefill ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
     bmoe_reasoning *reasoning = bmoe_reasoning_create(format, text, text_length, &error);
@@ -511,8 +550,15 @@ static void generate(server *s, const completion_request *q, const char *text, s
     bmoe_step step = {0};
     bmoe_reasoning_delta delta;
     int status;
+    cJSON *logprobs = q->logprobs ? cJSON_CreateObject() : NULL;
+    size_t text_offset = 0;
     while ((status = bmoe_generation_step(g, &step, &error)) >= 0) {
         if (step.text_length > 0 && bmoe_reasoning_feed(reasoning, step.text, step.text_length, &delta, &error) != 0) {
+            status = -1;
+            break;
+        }
+        if (server_logprobs_add(logprobs, s, &step, q->chat, &text_offset) != 0) {
+            snprintf(error.message, sizeof error.message, "out of memory for the logprobs");
             status = -1;
             break;
         }
@@ -525,6 +571,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
         status = -1;
     if (status < 0) {
         bool aborted = step.stop == BMOE_STOP_ABORTED || atomic_load(&s->cancel);
+        cJSON_Delete(logprobs);
         bmoe_generation_free(g);
         bmoe_reasoning_free(reasoning);
         server_error_reply(reply, aborted ? 503 : 500, "server_error", NULL, aborted ? "cancelled" : NULL,
@@ -560,6 +607,8 @@ static void generate(server *s, const completion_request *q, const char *text, s
     }
     free(answer_text);
     free(thinking_text);
+    if (logprobs)
+        cJSON_AddItemToObject(choice, "logprobs", logprobs);
     cJSON_AddStringToObject(choice, "finish_reason", server_finish_reason(step.stop));
     cJSON *usage = cJSON_AddObjectToObject(root, "usage");
     int32_t generated = bmoe_generation_n_generated(g);
@@ -582,10 +631,9 @@ static void generate(server *s, const completion_request *q, const char *text, s
         reply->length = strlen(reply->body);
 }
 
-/* The offset of the first byte that is not well-formed UTF-8 (overlong
- * forms, surrogates and code points past U+10FFFF included), or of a NUL,
- * which JSON text cannot hold; -1 when there is none. */
-static long utf8_error_at(const unsigned char *text, size_t length)
+/* Overlong forms, surrogates and code points past U+10FFFF are not
+ * well-formed. */
+long server_utf8_error_at(const unsigned char *text, size_t length)
 {
     size_t i = 0;
     while (i < length) {
@@ -648,7 +696,7 @@ static bool nests_deeper(const char *text, size_t length, int limit)
 
 void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply)
 {
-    long bad_byte = utf8_error_at((const unsigned char *)body, length);
+    long bad_byte = server_utf8_error_at((const unsigned char *)body, length);
     if (bad_byte >= 0) {
         server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_encoding",
                            "the body is not UTF-8 text: byte %ld of %zu", bad_byte, length);

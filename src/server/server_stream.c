@@ -17,6 +17,8 @@
 typedef struct stream {
     server *s;
     bool chat;
+    bool logprobs;
+    size_t text_offset;     /* completions' logprobs: the text's bytes so far */
     bmoe_generation *generation;
     bmoe_reasoning *reasoning;
     char id[48];
@@ -144,6 +146,14 @@ static int next_events(stream *st)
     /* a reset replaces what was delivered: a stream cannot take text back,
      * so the snapshots go out marked, for a client that can redraw */
     cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
+    if (st->logprobs) {
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
+        cJSON *logprobs = cJSON_AddObjectToObject(choice, "logprobs");
+        if (server_logprobs_add(logprobs, st->s, &step, st->chat, &st->text_offset) != 0) {
+            cJSON_Delete(chunk);
+            return -1;
+        }
+    }
     server_step_figures(chunk, &step);
     server_publish_step(st->s, &step);
     if (delta.reset)
@@ -193,6 +203,7 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
     }
     st->s = s;
     st->chat = q->chat;
+    st->logprobs = q->logprobs;
     st->created = (long long)time(NULL);
     snprintf(st->id, sizeof st->id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1));

@@ -272,6 +272,28 @@ static void test_chat_equals_cli(int port)
     CHECK_MSG(expected && on && strcmp(expected, on) == 0, "enable_thinking true \"%s\" != \"%s\"", on ? on : "(none)",
               expected ? expected : "(none)");
     CHECK_MSG(unthinking && expected && strcmp(unthinking, expected) != 0, "--no-think answered as thinking does");
+    /* the penalties answer as the CLI's flags do, and change the answer */
+    static const struct {
+        const char *field, *flag, *value;
+    } penalties[] = {
+        {"frequency_penalty", "--frequency-penalty", "1.5"},
+        {"presence_penalty", "--presence-penalty", "2"},
+        {"repeat_penalty", "--repeat-penalty", "3"},
+    };
+    for (size_t i = 0; i < sizeof penalties / sizeof penalties[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+                 ",\"%s\":%s}",
+                 penalties[i].field, penalties[i].value);
+        char *served = chat(port, body, NULL);
+        char *flagged = cli_chat_text_of(model, "Hello", penalties[i].flag, penalties[i].value);
+        CHECK_MSG(served && flagged && strcmp(served, flagged) == 0, "%s: server \"%s\" != bmoe-cli \"%s\"",
+                  penalties[i].field, served ? served : "(none)", flagged ? flagged : "(none)");
+        CHECK_MSG(served && expected && strcmp(served, expected) != 0, "%s changed nothing", penalties[i].field);
+        free(served);
+        free(flagged);
+    }
     free(unthinking);
     free(off);
     free(on);
@@ -517,16 +539,147 @@ static void test_reuse(int port)
     free(first);
 }
 
+/* The choice's logprobs of a response body (a detached copy; NULL: none). */
+static cJSON *logprobs_of(const char *body)
+{
+    cJSON *root = cJSON_Parse(body ? body : "");
+    const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    cJSON *logprobs = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(choice, "logprobs"), true);
+    cJSON_Delete(root);
+    return logprobs;
+}
+
+/* logprobs: greedy answers carry, per generated token, its log-probability
+ * and top_logprobs alternatives, the token the most likely of them; the
+ * streamed answer carries the same entries chunk by chunk; asking changes
+ * no token; completions get the four arrays of the legacy shape. */
+static void test_logprobs(int port)
+{
+    static const char chat_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+                                    ",\"logprobs\":true,\"top_logprobs\":3%s}";
+    char body[256];
+    snprintf(body, sizeof body, chat_body, "");
+    test_response response;
+    cJSON *whole = NULL;
+    int generated = -1;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "logprobs: %d %s", response.status, response.body);
+        whole = logprobs_of(response.body);
+        cJSON *root = body_json(&response);
+        const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "usage"),
+                                                               "completion_tokens");
+        generated = cJSON_IsNumber(tokens) ? tokens->valueint : -1;
+        cJSON_Delete(root);
+    }
+    free(response.raw);
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(whole, "content");
+    CHECK_MSG(generated > 0 && cJSON_GetArraySize(content) == generated, "%d entries for %d tokens",
+              cJSON_GetArraySize(content), generated);
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, content) {
+        const cJSON *logprob = cJSON_GetObjectItemCaseSensitive(entry, "logprob");
+        const cJSON *token = cJSON_GetObjectItemCaseSensitive(entry, "token");
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(entry, "top_logprobs");
+        const cJSON *first = cJSON_GetArrayItem(top, 0);
+        CHECK(cJSON_IsNumber(logprob) && logprob->valuedouble <= 0 && cJSON_IsString(token) &&
+              cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(entry, "bytes")) && cJSON_GetArraySize(top) == 3);
+        /* greedy: the token is the most likely */
+        CHECK(first && cJSON_Compare(cJSON_GetObjectItemCaseSensitive(first, "bytes"),
+                                     cJSON_GetObjectItemCaseSensitive(entry, "bytes"), true) &&
+              cJSON_GetObjectItemCaseSensitive(first, "logprob")->valuedouble == logprob->valuedouble);
+        for (int k = 1; k < cJSON_GetArraySize(top); k++)
+            CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, k), "logprob")->valuedouble <=
+                  cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, k - 1), "logprob")->valuedouble);
+    }
+    /* streamed: the chunks' entries, joined, are the same */
+    snprintf(body, sizeof body, chat_body, ",\"stream\":true");
+    cJSON *joined = cJSON_CreateArray();
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0 &&
+        test_dechunk((char *)response.body) >= 0) {
+        for (char *line = strtok((char *)response.body, "\n"); line; line = strtok(NULL, "\n")) {
+            cJSON *logprobs = strncmp(line, "data: {", 7) == 0 ? logprobs_of(line + 6) : NULL;
+            const cJSON *part;
+            cJSON_ArrayForEach(part, cJSON_GetObjectItemCaseSensitive(logprobs, "content"))
+                cJSON_AddItemToArray(joined, cJSON_Duplicate(part, true));
+            cJSON_Delete(logprobs);
+        }
+    }
+    free(response.raw);
+    CHECK_MSG(content && cJSON_Compare(joined, content, true), "the streamed logprobs differ from the answer's");
+    cJSON_Delete(joined);
+    cJSON_Delete(whole);
+
+    /* sampled: asking for logprobs changes no token */
+    static const char sampled[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
+                                  ",\"temperature\":1.2,\"seed\":5%s}";
+    snprintf(body, sizeof body, sampled, "");
+    char *plain = chat(port, body, NULL);
+    snprintf(body, sizeof body, sampled, ",\"logprobs\":true");
+    char *asked = chat(port, body, NULL);
+    CHECK_MSG(plain && asked && strcmp(plain, asked) == 0, "logprobs changed the answer: \"%s\" != \"%s\"",
+              asked ? asked : "", plain ? plain : "");
+    free(plain);
+    free(asked);
+
+    /* completions: tokens, token_logprobs, top_logprobs and text_offset, one element per token */
+    if (test_request(port, "POST", "/v1/completions", NULL,
+                     "{\"prompt\":\"Once upon a time\",\"max_tokens\":6,\"logprobs\":2}", &response) == 0) {
+        cJSON *logprobs = logprobs_of(response.body);
+        const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(logprobs, "tokens");
+        const cJSON *values = cJSON_GetObjectItemCaseSensitive(logprobs, "token_logprobs");
+        const cJSON *tops = cJSON_GetObjectItemCaseSensitive(logprobs, "top_logprobs");
+        const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(logprobs, "text_offset");
+        CHECK_MSG(cJSON_GetArraySize(tokens) == 6 && cJSON_GetArraySize(values) == 6 &&
+                      cJSON_GetArraySize(tops) == 6 && cJSON_GetArraySize(offsets) == 6,
+                  "completions logprobs: %s", response.body);
+        char *text = answer_of(&response, false, NULL);
+        double offset = 0;
+        int spelled = 0;
+        for (int i = 0; text && i < cJSON_GetArraySize(tokens); i++) {
+            const cJSON *token = cJSON_GetArrayItem(tokens, i), *top = cJSON_GetArrayItem(tops, i);
+            const cJSON *best = cJSON_GetObjectItemCaseSensitive(top, token->valuestring);
+            /* greedy: the token is among its alternatives, with its own log-probability */
+            CHECK(cJSON_GetArraySize(top) >= 1 && cJSON_GetArraySize(top) <= 2 && cJSON_IsNumber(best) &&
+                  best->valuedouble == cJSON_GetArrayItem(values, i)->valuedouble);
+            /* the text its step made final, from its offset to the next
+             * token's, ends with the token where its piece spells whole
+             * characters (bytes held back before it may come first) */
+            double at = cJSON_GetArrayItem(offsets, i)->valuedouble;
+            const cJSON *following = cJSON_GetArrayItem(offsets, i + 1);
+            double end = following ? following->valuedouble : (double)strlen(text);
+            CHECK(at >= offset && at <= end && end <= (double)strlen(text));
+            offset = at;
+            size_t length = strlen(token->valuestring);
+            if (!strstr(token->valuestring, "\xef\xbf\xbd") && at <= end && end <= (double)strlen(text)) {
+                CHECK_MSG(end - at >= (double)length &&
+                              strncmp(text + (size_t)end - length, token->valuestring, length) == 0,
+                          "token %d \"%s\" does not end [%g, %g) of \"%s\"", i, token->valuestring, at, end, text);
+                spelled++;
+            }
+        }
+        CHECK_MSG(spelled > 0, "no token of \"%s\" spelled whole characters: the offsets went unchecked",
+                  text ? text : "(none)");
+        free(text);
+        cJSON_Delete(logprobs);
+    }
+    free(response.raw);
+}
+
 static void test_refusals(int port)
 {
     static const struct {
         const char *body, *param;
     } cases[] = {
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"presence_penalty\":0.5}", "presence_penalty"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frequency_penalty\":1}", "frequency_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"presence_penalty\":2.5}", "presence_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frequency_penalty\":\"1\"}", "frequency_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"repeat_penalty\":0}", "repeat_penalty"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"repeat_last_n\":-2}", "repeat_last_n"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"n\":2}", "n"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\"}]}", "tools"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":1}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", "top_logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":21}",
+         "top_logprobs"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
          "response_format"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frobnicate\":1}", "frobnicate"},
@@ -553,6 +706,15 @@ static void test_refusals(int port)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (test_request(port, "POST", "/v1/chat/completions", NULL, cases[i].body, &response) == 0)
             check_error(&response, 400, cases[i].param, cases[i].body);
+        free(response.raw);
+    }
+    /* a completion's logprobs is a count of alternatives */
+    static const char *const completion_logprobs[] = {"{\"prompt\":\"a\",\"logprobs\":true}",
+                                                      "{\"prompt\":\"a\",\"logprobs\":21}",
+                                                      "{\"prompt\":\"a\",\"logprobs\":1,\"top_logprobs\":1}"};
+    for (size_t i = 0; i < sizeof completion_logprobs / sizeof completion_logprobs[0]; i++) {
+        if (test_request(port, "POST", "/v1/completions", NULL, completion_logprobs[i], &response) == 0)
+            check_error(&response, 400, i < 2 ? "logprobs" : "top_logprobs", completion_logprobs[i]);
         free(response.raw);
     }
     /* a raw completion renders no template */
@@ -725,6 +887,7 @@ int main(void)
     test_chat_equals_cli(server.port);
     test_reuse(server.port);
     test_events(server.port);
+    test_logprobs(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
