@@ -802,6 +802,39 @@ BMOE_API enum bmoe_reasoning_format bmoe_chat_reasoning_format(const bmoe_chat *
 /* Whether the template reads reasoning_effort: a question rendered with
  * "low" and with "high" differs (decided at bmoe_chat_create). */
 BMOE_API bool bmoe_chat_reads_reasoning_effort(const bmoe_chat *chat);
+/* How a model's answer writes a tool call (decided from the template's
+ * instructions to the model). */
+enum bmoe_tool_format {
+    BMOE_TOOL_FORMAT_NONE = 0, /* none bmoe reads */
+    BMOE_TOOL_FORMAT_JSON = 1, /* <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen3, Qwen2.5, Hermes) */
+    BMOE_TOOL_FORMAT_XML = 2,  /* <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>
+                                  (Qwen3.5, Qwen3-Coder) */
+};
+/* "none", "json" or "xml". */
+BMOE_API const char *bmoe_tool_format_name(enum bmoe_tool_format format);
+BMOE_API enum bmoe_tool_format bmoe_chat_tool_format(const bmoe_chat *chat);
+/* Takes the tool calls out of an answer's text: *content gets the rest of
+ * the text (a block that does not read as a call stays in it), *calls_json
+ * a JSON array of {"name", "arguments"} with the arguments as JSON text
+ * (OpenAI's function shape); both NUL-terminated, released with bmoe_free.
+ * Returns the number of calls or a negative bmoe_status. */
+BMOE_API int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *text, size_t length,
+                                            char **content, size_t *content_length, char **calls_json,
+                                            bmoe_error *error);
+/* The same for an answer that arrives in pieces (a stream): feed hands
+ * back the text that may go out now, everything before what begins or may
+ * begin a call (the text ends with part of the opener); finish hands back
+ * the rest of the content (the text around the calls not shown yet) and the
+ * calls as bmoe_chat_parse_tool_calls does, returning their number or a
+ * negative bmoe_status. The texts handed back live until the next call. */
+typedef struct bmoe_tool_split bmoe_tool_split;
+BMOE_API bmoe_tool_split *bmoe_tool_split_create(enum bmoe_tool_format format, bmoe_error *error);
+BMOE_API int bmoe_tool_split_feed(bmoe_tool_split *split, const char *text, size_t length, const char **show,
+                                  size_t *show_length, bmoe_error *error);
+BMOE_API int32_t bmoe_tool_split_finish(bmoe_tool_split *split, const char **show, size_t *show_length,
+                                        char **calls_json, bmoe_error *error);
+BMOE_API void bmoe_tool_split_free(bmoe_tool_split *split);
+
 /* Whether text is a reasoning effort bmoe passes on: "low", "medium" or
  * "high" (what gpt-oss documents). */
 BMOE_API bool bmoe_reasoning_effort_valid(const char *text);
@@ -812,6 +845,12 @@ typedef struct bmoe_chat_message {
     size_t content_length;
     const char *reasoning;   /* an assistant turn's reasoning (reasoning_content / thinking); NULL: none */
     size_t reasoning_length;
+    /* an assistant turn's tool calls: JSON text of OpenAI's tool_calls array
+     * ([{"id", "type": "function", "function": {"name", "arguments"}}]; the
+     * templates that iterate arguments want them an object); NULL: none */
+    const char *tool_calls_json;
+    const char *tool_call_id; /* a "tool" message: the call it answers; NULL: none */
+    const char *name;         /* a "tool" message: the function's name; NULL: none */
 } bmoe_chat_message;
 
 typedef struct bmoe_chat_params {
@@ -826,6 +865,8 @@ typedef struct bmoe_chat_params {
      * and DeepSeek V4's templates read it); NULL: not set, the template's
      * default */
     const char *reasoning_effort;
+    /* JSON text of OpenAI's tools array, the template's tools; NULL: none */
+    const char *tools_json;
 } bmoe_chat_params;
 BMOE_API bmoe_chat_params bmoe_chat_default_params(void);
 

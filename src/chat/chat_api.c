@@ -26,6 +26,7 @@ struct bmoe_chat {
     enum bmoe_reasoning_format format;
     enum bmoe_think_control control;
     bool reads_effort;
+    enum bmoe_tool_format tool_format;
 };
 
 static int chat_report(bmoe_error *err, bmoe_status fallback, bmoe_error *error)
@@ -54,6 +55,7 @@ bmoe_chat_params bmoe_chat_default_params(void)
         .reasoning_prefill = false,
         .now_seconds = 0,
         .reasoning_effort = NULL,
+        .tools_json = NULL,
     };
     return params;
 }
@@ -155,6 +157,7 @@ bmoe_chat *bmoe_chat_create(const bmoe_model *model, bmoe_error *error)
     chat->format = chat_reasoning_format_decide(&chat->data);
     chat->control = chat_think_control_decide(&chat->data, 0);
     chat->reads_effort = chat_reads_reasoning_effort_decide(&chat->data, 0);
+    chat->tool_format = chat_tool_format_decide(&chat->data);
     return chat;
 }
 
@@ -175,6 +178,11 @@ enum bmoe_think_control bmoe_chat_think_control(const bmoe_chat *chat)
 enum bmoe_reasoning_format bmoe_chat_reasoning_format(const bmoe_chat *chat)
 {
     return chat ? chat->format : BMOE_REASONING_NONE;
+}
+
+enum bmoe_tool_format bmoe_chat_tool_format(const bmoe_chat *chat)
+{
+    return chat ? chat->tool_format : BMOE_TOOL_FORMAT_NONE;
 }
 
 bool bmoe_chat_reads_reasoning_effort(const bmoe_chat *chat)

@@ -34,6 +34,18 @@ static chat_value message_value(const bmoe_chat_message *message, bmoe_error *er
     int status = set_string(object, "role", message->role, strlen(message->role));
     if (status == 0)
         status = set_string(object, "content", message->content, message->content_length);
+    if (status == 0 && message->tool_call_id)
+        status = set_string(object, "tool_call_id", message->tool_call_id, strlen(message->tool_call_id));
+    if (status == 0 && message->name)
+        status = set_string(object, "name", message->name, strlen(message->name));
+    if (status == 0 && message->tool_calls_json) {
+        chat_value calls;
+        if (chat_value_from_json(message->tool_calls_json, strlen(message->tool_calls_json), &calls, err) != 0) {
+            chat_value_release(object);
+            return (chat_value){.kind = CHAT_VALUE_INVALID};
+        }
+        status = chat_value_object_set_cstring(object, "tool_calls", calls);
+    }
     if (status == 0 && message->reasoning) {
         /* the names the families read: Qwen3 and Gemma 4, gpt-oss and LFM2.5 */
         status = set_string(object, "reasoning_content", message->reasoning, message->reasoning_length);
@@ -66,7 +78,11 @@ static int build_context(const chat_model *model, const bmoe_chat_message *messa
     }
     bool prefill = params->reasoning_prefill;
     if (status == 0 && prefill) {
-        bmoe_chat_message last = {"assistant", continuation_marker, sizeof continuation_marker - 1, " ", 1};
+        bmoe_chat_message last = {.role = "assistant",
+                                  .content = continuation_marker,
+                                  .content_length = sizeof continuation_marker - 1,
+                                  .reasoning = " ",
+                                  .reasoning_length = 1};
         chat_value message = message_value(&last, err);
         status = message.kind == CHAT_VALUE_INVALID ? -1 : chat_value_array_append(list, message);
     }
@@ -80,6 +96,14 @@ static int build_context(const chat_model *model, const bmoe_chat_message *messa
     if (status == 0)
         status = chat_value_object_set_cstring(variables, "enable_thinking",
                                                chat_value_bool(params->enable_thinking && !prefill));
+    if (status == 0 && params->tools_json) {
+        chat_value tools;
+        if (chat_value_from_json(params->tools_json, strlen(params->tools_json), &tools, err) != 0) {
+            chat_value_release(variables);
+            return -1;
+        }
+        status = chat_value_object_set_cstring(variables, "tools", tools);
+    }
     if (status == 0 && params->reasoning_effort)
         status = set_string(variables, "reasoning_effort", params->reasoning_effort,
                             strlen(params->reasoning_effort));

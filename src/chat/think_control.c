@@ -37,7 +37,7 @@ enum bmoe_reasoning_format chat_reasoning_format_decide(const chat_model *model)
 /* The single-turn conversation the decisions render. */
 static int render_with(const chat_model *model, const bmoe_chat_params *params, char **out, size_t *length)
 {
-    static const bmoe_chat_message question = {"user", "What is 17 times 23?", 20, NULL, 0};
+    static const bmoe_chat_message question = {.role = "user", .content = "What is 17 times 23?", .content_length = 20};
     bmoe_error err;
     return chat_conversation_render(model, &question, 1, params, THINK_PROBE_MAX_WORK_BYTES, out, length, &err);
 }

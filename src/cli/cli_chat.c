@@ -64,7 +64,7 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
     if (options->no_think && control == BMOE_THINK_CONTROL_NONE)
         fprintf(stderr, "bmoe-cli: warning: --no-think: this model reasons on every turn (think_ctl none); its "
                         "template cannot turn reasoning off\n");
-    bmoe_chat_message message = {"user", prompt, length, NULL, 0};
+    bmoe_chat_message message = {.role = "user", .content = prompt, .content_length = length};
     char *text = NULL;
     size_t text_length = 0;
     if (bmoe_chat_render(result->chat, &message, 1, &params, &text, &text_length, &error) != 0) {

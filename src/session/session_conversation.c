@@ -78,8 +78,11 @@ int session_conversation_render(session_conversation *conversation, const bmoe_c
     if (chat) {
         for (int32_t i = 0; i < conversation->count; i++) {
             const session_message *m = &conversation->messages[i];
-            conversation->view[i] = (bmoe_chat_message){m->role, m->content, m->content_length, m->reasoning,
-                                                        m->reasoning_length};
+            conversation->view[i] = (bmoe_chat_message){.role = m->role,
+                                                        .content = m->content,
+                                                        .content_length = m->content_length,
+                                                        .reasoning = m->reasoning,
+                                                        .reasoning_length = m->reasoning_length};
         }
         char *text = NULL;
         size_t length = 0;

@@ -84,7 +84,7 @@ static char *render_gptoss(bmoe_chat_params params, size_t *out_length)
     *out_length = 0;
     if (parsed) {
         chat_model model = {parsed, source, length, "<|startoftext|>", "<|return|>", false, false, true};
-        bmoe_chat_message question = {"user", "Hi", 2, NULL, 0};
+        bmoe_chat_message question = {.role = "user", .content = "Hi", .content_length = 2};
         params.now_seconds = 1795996800;
         CHECK(chat_conversation_render(&model, &question, 1, &params, 0, &out, out_length, &err) == 0);
         chat_template_destroy(parsed);
@@ -261,7 +261,7 @@ static void check_models(void)
         CHECK(bmoe_chat_reasoning_format(chat) == cases[i].format);
         CHECK_MSG(bmoe_chat_reads_reasoning_effort(chat) == cases[i].reads_effort, "%s: reads reasoning_effort %d",
                   path, bmoe_chat_reads_reasoning_effort(chat));
-        bmoe_chat_message messages[] = {{"user", "Hi", 2, NULL, 0}};
+        bmoe_chat_message messages[] = {{.role = "user", .content = "Hi", .content_length = 2}};
         char *text = NULL;
         size_t length = 0;
         CHECK(bmoe_chat_render(chat, messages, 1, NULL, &text, &length, &err) == 0);

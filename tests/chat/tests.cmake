@@ -19,3 +19,9 @@ bmoe_add_test(test_chat_values
 bmoe_add_test(test_chat_api
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_chat_api.c
   LIBS bmoe_chat bmoe_engine m)
+# Tool calls: formats, renders against the reference's (tests/chat/data),
+# the parse and the streaming split.
+bmoe_add_test(test_tool_calls
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_tool_calls.c
+  LIBS bmoe_chat bmoe_engine PkgConfig::CJSON m
+  ARGS ${CMAKE_CURRENT_LIST_DIR}/data/tool-renders.json)

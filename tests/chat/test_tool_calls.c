@@ -1,0 +1,272 @@
+/* Tool calls: the format each real template teaches; a conversation with
+ * tools, an assistant turn's calls and the tool's answer rendered as the
+ * reference Jinja2 renders it (tool-renders.json, from
+ * make-tool-renders.py); the calls read back out of what the templates
+ * write; the parse of answers (calls among text, two calls, a block that is
+ * not a call, a call cut short, string arguments, typed XML values); and the
+ * streaming split, fed whole, byte by byte and in uneven pieces, showing
+ * everything but the calls and never a byte of them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "chat/chat_model.h"
+#include "test.h"
+
+static const char *renders_path;
+
+static char *load_template(const char *file, size_t *length)
+{
+    char relative[512], path[1024];
+    snprintf(relative, sizeof relative, "data/chat-templates/%s", file);
+    test_shared_path(path, sizeof path, relative);
+    return test_read_file(path, length);
+}
+
+static void check_formats(void)
+{
+    static const struct {
+        const char *file;
+        enum bmoe_tool_format format;
+    } cases[] = {
+        {"Qwen-Qwen3-0.6B.jinja", BMOE_TOOL_FORMAT_JSON},
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", BMOE_TOOL_FORMAT_JSON},
+        {"Qwen3.5-4B.jinja", BMOE_TOOL_FORMAT_XML},
+        {"Qwen3-Coder.jinja", BMOE_TOOL_FORMAT_XML},
+        {"openai-gpt-oss-120b.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"google-gemma-4-31B-it.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"LFM2-8B-A1B.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", BMOE_TOOL_FORMAT_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t length = 0;
+        char *source = load_template(cases[i].file, &length);
+        CHECK_MSG(source != NULL, "%s", cases[i].file);
+        chat_model model = {.source = source, .source_length = length};
+        enum bmoe_tool_format format = source ? chat_tool_format_decide(&model) : BMOE_TOOL_FORMAT_NONE;
+        CHECK_MSG(format == cases[i].format, "%s: %s, expected %s", cases[i].file, bmoe_tool_format_name(format),
+                  bmoe_tool_format_name(cases[i].format));
+        free(source);
+    }
+}
+
+/* The calls of text in format, parsed, as one JSON value (NULL: none). */
+static cJSON *calls_of(enum bmoe_tool_format format, const char *text, char **content, int32_t *count)
+{
+    char *calls = NULL;
+    size_t length = 0;
+    *count = bmoe_chat_parse_tool_calls(format, text, strlen(text), content, &length, &calls, NULL);
+    CHECK(*count >= 0 && *content && strlen(*content) == length);
+    cJSON *parsed = calls ? cJSON_Parse(calls) : NULL;
+    bmoe_free(calls);
+    return parsed;
+}
+
+/* Whether calls[index] is a call of name whose arguments (JSON text) mean
+ * the object arguments spells. */
+static bool is_call(const cJSON *calls, int index, const char *name, const char *arguments)
+{
+    const cJSON *call = cJSON_GetArrayItem(calls, index);
+    const cJSON *got_name = cJSON_GetObjectItemCaseSensitive(call, "name");
+    const cJSON *got_arguments = cJSON_GetObjectItemCaseSensitive(call, "arguments");
+    if (!cJSON_IsString(got_name) || strcmp(got_name->valuestring, name) != 0 || !cJSON_IsString(got_arguments))
+        return false;
+    cJSON *got = cJSON_Parse(got_arguments->valuestring), *want = cJSON_Parse(arguments);
+    bool same = got && want && cJSON_Compare(got, want, true);
+    cJSON_Delete(got);
+    cJSON_Delete(want);
+    return same;
+}
+
+/* The conversation of make-tool-renders.py through chat_conversation_render
+ * with each template: the reference's text; and the call the assistant turn
+ * renders reads back as the call it was made from. */
+static void check_renders(void)
+{
+    size_t length = 0;
+    char *json = test_read_file(renders_path, &length);
+    cJSON *records = json ? cJSON_Parse(json) : NULL;
+    CHECK_MSG(cJSON_GetArraySize(records) == 4, "%s: %d records", renders_path, cJSON_GetArraySize(records));
+    const cJSON *record;
+    cJSON_ArrayForEach(record, records) {
+        const char *file = cJSON_GetObjectItemCaseSensitive(record, "template")->valuestring;
+        const cJSON *context = cJSON_GetObjectItemCaseSensitive(record, "context");
+        const char *expected = cJSON_GetObjectItemCaseSensitive(record, "expected")->valuestring;
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(context, "messages");
+        bmoe_chat_message messages[3];
+        char *texts[3] = {NULL, NULL, NULL};
+        int n = 0;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, list) {
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+            const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+            texts[n] = calls ? cJSON_PrintUnformatted(calls) : NULL;
+            messages[n] = (bmoe_chat_message){
+                .role = cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
+                .content = content->valuestring,
+                .content_length = strlen(content->valuestring),
+                .tool_calls_json = texts[n],
+                .tool_call_id = id ? id->valuestring : NULL,
+                .name = name ? name->valuestring : NULL,
+            };
+            n++;
+        }
+        char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(context, "tools"));
+        size_t source_length = 0;
+        char *source = load_template(file, &source_length);
+        bmoe_error err = {0};
+        chat_template *parsed = source ? chat_template_parse(source, source_length, &err) : NULL;
+        CHECK_MSG(parsed != NULL, "%s: %s", file, err.message);
+        char *out = NULL;
+        size_t out_length = 0;
+        if (parsed) {
+            chat_model model = {parsed, source, source_length, "<|bos|>", "<|eos|>", true, false, false};
+            bmoe_chat_params params = bmoe_chat_default_params();
+            params.tools_json = tools;
+            CHECK_MSG(chat_conversation_render(&model, messages, n, &params, 0, &out, &out_length, &err) == 0, "%s: %s",
+                      file, err.message);
+            CHECK_MSG(out && strcmp(out, expected) == 0, "%s renders\n%s\nnot\n%s", file, out ? out : "(nothing)",
+                      expected);
+            /* the assistant turn's call, as the template wrote it, reads back */
+            const char *turn = out ? strstr(out, "Let me look.") : NULL;
+            const char *end = turn ? strstr(turn, "</tool_call>") : NULL;
+            char *call_text = end ? strndup(turn, (size_t)(end - turn) + strlen("</tool_call>")) : NULL;
+            char *content = NULL;
+            int32_t count = 0;
+            cJSON *calls = call_text ? calls_of(chat_tool_format_decide(&model), call_text, &content, &count) : NULL;
+            CHECK_MSG(count == 1 && is_call(calls, 0, "get_weather", "{\"city\":\"Paris\",\"days\":2}"),
+                      "%s: the rendered call does not read back", file);
+            CHECK(content && strncmp(content, "Let me look.", 12) == 0 && !strstr(content, "tool_call"));
+            cJSON_Delete(calls);
+            bmoe_free(content);
+            free(call_text);
+            chat_template_destroy(parsed);
+        }
+        free(out);
+        free(source);
+        cJSON_free(tools);
+        for (int i = 0; i < n; i++)
+            cJSON_free(texts[i]);
+    }
+    cJSON_Delete(records);
+    free(json);
+}
+
+static void check_parse(void)
+{
+    char *content = NULL;
+    int32_t count = 0;
+    /* text, two calls, text between and after */
+    cJSON *calls = calls_of(BMOE_TOOL_FORMAT_JSON,
+                            "Checking.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2]}}\n</tool_call>"
+                            " and <tool_call>{\"name\":\"b\",\"arguments\":{}}</tool_call>\nDone.",
+                            &content, &count);
+    CHECK(count == 2 && is_call(calls, 0, "a", "{\"x\":[1,2]}") && is_call(calls, 1, "b", "{}"));
+    CHECK_MSG(content && strcmp(content, "Checking.\n and \nDone.") == 0, "content \"%s\"", content ? content : "");
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    /* not a call (no name; not JSON) stays text; a call cut short still reads; string arguments kept */
+    static const char not_calls[] = "<tool_call>{\"arguments\": {}}</tool_call><tool_call>oops</tool_call>";
+    calls = calls_of(BMOE_TOOL_FORMAT_JSON, not_calls, &content, &count);
+    CHECK(count == 0 && cJSON_GetArraySize(calls) == 0 && content && strcmp(content, not_calls) == 0);
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    calls = calls_of(BMOE_TOOL_FORMAT_JSON, "x<tool_call>\n{\"name\": \"c\", \"arguments\": \"{\\\"k\\\": 1}\"}\n",
+                     &content, &count);
+    CHECK(count == 1 && is_call(calls, 0, "c", "{\"k\": 1}") && content && strcmp(content, "x") == 0);
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    /* XML: typed values, a multi-line string, a value that is JSON text of a string stays the text */
+    calls = calls_of(BMOE_TOOL_FORMAT_XML,
+                     "<tool_call>\n<function=edit>\n<parameter=path>\na.c\n</parameter>\n<parameter=line>\n12\n"
+                     "</parameter>\n<parameter=dry>\ntrue\n</parameter>\n<parameter=text>\nline one\nline two\n"
+                     "</parameter>\n<parameter=quoted>\n\"q\"\n</parameter>\n</function>\n</tool_call>",
+                     &content, &count);
+    CHECK_MSG(count == 1 && is_call(calls, 0, "edit",
+                                    "{\"path\":\"a.c\",\"line\":12,\"dry\":true,\"text\":\"line one\\nline two\","
+                                    "\"quoted\":\"\\\"q\\\"\"}"),
+              "XML call: %s", calls ? cJSON_PrintUnformatted(calls) : "(none)");
+    CHECK(content && content[0] == '\0');
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    /* XML without a function, and a format that reads none: text */
+    calls = calls_of(BMOE_TOOL_FORMAT_XML, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>", &content,
+                     &count);
+    CHECK(count == 0 && content && strstr(content, "<tool_call>"));
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    calls = calls_of(BMOE_TOOL_FORMAT_NONE, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>", &content,
+                     &count);
+    CHECK(count == 0 && content && strstr(content, "<tool_call>"));
+    cJSON_Delete(calls);
+    bmoe_free(content);
+}
+
+/* text fed to a split in pieces of `step` bytes (0: whole): what it shows
+ * while fed, then at the end, and its calls' JSON. */
+static void split_in_pieces(const char *text, size_t step, char *shown_fed, char *shown_end, char **calls,
+                            int32_t *count)
+{
+    bmoe_tool_split *split = bmoe_tool_split_create(BMOE_TOOL_FORMAT_JSON, NULL);
+    size_t length = strlen(text), fed = 0, used = 0;
+    shown_fed[0] = shown_end[0] = '\0';
+    while (split && fed < length) {
+        size_t n = step == 0 || step > length - fed ? length - fed : step;
+        const char *show;
+        size_t show_length;
+        CHECK(bmoe_tool_split_feed(split, text + fed, n, &show, &show_length, NULL) == 0);
+        memcpy(shown_fed + used, show, show_length);
+        used += show_length;
+        shown_fed[used] = '\0';
+        fed += n;
+    }
+    const char *rest = "";
+    size_t rest_length = 0;
+    *count = split ? bmoe_tool_split_finish(split, &rest, &rest_length, calls, NULL) : -1;
+    memcpy(shown_end, rest, rest_length);
+    shown_end[rest_length] = '\0';
+    bmoe_tool_split_free(split);
+}
+
+static void check_split(void)
+{
+    static const char text[] = "Sure <to do>.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>"
+                               "\nafter <tool";
+    static const size_t steps[] = {0, 1, 2, 3, 5, 7, 11};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        char fed[256], end[256], *calls = NULL;
+        int32_t count = 0;
+        split_in_pieces(text, steps[i], fed, end, &calls, &count);
+        /* while fed: the text up to the call, never a byte of it */
+        CHECK_MSG(strcmp(fed, "Sure <to do>.\n") == 0, "pieces of %zu: fed shows \"%s\"", steps[i], fed);
+        /* at the end: the text after the call, the held "<tool" included */
+        CHECK_MSG(strcmp(end, "\nafter <tool") == 0, "pieces of %zu: the end shows \"%s\"", steps[i], end);
+        cJSON *parsed = calls ? cJSON_Parse(calls) : NULL;
+        CHECK(count == 1 && is_call(parsed, 0, "a", "{\"x\":1}"));
+        cJSON_Delete(parsed);
+        bmoe_free(calls);
+    }
+    /* no call: everything shows while fed, except a last "<" that might open one */
+    char fed[64], end[64], *calls = NULL;
+    int32_t count = 0;
+    split_in_pieces("a < b <", 1, fed, end, &calls, &count);
+    CHECK(strcmp(fed, "a < b ") == 0 && strcmp(end, "<") == 0 && count == 0);
+    bmoe_free(calls);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_tool_calls TOOL-RENDERS.json\n");
+        return 2;
+    }
+    renders_path = argv[1];
+    check_formats();
+    check_renders();
+    check_parse();
+    check_split();
+    return test_finish();
+}
