@@ -127,9 +127,18 @@ typedef struct completion_request {
     bmoe_sampler_params sampler;
     const char *stops[SERVER_MAX_STOPS];
     int32_t n_stops;
+    char *tools_json;             /* the request's non-empty tools list as JSON text (cJSON's allocation); NULL: none */
+    bool tools_off;               /* tool_choice "none": no tools rendered, no calls read */
     bool logprobs;                /* chat: logprobs true; completions: logprobs N */
     int32_t top_logprobs;         /* chat: top_logprobs; completions: N */
 } completion_request;
+
+/* Whether the answer's tool calls are read (server_tools.c): a chat with
+ * tools, tool_choice not "none", a model whose template teaches a format. */
+bool server_tools_active(const server *s, const completion_request *q);
+/* OpenAI's tool_calls list from bmoe_chat_parse_tool_calls' JSON, ids made
+ * from the answer's id; streamed: each with its "index" (a delta's shape). */
+struct cJSON *server_tool_calls(const char *calls_json, const char *answer_id, bool streamed);
 
 /* The offset of the first byte of text that is not well-formed UTF-8 or is
  * a NUL (what a JSON string cannot hold); -1 when there is none. */

@@ -90,6 +90,42 @@ static int message_content(const cJSON *content, const char *param, char **joine
     return 0;
 }
 
+/* An assistant message's tool_calls as the templates read them (*json,
+ * malloc'ed): OpenAI's list of {"id", "type": "function", "function":
+ * {"name", "arguments"}}, the arguments (JSON text) parsed into the object
+ * they spell, as the Qwen3.5 template iterates them. */
+static int history_calls(const cJSON *calls, const char *param, char **json, server_reply *reply)
+{
+    if (!cJSON_IsArray(calls))
+        BAD(param, "%s must be a list", param);
+    cJSON *copy = cJSON_Duplicate(calls, true);
+    cJSON *call;
+    cJSON_ArrayForEach(call, copy) {
+        cJSON *function = cJSON_GetObjectItemCaseSensitive(call, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(function, "name");
+        cJSON *arguments = cJSON_GetObjectItemCaseSensitive(function, "arguments");
+        if (!cJSON_IsString(name) || !(cJSON_IsString(arguments) || cJSON_IsObject(arguments))) {
+            cJSON_Delete(copy);
+            BAD(param, "%s: each call needs a function with a string name and arguments", param);
+        }
+        cJSON *parsed = cJSON_IsString(arguments) ? cJSON_Parse(arguments->valuestring) : NULL;
+        if (cJSON_IsString(arguments) && !cJSON_IsObject(parsed)) {
+            cJSON_Delete(parsed);
+            cJSON_Delete(copy);
+            BAD(param, "%s: a call's arguments must be a JSON object", param);
+        }
+        if (parsed)
+            cJSON_ReplaceItemInObjectCaseSensitive(function, "arguments", parsed);
+    }
+    *json = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    if (!*json) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static int read_messages(const cJSON *list, completion_request *q, char ***owned, server_reply *reply)
 {
     int count = cJSON_GetArraySize(list);
@@ -98,9 +134,10 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
     if (count > SERVER_MAX_MESSAGES)
         BAD("messages", "at most %d messages", SERVER_MAX_MESSAGES);
     q->messages = calloc((size_t)count, sizeof *q->messages);
-    *owned = calloc((size_t)count, sizeof **owned);
+    /* per message: its joined content parts, then its tool calls' JSON */
+    *owned = calloc(2 * (size_t)count, sizeof **owned);
     if (*owned)
-        q->n_owned = count;
+        q->n_owned = 2 * count;
     if (!q->messages || !*owned) {
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
@@ -116,7 +153,7 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
         cJSON_ArrayForEach(field, message) {
             const char *key = field->string;
             if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
-                strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id"))
+                strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id") && strcmp(key, "tool_calls"))
                 BAD(param, "%s.%s is not supported", param, key);
         }
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(message, "role");
@@ -136,6 +173,23 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
                 BAD(param, "messages[%d].reasoning_content is an assistant message's string", i);
             m->reasoning = reasoning->valuestring;
             m->reasoning_length = strlen(reasoning->valuestring);
+        }
+        snprintf(param, sizeof param, "messages[%d]", i);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(message, "name");
+        const cJSON *call_id = cJSON_GetObjectItemCaseSensitive(message, "tool_call_id");
+        if ((name && !cJSON_IsString(name) && !cJSON_IsNull(name)) ||
+            (call_id && !cJSON_IsString(call_id) && !cJSON_IsNull(call_id)))
+            BAD(param, "%s.name and .tool_call_id are strings", param);
+        m->name = cJSON_IsString(name) ? name->valuestring : NULL;
+        m->tool_call_id = cJSON_IsString(call_id) ? call_id->valuestring : NULL;
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
+        if (calls && !cJSON_IsNull(calls)) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+            if (strcmp(m->role, "assistant") != 0)
+                BAD(param, "%s: only an assistant message makes tool calls", param);
+            if (history_calls(calls, param, &(*owned)[count + i], reply) != 0)
+                return -1;
+            m->tool_calls_json = (*owned)[count + i];
         }
         q->n_messages = ++i;
     }
@@ -167,6 +221,31 @@ static int read_effort(const cJSON *field, const char *param, const char *prefix
         BAD(param, "%sreasoning_effort must be \"low\", \"medium\" or \"high\"", prefix);
     q->reasoning_effort = field->valuestring;
     q->effort_asked = true;
+    return 0;
+}
+
+/* tools: OpenAI's list of {"type": "function", "function": {"name", ...}},
+ * passed to the template as it came (q->tools_json, owned by the JSON). */
+static int read_tools(const cJSON *field, completion_request *q, server_reply *reply)
+{
+    if (!cJSON_IsArray(field))
+        BAD("tools", "tools must be a list");
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, field) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(tool, "type");
+        const cJSON *function = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(function, "name");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsString(name) ||
+            !name->valuestring[0])
+            BAD("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (cJSON_GetArraySize(field) > 0) {
+        q->tools_json = cJSON_PrintUnformatted(field);
+        if (!q->tools_json) {
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -357,12 +436,18 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 BAD(key, "logprobs must be an integer in [0, %d] (the alternatives per token)", BMOE_MAX_TOP_LOGPROBS);
             q->logprobs = true;
             q->top_logprobs = (int32_t)field->valuedouble;
-        } else if (strcmp(key, "tool_choice") == 0) {
-            if (!null && !(cJSON_IsString(field) && strcmp(field->valuestring, "none") == 0))
-                BAD(key, "tools are not supported by bmoe-server");
-        } else if (strcmp(key, "tools") == 0) {
-            if (!null && !(cJSON_IsArray(field) && cJSON_GetArraySize(field) == 0))
-                BAD(key, "tools are not supported by bmoe-server");
+        } else if (chat && strcmp(key, "tool_choice") == 0) {
+            if (null)
+                continue;
+            if (!cJSON_IsString(field) || (strcmp(field->valuestring, "none") && strcmp(field->valuestring, "auto")))
+                BAD(key, "tool_choice must be \"auto\" or \"none\" (bmoe cannot force a call: it has no "
+                         "constrained decoding)");
+            q->tools_off = strcmp(field->valuestring, "none") == 0;
+        } else if (chat && strcmp(key, "tools") == 0) {
+            if (null)
+                continue;
+            if (read_tools(field, q, reply) != 0)
+                return -1;
         } else {
             BAD(key, "%s is not supported by bmoe-server", key);
         }
@@ -408,7 +493,14 @@ static int render_prompt(const server *s, const completion_request *q, char **te
                            "V4's do): the answer would be the same");
         return -1;
     }
+    if (q->tools_json && !q->tools_off && bmoe_chat_tool_format(s->chat) == BMOE_TOOL_FORMAT_NONE) {
+        server_error_reply(reply, 400, "invalid_request_error", "tools", "invalid_request",
+                           "tools: this model's chat template teaches no tool-call format bmoe reads (Qwen3's "
+                           "<tool_call> JSON, Qwen3.5's <function=...> blocks)");
+        return -1;
+    }
     bmoe_chat_params params = bmoe_chat_default_params();
+    params.tools_json = q->tools_off ? NULL : q->tools_json;
     params.enable_thinking = q->think;
     params.reasoning_prefill = !q->think && control == BMOE_THINK_CONTROL_PREFILL;
     params.reasoning_effort = q->reasoning_effort;
@@ -537,6 +629,42 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     return 0;
 }
 
+/* message's content, and its tool_calls when the answer makes any (then
+ * the content is what is left around them, null when only space, and a
+ * *finish of "stop" becomes "tool_calls"). -1: out of memory. */
+static int add_answer(const server *s, const completion_request *q, cJSON *message, const char *answer,
+                      const char *id, const char **finish)
+{
+    if (!server_tools_active(s, q)) {
+        cJSON_AddStringToObject(message, "content", answer);
+        return 0;
+    }
+    char *content = NULL, *calls = NULL;
+    size_t length = 0;
+    int32_t count =
+        bmoe_chat_parse_tool_calls(bmoe_chat_tool_format(s->chat), answer, strlen(answer), &content, &length,
+                                   &calls, NULL);
+    if (count < 0)
+        return -1;
+    size_t begin = strspn(content, " \t\r\n");
+    while (length > begin && strchr(" \t\r\n", content[length - 1]))
+        content[--length] = '\0';
+    if (count == 0)
+        cJSON_AddStringToObject(message, "content", answer);
+    else if (length > begin)
+        cJSON_AddStringToObject(message, "content", content + begin);
+    else
+        cJSON_AddNullToObject(message, "content");
+    if (count > 0) {
+        cJSON_AddItemToObject(message, "tool_calls", server_tool_calls(calls, id, false));
+        if (strcmp(*finish, "stop") == 0)
+            *finish = "tool_calls";
+    }
+    bmoe_free(content);
+    bmoe_free(calls);
+    return 0;
+}
+
 /* Runs the generation in the caller's turn and fills the reply. */
 static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
                      server_reply *reply)
@@ -596,10 +724,20 @@ static void generate(server *s, const completion_request *q, const char *text, s
     /* cJSON copies strings up to their NUL: the texts are NUL-terminated copies */
     char *answer_text = strndup(answer ? answer : "", answer_length);
     char *thinking_text = thinking_length ? strndup(thinking, thinking_length) : NULL;
+    const char *finish = server_finish_reason(step.stop);
     if (q->chat) {
         cJSON *message = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(message, "role", "assistant");
-        cJSON_AddStringToObject(message, "content", answer_text ? answer_text : "");
+        if (add_answer(s, q, message, answer_text ? answer_text : "", id, &finish) != 0) {
+            free(answer_text);
+            free(thinking_text);
+            cJSON_Delete(root);
+            cJSON_Delete(logprobs);
+            bmoe_generation_free(g);
+            bmoe_reasoning_free(reasoning);
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory reading the tool calls");
+            return;
+        }
         if (thinking_text)
             cJSON_AddStringToObject(message, "reasoning_content", thinking_text);
     } else {
@@ -609,7 +747,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
     free(thinking_text);
     if (logprobs)
         cJSON_AddItemToObject(choice, "logprobs", logprobs);
-    cJSON_AddStringToObject(choice, "finish_reason", server_finish_reason(step.stop));
+    cJSON_AddStringToObject(choice, "finish_reason", finish);
     cJSON *usage = cJSON_AddObjectToObject(root, "usage");
     int32_t generated = bmoe_generation_n_generated(g);
     cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
@@ -742,5 +880,6 @@ void server_completion(server *s, const char *body, size_t length, bool chat, in
         free(owned[i]);
     free(owned);
     free(q.messages);
+    cJSON_free(q.tools_json);
     cJSON_Delete(root);
 }

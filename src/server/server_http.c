@@ -163,6 +163,7 @@ static void info_reply(server *s, server_reply *reply)
                             s->chat ? bmoe_think_control_name(bmoe_chat_think_control(s->chat)) : "none");
     cJSON_AddStringToObject(root, "reasoning_format",
                             s->chat ? bmoe_reasoning_format_name(bmoe_chat_reasoning_format(s->chat)) : "none");
+    cJSON_AddStringToObject(root, "tool_format", bmoe_tool_format_name(bmoe_chat_tool_format(s->chat)));
     cJSON *stream = cJSON_AddObjectToObject(root, "streaming");
     cJSON_AddBoolToObject(stream, "enabled", state.streaming);
     cJSON_AddBoolToObject(stream, "direct", state.direct);

@@ -19,6 +19,7 @@ typedef struct stream {
     bool chat;
     bool logprobs;
     size_t text_offset;     /* completions' logprobs: the text's bytes so far */
+    bmoe_tool_split *tools; /* with tools (server_tools_active): holds back what may be a call */
     bmoe_generation *generation;
     bmoe_reasoning *reasoning;
     char id[48];
@@ -89,6 +90,43 @@ static cJSON *text_chunk(const stream *st, const char *text, size_t text_length,
     return chunk;
 }
 
+/* The answer text a chunk may show now, given what the last token added
+ * (text): all of it without tools; with them, what comes before anything
+ * that may begin a call. -1: out of memory. */
+static int answer_part(stream *st, const char *text, size_t length, const char **show, size_t *show_length)
+{
+    *show = text;
+    *show_length = length;
+    return st->tools ? bmoe_tool_split_feed(st->tools, text, length, show, show_length, NULL) : 0;
+}
+
+/* The end of an answer with tools: the text held back that is not a call
+ * goes out, then the calls, as OpenAI streams them; *finish becomes
+ * "tool_calls" where it was "stop" and there are calls. -1: out of memory. */
+static int push_calls(stream *st, const char **finish)
+{
+    const char *rest;
+    size_t rest_length;
+    char *calls = NULL;
+    int32_t count = bmoe_tool_split_finish(st->tools, &rest, &rest_length, &calls, NULL);
+    if (count < 0)
+        return -1;
+    int status = 0;
+    if (rest_length)
+        status = push_event(st, text_chunk(st, rest, rest_length, NULL, 0, NULL));
+    if (status == 0 && count > 0) {
+        cJSON *chunk = text_chunk(st, NULL, 0, NULL, 0, NULL);
+        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
+        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(choice, "delta"), "tool_calls",
+                              server_tool_calls(calls, st->id, true));
+        status = push_event(st, chunk);
+        if (strcmp(*finish, "stop") == 0)
+            *finish = "tool_calls";
+    }
+    bmoe_free(calls);
+    return status;
+}
+
 /* One more token's events (or the end's). 0, or -1 (the stream ends). */
 static int next_events(stream *st)
 {
@@ -119,17 +157,37 @@ static int next_events(stream *st)
     } else if (bmoe_reasoning_feed(st->reasoning, step.text, step.text_length, &delta, &error) != 0) {
         return -1;
     }
+    const char *show;
+    size_t show_length;
+    if (answer_part(st, delta.text, delta.text_length, &show, &show_length) != 0)
+        return -1;
     if (status == 0) {
         bmoe_reasoning_delta last = {0};
         if (bmoe_reasoning_finish(st->reasoning, &last, &error) != 0)
             return -1;
-        cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
-        if ((delta.text_length || delta.reasoning_length) && push_event(st, chunk) != 0)
+        cJSON *chunk = text_chunk(st, show, show_length, delta.reasoning, delta.reasoning_length, NULL);
+        if ((show_length || delta.reasoning_length) && push_event(st, chunk) != 0)
             return -1;
-        if (!(delta.text_length || delta.reasoning_length))
+        if (!(show_length || delta.reasoning_length))
             cJSON_Delete(chunk);
-        chunk = text_chunk(st, last.text, last.text_length, last.reasoning, last.reasoning_length,
-                           server_finish_reason(step.stop));
+        const char *finish = server_finish_reason(step.stop);
+        const char *last_show = last.text;
+        size_t last_length = last.text_length;
+        if (st->tools) {
+            /* the whole answer is in: what it holds back goes out with the calls */
+            if (answer_part(st, last.text, last.text_length, &last_show, &last_length) != 0)
+                return -1;
+            if (last_length || last.reasoning_length)
+                if (push_event(st, text_chunk(st, last_show, last_length, last.reasoning, last.reasoning_length,
+                                              NULL)) != 0)
+                    return -1;
+            if (push_calls(st, &finish) != 0)
+                return -1;
+            last_show = NULL;
+            last_length = 0;
+            last.reasoning_length = 0;
+        }
+        chunk = text_chunk(st, last_show, last_length, last.reasoning, last.reasoning_length, finish);
         cJSON *usage = cJSON_AddObjectToObject(chunk, "usage");
         int32_t n_prompt = bmoe_generation_n_prompt(st->generation);
         int32_t generated = bmoe_generation_n_generated(st->generation);
@@ -145,7 +203,7 @@ static int next_events(stream *st)
     }
     /* a reset replaces what was delivered: a stream cannot take text back,
      * so the snapshots go out marked, for a client that can redraw */
-    cJSON *chunk = text_chunk(st, delta.text, delta.text_length, delta.reasoning, delta.reasoning_length, NULL);
+    cJSON *chunk = text_chunk(st, show, show_length, delta.reasoning, delta.reasoning_length, NULL);
     if (st->logprobs) {
         cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
         cJSON *logprobs = cJSON_AddObjectToObject(choice, "logprobs");
@@ -188,6 +246,7 @@ static void stream_free(void *user)
     bmoe_generation_free(st->generation);
     bmoe_reasoning_free(st->reasoning);
     server_turn_release(st->s);
+    bmoe_tool_split_free(st->tools);
     free(st->pending);
     free(st);
 }
@@ -204,10 +263,17 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
     st->s = s;
     st->chat = q->chat;
     st->logprobs = q->logprobs;
+    if (server_tools_active(s, q) && !(st->tools = bmoe_tool_split_create(bmoe_chat_tool_format(s->chat), NULL))) {
+        free(st);
+        server_turn_release(s);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
     st->created = (long long)time(NULL);
     snprintf(st->id, sizeof st->id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1));
     if (server_generation_begin(s, q, text, text_length, prefill, &st->generation, &st->reasoning, reply) != 0) {
+        bmoe_tool_split_free(st->tools);
         free(st);
         server_turn_release(s);
         return;

@@ -382,6 +382,13 @@ static void test_effort(void)
                      &response) == 0)
         check_error(&response, 400, "chat_template_kwargs", "reasoning_effort twice");
     free(response.raw);
+    /* gpt-oss's template writes calls in a format bmoe does not read: tools are refused, not ignored */
+    if (test_request(server.port, "POST", "/v1/chat/completions", NULL,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\","
+                     "\"function\":{\"name\":\"f\"}}]}",
+                     &response) == 0)
+        check_error(&response, 400, "tools", "tools on gpt-oss");
+    free(response.raw);
     free(high);
     free(low);
     CHECK(test_server_stop(&server, SIGTERM) == 0);
@@ -665,6 +672,76 @@ static void test_logprobs(int port)
     free(response.raw);
 }
 
+/* usage.prompt_tokens of a chat body's answer (-1: none), its content in
+ * *content when not NULL. */
+static int chat_prompt_tokens(int port, const char *body, char **content)
+{
+    test_response response;
+    int n = -1;
+    if (content)
+        *content = NULL;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "%s: %d %s", body, response.status, response.body);
+        cJSON *root = body_json(&response);
+        const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "usage"),
+                                                               "prompt_tokens");
+        n = cJSON_IsNumber(tokens) ? tokens->valueint : -1;
+        cJSON_Delete(root);
+        if (content)
+            *content = answer_of(&response, true, NULL);
+    }
+    free(response.raw);
+    return n;
+}
+
+#define TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":" \
+              "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]"
+#define ASK "{\"role\":\"user\",\"content\":\"Weather in Paris?\"}"
+#define CALLED "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\"," \
+               "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]}," \
+               "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"18C\"}"
+
+/* tools reach the template (Qwen3's: a longer prompt), tool_choice "none"
+ * leaves them out, an assistant turn's calls and the tool's answer render,
+ * a streamed answer with tools shows the text a plain one shows (this
+ * model writes no call); what bmoe cannot do is refused. */
+static void test_tools(int port)
+{
+    int plain = chat_prompt_tokens(port, "{\"messages\":[" ASK "],\"max_tokens\":4}", NULL);
+    char *content = NULL;
+    int tools = chat_prompt_tokens(port, "{\"messages\":[" ASK "],\"max_tokens\":4," TOOLS "}", &content);
+    int none = chat_prompt_tokens(port, "{\"messages\":[" ASK "],\"max_tokens\":4," TOOLS ",\"tool_choice\":\"none\"}",
+                                  NULL);
+    int history = chat_prompt_tokens(port, "{\"messages\":[" ASK "," CALLED "],\"max_tokens\":4," TOOLS "}", NULL);
+    CHECK_MSG(plain > 0 && tools > plain + 50 && none == plain && history > tools + 10,
+              "prompt tokens: plain %d, tools %d, tool_choice none %d, with a call and its answer %d", plain, tools,
+              none, history);
+    char *streamed = chat_streamed(port, "{\"stream\":true,\"messages\":[" ASK "],\"max_tokens\":4," TOOLS "}");
+    CHECK_MSG(content && streamed && strcmp(content, streamed) == 0, "streamed with tools \"%s\" != \"%s\"",
+              streamed ? streamed : "(none)", content ? content : "(none)");
+    free(streamed);
+    free(content);
+    static const struct {
+        const char *body, *param;
+    } refused[] = {
+        {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":\"required\"}", "tool_choice"},
+        {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice"},
+        {"{\"messages\":[" ASK "],\"tools\":{}}", "tools"},
+        {"{\"messages\":[" ASK "],\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools"},
+        {"{\"messages\":[" ASK ",{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\","
+         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"not json\"}}]}]}",
+         "messages[1].tool_calls"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", "messages[0].tool_calls"},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"a\",\"tool_call_id\":7}]}", "messages[0]"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        test_response response;
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0)
+            check_error(&response, 400, refused[i].param, refused[i].body);
+        free(response.raw);
+    }
+}
+
 static void test_refusals(int port)
 {
     static const struct {
@@ -888,6 +965,7 @@ int main(void)
     test_reuse(server.port);
     test_events(server.port);
     test_logprobs(server.port);
+    test_tools(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
