@@ -846,8 +846,9 @@ typedef struct bmoe_chat_message {
     const char *reasoning;   /* an assistant turn's reasoning (reasoning_content / thinking); NULL: none */
     size_t reasoning_length;
     /* an assistant turn's tool calls: JSON text of OpenAI's tool_calls array
-     * ([{"id", "type": "function", "function": {"name", "arguments"}}]; the
-     * templates that iterate arguments want them an object); NULL: none */
+     * ([{"id", "type": "function", "function": {"name", "arguments"}}];
+     * arguments given as JSON text of an object reach the template as that
+     * object, as the templates that iterate them want); NULL: none */
     const char *tool_calls_json;
     const char *tool_call_id; /* a "tool" message: the call it answers; NULL: none */
     const char *name;         /* a "tool" message: the function's name; NULL: none */

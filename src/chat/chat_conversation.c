@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "chat/chat_model.h"
+#include "chat/value.h"
 
 /* The content the continuation is cut at: no template writes it itself. */
 static const char continuation_marker[] = "bmoe-continue-final-message-9f3c1a";
@@ -20,6 +21,36 @@ static const char continuation_marker[] = "bmoe-continue-final-message-9f3c1a";
 static int set_string(chat_value object, const char *key, const char *text, size_t length)
 {
     return chat_value_object_set_cstring(object, key, chat_value_string(text ? text : "", length));
+}
+
+/* Each call's function.arguments that is JSON text of an object becomes
+ * that object (numbers as written), as the templates that iterate the
+ * arguments (Qwen3.5's) want them; OpenAI sends them as text. */
+static int parse_call_arguments(chat_value calls, bmoe_error *err)
+{
+    if (calls.kind != CHAT_VALUE_ARRAY)
+        return 0;
+    const struct chat_list *list = value_list(calls);
+    for (size_t i = 0; i < list->count; i++) {
+        const chat_value *function =
+            list->items[i].kind == CHAT_VALUE_OBJECT ? dict_find_text(list->items[i], "function", 8) : NULL;
+        const chat_value *arguments =
+            function && function->kind == CHAT_VALUE_OBJECT ? dict_find_text(*function, "arguments", 9) : NULL;
+        if (!arguments || arguments->kind != CHAT_VALUE_STRING)
+            continue;
+        const struct chat_string *text = value_string(*arguments);
+        chat_value parsed;
+        bmoe_error ignored;
+        if (chat_value_from_json(text->bytes, text->length, &parsed, &ignored) != 0)
+            continue; /* not JSON: the template gets the text */
+        if (parsed.kind != CHAT_VALUE_OBJECT) {
+            chat_value_release(parsed);
+            continue;
+        }
+        if (chat_value_object_set_cstring(*function, "arguments", parsed) != 0)
+            return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "chat: out of memory building the conversation");
+    }
+    return 0;
 }
 
 static chat_value message_value(const bmoe_chat_message *message, bmoe_error *err)
@@ -41,6 +72,11 @@ static chat_value message_value(const bmoe_chat_message *message, bmoe_error *er
     if (status == 0 && message->tool_calls_json) {
         chat_value calls;
         if (chat_value_from_json(message->tool_calls_json, strlen(message->tool_calls_json), &calls, err) != 0) {
+            chat_value_release(object);
+            return (chat_value){.kind = CHAT_VALUE_INVALID};
+        }
+        if (parse_call_arguments(calls, err) != 0) {
+            chat_value_release(calls);
             chat_value_release(object);
             return (chat_value){.kind = CHAT_VALUE_INVALID};
         }

@@ -1,5 +1,6 @@
 /* Tool calls in a model's answer, in the two shapes the Qwen families'
- * templates teach their models (the templates' own instructions say so):
+ * templates (and Hermes', Granite's, Nemotron's) teach their models, as
+ * the templates' own instructions say:
  *   JSON: <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
  *         (Qwen3, Qwen2.5, Hermes);
  *   XML:  <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>
@@ -13,6 +14,7 @@
 
 #include "base/error.h"
 #include "chat/chat_model.h"
+#include "chat/unicode.h"
 
 struct bmoe_tool_split {
     enum bmoe_tool_format format;
@@ -37,16 +39,14 @@ const char *bmoe_tool_format_name(enum bmoe_tool_format format)
 
 static bool contains(const char *text, size_t length, const char *needle)
 {
-    size_t n = strlen(needle);
-    for (size_t i = 0; i + n <= length; i++)
-        if (memcmp(text + i, needle, n) == 0)
-            return true;
-    return false;
+    return bytes_find(text, length, needle, strlen(needle)) != NULL;
 }
 
 enum bmoe_tool_format chat_tool_format_decide(const chat_model *model)
 {
-    if (!contains(model->source, model->source_length, call_open))
+    /* GLM writes <tool_call>NAME<arg_key>...: a third shape, not read */
+    if (!contains(model->source, model->source_length, call_open) ||
+        contains(model->source, model->source_length, "<arg_key>"))
         return BMOE_TOOL_FORMAT_NONE;
     return contains(model->source, model->source_length, "<function=") ? BMOE_TOOL_FORMAT_XML
                                                                        : BMOE_TOOL_FORMAT_JSON;
@@ -55,26 +55,23 @@ enum bmoe_tool_format chat_tool_format_decide(const chat_model *model)
 /* The first occurrence of needle in text[from, length), or length. */
 static size_t find(const char *text, size_t length, size_t from, const char *needle)
 {
-    size_t n = strlen(needle);
-    for (size_t i = from; i + n <= length; i++)
-        if (memcmp(text + i, needle, n) == 0)
-            return i;
-    return length;
+    const char *at = from < length ? bytes_find(text + from, length - from, needle, strlen(needle)) : NULL;
+    return at ? (size_t)(at - text) : length;
 }
 
-/* Where a call begins in text, or may begin (it ends with part of the
- * opener); length when nowhere. */
-static size_t call_start(enum bmoe_tool_format format, const char *text, size_t length)
+/* Where a call begins in text[from, length), or may begin (the text ends
+ * with part of the opener); length when nowhere. */
+static size_t call_start(enum bmoe_tool_format format, const char *text, size_t length, size_t from)
 {
     if (format == BMOE_TOOL_FORMAT_NONE)
         return length;
-    size_t at = find(text, length, 0, call_open);
+    size_t at = find(text, length, from, call_open);
     if (at < length)
         return at;
     /* the text may end inside the opener */
     size_t n = sizeof call_open - 1;
     for (size_t keep = n - 1; keep > 0; keep--)
-        if (length >= keep && memcmp(text + length - keep, call_open, keep) == 0)
+        if (length - from >= keep && memcmp(text + length - keep, call_open, keep) == 0)
             return length - keep;
     return length;
 }
@@ -88,37 +85,93 @@ static void trim(const char *text, size_t *begin, size_t *end)
         (*end)--;
 }
 
+/* {"name": name, "arguments": arguments} (NULL: out of memory). */
+static cJSON *new_call(const char *name, const char *arguments)
+{
+    cJSON *call = cJSON_CreateObject();
+    if (call && cJSON_AddStringToObject(call, "name", name) && cJSON_AddStringToObject(call, "arguments", arguments))
+        return call;
+    cJSON_Delete(call);
+    return NULL;
+}
+
+/* Whether text[begin, end) is a number as JSON writes one (no leading
+ * zeros, no "+", digits on both sides of a point). */
+static bool json_number(const char *text, size_t begin, size_t end)
+{
+    size_t i = begin;
+    if (i < end && text[i] == '-')
+        i++;
+    if (i >= end || !(text[i] >= '0' && text[i] <= '9'))
+        return false;
+    if (text[i] == '0')
+        i++;
+    else
+        while (i < end && text[i] >= '0' && text[i] <= '9')
+            i++;
+    if (i < end && text[i] == '.') {
+        if (++i >= end || !(text[i] >= '0' && text[i] <= '9'))
+            return false;
+        while (i < end && text[i] >= '0' && text[i] <= '9')
+            i++;
+    }
+    if (i < end && (text[i] == 'e' || text[i] == 'E')) {
+        if (++i < end && (text[i] == '+' || text[i] == '-'))
+            i++;
+        if (i >= end || !(text[i] >= '0' && text[i] <= '9'))
+            return false;
+        while (i < end && text[i] >= '0' && text[i] <= '9')
+            i++;
+    }
+    return i == end;
+}
+
+/* The one JSON value text[begin, end) holds, whitespace around it allowed
+ * (NULL: none, or more than one). */
+static cJSON *whole_json(const char *text, size_t begin, size_t end)
+{
+    trim(text, &begin, &end);
+    const char *stop = NULL;
+    cJSON *parsed = begin < end ? cJSON_ParseWithLengthOpts(text + begin, end - begin, &stop, false) : NULL;
+    if (parsed && stop != text + end) {
+        cJSON_Delete(parsed);
+        return NULL;
+    }
+    return parsed;
+}
+
 /* {"name": NAME, "arguments": ARGS}: a call whose arguments are an object
  * (or a string, as some models write them). */
 static cJSON *json_call(const char *text, size_t begin, size_t end)
 {
-    trim(text, &begin, &end);
-    cJSON *parsed = cJSON_ParseWithLength(text + begin, end - begin);
+    cJSON *parsed = whole_json(text, begin, end);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(parsed, "name");
     const cJSON *arguments = cJSON_GetObjectItemCaseSensitive(parsed, "arguments");
     cJSON *call = NULL;
     if (cJSON_IsString(name) && name->valuestring[0] && (cJSON_IsObject(arguments) || cJSON_IsString(arguments))) {
         char *printed = cJSON_IsObject(arguments) ? cJSON_PrintUnformatted(arguments) : NULL;
-        call = cJSON_CreateObject();
-        cJSON_AddStringToObject(call, "name", name->valuestring);
-        cJSON_AddStringToObject(call, "arguments", printed ? printed : arguments->valuestring);
+        const char *text_of = cJSON_IsObject(arguments) ? printed : arguments->valuestring;
+        call = text_of ? new_call(name->valuestring, text_of) : NULL;
         cJSON_free(printed);
     }
     cJSON_Delete(parsed);
     return call;
 }
 
-/* A parameter's value: JSON where it reads as JSON (numbers, booleans,
- * objects, arrays, null), else the text itself, without the one newline
- * the format puts on each side. */
+/* A parameter's value: JSON where all of it is one JSON value other than
+ * a string (a number as JSON writes it, true, false, null, an object, an
+ * array), else the text itself; without the one newline the format puts on
+ * each side. */
 static cJSON *xml_value(const char *text, size_t begin, size_t end)
 {
     if (begin < end && text[begin] == '\n')
         begin++;
     if (end > begin && text[end - 1] == '\n')
         end--;
-    cJSON *value = cJSON_ParseWithLength(text + begin, end - begin);
-    if (value && !cJSON_IsString(value))
+    cJSON *value = whole_json(text, begin, end);
+    size_t first = begin, last = end;
+    trim(text, &first, &last);
+    if (value && !cJSON_IsString(value) && (!cJSON_IsNumber(value) || json_number(text, first, last)))
         return value;
     cJSON_Delete(value);
     char *raw = strndup(text + begin, end - begin);
@@ -165,11 +218,7 @@ static cJSON *xml_call(const char *text, size_t begin, size_t end)
     }
     char *printed = bad ? NULL : cJSON_PrintUnformatted(arguments);
     char *name = strndup(text + begin + n, name_end - begin - n);
-    cJSON *call = printed && name ? cJSON_CreateObject() : NULL;
-    if (call) {
-        cJSON_AddStringToObject(call, "name", name);
-        cJSON_AddStringToObject(call, "arguments", printed);
-    }
+    cJSON *call = printed && name ? new_call(name, printed) : NULL;
     free(name);
     cJSON_free(printed);
     cJSON_Delete(arguments);
@@ -207,10 +256,13 @@ int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *tex
         size_t keep_end = call ? open : after;
         memcpy(kept + used, text + at, keep_end - at);
         used += keep_end - at;
-        if (call) {
-            cJSON_AddItemToArray(calls, call);
-            count++;
+        if (call && !cJSON_AddItemToArray(calls, call)) {
+            cJSON_Delete(call);
+            free(kept); /* out of memory: reported below */
+            kept = NULL;
+            break;
         }
+        count += call != NULL;
         at = after;
     }
     char *printed = kept && calls ? cJSON_PrintUnformatted(calls) : NULL;
@@ -269,7 +321,8 @@ int bmoe_tool_split_feed(bmoe_tool_split *split, const char *text, size_t length
         memcpy(split->text + split->length, text, length);
     split->length += length;
     split->text[split->length] = '\0';
-    size_t hold = call_start(split->format, split->text, split->length);
+    /* nothing before `shown` begins a call: it was shown */
+    size_t hold = call_start(split->format, split->text, split->length, split->shown);
     *show = split->text + split->shown;
     *show_length = hold > split->shown ? hold - split->shown : 0;
     split->shown += *show_length;

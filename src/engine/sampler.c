@@ -277,10 +277,12 @@ static int32_t sampler_top_p(sampler_candidate *candidates, int32_t n, int32_t n
     }
 }
 
-/* Whether a (logit a, id a) ranks before b: higher first, then lower id. */
-static bool logprob_before(float a, int32_t a_id, float b, int32_t b_id)
+/* Whether (logit, id) ranks before other (its logit still in logprob):
+ * the sampler's order. */
+static bool ranks_before(float logit, int32_t id, const bmoe_token_logprob *other)
 {
-    return a != b ? a > b : a_id < b_id;
+    sampler_candidate a = {logit, id}, b = {other->logprob, other->token};
+    return sampler_candidate_before(&a, &b);
 }
 
 /* logit's log-probability given the log of the row's softmax total
@@ -315,10 +317,10 @@ float bmoe_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t
     int32_t kept = 0;
     for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
         float logit = isnan(logits[i]) ? -INFINITY : logits[i];
-        if (kept == n_top && !logprob_before(logit, i, top[kept - 1].logprob, top[kept - 1].token))
+        if (kept == n_top && !ranks_before(logit, i, &top[kept - 1]))
             continue;
         int32_t at = kept < n_top ? kept++ : kept - 1;
-        while (at > 0 && logprob_before(logit, i, top[at - 1].logprob, top[at - 1].token)) {
+        while (at > 0 && ranks_before(logit, i, &top[at - 1])) {
             top[at] = top[at - 1];
             at--;
         }

@@ -136,9 +136,18 @@ typedef struct completion_request {
 /* Whether the answer's tool calls are read (server_tools.c): a chat with
  * tools, tool_choice not "none", a model whose template teaches a format. */
 bool server_tools_active(const server *s, const completion_request *q);
-/* OpenAI's tool_calls list from bmoe_chat_parse_tool_calls' JSON, ids made
- * from the answer's id; streamed: each with its "index" (a delta's shape). */
-struct cJSON *server_tool_calls(const char *calls_json, const char *answer_id, bool streamed);
+/* A chat answer's message fields: "content", and "tool_calls" (OpenAI's,
+ * ids made from the answer's id) when the answer makes calls in format;
+ * then the content is the text around them without the space at its ends,
+ * null when none is left, and a *finish of "stop" becomes "tool_calls".
+ * 0, or -1 (out of memory). */
+int server_answer_message(struct cJSON *message, enum bmoe_tool_format format, const char *answer,
+                          const char *answer_id, const char **finish);
+/* A streamed answer's end with tools: the deltas that follow what the split
+ * showed, the content held back that is not a call (none when only space
+ * follows calls), then the calls (each with its "index"); *finish as above.
+ * NULL: out of memory. */
+struct cJSON *server_tool_stream_end(bmoe_tool_split *split, const char *answer_id, const char **finish);
 
 /* The offset of the first byte of text that is not well-formed UTF-8 or is
  * a NUL (what a JSON string cannot hold); -1 when there is none. */
@@ -148,6 +157,9 @@ long server_utf8_error_at(const unsigned char *text, size_t length);
  * "logprobs" object, in the chat or the completions shape
  * (server_logprobs.c); *text_offset: the bytes of the completion's text
  * before the step's, advanced past it. 0, or -1 (out of memory). */
+/* A choice's "logprobs" object with no token yet, in the chat or the
+ * completions shape (NULL: out of memory). */
+struct cJSON *server_logprobs_new(bool chat);
 int server_logprobs_add(struct cJSON *logprobs, const server *s, const bmoe_step *step, bool chat, size_t *text_offset);
 
 

@@ -15,9 +15,10 @@
 
 #define SERVER_MAX_MESSAGES 4096
 /* A request's own shape nests 5 deep (body, messages, a message, its
- * parts, a part): a deeper body is refused before cJSON's recursive
- * parser, printer and free walk it. */
-#define SERVER_MAX_JSON_DEPTH 16
+ * parts, a part), tool schemas and call arguments deeper (JSON Schema
+ * nests a level or two per property): a deeper body is refused before
+ * cJSON's recursive parser, printer and free walk it. */
+#define SERVER_MAX_JSON_DEPTH 64
 
 
 /* Fields accepted that do not change the answer. */
@@ -90,35 +91,28 @@ static int message_content(const cJSON *content, const char *param, char **joine
     return 0;
 }
 
-/* An assistant message's tool_calls as the templates read them (*json,
- * malloc'ed): OpenAI's list of {"id", "type": "function", "function":
- * {"name", "arguments"}}, the arguments (JSON text) parsed into the object
- * they spell, as the Qwen3.5 template iterates them. */
+/* An assistant message's tool_calls (*json, cJSON's allocation): OpenAI's
+ * list of {"id", "type": "function", "function": {"name", "arguments"}},
+ * the arguments an object or JSON text of one (the library hands the
+ * template the object). */
 static int history_calls(const cJSON *calls, const char *param, char **json, server_reply *reply)
 {
     if (!cJSON_IsArray(calls))
         BAD(param, "%s must be a list", param);
-    cJSON *copy = cJSON_Duplicate(calls, true);
-    cJSON *call;
-    cJSON_ArrayForEach(call, copy) {
-        cJSON *function = cJSON_GetObjectItemCaseSensitive(call, "function");
+    const cJSON *call;
+    cJSON_ArrayForEach(call, calls) {
+        const cJSON *function = cJSON_GetObjectItemCaseSensitive(call, "function");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(function, "name");
-        cJSON *arguments = cJSON_GetObjectItemCaseSensitive(function, "arguments");
-        if (!cJSON_IsString(name) || !(cJSON_IsString(arguments) || cJSON_IsObject(arguments))) {
-            cJSON_Delete(copy);
+        const cJSON *arguments = cJSON_GetObjectItemCaseSensitive(function, "arguments");
+        if (!cJSON_IsString(name) || !(cJSON_IsString(arguments) || cJSON_IsObject(arguments)))
             BAD(param, "%s: each call needs a function with a string name and arguments", param);
-        }
         cJSON *parsed = cJSON_IsString(arguments) ? cJSON_Parse(arguments->valuestring) : NULL;
-        if (cJSON_IsString(arguments) && !cJSON_IsObject(parsed)) {
-            cJSON_Delete(parsed);
-            cJSON_Delete(copy);
+        bool object = cJSON_IsObject(parsed);
+        cJSON_Delete(parsed);
+        if (cJSON_IsString(arguments) && !object)
             BAD(param, "%s: a call's arguments must be a JSON object", param);
-        }
-        if (parsed)
-            cJSON_ReplaceItemInObjectCaseSensitive(function, "arguments", parsed);
     }
-    *json = copy ? cJSON_PrintUnformatted(copy) : NULL;
-    cJSON_Delete(copy);
+    *json = cJSON_PrintUnformatted(calls);
     if (!*json) {
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
@@ -225,7 +219,7 @@ static int read_effort(const cJSON *field, const char *param, const char *prefix
 }
 
 /* tools: OpenAI's list of {"type": "function", "function": {"name", ...}},
- * passed to the template as it came (q->tools_json, owned by the JSON). */
+ * passed to the template as JSON text (q->tools_json, cJSON's allocation). */
 static int read_tools(const cJSON *field, completion_request *q, server_reply *reply)
 {
     if (!cJSON_IsArray(field))
@@ -443,6 +437,9 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 BAD(key, "tool_choice must be \"auto\" or \"none\" (bmoe cannot force a call: it has no "
                          "constrained decoding)");
             q->tools_off = strcmp(field->valuestring, "none") == 0;
+        } else if (chat && strcmp(key, "parallel_tool_calls") == 0) {
+            if (!null && !cJSON_IsBool(field))
+                BAD(key, "parallel_tool_calls must be true or false");
         } else if (chat && strcmp(key, "tools") == 0) {
             if (null)
                 continue;
@@ -629,42 +626,6 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     return 0;
 }
 
-/* message's content, and its tool_calls when the answer makes any (then
- * the content is what is left around them, null when only space, and a
- * *finish of "stop" becomes "tool_calls"). -1: out of memory. */
-static int add_answer(const server *s, const completion_request *q, cJSON *message, const char *answer,
-                      const char *id, const char **finish)
-{
-    if (!server_tools_active(s, q)) {
-        cJSON_AddStringToObject(message, "content", answer);
-        return 0;
-    }
-    char *content = NULL, *calls = NULL;
-    size_t length = 0;
-    int32_t count =
-        bmoe_chat_parse_tool_calls(bmoe_chat_tool_format(s->chat), answer, strlen(answer), &content, &length,
-                                   &calls, NULL);
-    if (count < 0)
-        return -1;
-    size_t begin = strspn(content, " \t\r\n");
-    while (length > begin && strchr(" \t\r\n", content[length - 1]))
-        content[--length] = '\0';
-    if (count == 0)
-        cJSON_AddStringToObject(message, "content", answer);
-    else if (length > begin)
-        cJSON_AddStringToObject(message, "content", content + begin);
-    else
-        cJSON_AddNullToObject(message, "content");
-    if (count > 0) {
-        cJSON_AddItemToObject(message, "tool_calls", server_tool_calls(calls, id, false));
-        if (strcmp(*finish, "stop") == 0)
-            *finish = "tool_calls";
-    }
-    bmoe_free(content);
-    bmoe_free(calls);
-    return 0;
-}
-
 /* Runs the generation in the caller's turn and fills the reply. */
 static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
                      server_reply *reply)
@@ -678,7 +639,13 @@ static void generate(server *s, const completion_request *q, const char *text, s
     bmoe_step step = {0};
     bmoe_reasoning_delta delta;
     int status;
-    cJSON *logprobs = q->logprobs ? cJSON_CreateObject() : NULL;
+    cJSON *logprobs = NULL;
+    if (q->logprobs && !(logprobs = server_logprobs_new(q->chat))) {
+        bmoe_generation_free(g);
+        bmoe_reasoning_free(reasoning);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the logprobs");
+        return;
+    }
     size_t text_offset = 0;
     while ((status = bmoe_generation_step(g, &step, &error)) >= 0) {
         if (step.text_length > 0 && bmoe_reasoning_feed(reasoning, step.text, step.text_length, &delta, &error) != 0) {
@@ -728,7 +695,8 @@ static void generate(server *s, const completion_request *q, const char *text, s
     if (q->chat) {
         cJSON *message = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(message, "role", "assistant");
-        if (add_answer(s, q, message, answer_text ? answer_text : "", id, &finish) != 0) {
+        enum bmoe_tool_format format = server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
+        if (server_answer_message(message, format, answer_text ? answer_text : "", id, &finish) != 0) {
             free(answer_text);
             free(thinking_text);
             cJSON_Delete(root);

@@ -95,11 +95,10 @@ static bool append(cJSON *array, cJSON *item)
     return false;
 }
 
-/* The array named key of logprobs, made when missing. */
+/* The array named key of logprobs (server_logprobs_new made it). */
 static cJSON *array_of(cJSON *logprobs, const char *key)
 {
-    cJSON *array = cJSON_GetObjectItemCaseSensitive(logprobs, key);
-    return array ? array : cJSON_AddArrayToObject(logprobs, key);
+    return cJSON_GetObjectItemCaseSensitive(logprobs, key);
 }
 
 /* The chat shape: one more entry in logprobs.content. */
@@ -138,6 +137,22 @@ static int add_completion(cJSON *logprobs, const server *s, const bmoe_step *ste
         free(alternative);
     }
     return 0;
+}
+
+cJSON *server_logprobs_new(bool chat)
+{
+    static const char *const completion_arrays[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    cJSON *logprobs = cJSON_CreateObject();
+    bool made = logprobs != NULL;
+    if (chat)
+        made = made && cJSON_AddArrayToObject(logprobs, "content");
+    for (int i = 0; !chat && made && i < 4; i++)
+        made = cJSON_AddArrayToObject(logprobs, completion_arrays[i]) != NULL;
+    if (!made) {
+        cJSON_Delete(logprobs);
+        return NULL;
+    }
+    return logprobs;
 }
 
 int server_logprobs_add(cJSON *logprobs, const server *s, const bmoe_step *step, bool chat, size_t *text_offset)

@@ -20,6 +20,7 @@ typedef struct stream {
     bool logprobs;
     size_t text_offset;     /* completions' logprobs: the text's bytes so far */
     bmoe_tool_split *tools; /* with tools (server_tools_active): holds back what may be a call */
+    enum bmoe_tool_format tool_format;
     bmoe_generation *generation;
     bmoe_reasoning *reasoning;
     char id[48];
@@ -91,13 +92,24 @@ static cJSON *text_chunk(const stream *st, const char *text, size_t text_length,
 }
 
 /* The answer text a chunk may show now, given what the last token added
- * (text): all of it without tools; with them, what comes before anything
- * that may begin a call. -1: out of memory. */
-static int answer_part(stream *st, const char *text, size_t length, const char **show, size_t *show_length)
+ * (text; a snapshot of the whole answer when reset): all of it without
+ * tools; with them, what comes before anything that may begin a call.
+ * -1: out of memory. */
+static int answer_part(stream *st, const char *text, size_t length, bool reset, const char **show,
+                       size_t *show_length)
 {
     *show = text;
     *show_length = length;
-    return st->tools ? bmoe_tool_split_feed(st->tools, text, length, show, show_length, NULL) : 0;
+    if (!st->tools)
+        return 0;
+    if (reset) { /* the answer so far was not answer: start over from the snapshot */
+        bmoe_tool_split *fresh = bmoe_tool_split_create(st->tool_format, NULL);
+        if (!fresh)
+            return -1;
+        bmoe_tool_split_free(st->tools);
+        st->tools = fresh;
+    }
+    return bmoe_tool_split_feed(st->tools, text, length, show, show_length, NULL);
 }
 
 /* The end of an answer with tools: the text held back that is not a call
@@ -105,25 +117,23 @@ static int answer_part(stream *st, const char *text, size_t length, const char *
  * "tool_calls" where it was "stop" and there are calls. -1: out of memory. */
 static int push_calls(stream *st, const char **finish)
 {
-    const char *rest;
-    size_t rest_length;
-    char *calls = NULL;
-    int32_t count = bmoe_tool_split_finish(st->tools, &rest, &rest_length, &calls, NULL);
-    if (count < 0)
+    cJSON *deltas = server_tool_stream_end(st->tools, st->id, finish);
+    if (!deltas)
         return -1;
     int status = 0;
-    if (rest_length)
-        status = push_event(st, text_chunk(st, rest, rest_length, NULL, 0, NULL));
-    if (status == 0 && count > 0) {
+    cJSON *delta;
+    cJSON_ArrayForEach(delta, deltas) {
         cJSON *chunk = text_chunk(st, NULL, 0, NULL, 0, NULL);
         cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
-        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(choice, "delta"), "tool_calls",
-                              server_tool_calls(calls, st->id, true));
-        status = push_event(st, chunk);
-        if (strcmp(*finish, "stop") == 0)
-            *finish = "tool_calls";
+        cJSON *into = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+        for (cJSON *field = delta->child; into && field; field = field->next)
+            cJSON_AddItemToObject(into, field->string, cJSON_Duplicate(field, true));
+        if (status == 0)
+            status = push_event(st, chunk);
+        else
+            cJSON_Delete(chunk);
     }
-    bmoe_free(calls);
+    cJSON_Delete(deltas);
     return status;
 }
 
@@ -159,7 +169,7 @@ static int next_events(stream *st)
     }
     const char *show;
     size_t show_length;
-    if (answer_part(st, delta.text, delta.text_length, &show, &show_length) != 0)
+    if (answer_part(st, delta.text, delta.text_length, delta.reset, &show, &show_length) != 0)
         return -1;
     if (status == 0) {
         bmoe_reasoning_delta last = {0};
@@ -175,7 +185,7 @@ static int next_events(stream *st)
         size_t last_length = last.text_length;
         if (st->tools) {
             /* the whole answer is in: what it holds back goes out with the calls */
-            if (answer_part(st, last.text, last.text_length, &last_show, &last_length) != 0)
+            if (answer_part(st, last.text, last.text_length, last.reset, &last_show, &last_length) != 0)
                 return -1;
             if (last_length || last.reasoning_length)
                 if (push_event(st, text_chunk(st, last_show, last_length, last.reasoning, last.reasoning_length,
@@ -206,7 +216,12 @@ static int next_events(stream *st)
     cJSON *chunk = text_chunk(st, show, show_length, delta.reasoning, delta.reasoning_length, NULL);
     if (st->logprobs) {
         cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
-        cJSON *logprobs = cJSON_AddObjectToObject(choice, "logprobs");
+        cJSON *logprobs = server_logprobs_new(st->chat);
+        if (!logprobs || !cJSON_AddItemToObject(choice, "logprobs", logprobs)) {
+            cJSON_Delete(logprobs);
+            cJSON_Delete(chunk);
+            return -1;
+        }
         if (server_logprobs_add(logprobs, st->s, &step, st->chat, &st->text_offset) != 0) {
             cJSON_Delete(chunk);
             return -1;
@@ -263,7 +278,8 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
     st->s = s;
     st->chat = q->chat;
     st->logprobs = q->logprobs;
-    if (server_tools_active(s, q) && !(st->tools = bmoe_tool_split_create(bmoe_chat_tool_format(s->chat), NULL))) {
+    st->tool_format = server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
+    if (st->tool_format != BMOE_TOOL_FORMAT_NONE && !(st->tools = bmoe_tool_split_create(st->tool_format, NULL))) {
         free(st);
         server_turn_release(s);
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");

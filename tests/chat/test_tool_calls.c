@@ -38,6 +38,12 @@ static void check_formats(void)
         {"google-gemma-4-31B-it.jinja", BMOE_TOOL_FORMAT_NONE},
         {"LFM2-8B-A1B.jinja", BMOE_TOOL_FORMAT_NONE},
         {"meta-llama-Llama-3.1-8B-Instruct.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", BMOE_TOOL_FORMAT_JSON},
+        {"ibm-granite-granite-4.0.jinja", BMOE_TOOL_FORMAT_JSON},
+        {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", BMOE_TOOL_FORMAT_XML},
+        /* GLM's <tool_call>NAME<arg_key>...: not read */
+        {"GLM-4.6.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"deepseek-ai-DeepSeek-V3.1.jinja", BMOE_TOOL_FORMAT_NONE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t length = 0;
@@ -79,9 +85,91 @@ static bool is_call(const cJSON *calls, int index, const char *name, const char 
     return same;
 }
 
-/* The conversation of make-tool-renders.py through chat_conversation_render
- * with each template: the reference's text; and the call the assistant turn
- * renders reads back as the call it was made from. */
+/* The calls with each function's arguments turned into JSON text, as
+ * OpenAI clients send them (malloc'ed JSON text). */
+static char *arguments_as_text(const cJSON *calls)
+{
+    cJSON *copy = cJSON_Duplicate(calls, true);
+    cJSON *call;
+    cJSON_ArrayForEach(call, copy) {
+        cJSON *function = cJSON_GetObjectItemCaseSensitive(call, "function");
+        char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(function, "arguments"));
+        cJSON_ReplaceItemInObjectCaseSensitive(function, "arguments", cJSON_CreateString(text));
+        cJSON_free(text);
+    }
+    char *out = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return out;
+}
+
+/* One record of make-tool-renders.py through chat_conversation_render, the
+ * calls' arguments as objects or as JSON text: the reference's text; and
+ * the call the assistant turn renders reads back as the call it was made
+ * from. */
+static void check_render(const cJSON *record, bool as_text)
+{
+    const char *file = cJSON_GetObjectItemCaseSensitive(record, "template")->valuestring;
+    const cJSON *context = cJSON_GetObjectItemCaseSensitive(record, "context");
+    const char *expected = cJSON_GetObjectItemCaseSensitive(record, "expected")->valuestring;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(context, "messages");
+    bmoe_chat_message messages[3];
+    char *texts[3] = {NULL, NULL, NULL};
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, list) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+        texts[n] = !calls ? NULL : as_text ? arguments_as_text(calls) : cJSON_PrintUnformatted(calls);
+        messages[n] = (bmoe_chat_message){
+            .role = cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
+            .content = content->valuestring,
+            .content_length = strlen(content->valuestring),
+            .tool_calls_json = texts[n],
+            .tool_call_id = id ? id->valuestring : NULL,
+            .name = name ? name->valuestring : NULL,
+        };
+        n++;
+    }
+    char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(context, "tools"));
+    size_t source_length = 0;
+    char *source = load_template(file, &source_length);
+    bmoe_error err = {0};
+    chat_template *parsed = source ? chat_template_parse(source, source_length, &err) : NULL;
+    CHECK_MSG(parsed != NULL, "%s: %s", file, err.message);
+    char *out = NULL;
+    size_t out_length = 0;
+    if (parsed) {
+        chat_model model = {parsed, source, source_length, "<|bos|>", "<|eos|>", true, false, false};
+        bmoe_chat_params params = bmoe_chat_default_params();
+        params.tools_json = tools;
+        CHECK_MSG(chat_conversation_render(&model, messages, n, &params, 0, &out, &out_length, &err) == 0, "%s: %s",
+                  file, err.message);
+        CHECK_MSG(out && strcmp(out, expected) == 0, "%s (arguments as %s) renders\n%s\nnot\n%s", file,
+                  as_text ? "text" : "an object", out ? out : "(nothing)", expected);
+        /* the assistant turn's call, as the template wrote it, reads back */
+        const char *turn = out ? strstr(out, "Let me look.") : NULL;
+        const char *end = turn ? strstr(turn, "</tool_call>") : NULL;
+        char *call_text = end ? strndup(turn, (size_t)(end - turn) + strlen("</tool_call>")) : NULL;
+        char *content = NULL;
+        int32_t count = 0;
+        cJSON *calls = call_text ? calls_of(chat_tool_format_decide(&model), call_text, &content, &count) : NULL;
+        CHECK_MSG(count == 1 && is_call(calls, 0, "get_weather", "{\"city\":\"Paris\",\"days\":2}"),
+                  "%s: the rendered call does not read back", file);
+        CHECK(content && strncmp(content, "Let me look.", 12) == 0 && !strstr(content, "tool_call"));
+        cJSON_Delete(calls);
+        bmoe_free(content);
+        free(call_text);
+        chat_template_destroy(parsed);
+    }
+    free(out);
+    free(source);
+    cJSON_free(tools);
+    for (int i = 0; i < n; i++)
+        cJSON_free(texts[i]);
+}
+
 static void check_renders(void)
 {
     size_t length = 0;
@@ -90,66 +178,8 @@ static void check_renders(void)
     CHECK_MSG(cJSON_GetArraySize(records) == 4, "%s: %d records", renders_path, cJSON_GetArraySize(records));
     const cJSON *record;
     cJSON_ArrayForEach(record, records) {
-        const char *file = cJSON_GetObjectItemCaseSensitive(record, "template")->valuestring;
-        const cJSON *context = cJSON_GetObjectItemCaseSensitive(record, "context");
-        const char *expected = cJSON_GetObjectItemCaseSensitive(record, "expected")->valuestring;
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(context, "messages");
-        bmoe_chat_message messages[3];
-        char *texts[3] = {NULL, NULL, NULL};
-        int n = 0;
-        const cJSON *m;
-        cJSON_ArrayForEach(m, list) {
-            const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-            const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-            const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
-            texts[n] = calls ? cJSON_PrintUnformatted(calls) : NULL;
-            messages[n] = (bmoe_chat_message){
-                .role = cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring,
-                .content = content->valuestring,
-                .content_length = strlen(content->valuestring),
-                .tool_calls_json = texts[n],
-                .tool_call_id = id ? id->valuestring : NULL,
-                .name = name ? name->valuestring : NULL,
-            };
-            n++;
-        }
-        char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(context, "tools"));
-        size_t source_length = 0;
-        char *source = load_template(file, &source_length);
-        bmoe_error err = {0};
-        chat_template *parsed = source ? chat_template_parse(source, source_length, &err) : NULL;
-        CHECK_MSG(parsed != NULL, "%s: %s", file, err.message);
-        char *out = NULL;
-        size_t out_length = 0;
-        if (parsed) {
-            chat_model model = {parsed, source, source_length, "<|bos|>", "<|eos|>", true, false, false};
-            bmoe_chat_params params = bmoe_chat_default_params();
-            params.tools_json = tools;
-            CHECK_MSG(chat_conversation_render(&model, messages, n, &params, 0, &out, &out_length, &err) == 0, "%s: %s",
-                      file, err.message);
-            CHECK_MSG(out && strcmp(out, expected) == 0, "%s renders\n%s\nnot\n%s", file, out ? out : "(nothing)",
-                      expected);
-            /* the assistant turn's call, as the template wrote it, reads back */
-            const char *turn = out ? strstr(out, "Let me look.") : NULL;
-            const char *end = turn ? strstr(turn, "</tool_call>") : NULL;
-            char *call_text = end ? strndup(turn, (size_t)(end - turn) + strlen("</tool_call>")) : NULL;
-            char *content = NULL;
-            int32_t count = 0;
-            cJSON *calls = call_text ? calls_of(chat_tool_format_decide(&model), call_text, &content, &count) : NULL;
-            CHECK_MSG(count == 1 && is_call(calls, 0, "get_weather", "{\"city\":\"Paris\",\"days\":2}"),
-                      "%s: the rendered call does not read back", file);
-            CHECK(content && strncmp(content, "Let me look.", 12) == 0 && !strstr(content, "tool_call"));
-            cJSON_Delete(calls);
-            bmoe_free(content);
-            free(call_text);
-            chat_template_destroy(parsed);
-        }
-        free(out);
-        free(source);
-        cJSON_free(tools);
-        for (int i = 0; i < n; i++)
-            cJSON_free(texts[i]);
+        for (int as_text = 0; as_text < 2; as_text++)
+            check_render(record, as_text);
     }
     cJSON_Delete(records);
     free(json);
@@ -190,6 +220,26 @@ static void check_parse(void)
                                     "\"quoted\":\"\\\"q\\\"\"}"),
               "XML call: %s", calls ? cJSON_PrintUnformatted(calls) : "(none)");
     CHECK(content && content[0] == '\0');
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    /* a JSON call with more after its object is not a call */
+    static const char trailing[] = "<tool_call>{\"name\": \"a\", \"arguments\": {}} and more</tool_call>";
+    calls = calls_of(BMOE_TOOL_FORMAT_JSON, trailing, &content, &count);
+    CHECK(count == 0 && content && strcmp(content, trailing) == 0);
+    cJSON_Delete(calls);
+    bmoe_free(content);
+    /* XML values that only begin like JSON stay text: a count with a unit,
+     * a date, a zip code with its leading zero, words after a literal */
+    calls = calls_of(BMOE_TOOL_FORMAT_XML,
+                     "<tool_call>\n<function=f>\n<parameter=a>\n3 apples\n</parameter>\n<parameter=b>\n2024-01-01\n"
+                     "</parameter>\n<parameter=c>\n02134\n</parameter>\n<parameter=d>\ntrue story\n</parameter>\n"
+                     "<parameter=e>\n-0.5e3\n</parameter>\n<parameter=f>\n[1, {\"k\": null}]\n</parameter>\n"
+                     "</function>\n</tool_call>",
+                     &content, &count);
+    CHECK_MSG(count == 1 && is_call(calls, 0, "f",
+                                    "{\"a\":\"3 apples\",\"b\":\"2024-01-01\",\"c\":\"02134\",\"d\":\"true story\","
+                                    "\"e\":-500,\"f\":[1,{\"k\":null}]}"),
+              "XML values: %s", calls ? cJSON_PrintUnformatted(calls) : "(none)");
     cJSON_Delete(calls);
     bmoe_free(content);
     /* XML without a function, and a format that reads none: text */

@@ -449,11 +449,33 @@ typedef struct logprob_run {
     int n;
 } logprob_run;
 
+/* Drafts of a callback source: the next tokens of an earlier run of the
+ * same generation (all accepted: the verify batches hand out rows plain
+ * decoding never computes alone). */
+typedef struct replayed_drafts {
+    const int32_t *tokens;
+    int32_t n_tokens, n_prompt;
+} replayed_drafts;
+
+static int32_t replay_drafts(void *user, const int32_t *history, int32_t n_history, int32_t *drafts,
+                             int32_t max_drafts)
+{
+    (void)history;
+    const replayed_drafts *r = user;
+    int32_t next = n_history - r->n_prompt; /* the history ends with the token about to be evaluated */
+    int32_t n = 0;
+    while (n < max_drafts && next + n >= 0 && next + n < r->n_tokens) {
+        drafts[n] = r->tokens[next + n];
+        n++;
+    }
+    return n;
+}
+
 /* A sampled generation of the prompt with logprobs (top 5) when asked;
  * with check, each step's figures against the log-softmax of the row the
  * generation showed before the step, computed here in double. */
 static void run_logprobs(bmoe_model *model, const int32_t *prompt, int32_t n_prompt, bool logprobs,
-                         enum bmoe_draft_source source, bool check, logprob_run *out)
+                         replayed_drafts *drafts, bool check, logprob_run *out)
 {
     memset(out, 0, sizeof *out);
     int32_t n_vocab = bmoe_model_n_vocab(model);
@@ -469,10 +491,11 @@ static void run_logprobs(bmoe_model *model, const int32_t *prompt, int32_t n_pro
     params.sampler.seed = 7;
     params.logprobs = logprobs;
     params.top_logprobs = logprobs ? 5 : 0;
-    params.speculation.source = source;
+    params.speculation.source = drafts ? BMOE_DRAFT_CALLBACK : BMOE_DRAFT_NONE;
     params.speculation.n_draft = 4;
-    params.speculation.ngram_min_match = 1;
     params.speculation.draft_always = true;
+    params.speculation.draft_callback = replay_drafts;
+    params.speculation.draft_user = drafts;
     bmoe_error error = {0};
     bmoe_generation *generation = context ? bmoe_generation_start(context, &params, prompt, n_prompt, &error) : NULL;
     CHECK_MSG(generation != NULL && row != NULL, "start: %s", error.message);
@@ -512,6 +535,12 @@ static void run_logprobs(bmoe_model *model, const int32_t *prompt, int32_t n_pro
         memcpy(row, bmoe_generation_logits(generation), (size_t)n_vocab * sizeof *row);
     }
     CHECK(out->n == LOGPROB_STEPS);
+    if (generation && drafts) {
+        bmoe_spec_stats spec;
+        bmoe_generation_spec_stats(generation, &spec);
+        CHECK_MSG(spec.accepted > LOGPROB_STEPS / 2, "%lld of %lld drafts accepted", (long long)spec.accepted,
+                  (long long)spec.drafted);
+    }
     bmoe_generation_free(generation);
     bmoe_context_free(context);
     free(row);
@@ -524,19 +553,17 @@ static void test_logprobs(bmoe_model *model)
         CHECK(false);
         return;
     }
-    /* a prompt that repeats itself, so n-gram drafts are often right */
-    int32_t prompt[48];
-    for (int i = 0; i < 48; i++)
-        prompt[i] = c.prompt_ids[i % 12];
+    const int32_t *prompt = c.prompt_ids;
     logprob_run plain, off, drafted;
-    run_logprobs(model, prompt, 48, true, BMOE_DRAFT_NONE, true, &plain);
-    run_logprobs(model, prompt, 48, false, BMOE_DRAFT_NONE, false, &off);
-    run_logprobs(model, prompt, 48, true, BMOE_DRAFT_NGRAM, false, &drafted);
+    run_logprobs(model, prompt, 48, true, NULL, true, &plain);
+    run_logprobs(model, prompt, 48, false, NULL, false, &off);
+    replayed_drafts drafts = {plain.tokens, plain.n, 48};
+    run_logprobs(model, prompt, 48, true, &drafts, false, &drafted);
     CHECK_MSG(memcmp(plain.tokens, off.tokens, sizeof plain.tokens) == 0, "logprobs changed the tokens");
     CHECK_MSG(memcmp(plain.tokens, drafted.tokens, sizeof plain.tokens) == 0 &&
                   memcmp(plain.logprob, drafted.logprob, sizeof plain.logprob) == 0 &&
                   memcmp(plain.top, drafted.top, sizeof plain.top) == 0,
-              "drafting changed the tokens or their log-probabilities");
+              "accepted drafts changed the tokens or their log-probabilities");
     /* sampled at temperature 1.5, some tokens are not the most likely */
     int not_best = 0;
     for (int i = 0; i < plain.n; i++)

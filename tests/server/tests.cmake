@@ -10,6 +10,16 @@ if(TARGET bmoe-server)
   add_dependencies(test_server bmoe-server bmoe-cli bmoe-mkmodel)
 endif()
 
+# The tool-call answers on fixed texts: the server's answer assembly
+# (src/server/server_tools.c) compiled into the test.
+if(TARGET bmoe-server)
+  bmoe_add_test(test_server_tools
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_server_tools.c ${CMAKE_SOURCE_DIR}/src/server/server_tools.c
+    LIBS bmoe_shared PkgConfig::CJSON m
+    LABELS unit)
+  target_include_directories(test_server_tools PRIVATE ${CMAKE_SOURCE_DIR}/src/server)
+endif()
+
 # The same server through real clients, in Node.js (tests/server/js): the
 # openai npm package against the API (quick: unit too), and the page in
 # headless Chromium (a browser's start-up: its own label, run by the Release

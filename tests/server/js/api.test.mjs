@@ -111,6 +111,41 @@ test("the client's stream helper rebuilds the same completion", async () => {
   assert.equal(completion.choices[0].finish_reason, 'length');
 });
 
+test("logprobs: one entry per token, and the client's stream helper rebuilds the same", async () => {
+  const asked = { ...hello, logprobs: true, top_logprobs: 2 };
+  const completion = await client.chat.completions.create(asked);
+  const [choice] = completion.choices;
+  assert.equal(choice.message.content, greedy, 'logprobs changed the answer');
+  const entries = choice.logprobs.content;
+  assert.equal(entries.length, completion.usage.completion_tokens);
+  for (const entry of entries) {
+    assert.equal(typeof entry.token, 'string');
+    assert.ok(entry.logprob <= 0);
+    assert.ok(Array.isArray(entry.bytes));
+    assert.equal(entry.top_logprobs.length, 2);
+    // greedy: the token is the most likely
+    assert.deepEqual(entry.top_logprobs[0].bytes, entry.bytes);
+    assert.equal(entry.top_logprobs[0].logprob, entry.logprob);
+  }
+  const rebuilt = await client.chat.completions.stream(asked).finalChatCompletion();
+  assert.deepEqual(rebuilt.choices[0].logprobs.content, entries);
+});
+
+test('tools: a request with tools and a history holding a call and its answer', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const ask = { role: 'user', content: 'Weather in Paris?' };
+  const first = await client.chat.completions.create({ ...hello, messages: [ask], tools });
+  const called = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] };
+  const answered = { role: 'tool', tool_call_id: 'c1', content: '18C' };
+  const second = await client.chat.completions.create({ ...hello, messages: [ask, called, answered], tools });
+  assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens + 10, 'the call and its answer did not reach the prompt');
+  // this random model writes no call: the text comes back as content
+  assert.equal(typeof second.choices[0].message.content, 'string');
+  const error = await rejection(client.chat.completions.create({ ...hello, tools, tool_choice: 'required' }));
+  assert.ok(error instanceof OpenAI.BadRequestError, `${error}`);
+  assert.equal(error.param, 'tool_choice');
+});
+
 test('a second turn reuses the first turn as cached prompt tokens', async () => {
   const turn = [{ role: 'user', content: 'Hi there' }];
   const first = await client.chat.completions.create({ messages: turn, model: 'tiny.gguf', max_tokens: 8, temperature: 0 });
