@@ -551,6 +551,11 @@ typedef struct bmoe_token_logprob {
 
 #define BMOE_MAX_TOP_LOGPROBS 20
 
+/* log(sum(exp(logits))) over a row, in double: a token's log-probability
+ * is its logit minus this. NaN counts as -inf; -INFINITY when every logit
+ * is, NAN when one is +inf (or there is no row). */
+BMOE_API double bmoe_log_sum_exp(const float *logits, int32_t n_vocab);
+
 /* The model's log-probabilities in one row of n_vocab logits (the
  * log-softmax of the row as the model computed it: no penalty, temperature
  * or filter; NaN counts as -inf): token's, returned, and the n_top

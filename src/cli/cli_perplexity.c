@@ -44,14 +44,7 @@ typedef struct ppl_evaluator {
 /* -log p(target) from one row of logits, in double. */
 static double cli_negative_log_likelihood(const float *row, int32_t n_vocab, int32_t target)
 {
-    float max_logit = row[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (row[i] > max_logit)
-            max_logit = row[i];
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; i++)
-        sum += exp((double)row[i] - (double)max_logit);
-    return log(sum) + (double)max_logit - (double)row[target];
+    return bmoe_log_sum_exp(row, n_vocab) - (double)row[target];
 }
 
 static void ppl_tally_row(ppl_tally *tally, const float *row, int32_t n_vocab, int32_t target)

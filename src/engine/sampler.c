@@ -277,6 +277,23 @@ static int32_t sampler_top_p(sampler_candidate *candidates, int32_t n, int32_t n
     }
 }
 
+double bmoe_log_sum_exp(const float *logits, int32_t n_vocab)
+{
+    if (!logits || n_vocab <= 0)
+        return NAN;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > max)
+            max = logits[i];
+    if (!isfinite(max)) /* -inf: no token is possible; +inf: the shares are not numbers */
+        return max == INFINITY ? NAN : -INFINITY;
+    double total = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > -INFINITY) /* NaN fails this too */
+            total += exp((double)logits[i] - (double)max);
+    return (double)max + log(total);
+}
+
 /* Whether (logit, id) ranks before other (its logit still in logprob):
  * the sampler's order. */
 static bool ranks_before(float logit, int32_t id, const bmoe_token_logprob *other)
@@ -300,19 +317,7 @@ float bmoe_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t
         n_top = n_vocab;
     if (!top || n_top < 0)
         n_top = 0;
-    float max = -INFINITY;
-    for (int32_t i = 0; i < n_vocab; i++)
-        if (logits[i] > max)
-            max = logits[i];
-    /* -inf: no token is possible; +inf: the shares are not numbers */
-    double log_total = max == INFINITY ? NAN : -INFINITY;
-    if (isfinite(max)) {
-        double total = 0.0;
-        for (int32_t i = 0; i < n_vocab; i++)
-            if (logits[i] > -INFINITY) /* NaN fails this too */
-                total += exp((double)(logits[i] - max));
-        log_total = (double)max + log(total);
-    }
+    double log_total = bmoe_log_sum_exp(logits, n_vocab);
     /* the best n_top, kept sorted by insertion: a few compares per logit */
     int32_t kept = 0;
     for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {

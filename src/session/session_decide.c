@@ -162,17 +162,8 @@ int session_decide(session *s, const session_request *r)
         goto done;
     }
     tm_lookups_add(&s->lookups, bmoe_generation_prefill_stats(generation));
-    /* log-softmax over the whole vocabulary, in double */
     const float *logits = bmoe_generation_logits(generation);
-    int32_t n_vocab = bmoe_model_n_vocab(s->model);
-    double top = -INFINITY;
-    for (int32_t v = 0; v < n_vocab; v++)
-        if (logits[v] > top)
-            top = logits[v];
-    double sum = 0.0;
-    for (int32_t v = 0; v < n_vocab; v++)
-        sum += exp((double)logits[v] - top);
-    double log_total = top + log(sum);
+    double log_total = bmoe_log_sum_exp(logits, bmoe_model_n_vocab(s->model));
     int32_t best = -1;
     for (int32_t i = 0; i < r->n_choices; i++) {
         logp[i] = (double)logits[firsts[i]] - log_total;

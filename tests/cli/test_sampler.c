@@ -218,6 +218,11 @@ static void test_logprobs(void)
     /* a row that rules out everything */
     float none[2] = {-INFINITY, NAN};
     CHECK(bmoe_logprobs(none, 2, 0, 1, top) == -INFINITY && top[0].token == 0 && top[0].logprob == -INFINITY);
+    /* the row's total: log(1 + 2 + 5) */
+    CHECK(fabs(bmoe_log_sum_exp(row, 3) - log(8.0)) < 1e-6);
+    float infinite[2] = {INFINITY, 0.0f};
+    CHECK(bmoe_log_sum_exp(none, 2) == -INFINITY && isnan(bmoe_log_sum_exp(infinite, 2)) &&
+          isnan(bmoe_log_sum_exp(row, 0)));
     /* large logits do not overflow */
     float large[2] = {1000.0f, 1000.0f};
     CHECK(fabsf(bmoe_logprobs(large, 2, 1, 0, NULL) - logf(0.5f)) < 1e-6f);
