@@ -840,6 +840,10 @@ BMOE_API int32_t bmoe_tool_split_finish(bmoe_tool_split *split, const char **sho
                                         char **calls_json, bmoe_error *error);
 BMOE_API void bmoe_tool_split_free(bmoe_tool_split *split);
 
+/* Whether the model's template takes effort (NULL: none asked): 0, or
+ * BMOE_ERR_INVALID_ARGUMENT with the reason (an effort the template does
+ * not read would change nothing; one other than low, medium and high). */
+BMOE_API int bmoe_chat_check_reasoning_effort(const bmoe_chat *chat, const char *effort, bmoe_error *error);
 /* Whether text is a reasoning effort bmoe passes on: "low", "medium" or
  * "high" (what gpt-oss documents). */
 BMOE_API bool bmoe_reasoning_effort_valid(const char *text);

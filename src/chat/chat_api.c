@@ -190,6 +190,34 @@ bool bmoe_chat_reads_reasoning_effort(const bmoe_chat *chat)
     return chat && chat->reads_effort;
 }
 
+/* Whether effort is given and not one bmoe passes on (err filled). */
+static bool effort_invalid(const char *effort, bmoe_error *err)
+{
+    if (!effort || bmoe_reasoning_effort_valid(effort))
+        return false;
+    char shown[64];
+    text_escape_string(effort, shown, sizeof shown);
+    error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "chat: reasoning effort '%s': need low, medium or high", shown);
+    return true;
+}
+
+int bmoe_chat_check_reasoning_effort(const bmoe_chat *chat, const char *effort, bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    if (!effort)
+        return 0;
+    if (effort_invalid(effort, &err))
+        return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    if (!chat || !chat->reads_effort) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT,
+                         "this model's chat template does not read reasoning_effort (gpt-oss's and DeepSeek V4's do): "
+                         "the answer would be the same");
+        return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    }
+    return 0;
+}
+
 bool bmoe_reasoning_effort_valid(const char *text)
 {
     return text && (strcmp(text, "low") == 0 || strcmp(text, "medium") == 0 || strcmp(text, "high") == 0);
@@ -205,13 +233,8 @@ int bmoe_chat_render(const bmoe_chat *chat, const bmoe_chat_message *messages, i
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     }
     bmoe_chat_params p = params ? *params : bmoe_chat_default_params();
-    if (p.reasoning_effort && !bmoe_reasoning_effort_valid(p.reasoning_effort)) {
-        char shown[64];
-        text_escape_string(p.reasoning_effort, shown, sizeof shown);
-        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "chat: reasoning effort '%s': need low, medium or high",
-                         shown);
+    if (effort_invalid(p.reasoning_effort, &err))
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
-    }
     if (chat_conversation_render(&chat->data, messages, n_messages, &p, 0, out, out_length, &err) != 0)
         return chat_report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     return 0;

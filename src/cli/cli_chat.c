@@ -55,9 +55,8 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
     params.reasoning_prefill = options->no_think && control == BMOE_THINK_CONTROL_PREFILL;
     params.now_seconds = options->template_now;
     params.reasoning_effort = options->reasoning_effort;
-    if (options->reasoning_effort && !bmoe_chat_reads_reasoning_effort(result->chat)) {
-        cli_fail("--reasoning-effort: this model's chat template does not read reasoning_effort (gpt-oss's and "
-                 "DeepSeek V4's do): the answer would be the same");
+    if (bmoe_chat_check_reasoning_effort(result->chat, options->reasoning_effort, &error) != 0) {
+        cli_fail("--reasoning-effort: %s", error.message);
         cli_chat_prompt_free(result);
         return 1;
     }

@@ -484,10 +484,10 @@ static int render_prompt(const server *s, const completion_request *q, char **te
                            "template cannot turn reasoning off");
         return -1;
     }
-    if (q->effort_asked && !bmoe_chat_reads_reasoning_effort(s->chat)) {
+    bmoe_error effort_error;
+    if (q->effort_asked && bmoe_chat_check_reasoning_effort(s->chat, q->reasoning_effort, &effort_error) != 0) {
         server_error_reply(reply, 400, "invalid_request_error", "reasoning_effort", "invalid_request",
-                           "reasoning_effort: this model's chat template does not read it (gpt-oss's and DeepSeek "
-                           "V4's do): the answer would be the same");
+                           "reasoning_effort: %s", effort_error.message);
         return -1;
     }
     if (q->tools_json && !q->tools_off && bmoe_chat_tool_format(s->chat) == BMOE_TOOL_FORMAT_NONE) {

@@ -247,11 +247,9 @@ int main(int argc, char **argv)
     }
     bmoe_error chat_error = {0};
     s.chat = bmoe_chat_create(s.model, &chat_error);
-    if (config.reasoning_effort && !bmoe_chat_reads_reasoning_effort(s.chat)) {
+    if (bmoe_chat_check_reasoning_effort(s.chat, config.reasoning_effort, &chat_error) != 0) {
         fprintf(stderr, "bmoe-server: --reasoning-effort: %s\n",
-                s.chat ? "this model's chat template does not read reasoning_effort (gpt-oss's and DeepSeek V4's "
-                         "do): the answer would be the same"
-                       : "the model has no chat template");
+                s.chat ? chat_error.message : "the model has no chat template");
         bmoe_chat_free(s.chat);
         bmoe_context_free(s.context);
         bmoe_model_free(s.model);

@@ -139,11 +139,10 @@ static int session_open(session *s)
                  error.message[0] ? error.message : "the model has no chat template");
         return session_error(s, 0, true, message);
     }
-    if (c->reasoning_effort && chat && !bmoe_chat_reads_reasoning_effort(chat)) {
+    if (chat && bmoe_chat_check_reasoning_effort(chat, c->reasoning_effort, &error) != 0) {
+        snprintf(message, sizeof message, "--reasoning-effort: %s", error.message);
         bmoe_chat_free(chat);
-        return session_error(s, 0, true,
-                             "--reasoning-effort: this model's chat template does not read reasoning_effort (gpt-oss's "
-                             "and DeepSeek V4's do): the answer would be the same");
+        return session_error(s, 0, true, message);
     }
     s->think_control = chat ? bmoe_chat_think_control(chat) : BMOE_THINK_CONTROL_TEMPLATE;
     s->template = chat; /* kept for requests that carry messages */
