@@ -9,6 +9,16 @@
 #include "chat/chat_template.h"
 #include "test.h"
 
+/* A template of ../shared/data/chat-templates (malloc'd, NUL-terminated;
+ * NULL when it cannot be read). */
+static inline char *chat_test_load_template(const char *file, size_t *length)
+{
+    char relative[512], path[1024];
+    snprintf(relative, sizeof relative, "data/chat-templates/%s", file);
+    test_shared_path(path, sizeof path, relative);
+    return test_read_file(path, length);
+}
+
 /* 0 and *out (malloc'd), or -1 with err; parse errors count as failures too. */
 static inline int chat_test_render(const char *source, const char *context, const chat_render_options *options,
                                    char **out, bmoe_error *err)

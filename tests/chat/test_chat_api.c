@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chat/chat_model.h"
+#include "chat_test_util.h"
 #include "test.h"
 
 typedef struct template_case {
@@ -34,20 +35,12 @@ static const template_case template_cases[] = {
     {"Qwen3.5-4B.jinja", true, false, false, BMOE_THINK_CONTROL_TEMPLATE, BMOE_REASONING_THINK, false},
 };
 
-static char *load_template(const char *file, size_t *length)
-{
-    char relative[512], path[1024];
-    snprintf(relative, sizeof relative, "data/chat-templates/%s", file);
-    test_shared_path(path, sizeof path, relative);
-    return test_read_file(path, length);
-}
-
 static void check_templates(void)
 {
     for (size_t i = 0; i < sizeof template_cases / sizeof template_cases[0]; i++) {
         const template_case *c = &template_cases[i];
         size_t length = 0;
-        char *source = load_template(c->file, &length);
+        char *source = chat_test_load_template(c->file, &length);
         CHECK_MSG(source != NULL, "%s", c->file);
         if (!source)
             continue;
@@ -76,7 +69,7 @@ static void check_templates(void)
 static char *render_gptoss(bmoe_chat_params params, size_t *out_length)
 {
     size_t length = 0;
-    char *source = load_template("openai-gpt-oss-120b.jinja", &length);
+    char *source = chat_test_load_template("openai-gpt-oss-120b.jinja", &length);
     bmoe_error err;
     chat_template *parsed = source ? chat_template_parse(source, length, &err) : NULL;
     CHECK(parsed != NULL);

@@ -12,17 +12,10 @@
 #include <cjson/cJSON.h>
 
 #include "chat/chat_model.h"
+#include "chat_test_util.h"
 #include "test.h"
 
 static const char *renders_path;
-
-static char *load_template(const char *file, size_t *length)
-{
-    char relative[512], path[1024];
-    snprintf(relative, sizeof relative, "data/chat-templates/%s", file);
-    test_shared_path(path, sizeof path, relative);
-    return test_read_file(path, length);
-}
 
 static void check_formats(void)
 {
@@ -47,7 +40,7 @@ static void check_formats(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t length = 0;
-        char *source = load_template(cases[i].file, &length);
+        char *source = chat_test_load_template(cases[i].file, &length);
         CHECK_MSG(source != NULL, "%s", cases[i].file);
         chat_model model = {.source = source, .source_length = length};
         enum bmoe_tool_format format = source ? chat_tool_format_decide(&model) : BMOE_TOOL_FORMAT_NONE;
@@ -134,7 +127,7 @@ static void check_render(const cJSON *record, bool as_text)
     }
     char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(context, "tools"));
     size_t source_length = 0;
-    char *source = load_template(file, &source_length);
+    char *source = chat_test_load_template(file, &source_length);
     bmoe_error err = {0};
     chat_template *parsed = source ? chat_template_parse(source, source_length, &err) : NULL;
     CHECK_MSG(parsed != NULL, "%s: %s", file, err.message);
@@ -185,6 +178,22 @@ static void check_renders(void)
     free(json);
 }
 
+/* text in format holds exactly one call, of name with arguments (JSON
+ * text), and leaves content around it. */
+static void check_one_call(enum bmoe_tool_format format, const char *text, const char *name, const char *arguments,
+                           const char *content)
+{
+    char *kept = NULL;
+    int32_t count = 0;
+    cJSON *calls = calls_of(format, text, &kept, &count);
+    char *printed = calls ? cJSON_PrintUnformatted(calls) : NULL;
+    CHECK_MSG(count == 1 && is_call(calls, 0, name, arguments), "%s: %s", text, printed ? printed : "(none)");
+    CHECK_MSG(kept && strcmp(kept, content) == 0, "%s: content \"%s\"", text, kept ? kept : "");
+    cJSON_free(printed);
+    cJSON_Delete(calls);
+    bmoe_free(kept);
+}
+
 static void check_parse(void)
 {
     char *content = NULL;
@@ -204,24 +213,16 @@ static void check_parse(void)
     CHECK(count == 0 && cJSON_GetArraySize(calls) == 0 && content && strcmp(content, not_calls) == 0);
     cJSON_Delete(calls);
     bmoe_free(content);
-    calls = calls_of(BMOE_TOOL_FORMAT_JSON, "x<tool_call>\n{\"name\": \"c\", \"arguments\": \"{\\\"k\\\": 1}\"}\n",
-                     &content, &count);
-    CHECK(count == 1 && is_call(calls, 0, "c", "{\"k\": 1}") && content && strcmp(content, "x") == 0);
-    cJSON_Delete(calls);
-    bmoe_free(content);
+    check_one_call(BMOE_TOOL_FORMAT_JSON, "x<tool_call>\n{\"name\": \"c\", \"arguments\": \"{\\\"k\\\": 1}\"}\n", "c",
+                   "{\"k\": 1}", "x");
     /* XML: typed values, a multi-line string, a value that is JSON text of a string stays the text */
-    calls = calls_of(BMOE_TOOL_FORMAT_XML,
-                     "<tool_call>\n<function=edit>\n<parameter=path>\na.c\n</parameter>\n<parameter=line>\n12\n"
-                     "</parameter>\n<parameter=dry>\ntrue\n</parameter>\n<parameter=text>\nline one\nline two\n"
-                     "</parameter>\n<parameter=quoted>\n\"q\"\n</parameter>\n</function>\n</tool_call>",
-                     &content, &count);
-    CHECK_MSG(count == 1 && is_call(calls, 0, "edit",
-                                    "{\"path\":\"a.c\",\"line\":12,\"dry\":true,\"text\":\"line one\\nline two\","
-                                    "\"quoted\":\"\\\"q\\\"\"}"),
-              "XML call: %s", calls ? cJSON_PrintUnformatted(calls) : "(none)");
-    CHECK(content && content[0] == '\0');
-    cJSON_Delete(calls);
-    bmoe_free(content);
+    check_one_call(BMOE_TOOL_FORMAT_XML,
+                   "<tool_call>\n<function=edit>\n<parameter=path>\na.c\n</parameter>\n<parameter=line>\n12\n"
+                   "</parameter>\n<parameter=dry>\ntrue\n</parameter>\n<parameter=text>\nline one\nline two\n"
+                   "</parameter>\n<parameter=quoted>\n\"q\"\n</parameter>\n</function>\n</tool_call>",
+                   "edit",
+                   "{\"path\":\"a.c\",\"line\":12,\"dry\":true,\"text\":\"line one\\nline two\",\"quoted\":\"\\\"q\\\"\"}",
+                   "");
     /* a JSON call with more after its object is not a call */
     static const char trailing[] = "<tool_call>{\"name\": \"a\", \"arguments\": {}} and more</tool_call>";
     calls = calls_of(BMOE_TOOL_FORMAT_JSON, trailing, &content, &count);
@@ -230,18 +231,15 @@ static void check_parse(void)
     bmoe_free(content);
     /* XML values that only begin like JSON stay text: a count with a unit,
      * a date, a zip code with its leading zero, words after a literal */
-    calls = calls_of(BMOE_TOOL_FORMAT_XML,
-                     "<tool_call>\n<function=f>\n<parameter=a>\n3 apples\n</parameter>\n<parameter=b>\n2024-01-01\n"
-                     "</parameter>\n<parameter=c>\n02134\n</parameter>\n<parameter=d>\ntrue story\n</parameter>\n"
-                     "<parameter=e>\n-0.5e3\n</parameter>\n<parameter=f>\n[1, {\"k\": null}]\n</parameter>\n"
-                     "</function>\n</tool_call>",
-                     &content, &count);
-    CHECK_MSG(count == 1 && is_call(calls, 0, "f",
-                                    "{\"a\":\"3 apples\",\"b\":\"2024-01-01\",\"c\":\"02134\",\"d\":\"true story\","
-                                    "\"e\":-500,\"f\":[1,{\"k\":null}]}"),
-              "XML values: %s", calls ? cJSON_PrintUnformatted(calls) : "(none)");
-    cJSON_Delete(calls);
-    bmoe_free(content);
+    check_one_call(BMOE_TOOL_FORMAT_XML,
+                   "<tool_call>\n<function=f>\n<parameter=a>\n3 apples\n</parameter>\n<parameter=b>\n2024-01-01\n"
+                   "</parameter>\n<parameter=c>\n02134\n</parameter>\n<parameter=d>\ntrue story\n</parameter>\n"
+                   "<parameter=e>\n-0.5e3\n</parameter>\n<parameter=f>\n[1, {\"k\": null}]\n</parameter>\n"
+                   "</function>\n</tool_call>",
+                   "f",
+                   "{\"a\":\"3 apples\",\"b\":\"2024-01-01\",\"c\":\"02134\",\"d\":\"true story\",\"e\":-500,"
+                   "\"f\":[1,{\"k\":null}]}",
+                   "");
     /* XML without a function, and a format that reads none: text */
     calls = calls_of(BMOE_TOOL_FORMAT_XML, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>", &content,
                      &count);
