@@ -814,8 +814,10 @@ enum bmoe_tool_format {
     BMOE_TOOL_FORMAT_JSON = 1, /* <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen3, Qwen2.5, Hermes) */
     BMOE_TOOL_FORMAT_XML = 2,  /* <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>
                                   (Qwen3.5, Qwen3-Coder) */
+    BMOE_TOOL_FORMAT_GLM = 3,  /* <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
+                                  (GLM-4.5, GLM-4.6) */
 };
-/* "none", "json" or "xml". */
+/* "none", "json", "xml" or "glm". */
 BMOE_API const char *bmoe_tool_format_name(enum bmoe_tool_format format);
 BMOE_API enum bmoe_tool_format bmoe_chat_tool_format(const bmoe_chat *chat);
 /* Takes the tool calls out of an answer's text: *content gets the rest of

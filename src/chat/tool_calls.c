@@ -1,10 +1,11 @@
-/* Tool calls in a model's answer, in the two shapes the Qwen families'
- * templates (and Hermes', Granite's, Nemotron's) teach their models, as
- * the templates' own instructions say:
+/* Tool calls in a model's answer, in the three shapes the templates teach
+ * their models, as the templates' own instructions say:
  *   JSON: <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
- *         (Qwen3, Qwen2.5, Hermes);
+ *         (Qwen3, Qwen2.5, Hermes, Granite);
  *   XML:  <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>
- *         ...</function>\n</tool_call> (Qwen3.5, Qwen3-Coder).
+ *         ...</function>\n</tool_call> (Qwen3.5, Qwen3-Coder, Nemotron);
+ *   GLM:  <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>
+ *         ...</tool_call> (GLM-4.5, GLM-4.6).
  * A block that does not read as a call stays in the answer's text, so
  * nothing the model wrote is lost. Owns nothing between calls. */
 #include <stdlib.h>
@@ -33,6 +34,7 @@ const char *bmoe_tool_format_name(enum bmoe_tool_format format)
     case BMOE_TOOL_FORMAT_NONE: return "none";
     case BMOE_TOOL_FORMAT_JSON: return "json";
     case BMOE_TOOL_FORMAT_XML: return "xml";
+    case BMOE_TOOL_FORMAT_GLM: return "glm";
     }
     return "?";
 }
@@ -44,10 +46,10 @@ static bool contains(const char *text, size_t length, const char *needle)
 
 enum bmoe_tool_format chat_tool_format_decide(const chat_model *model)
 {
-    /* GLM writes <tool_call>NAME<arg_key>...: a third shape, not read */
-    if (!contains(model->source, model->source_length, call_open) ||
-        contains(model->source, model->source_length, "<arg_key>"))
+    if (!contains(model->source, model->source_length, call_open))
         return BMOE_TOOL_FORMAT_NONE;
+    if (contains(model->source, model->source_length, "<arg_key>"))
+        return BMOE_TOOL_FORMAT_GLM;
     return contains(model->source, model->source_length, "<function=") ? BMOE_TOOL_FORMAT_XML
                                                                        : BMOE_TOOL_FORMAT_JSON;
 }
@@ -158,16 +160,12 @@ static cJSON *json_call(const char *text, size_t begin, size_t end)
     return call;
 }
 
-/* A parameter's value: JSON where all of it is one JSON value other than
- * a string (a number as JSON writes it, true, false, null, an object, an
- * array), else the text itself; without the one newline the format puts on
- * each side. */
-static cJSON *xml_value(const char *text, size_t begin, size_t end)
+/* A parameter's value, text[begin, end): JSON where all of it is one JSON
+ * value other than a string (a number as JSON writes it, true, false,
+ * null, an object, an array), else the text itself (the templates write a
+ * string as it is, anything else as JSON). */
+static cJSON *argument_value(const char *text, size_t begin, size_t end)
 {
-    if (begin < end && text[begin] == '\n')
-        begin++;
-    if (end > begin && text[end - 1] == '\n')
-        end--;
     cJSON *value = whole_json(text, begin, end);
     size_t first = begin, last = end;
     trim(text, &first, &last);
@@ -208,7 +206,13 @@ static cJSON *xml_call(const char *text, size_t begin, size_t end)
             break;
         }
         char *key = strndup(text + key_begin, key_end - key_begin);
-        cJSON *value = xml_value(text, key_end + 1, close);
+        /* without the one newline the format puts on each side */
+        size_t value_begin = key_end + 1, value_end = close;
+        if (value_begin < value_end && text[value_begin] == '\n')
+            value_begin++;
+        if (value_end > value_begin && text[value_end - 1] == '\n')
+            value_end--;
+        cJSON *value = argument_value(text, value_begin, value_end);
         if (!key || !value || !cJSON_AddItemToObject(arguments, key, value)) {
             cJSON_Delete(value);
             bad = true;
@@ -218,6 +222,56 @@ static cJSON *xml_call(const char *text, size_t begin, size_t end)
     }
     char *printed = bad ? NULL : cJSON_PrintUnformatted(arguments);
     char *name = strndup(text + begin + n, name_end - begin - n);
+    cJSON *call = printed && name ? new_call(name, printed) : NULL;
+    free(name);
+    cJSON_free(printed);
+    cJSON_Delete(arguments);
+    return call;
+}
+
+/* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*. */
+static cJSON *glm_call(const char *text, size_t begin, size_t end)
+{
+    static const char key_open[] = "<arg_key>", key_close[] = "</arg_key>";
+    static const char value_open[] = "<arg_value>", value_close[] = "</arg_value>";
+    trim(text, &begin, &end);
+    size_t name_end = find(text, end, begin, key_open), name_begin = begin;
+    size_t first_pair = name_end;
+    trim(text, &name_begin, &name_end);
+    if (name_end == name_begin || memchr(text + name_begin, '<', name_end - name_begin) ||
+        memchr(text + name_begin, '\n', name_end - name_begin))
+        return NULL;
+    cJSON *arguments = cJSON_CreateObject();
+    bool bad = !arguments;
+    size_t at = first_pair;
+    while (!bad && at < end) {
+        size_t key_at = find(text, end, at, key_open);
+        if (key_at >= end) {
+            size_t rest_begin = at, rest_end = end;
+            trim(text, &rest_begin, &rest_end);
+            bad = rest_end > rest_begin; /* text after the last pair: not a call */
+            break;
+        }
+        size_t key_begin = key_at + sizeof key_open - 1;
+        size_t key_end = find(text, end, key_begin, key_close);
+        size_t value_at = find(text, end, key_end, value_open);
+        size_t value_begin = value_at + sizeof value_open - 1;
+        size_t value_end = value_at < end ? find(text, end, value_begin, value_close) : end;
+        if (key_end >= end || value_at >= end || value_end >= end) {
+            bad = true;
+            break;
+        }
+        char *key = strndup(text + key_begin, key_end - key_begin);
+        cJSON *value = argument_value(text, value_begin, value_end);
+        if (!key || !value || !cJSON_AddItemToObject(arguments, key, value)) {
+            cJSON_Delete(value);
+            bad = true;
+        }
+        free(key);
+        at = value_end + sizeof value_close - 1;
+    }
+    char *printed = bad ? NULL : cJSON_PrintUnformatted(arguments);
+    char *name = strndup(text + name_begin, name_end - name_begin);
     cJSON *call = printed && name ? new_call(name, printed) : NULL;
     free(name);
     cJSON_free(printed);
@@ -252,7 +306,9 @@ int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *tex
         size_t after = close < length ? close + sizeof call_close - 1 : length;
         cJSON *call = NULL;
         if (open < length)
-            call = format == BMOE_TOOL_FORMAT_JSON ? json_call(text, body, close) : xml_call(text, body, close);
+            call = format == BMOE_TOOL_FORMAT_JSON  ? json_call(text, body, close)
+                   : format == BMOE_TOOL_FORMAT_XML ? xml_call(text, body, close)
+                                                    : glm_call(text, body, close);
         size_t keep_end = call ? open : after;
         memcpy(kept + used, text + at, keep_end - at);
         used += keep_end - at;

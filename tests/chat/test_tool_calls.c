@@ -34,8 +34,7 @@ static void check_formats(void)
         {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", BMOE_TOOL_FORMAT_JSON},
         {"ibm-granite-granite-4.0.jinja", BMOE_TOOL_FORMAT_JSON},
         {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", BMOE_TOOL_FORMAT_XML},
-        /* GLM's <tool_call>NAME<arg_key>...: not read */
-        {"GLM-4.6.jinja", BMOE_TOOL_FORMAT_NONE},
+        {"GLM-4.6.jinja", BMOE_TOOL_FORMAT_GLM},
         {"deepseek-ai-DeepSeek-V3.1.jinja", BMOE_TOOL_FORMAT_NONE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -168,7 +167,7 @@ static void check_renders(void)
     size_t length = 0;
     char *json = test_read_file(renders_path, &length);
     cJSON *records = json ? cJSON_Parse(json) : NULL;
-    CHECK_MSG(cJSON_GetArraySize(records) == 4, "%s: %d records", renders_path, cJSON_GetArraySize(records));
+    CHECK_MSG(cJSON_GetArraySize(records) == 5, "%s: %d records", renders_path, cJSON_GetArraySize(records));
     const cJSON *record;
     cJSON_ArrayForEach(record, records) {
         for (int as_text = 0; as_text < 2; as_text++)
@@ -240,6 +239,23 @@ static void check_parse(void)
                    "{\"a\":\"3 apples\",\"b\":\"2024-01-01\",\"c\":\"02134\",\"d\":\"true story\",\"e\":-500,"
                    "\"f\":[1,{\"k\":null}]}",
                    "");
+    /* GLM: a name, typed values, a string with newlines; a call with text
+     * after its last pair, or a name of two lines, is not a call */
+    check_one_call(BMOE_TOOL_FORMAT_GLM,
+                   "ok <tool_call>edit\n<arg_key>path</arg_key>\n<arg_value>a.c</arg_value>\n<arg_key>line</arg_key>"
+                   "\n<arg_value>12</arg_value>\n<arg_key>text</arg_key>\n<arg_value>one\ntwo</arg_value>\n</tool_call>",
+                   "edit", "{\"path\":\"a.c\",\"line\":12,\"text\":\"one\\ntwo\"}", "ok ");
+    static const char *const not_glm[] = {
+        "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value> more</tool_call>",
+        "<tool_call>f\ng\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
+        "<tool_call>f\n<arg_key>a</arg_key></tool_call>",
+    };
+    for (size_t i = 0; i < sizeof not_glm / sizeof not_glm[0]; i++) {
+        calls = calls_of(BMOE_TOOL_FORMAT_GLM, not_glm[i], &content, &count);
+        CHECK_MSG(count == 0 && content && strcmp(content, not_glm[i]) == 0, "%s read as a call", not_glm[i]);
+        cJSON_Delete(calls);
+        bmoe_free(content);
+    }
     /* XML without a function, and a format that reads none: text */
     calls = calls_of(BMOE_TOOL_FORMAT_XML, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>", &content,
                      &count);

@@ -12,7 +12,8 @@ import jinja2
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-TEMPLATES = ["Qwen-Qwen3-0.6B.jinja", "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja"]
+TEMPLATES = ["Qwen-Qwen3-0.6B.jinja", "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
+             "GLM-4.6.jinja"]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -38,8 +39,8 @@ class GenerationTag(jinja2.ext.Extension):
 def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, GenerationTag])
 
-    def tojson(value, indent=None, separators=None, sort_keys=False):
-        return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
+    def tojson(value, indent=None, separators=None, sort_keys=False, ensure_ascii=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
