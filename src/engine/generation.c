@@ -362,9 +362,9 @@ static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_er
     step->index = generation->n_generated;
     step->token = token;
     if (p->logprobs) { /* the row token was sampled from, before a decode replaces it */
-        step->logprob = bmoe_logprobs(generation->logits, m->model.hparams.n_vocab, token, p->top_logprobs,
-                                      generation->top);
-        step->n_top = p->top_logprobs < m->model.hparams.n_vocab ? p->top_logprobs : m->model.hparams.n_vocab;
+        int32_t n_vocab = m->model.hparams.n_vocab;
+        step->logprob = bmoe_logprobs(generation->logits, n_vocab, token, p->top_logprobs, generation->top);
+        step->n_top = p->top_logprobs < n_vocab ? p->top_logprobs : n_vocab;
         step->top = generation->top;
     }
     int found = append_piece(generation, token, true, &err);

@@ -695,7 +695,8 @@ static void generate(server *s, const completion_request *q, const char *text, s
     if (q->chat) {
         cJSON *message = cJSON_AddObjectToObject(choice, "message");
         cJSON_AddStringToObject(message, "role", "assistant");
-        enum bmoe_tool_format format = server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
+        enum bmoe_tool_format format =
+            server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
         if (server_answer_message(message, format, answer_text ? answer_text : "", id, &finish) != 0) {
             free(answer_text);
             free(thinking_text);

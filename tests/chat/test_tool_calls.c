@@ -220,7 +220,8 @@ static void check_parse(void)
                    "</parameter>\n<parameter=dry>\ntrue\n</parameter>\n<parameter=text>\nline one\nline two\n"
                    "</parameter>\n<parameter=quoted>\n\"q\"\n</parameter>\n</function>\n</tool_call>",
                    "edit",
-                   "{\"path\":\"a.c\",\"line\":12,\"dry\":true,\"text\":\"line one\\nline two\",\"quoted\":\"\\\"q\\\"\"}",
+                   "{\"path\":\"a.c\",\"line\":12,\"dry\":true,\"text\":\"line one\\nline two\","
+                   "\"quoted\":\"\\\"q\\\"\"}",
                    "");
     /* a JSON call with more after its object is not a call */
     static const char trailing[] = "<tool_call>{\"name\": \"a\", \"arguments\": {}} and more</tool_call>";
@@ -242,8 +243,9 @@ static void check_parse(void)
     /* GLM: a name, typed values, a string with newlines; a call with text
      * after its last pair, or a name of two lines, is not a call */
     check_one_call(BMOE_TOOL_FORMAT_GLM,
-                   "ok <tool_call>edit\n<arg_key>path</arg_key>\n<arg_value>a.c</arg_value>\n<arg_key>line</arg_key>"
-                   "\n<arg_value>12</arg_value>\n<arg_key>text</arg_key>\n<arg_value>one\ntwo</arg_value>\n</tool_call>",
+                   "ok <tool_call>edit\n<arg_key>path</arg_key>\n<arg_value>a.c</arg_value>\n"
+                   "<arg_key>line</arg_key>\n<arg_value>12</arg_value>\n<arg_key>text</arg_key>\n"
+                   "<arg_value>one\ntwo</arg_value>\n</tool_call>",
                    "edit", "{\"path\":\"a.c\",\"line\":12,\"text\":\"one\\ntwo\"}", "ok ");
     static const char *const not_glm[] = {
         "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value> more</tool_call>",

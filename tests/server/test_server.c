@@ -562,8 +562,8 @@ static cJSON *logprobs_of(const char *body)
  * no token; completions get the four arrays of the legacy shape. */
 static void test_logprobs(int port)
 {
-    static const char chat_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":" N_PREDICT
-                                    ",\"logprobs\":true,\"top_logprobs\":3%s}";
+    static const char chat_body[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                                    "\"max_tokens\":" N_PREDICT ",\"logprobs\":true,\"top_logprobs\":3%s}";
     char body[256];
     snprintf(body, sizeof body, chat_body, "");
     test_response response;

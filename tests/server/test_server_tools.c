@@ -74,7 +74,8 @@ static void check_messages(void)
     /* cut short by max_tokens: still "length" */
     finish = "length";
     message = message_of(BMOE_TOOL_FORMAT_JSON, CALL_A, &finish);
-    CHECK(strcmp(finish, "length") == 0 && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(message, "tool_calls")) == 1);
+    CHECK(strcmp(finish, "length") == 0 &&
+          cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(message, "tool_calls")) == 1);
     cJSON_Delete(message);
     /* a model that does not write this format: text */
     finish = "stop";
