@@ -21,17 +21,13 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/text_buffer.h"
 #include "bmoe.h"
 
 /* Longest generated header text before it is taken as not a header. */
 #define REASONING_MAX_HEADER 256
 /* Longest channel name line after a named opening marker. */
 #define REASONING_MAX_NAME 64
-
-typedef struct text_buffer {
-    char *data;
-    size_t length, capacity;
-} text_buffer;
 
 enum span_state {
     SPAN_START,        /* nothing shown yet: leading whitespace held, a span may open */
@@ -67,50 +63,6 @@ struct bmoe_reasoning {
     bool header_channel;       /* the header named a channel */
     bool channel_reasoning;    /* the current message is the analysis channel */
 };
-
-static bool text_append(text_buffer *buffer, const char *bytes, size_t length)
-{
-    if (buffer->length + length + 1 > buffer->capacity) {
-        size_t wanted = buffer->capacity ? buffer->capacity : 64;
-        while (wanted < buffer->length + length + 1)
-            wanted *= 2;
-        char *bigger = realloc(buffer->data, wanted);
-        if (!bigger)
-            return false;
-        buffer->data = bigger;
-        buffer->capacity = wanted;
-    }
-    if (length)
-        memcpy(buffer->data + buffer->length, bytes, length);
-    buffer->length += length;
-    buffer->data[buffer->length] = '\0';
-    return true;
-}
-
-static void text_clear(text_buffer *buffer)
-{
-    buffer->length = 0;
-    if (buffer->data)
-        buffer->data[0] = '\0';
-}
-
-static void text_free(text_buffer *buffer)
-{
-    free(buffer->data);
-    memset(buffer, 0, sizeof *buffer);
-}
-
-/* Drops the first count bytes. */
-static void text_consume(text_buffer *buffer, size_t count)
-{
-    if (count >= buffer->length) {
-        text_clear(buffer);
-        return;
-    }
-    memmove(buffer->data, buffer->data + count, buffer->length - count);
-    buffer->length -= count;
-    buffer->data[buffer->length] = '\0';
-}
 
 static bool is_space(char c)
 {
@@ -158,12 +110,7 @@ static long find_last(const char *text, size_t length, const char *marker)
  * marker that may be arriving). */
 static size_t partial_marker(const char *text, size_t length, const char *marker)
 {
-    size_t marker_length = strlen(marker);
-    size_t longest = marker_length - 1 < length ? marker_length - 1 : length;
-    for (size_t keep = longest; keep > 0; keep--)
-        if (memcmp(text + length - keep, marker, keep) == 0)
-            return keep;
-    return 0;
+    return text_partial_suffix(text, length, marker, strlen(marker));
 }
 
 /* Whether text (all of it) is the beginning of marker. */
@@ -177,7 +124,7 @@ static void show_reasoning(bmoe_reasoning *r, const char *bytes, size_t length)
 {
     if (r->silent || length == 0)
         return;
-    if (!text_append(&r->reasoning, bytes, length) || !text_append(&r->delta_reasoning, bytes, length))
+    if (!text_buffer_append(&r->reasoning, bytes, length) || !text_buffer_append(&r->delta_reasoning, bytes, length))
         r->failed = true;
 }
 
@@ -185,7 +132,7 @@ static void show_answer(bmoe_reasoning *r, const char *bytes, size_t length)
 {
     if (r->silent || length == 0)
         return;
-    if (!text_append(&r->answer, bytes, length) || !text_append(&r->delta_answer, bytes, length))
+    if (!text_buffer_append(&r->answer, bytes, length) || !text_buffer_append(&r->delta_answer, bytes, length))
         r->failed = true;
 }
 
@@ -196,20 +143,20 @@ static void reclassify(bmoe_reasoning *r, const char *text, size_t length)
     if (r->silent)
         return;
     text_buffer joined = {0};
-    if (!text_append(&joined, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
-        !text_append(&joined, r->answer.data ? r->answer.data : "", r->answer.length) ||
-        !text_append(&joined, text, length)) {
-        text_free(&joined);
+    if (!text_buffer_append(&joined, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
+        !text_buffer_append(&joined, r->answer.data ? r->answer.data : "", r->answer.length) ||
+        !text_buffer_append(&joined, text, length)) {
+        text_buffer_free(&joined);
         r->failed = true;
         return;
     }
     size_t start = leading_space(joined.data, joined.length);
     size_t end = without_trailing_space(joined.data, joined.length);
-    text_clear(&r->reasoning);
-    text_clear(&r->answer);
-    if (end > start && !text_append(&r->reasoning, joined.data + start, end - start))
+    text_buffer_clear(&r->reasoning);
+    text_buffer_clear(&r->answer);
+    if (end > start && !text_buffer_append(&r->reasoning, joined.data + start, end - start))
         r->failed = true;
-    text_free(&joined);
+    text_buffer_free(&joined);
     r->reset = true;
 }
 
@@ -227,16 +174,16 @@ static void process_span(bmoe_reasoning *r, bool final)
                 if (!final)
                     return;
                 show_answer(r, p, n);
-                text_clear(&r->pending);
+                text_buffer_clear(&r->pending);
                 return;
             }
             if (n - space >= open_length && memcmp(p + space, r->open, open_length) == 0) {
-                text_consume(&r->pending, space + open_length);
+                text_buffer_consume(&r->pending, space + open_length);
                 r->state = r->named ? SPAN_NAME : SPAN_REASON_START;
                 continue;
             }
             if (n - space >= close_length && memcmp(p + space, r->close, close_length) == 0) {
-                text_consume(&r->pending, space + close_length);
+                text_buffer_consume(&r->pending, space + close_length);
                 r->state = SPAN_AFTER;
                 continue;
             }
@@ -248,7 +195,7 @@ static void process_span(bmoe_reasoning *r, bool final)
         case SPAN_NAME: {
             size_t newline = find(p, n, "\n");
             if (newline < n) {
-                text_consume(&r->pending, newline + 1);
+                text_buffer_consume(&r->pending, newline + 1);
                 r->state = SPAN_REASON_START;
                 continue;
             }
@@ -259,7 +206,7 @@ static void process_span(bmoe_reasoning *r, bool final)
         }
         case SPAN_REASON_START: {
             size_t space = leading_space(p, n);
-            text_consume(&r->pending, space);
+            text_buffer_consume(&r->pending, space);
             if (space < n)
                 r->state = SPAN_REASON;
             continue;
@@ -268,19 +215,19 @@ static void process_span(bmoe_reasoning *r, bool final)
             size_t close = find(p, n, r->close);
             if (close < n) {
                 show_reasoning(r, p, without_trailing_space(p, close));
-                text_consume(&r->pending, close + close_length);
+                text_buffer_consume(&r->pending, close + close_length);
                 r->state = SPAN_AFTER;
                 continue;
             }
             size_t keep = final ? 0 : partial_marker(p, n, r->close);
             size_t shown = without_trailing_space(p, n - keep);
             show_reasoning(r, p, shown);
-            text_consume(&r->pending, final ? n : shown);
+            text_buffer_consume(&r->pending, final ? n : shown);
             return;
         }
         case SPAN_AFTER: {
             size_t space = leading_space(p, n);
-            text_consume(&r->pending, space);
+            text_buffer_consume(&r->pending, space);
             if (space < n)
                 r->state = SPAN_FINAL;
             continue;
@@ -289,18 +236,18 @@ static void process_span(bmoe_reasoning *r, bool final)
             size_t close = find(p, n, r->close);
             if (close < n) {
                 reclassify(r, p, close);
-                text_consume(&r->pending, close + close_length);
+                text_buffer_consume(&r->pending, close + close_length);
                 r->state = SPAN_AFTER;
                 continue;
             }
             size_t keep = final ? 0 : partial_marker(p, n, r->close);
             show_answer(r, p, n - keep);
-            text_consume(&r->pending, n - keep);
+            text_buffer_consume(&r->pending, n - keep);
             return;
         }
         default: /* SPAN_FINAL */
             show_answer(r, p, n);
-            text_clear(&r->pending);
+            text_buffer_clear(&r->pending);
             return;
         }
     }
@@ -343,13 +290,13 @@ static void harmony_show(bmoe_reasoning *r, const char *bytes, size_t length)
 
 static void header_append(bmoe_reasoning *r, const char *bytes, size_t length)
 {
-    if (!text_append(&r->header, bytes, length))
+    if (!text_buffer_append(&r->header, bytes, length))
         r->failed = true;
 }
 
 static void header_begin(bmoe_reasoning *r)
 {
-    text_clear(&r->header);
+    text_buffer_clear(&r->header);
     r->header_prompt_bytes = 0;
     r->header_channel = false;
     r->state = HARMONY_HEADER;
@@ -360,7 +307,7 @@ static void header_release(bmoe_reasoning *r)
 {
     if (r->header.length > r->header_prompt_bytes)
         show_answer(r, r->header.data + r->header_prompt_bytes, r->header.length - r->header_prompt_bytes);
-    text_clear(&r->header);
+    text_buffer_clear(&r->header);
     r->header_prompt_bytes = 0;
 }
 
@@ -398,7 +345,7 @@ static void process_harmony(bmoe_reasoning *r, bool final)
             } else {
                 harmony_show(r, p, n - keep);
             }
-            text_consume(&r->pending, n - keep);
+            text_buffer_consume(&r->pending, n - keep);
             return;
         }
         size_t marker_length = strlen(harmony_markers[which]);
@@ -410,7 +357,7 @@ static void process_harmony(bmoe_reasoning *r, bool final)
                 r->header_channel = r->header_channel || which == H_CHANNEL;
             } else if (which == H_MESSAGE) {
                 r->channel_reasoning = header_is_analysis(r);
-                text_clear(&r->header);
+                text_buffer_clear(&r->header);
                 r->header_prompt_bytes = 0;
                 r->state = HARMONY_CONTENT;
             } else if (which == H_START) {
@@ -420,7 +367,7 @@ static void process_harmony(bmoe_reasoning *r, bool final)
             } else {
                 if (!r->header_channel)
                     header_release(r);
-                text_clear(&r->header);
+                text_buffer_clear(&r->header);
                 r->state = HARMONY_OUTSIDE;
             }
             break;
@@ -442,7 +389,7 @@ static void process_harmony(bmoe_reasoning *r, bool final)
             }
             break;
         }
-        text_consume(&r->pending, at + marker_length);
+        text_buffer_consume(&r->pending, at + marker_length);
     }
 }
 
@@ -458,7 +405,7 @@ static void process(bmoe_reasoning *r, bool final)
         break;
     default:
         show_answer(r, r->pending.data, r->pending.length);
-        text_clear(&r->pending);
+        text_buffer_clear(&r->pending);
         break;
     }
 }
@@ -498,12 +445,12 @@ void bmoe_reasoning_free(bmoe_reasoning *r)
 {
     if (!r)
         return;
-    text_free(&r->pending);
-    text_free(&r->reasoning);
-    text_free(&r->answer);
-    text_free(&r->delta_reasoning);
-    text_free(&r->delta_answer);
-    text_free(&r->header);
+    text_buffer_free(&r->pending);
+    text_buffer_free(&r->reasoning);
+    text_buffer_free(&r->answer);
+    text_buffer_free(&r->delta_reasoning);
+    text_buffer_free(&r->delta_answer);
+    text_buffer_free(&r->header);
     free(r);
 }
 
@@ -548,13 +495,13 @@ bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const c
             size_t after = (size_t)start + strlen(harmony_markers[H_START]);
             header_begin(r);
             r->silent = true;
-            if (!text_append(&r->pending, prompt + after, prompt_length - after))
+            if (!text_buffer_append(&r->pending, prompt + after, prompt_length - after))
                 r->failed = true;
             process_harmony(r, false);
             /* a partial marker at the prompt's end is the prompt's own text */
             if (r->state == HARMONY_HEADER)
                 header_append(r, r->pending.data ? r->pending.data : "", r->pending.length);
-            text_clear(&r->pending);
+            text_buffer_clear(&r->pending);
             r->header_prompt_bytes = r->header.length;
             r->silent = false;
         }
@@ -571,10 +518,10 @@ bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const c
 static int deliver(bmoe_reasoning *r, bmoe_reasoning_delta *delta, bmoe_error *error)
 {
     if (r->reset) {
-        text_clear(&r->delta_reasoning);
-        text_clear(&r->delta_answer);
-        if (!text_append(&r->delta_reasoning, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
-            !text_append(&r->delta_answer, r->answer.data ? r->answer.data : "", r->answer.length))
+        text_buffer_clear(&r->delta_reasoning);
+        text_buffer_clear(&r->delta_answer);
+        if (!text_buffer_append(&r->delta_reasoning, r->reasoning.data ? r->reasoning.data : "", r->reasoning.length) ||
+            !text_buffer_append(&r->delta_answer, r->answer.data ? r->answer.data : "", r->answer.length))
             r->failed = true;
     }
     if (r->failed)
@@ -598,10 +545,10 @@ static int reasoning_step(bmoe_reasoning *r, const char *text, size_t length, bo
         return reasoning_fail(error, BMOE_ERR_INVALID_ARGUMENT, "no parser or no text");
     if (r->failed)
         return reasoning_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
-    text_clear(&r->delta_reasoning);
-    text_clear(&r->delta_answer);
+    text_buffer_clear(&r->delta_reasoning);
+    text_buffer_clear(&r->delta_answer);
     r->reset = false;
-    if (length > 0 && !text_append(&r->pending, text, length))
+    if (length > 0 && !text_buffer_append(&r->pending, text, length))
         r->failed = true;
     if (!r->failed)
         process(r, final);

@@ -14,15 +14,15 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "base/text_buffer.h"
 #include "chat/chat_model.h"
 #include "chat/unicode.h"
 
 struct bmoe_tool_split {
     enum bmoe_tool_format format;
-    char *text; /* the answer so far, NUL-terminated */
-    size_t length, capacity;
-    size_t shown; /* bytes of it handed back */
-    char *content; /* finish's: the content, owned until free */
+    text_buffer text; /* the answer so far */
+    size_t shown;     /* bytes of it handed back */
+    char *content;    /* finish's: the content, owned until free */
 };
 
 static const char call_open[] = "<tool_call>";
@@ -71,11 +71,7 @@ static size_t call_start(enum bmoe_tool_format format, const char *text, size_t 
     if (at < length)
         return at;
     /* the text may end inside the opener */
-    size_t n = sizeof call_open - 1;
-    for (size_t keep = n - 1; keep > 0; keep--)
-        if (length - from >= keep && memcmp(text + length - keep, call_open, keep) == 0)
-            return length - keep;
-    return length;
+    return length - text_partial_suffix(text + from, length - from, call_open, sizeof call_open - 1);
 }
 
 /* text[begin, end) without the whitespace at either end. */
@@ -178,6 +174,33 @@ static cJSON *argument_value(const char *text, size_t begin, size_t end)
     return value;
 }
 
+/* Adds text[key_begin, key_end): argument_value(text[value_begin,
+ * value_end)) to arguments; false when out of memory. */
+static bool add_argument(cJSON *arguments, const char *text, size_t key_begin, size_t key_end, size_t value_begin,
+                         size_t value_end)
+{
+    char *key = strndup(text + key_begin, key_end - key_begin);
+    cJSON *value = argument_value(text, value_begin, value_end);
+    bool added = key && value && cJSON_AddItemToObject(arguments, key, value);
+    if (!added)
+        cJSON_Delete(value);
+    free(key);
+    return added;
+}
+
+/* The call of text[name_begin, name_end) with arguments (consumed); NULL
+ * when bad (the block is not a call) or out of memory. */
+static cJSON *named_call(const char *text, size_t name_begin, size_t name_end, cJSON *arguments, bool bad)
+{
+    char *printed = bad || !arguments ? NULL : cJSON_PrintUnformatted(arguments);
+    char *name = printed ? strndup(text + name_begin, name_end - name_begin) : NULL;
+    cJSON *call = name ? new_call(name, printed) : NULL;
+    free(name);
+    cJSON_free(printed);
+    cJSON_Delete(arguments);
+    return call;
+}
+
 /* <function=NAME> (<parameter=KEY>VALUE</parameter>)* </function>. */
 static cJSON *xml_call(const char *text, size_t begin, size_t end)
 {
@@ -194,7 +217,7 @@ static cJSON *xml_call(const char *text, size_t begin, size_t end)
     cJSON *arguments = cJSON_CreateObject();
     size_t at = name_end + 1;
     bool bad = !arguments;
-    for (;;) {
+    while (!bad) {
         size_t open = find(text, body_end, at, parameter_open);
         if (open >= body_end)
             break;
@@ -205,28 +228,16 @@ static cJSON *xml_call(const char *text, size_t begin, size_t end)
             bad = true;
             break;
         }
-        char *key = strndup(text + key_begin, key_end - key_begin);
         /* without the one newline the format puts on each side */
         size_t value_begin = key_end + 1, value_end = close;
         if (value_begin < value_end && text[value_begin] == '\n')
             value_begin++;
         if (value_end > value_begin && text[value_end - 1] == '\n')
             value_end--;
-        cJSON *value = argument_value(text, value_begin, value_end);
-        if (!key || !value || !cJSON_AddItemToObject(arguments, key, value)) {
-            cJSON_Delete(value);
-            bad = true;
-        }
-        free(key);
+        bad = !add_argument(arguments, text, key_begin, key_end, value_begin, value_end);
         at = close + sizeof parameter_close - 1;
     }
-    char *printed = bad ? NULL : cJSON_PrintUnformatted(arguments);
-    char *name = strndup(text + begin + n, name_end - begin - n);
-    cJSON *call = printed && name ? new_call(name, printed) : NULL;
-    free(name);
-    cJSON_free(printed);
-    cJSON_Delete(arguments);
-    return call;
+    return named_call(text, begin + n, name_end, arguments, bad);
 }
 
 /* NAME (<arg_key>KEY</arg_key> <arg_value>VALUE</arg_value>)*. */
@@ -261,22 +272,10 @@ static cJSON *glm_call(const char *text, size_t begin, size_t end)
             bad = true;
             break;
         }
-        char *key = strndup(text + key_begin, key_end - key_begin);
-        cJSON *value = argument_value(text, value_begin, value_end);
-        if (!key || !value || !cJSON_AddItemToObject(arguments, key, value)) {
-            cJSON_Delete(value);
-            bad = true;
-        }
-        free(key);
+        bad = !add_argument(arguments, text, key_begin, key_end, value_begin, value_end);
         at = value_end + sizeof value_close - 1;
     }
-    char *printed = bad ? NULL : cJSON_PrintUnformatted(arguments);
-    char *name = strndup(text + name_begin, name_end - name_begin);
-    cJSON *call = printed && name ? new_call(name, printed) : NULL;
-    free(name);
-    cJSON_free(printed);
-    cJSON_Delete(arguments);
-    return call;
+    return named_call(text, name_begin, name_end, arguments, bad);
 }
 
 int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *text, size_t length, char **content,
@@ -363,23 +362,11 @@ int bmoe_tool_split_feed(bmoe_tool_split *split, const char *text, size_t length
 {
     if (!split || (!text && length > 0) || !show || !show_length)
         return split_fail(error, BMOE_ERR_INVALID_ARGUMENT, "chat: no split, text or output");
-    if (split->length + length + 1 > split->capacity) {
-        size_t capacity = split->capacity ? split->capacity : 256;
-        while (capacity < split->length + length + 1)
-            capacity *= 2;
-        char *grown = realloc(split->text, capacity);
-        if (!grown)
-            return split_fail(error, BMOE_ERR_OUT_OF_MEMORY, "chat: out of memory for the answer's text");
-        split->text = grown;
-        split->capacity = capacity;
-    }
-    if (length)
-        memcpy(split->text + split->length, text, length);
-    split->length += length;
-    split->text[split->length] = '\0';
+    if (!text_buffer_append(&split->text, text, length))
+        return split_fail(error, BMOE_ERR_OUT_OF_MEMORY, "chat: out of memory for the answer's text");
     /* nothing before `shown` begins a call: it was shown */
-    size_t hold = call_start(split->format, split->text, split->length, split->shown);
-    *show = split->text + split->shown;
+    size_t hold = call_start(split->format, split->text.data, split->text.length, split->shown);
+    *show = split->text.data + split->shown;
     *show_length = hold > split->shown ? hold - split->shown : 0;
     split->shown += *show_length;
     return 0;
@@ -393,14 +380,14 @@ int32_t bmoe_tool_split_finish(bmoe_tool_split *split, const char **show, size_t
     free(split->content);
     split->content = NULL;
     size_t length = 0;
-    int32_t count = bmoe_chat_parse_tool_calls(split->format, split->text ? split->text : "", split->length,
-                                               &split->content, &length, calls_json, error);
+    int32_t count = bmoe_chat_parse_tool_calls(split->format, split->text.data ? split->text.data : "",
+                                               split->text.length, &split->content, &length, calls_json, error);
     if (count < 0)
         return count;
     /* the content starts with what was shown: the text before the first call */
     *show = split->content + (length > split->shown ? split->shown : length);
     *show_length = length > split->shown ? length - split->shown : 0;
-    split->shown = split->length;
+    split->shown = split->text.length;
     return count;
 }
 
@@ -408,7 +395,7 @@ void bmoe_tool_split_free(bmoe_tool_split *split)
 {
     if (!split)
         return;
-    free(split->text);
+    text_buffer_free(&split->text);
     free(split->content);
     free(split);
 }

@@ -8,20 +8,9 @@
 
 static int buffer_append(text_buffer *buffer, const char *bytes, size_t length, bmoe_error *err)
 {
-    if (buffer->length + length + 1 > buffer->capacity) {
-        size_t capacity = buffer->capacity ? buffer->capacity : 64;
-        while (capacity < buffer->length + length + 1)
-            capacity *= 2;
-        char *bigger = realloc(buffer->data, capacity);
-        if (!bigger)
-            return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "text: out of memory for %zu bytes",
-                                    buffer->length + length);
-        buffer->data = bigger;
-        buffer->capacity = capacity;
-    }
-    memcpy(buffer->data + buffer->length, bytes, length);
-    buffer->length += length;
-    buffer->data[buffer->length] = '\0';
+    if (!text_buffer_append(buffer, bytes, length))
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "text: out of memory for %zu bytes",
+                                buffer->length + length);
     return 0;
 }
 
@@ -59,8 +48,8 @@ void text_stream_free(text_stream *stream)
         free(stream->stops[i]);
     free(stream->stops);
     free(stream->stop_lengths);
-    free(stream->held.data);
-    free(stream->delta.data);
+    text_buffer_free(&stream->held);
+    text_buffer_free(&stream->delta);
     memset(stream, 0, sizeof *stream);
 }
 
@@ -146,14 +135,9 @@ static int release_held(text_stream *stream, bool finishing, bmoe_error *err)
         stream->stopped = true;
     } else if (!finishing) {
         for (int i = 0; i < stream->n_stops; i++) {
-            size_t longest = stream->stop_lengths[i] - 1 < held->length ? stream->stop_lengths[i] - 1 : held->length;
-            for (size_t keep = longest; keep > 0; keep--) {
-                if (held->length - keep < release &&
-                    memcmp(held->data + held->length - keep, stream->stops[i], keep) == 0) {
-                    release = held->length - keep;
-                    break;
-                }
-            }
+            size_t keep = text_partial_suffix(held->data, held->length, stream->stops[i], stream->stop_lengths[i]);
+            if (held->length - keep < release)
+                release = held->length - keep;
         }
     }
     if (buffer_append(&stream->delta, held->data ? held->data : "", release, err) != 0)

@@ -11,12 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../base/text_buffer.h"
 #include "bmoe.h"
-
-typedef struct text_buffer {
-    char *data;
-    size_t length, capacity;
-} text_buffer;
 
 typedef struct text_stream {
     unsigned char tail[4]; /* an incomplete UTF-8 sequence */
