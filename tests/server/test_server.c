@@ -41,6 +41,17 @@ static void check_error(const test_response *response, int status, const char *p
     cJSON_Delete(root);
 }
 
+/* POSTs body to path and checks the error reply: status, the param it
+ * names (NULL: none checked), what for the message. */
+static void check_refused(int port, const char *path, const char *body, int status, const char *param,
+                          const char *what)
+{
+    test_response response;
+    if (test_request(port, "POST", path, NULL, body, &response) == 0)
+        check_error(&response, status, param, what);
+    free(response.raw);
+}
+
 /* choices[0].message.content (or .text) of a completion, malloc'ed; NULL when absent. */
 static char *answer_of(const test_response *response, bool chat, int *n_reused)
 {
@@ -375,20 +386,15 @@ static void test_effort(void)
                   got ? got : "(none)", expected[i] ? expected[i] : "(none)");
         free(got);
     }
-    test_response response;
-    if (test_request(server.port, "POST", "/v1/chat/completions", NULL,
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\","
-                     "\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}}",
-                     &response) == 0)
-        check_error(&response, 400, "chat_template_kwargs", "reasoning_effort twice");
-    free(response.raw);
+    check_refused(server.port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\","
+                  "\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}}",
+                  400, "chat_template_kwargs", "reasoning_effort twice");
     /* gpt-oss's template writes calls in a format bmoe does not read: tools are refused, not ignored */
-    if (test_request(server.port, "POST", "/v1/chat/completions", NULL,
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\","
-                     "\"function\":{\"name\":\"f\"}}]}",
-                     &response) == 0)
-        check_error(&response, 400, "tools", "tools on gpt-oss");
-    free(response.raw);
+    check_refused(server.port, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\","
+                  "\"function\":{\"name\":\"f\"}}]}",
+                  400, "tools", "tools on gpt-oss");
     free(high);
     free(low);
     CHECK(test_server_stop(&server, SIGTERM) == 0);
@@ -734,12 +740,8 @@ static void test_tools(int port)
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", "messages[0].tool_calls"},
         {"{\"messages\":[{\"role\":\"tool\",\"content\":\"a\",\"tool_call_id\":7}]}", "messages[0]"},
     };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        test_response response;
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0)
-            check_error(&response, 400, refused[i].param, refused[i].body);
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_refused(port, "/v1/chat/completions", refused[i].body, 400, refused[i].param, refused[i].body);
 }
 
 static void test_refusals(int port)
@@ -779,26 +781,19 @@ static void test_refusals(int port)
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"chat_template_kwargs\":{\"enable_thinking\":1}}",
          "chat_template_kwargs"},
     };
-    test_response response;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, cases[i].body, &response) == 0)
-            check_error(&response, 400, cases[i].param, cases[i].body);
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_refused(port, "/v1/chat/completions", cases[i].body, 400, cases[i].param, cases[i].body);
     /* a completion's logprobs is a count of alternatives */
     static const char *const completion_logprobs[] = {"{\"prompt\":\"a\",\"logprobs\":true}",
                                                       "{\"prompt\":\"a\",\"logprobs\":21}",
                                                       "{\"prompt\":\"a\",\"logprobs\":1,\"top_logprobs\":1}"};
-    for (size_t i = 0; i < sizeof completion_logprobs / sizeof completion_logprobs[0]; i++) {
-        if (test_request(port, "POST", "/v1/completions", NULL, completion_logprobs[i], &response) == 0)
-            check_error(&response, 400, i < 2 ? "logprobs" : "top_logprobs", completion_logprobs[i]);
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof completion_logprobs / sizeof completion_logprobs[0]; i++)
+        check_refused(port, "/v1/completions", completion_logprobs[i], 400, i < 2 ? "logprobs" : "top_logprobs",
+                      completion_logprobs[i]);
     /* a raw completion renders no template */
-    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"a\",\"reasoning_effort\":\"low\"}",
-                     &response) == 0)
-        check_error(&response, 400, "reasoning_effort", "a completion's reasoning_effort");
-    free(response.raw);
+    check_refused(port, "/v1/completions", "{\"prompt\":\"a\",\"reasoning_effort\":\"low\"}", 400,
+                  "reasoning_effort", "a completion's reasoning_effort");
+    test_response response;
     /* a model this server does not serve: 404, as OpenAI answers it */
     if (test_request(port, "POST", "/v1/chat/completions", NULL,
                      "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
@@ -808,9 +803,7 @@ static void test_refusals(int port)
                   "unknown model: %s", response.body ? response.body : "");
     }
     free(response.raw);
-    if (test_request(port, "POST", "/v1/chat/completions", NULL, "{\"messages\":", &response) == 0)
-        check_error(&response, 400, NULL, "bad JSON");
-    free(response.raw);
+    check_refused(port, "/v1/chat/completions", "{\"messages\":", 400, NULL, "bad JSON");
     if (test_request(port, "GET", "/health", "Origin: http://evil.example\r\n", NULL, &response) == 0)
         check_error(&response, 403, NULL, "foreign Origin");
     free(response.raw);
@@ -825,9 +818,7 @@ static void test_refusals(int port)
     if (body) {
         memset(body, ' ', big);
         body[big] = '\0';
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0)
-            check_error(&response, 413, NULL, "oversize body");
-        free(response.raw);
+        check_refused(port, "/v1/chat/completions", body, 413, NULL, "oversize body");
         free(body);
     }
 }
