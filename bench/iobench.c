@@ -1,7 +1,9 @@
-/* bench-iobench FILE [--size KiB] [--threads N] [--seconds S]: the disk's
- * bandwidth for random O_DIRECT reads of one size at a queue depth of N (one
- * read in flight per thread) into memory like the expert cache's, the figure
- * expert streaming is bound by.
+/* bench-iobench FILE [--size KiB] [--threads N] [--seconds S] [--until PATH]:
+ * the disk's bandwidth for random O_DIRECT reads of one size at a queue depth
+ * of N (one read in flight per thread) into memory like the expert cache's,
+ * the figure expert streaming is bound by. With --until, the reads stop once
+ * PATH exists (or after S seconds): a benchmark reads beside another run
+ * and ends the reads when that run ends.
  *
  * bench-iobench FILE --replay IO_TRACE.csv [--threads N]: the disk's bandwidth
  * for the very reads a streamed run made while decoding (the --io-trace rows
@@ -45,6 +47,7 @@ typedef struct reader {
     double seconds;
     unsigned seed;
     replay *replay; /* NULL: random reads of read_size for `seconds` */
+    const char *until; /* random reads stop once this path exists (NULL: never) */
     uint64_t reads, bytes;
     double busy;
 } reader;
@@ -67,7 +70,7 @@ static bool next_read(reader *r, double end, uint64_t *offset, uint64_t *bytes)
         *bytes = r->replay->windows[i].bytes;
         return true;
     }
-    if (now_seconds() >= end)
+    if (now_seconds() >= end || (r->until && access(r->until, F_OK) == 0))
         return false;
     uint64_t slots = (r->file_size - r->read_size) / ALIGNMENT;
     *offset = ((uint64_t)rand_r(&r->seed) * 65536u + (uint64_t)rand_r(&r->seed)) % slots * ALIGNMENT;
@@ -176,10 +179,11 @@ static bool replay_load(replay *out, const char *path, uint64_t file_size)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench-iobench FILE [--size KiB] [--threads N] [--seconds S] [--replay IO_TRACE.csv]\n");
+        fprintf(stderr, "usage: bench-iobench FILE [--size KiB] [--threads N] [--seconds S] [--until PATH] "
+                        "[--replay IO_TRACE.csv]\n");
         return 2;
     }
-    const char *replay_path = NULL;
+    const char *replay_path = NULL, *until = NULL;
     uint64_t size_kib = 900;
     int threads = 4;
     double seconds = 10.0;
@@ -192,6 +196,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--replay") == 0)
             replay_path = argv[i + 1];
+        else if (strcmp(argv[i], "--until") == 0)
+            until = argv[i + 1];
     }
     struct stat st;
     if (stat(argv[1], &st) != 0 || threads < 1 || threads > 64 || size_kib == 0) {
@@ -210,7 +216,7 @@ int main(int argc, char **argv)
     double start = now_seconds();
     for (int t = 0; t < threads; t++) {
         readers[t] = (reader){argv[1], (uint64_t)st.st_size, read_size, seconds, 12345u + (unsigned)t * 7919u,
-                              replay_path ? &trace : NULL, 0, 0, 0};
+                              replay_path ? &trace : NULL, until, 0, 0, 0};
         pthread_create(&ids[t], NULL, read_windows, &readers[t]);
     }
     uint64_t reads = 0, bytes = 0;

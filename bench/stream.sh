@@ -23,15 +23,20 @@
 # model in models/, recorded first and widened to this shape by
 # bench/widen-route-trace.awk. CONFIG@base: that configuration with the
 # bmoe-cli of another build (BMOE_BENCH_BASELINE=its path), an A/B in the
-# same rounds. Then, without a cap, resident against a cache holding every
-# expert (--preload-experts).
+# same rounds. RESIDENT+reads (resident+reads, replay-resident+reads,
+# trained-resident+reads): that resident run while bench-iobench reads the
+# disk at full rate beside it, from its start to its end. Then, without a cap,
+# resident against a cache holding every expert (--preload-experts).
 #
 # Columns: decode and prefill tok/s, MiB read per token, hit rate, stall per
 # token; the I/O bound (bench-iobench's rate for random O_DIRECT reads of one
 # expert slice, measured before and after each run, over the MiB per token)
 # and the run's share of it; the same against the run's own reads issued
-# again (re-read); and "of best", against the lower of the bound and the same
-# round's resident run. docs/benchmarks.md says how to read them.
+# again (re-read); "of best", against the lower of the bound and the same
+# round's resident run; and "of shared", against the bound where compute and
+# reads slow each other as the same round's resident and resident+reads runs
+# measured (both at their shared rates until one is done, then the other
+# alone). docs/benchmarks.md says how to read them.
 #
 # Run (as root, for memcap): bench/stream.sh
 #   BMOE_BENCH_CONFIGS="resident overlap replay-overlap" bench/stream.sh
@@ -85,6 +90,9 @@ wide_trace=$work/trained-wide.route.csv
 declare -A flags=(
   [resident]="--no-moe-stream"
   [replay-resident]="--no-moe-stream --n-expert-used 6 --route-replay $trace"
+  [resident+reads]="--no-moe-stream"
+  [replay-resident+reads]="--no-moe-stream --n-expert-used 6 --route-replay $trace"
+  [trained-resident+reads]="--no-moe-stream --n-expert-used 8 --route-replay $wide_trace"
   [trained-resident]="--no-moe-stream --n-expert-used 8 --route-replay $wide_trace"
   [mmap]="--no-moe-stream"
   [stream-0]="--moe-stream --cache-mb 0"
@@ -115,7 +123,7 @@ declare -A flags=(
   [trained-2g]="--moe-stream --cache-mb 2000 --overlap --n-expert-used 8 --route-replay $wide_trace"
   [trained-lru-2g]="--moe-stream --cache-mb 2000 --overlap --cache-policy lru --n-expert-used 8 --route-replay $wide_trace"
 )
-configs=${BMOE_BENCH_CONFIGS-"resident replay-resident trained-resident mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle replay-guess-2g trained-overlap trained-2g trained-lru-2g"}
+configs=${BMOE_BENCH_CONFIGS-"resident resident+reads replay-resident replay-resident+reads trained-resident trained-resident+reads mmap llama stream-0 stream-0-overlap auto overlap prefetch lru predict oracle replay-stream-0 replay-auto replay-overlap replay-prefetch replay-lru replay-2g replay-lru-2g replay-oracle replay-guess-2g trained-overlap trained-2g trained-lru-2g"}
 
 ids=$(awk 'BEGIN { for (i = 0; i < 64; i++) printf "%s%d", (i ? "," : ""), 1000 + (i * 7919) % 140000 }')
 bench_copy_cli "$configs"
@@ -195,8 +203,9 @@ for round in $(seq 1 "$rounds"); do
     esac
     # the resident rows: no cap, the whole file in the page cache, where it fits
     capped=("${throttled[@]}" "$memcap" --drop-caches "$cap")
+    reader=""
     case "$config" in
-      *resident)
+      *resident | *resident+reads)
         if ! fits_in_memory; then
           echo "round $round $config: skipped (the model does not fit in this machine's memory)"
           continue
@@ -205,11 +214,34 @@ for round in $(seq 1 "$rounds"); do
         cat "$model" > /dev/null
         ;;
     esac
+    # compute under reads: the disk read at full rate beside the run, from its
+    # start to its end; the reads' rate then against the disk's alone right
+    # before says what the run's compute took from the disk
+    case "$config" in
+      *+reads)
+        disk_rate 4 > "$work/$config.$round.solo"
+        rm -f "$work/reads.stop"
+        "${throttled[@]}" "$iobench" "$model" --size 864 --threads "$io_threads" --seconds 600 \
+          --until "$work/reads.stop" > "$work/$config.$round.reads" &
+        reader=$!
+        ;;
+    esac
     # shellcheck disable=SC2086
     if "${capped[@]}" "$binary" -m "$model" --prompt-ids "$ids" -n 32 --ignore-eos -t "$threads" \
          -c 112 $extra --csv "$csv" > "$log" 2>&1; then
       # the disk's rate for this run: the mean of its rates right before and right after it
       disk="-" reread="-"
+      if [ -n "$reader" ]; then
+        touch "$work/reads.stop"
+        wait "$reader"
+        disk=$(sed -n 's/^iobench: \([0-9.]*\) MiB\/s.*/\1/p' "$work/$config.$round.reads")
+        echo "$disk" > "$work/$config.$round.disk"
+        echo - > "$work/$config.$round.reread"
+        printf 'round %d %-16s decode %6s tok/s  prefill %6s tok/s  beside reads at %s MiB/s (the disk alone: %s)\n' \
+          "$round" "$config" "$(summary tok/s "$csv")" "$(summary prefill_tps "$csv")" "${disk:--}" \
+          "$(cat "$work/$config.$round.solo")"
+        continue
+      fi
       if [ "$before" != "-" ]; then
         reread=$(reread_rate "$work/$config.$round.io.csv")
         disk=$(awk -v a="$before" -v b="$(disk_rate 4)" 'BEGIN { printf "%.1f\n", (a + b) / 2 }')
@@ -223,6 +255,10 @@ for round in $(seq 1 "$rounds"); do
     else
       echo "round $round $config: FAILED ($(tail -n 2 "$log" | tr '\n' ' '))"
       rm -f "$csv"
+      if [ -n "$reader" ]; then
+        touch "$work/reads.stop"
+        wait "$reader" || true
+      fi
     fi
   done
 done
@@ -261,17 +297,42 @@ run_best_share() {
     'BEGIN { if (b > 0 && c > 0) printf "%.1f\n", 100 * t / (b < c ? b : c) }'
 }
 
+# run_shared_share CSV: that run's decode rate as a percentage of the bound
+# where compute and reads slow each other as the same round's resident+reads
+# run measured (a virtual disk's reads can take CPU time from the compute and
+# the compute from the reads): both run at their shared rates until one is
+# done, the other then alone. Compute alone: the resident run; reads alone:
+# the run's MiB per token at its disk rate.
+run_shared_share() {
+  local resident contended
+  resident=$(resident_of "$1")
+  contended=$(dirname "$resident")/$(basename "$resident" | sed 's/\.\([0-9]*\)\.csv$/+reads.\1.csv/')
+  [ -f "$resident" ] && [ -f "$contended" ] || return 0
+  awk -v t="$(summary tok/s "$1")" -v c1="$(summary tok/s "$resident")" -v c2="$(summary tok/s "$contended")" \
+    -v d="$(cat "${1%.csv}.disk")" -v r="$(summary read_MiB "$1")" -v n="$(summary tokens "$1")" \
+    -v d2="$(cat "${contended%.csv}.disk")" -v d1="$(cat "${contended%.csv}.solo")" '
+    BEGIN {
+      if (!(t > 0 && c1 > 0 && c2 > 0 && d > 0 && d1 > 0 && d2 > 0 && r > 0 && n > 0)) exit
+      C = 1 / c1; D = (r / n) / d; sc = c2 / c1; sd = d2 / d1
+      if (sc > 1) sc = 1
+      if (sd > 1) sd = 1
+      a = C / sc; b = D / sd
+      T = a <= b ? a + (D - sd * a) : b + (C - sc * b)
+      printf "%.1f\n", 100 * t * T
+    }'
+}
+
 echo
 echo "== medians over $rounds rounds (cap $cap, -t $threads, --io-threads $io_threads; each run's bound from the disk right before and after it)"
-printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' config "decode" "prefill" "MiB/tok" \
-  "hit %" "stall s" "I/O bound" "of bound" "re-read" "of re-read" "of best"
-printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------|----------|-----------|---------"
+printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s | %9s |\n' config "decode" "prefill" "MiB/tok" \
+  "hit %" "stall s" "I/O bound" "of bound" "re-read" "of re-read" "of best" "of shared"
+printf '|%s|\n' "------------------|----------|-----------|-----------|---------|-----------|-----------|----------|----------|-----------|---------|-----------"
 for config in $configs; do
   if [ "$config" = llama ]; then
     # a rate in every round: their median; else what the rounds said
     decode=$(cat "$work"/llama.*.tps 2>/dev/null | sort -u | tr '\n' ' ' | sed 's/ $//')
     grep -qv '^[0-9.]*$' "$work"/llama.*.tps 2>/dev/null || decode=$(cat "$work"/llama.*.tps | median)
-    printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' llama "$decode" - - - - - - - - -
+    printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s | %9s |\n' llama "$decode" - - - - - - - - - -
     continue
   fi
   files=$(ls "$work/$config".*.csv 2>/dev/null || true)
@@ -290,13 +351,15 @@ for config in $configs; do
   reread_bound=$(for f in $files; do run_bound "$f" reread; done | median)
   reread_share=$(for f in $files; do run_share "$f" reread; done | median)
   best_share=$(for f in $files; do run_best_share "$f"; done | median)
+  shared_share=$(for f in $files; do run_shared_share "$f"; done | median)
   [ "$bound" = "-" ] || bound=$(printf '%.2f' "$bound")
   [ "$share" = "-" ] || share=$(printf '%.0f%%' "$share")
   [ "$reread_bound" = "-" ] || reread_bound=$(printf '%.2f' "$reread_bound")
   [ "$reread_share" = "-" ] || reread_share=$(printf '%.0f%%' "$reread_share")
   [ "$best_share" = "-" ] || best_share=$(printf '%.0f%%' "$best_share")
-  printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s |\n' "$config" "$decode" "$prefill" \
-    "$per_token" "$hit" "$stall" "$bound" "$share" "$reread_bound" "$reread_share" "$best_share"
+  [ "$shared_share" = "-" ] || shared_share=$(printf '%.0f%%' "$shared_share")
+  printf '| %-16s | %8s | %9s | %9s | %7s | %9s | %9s | %8s | %8s | %9s | %7s | %9s |\n' "$config" "$decode" "$prefill" \
+    "$per_token" "$hit" "$stall" "$bound" "$share" "$reread_bound" "$reread_share" "$best_share" "$shared_share"
 done
 
 whole_rounds=${BMOE_BENCH_WHOLE_ROUNDS:-$rounds}
