@@ -625,6 +625,25 @@ typedef struct bmoe_speculation_params {
     void *draft_user;
 } bmoe_speculation_params;
 
+/* A rule on which tokens a generation may take next (structured output:
+ * bmoe_json_constraint). Before each token is chosen the generation asks
+ * which tokens are allowed and samples among those alone (the others count
+ * as -inf; a step's logprobs stay the model's own row); it tells accept
+ * every token it took, in order. A step where none is allowed ends the
+ * generation (BMOE_STOP_END_OF_GENERATION). With drafting, each verified
+ * position is chosen as plain decoding chooses it, so the output is the
+ * same; a verify batch may choose, and tell accept, one token past where
+ * the generation then stops (never handed out). A greedy generation asks
+ * allows for its own choice first and the whole row only when that is
+ * refused. */
+typedef struct bmoe_token_constraint {
+    /* allowed[t] = 1 for each token t < n_vocab that may come next, else 0; returns how many */
+    int32_t (*allowed)(void *user, uint8_t *allowed, int32_t n_vocab);
+    bool (*allows)(void *user, int32_t token);
+    void (*accept)(void *user, int32_t token);
+    void *user;
+} bmoe_token_constraint;
+
 typedef struct bmoe_generation_params {
     int32_t n_predict;             /* tokens to generate; -1: until another stop */
     bool ignore_eos;               /* generate past end-of-generation tokens */
@@ -639,6 +658,9 @@ typedef struct bmoe_generation_params {
      * row it was sampled from; drafting changes none of them). Off by default. */
     bool logprobs;
     int32_t top_logprobs;
+    /* NULL: any token; else it must outlive the generation, and start where
+     * the generation's first token does */
+    const bmoe_token_constraint *constraint;
 } bmoe_generation_params;
 
 /* One step of a generation: a token, or the end. */

@@ -14,6 +14,7 @@
 #include "process_stats.h"
 #include "speculation.h"
 #include "text_stream.h"
+#include "token_pick.h"
 
 /* Token pieces longer than this take the heap buffer. */
 #define GENERATION_PIECE_BYTES 256
@@ -22,6 +23,7 @@ struct bmoe_generation {
     bmoe_context *context;
     bmoe_generation_params params;
     bmoe_sampler *sampler;
+    token_pick pick;        /* the sampler under the params' constraint */
     float *logits;          /* [n_vocab] the row the next token is sampled from */
     text_stream text;
     char piece[GENERATION_PIECE_BYTES];
@@ -68,6 +70,7 @@ bmoe_generation_params bmoe_generation_default_params(void)
             },
         .logprobs = false,
         .top_logprobs = 0,
+        .constraint = NULL,
     };
     return params;
 }
@@ -84,6 +87,7 @@ void bmoe_generation_free(bmoe_generation *generation)
     }
     speculation_free(&generation->spec);
     generation->context->generating = false;
+    token_pick_free(&generation->pick);
     bmoe_sampler_free(generation->sampler);
     free(generation->logits);
     free(generation->large_piece);
@@ -202,6 +206,8 @@ bmoe_generation *bmoe_generation_start(bmoe_context *context, const bmoe_generat
     }
     generation->sampler = bmoe_sampler_create(&p.sampler, n_vocab, &err);
     if (!generation->sampler)
+        return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
+    if (token_pick_init(&generation->pick, generation->sampler, &p.sampler, p.constraint, n_vocab, &err) != 0)
         return start_failed(generation, &err, BMOE_ERR_INVALID_ARGUMENT, error);
     generation->logits = malloc((size_t)n_vocab * sizeof *generation->logits);
     if (!generation->logits) {
@@ -352,7 +358,7 @@ static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_er
     int32_t token;
     const float *row_after = NULL;
     if (!speculation_pop(&generation->spec, m->model.hparams.n_vocab, &token, &row_after))
-        token = bmoe_sampler_sample(generation->sampler, generation->logits, context->tokens, context->position);
+        token = token_pick_next(&generation->pick, generation->logits, context->tokens, context->position);
     if (token < 0 || (!p->ignore_eos && tokenizer_is_end_of_generation(m->tokenizer, token))) {
         if (final_step(generation, BMOE_STOP_END_OF_GENERATION, step, &err) != 0)
             return engine_report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
@@ -402,7 +408,7 @@ static int generation_step(bmoe_generation *generation, bmoe_step *step, bmoe_er
     if (generation->read_ahead_gated)
         context->state.predict_paused = !option_gate_allows(&generation->read_ahead_gate, &read_ahead_paused);
     double started = engine_now_seconds();
-    int status = speculation_decode(&generation->spec, context, generation->sampler, token, room, generation->logits,
+    int status = speculation_decode(&generation->spec, context, &generation->pick, token, room, generation->logits,
                                     &step->stats, &err);
     bool read_ahead = !context->state.predict_paused;
     context->state.predict_paused = false;

@@ -231,7 +231,7 @@ int speculation_rollback(speculation *spec, bmoe_context *context, int32_t targe
     return 0;
 }
 
-static int verify(speculation *spec, bmoe_context *context, bmoe_sampler *sampler, int32_t n_drafts, float *logits,
+static int verify(speculation *spec, bmoe_context *context, token_pick *pick, int32_t n_drafts, float *logits,
                   bmoe_stats *stats, bmoe_error *err)
 {
     run_state *s = &context->state;
@@ -252,7 +252,7 @@ static int verify(speculation *spec, bmoe_context *context, bmoe_sampler *sample
     int32_t accepted = 0, next;
     for (;;) {
         const float *row = spec->rows + (size_t)accepted * n_vocab;
-        next = bmoe_sampler_sample(sampler, row, context->tokens, spec->batch_start + accepted + 1);
+        next = token_pick_next(pick, row, context->tokens, spec->batch_start + accepted + 1);
         if (accepted == n_drafts || next != spec->batch[accepted + 1])
             break;
         accepted++;
@@ -270,7 +270,7 @@ static int verify(speculation *spec, bmoe_context *context, bmoe_sampler *sample
     return speculation_rollback(spec, context, spec->batch_start + 1 + accepted, stats, err);
 }
 
-int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *sampler, int32_t token,
+int speculation_decode(speculation *spec, bmoe_context *context, token_pick *pick, int32_t token,
                        int32_t max_drafts, float *logits, bmoe_stats *stats, bmoe_error *err)
 {
     bool gated = spec->enabled && !spec->params.draft_always, paused = false;
@@ -281,7 +281,7 @@ int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *s
     int status;
     spec->verified = n_drafts > 0;
     if (n_drafts > 0) {
-        status = verify(spec, context, sampler, n_drafts, logits, stats, err);
+        status = verify(spec, context, pick, n_drafts, logits, stats, err);
     } else {
         spec->batch_start = -1;
         status = bmoe_eval(context, &token, 1, logits, false, stats, err);

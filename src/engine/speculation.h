@@ -10,6 +10,7 @@
 #include "option_gate.h"
 #include "draft_mtp.h"
 #include "engine.h"
+#include "token_pick.h"
 
 /* Past 8 drafts a verify batch reads most experts of every layer (each
  * position routes on its own) for acceptance that rarely holds that long. */
@@ -51,13 +52,13 @@ void speculation_start(speculation *spec, int32_t first);
  * next logits are ready: with up to max_drafts drafted tokens after it in
  * one verify batch when the draft source proposes any and the gate lets
  * the step draft (option_gate.h), else alone. A verify
- * batch samples its positions with sampler as plain decoding would, queues
+ * batch chooses its positions with pick as plain decoding would, queues
  * the accepted drafts and the token sampled where they end, copies the
  * first row (the one the step after token samples from) to logits and cuts
  * the context back to the last accepted draft. stats receives the whole
  * cost. Returns 0, or the evaluation's negative status (BMOE_ERR_ABORTED
  * included) with err. */
-int speculation_decode(speculation *spec, bmoe_context *context, bmoe_sampler *sampler, int32_t token,
+int speculation_decode(speculation *spec, bmoe_context *context, token_pick *pick, int32_t token,
                        int32_t max_drafts, float *logits, bmoe_stats *stats, bmoe_error *err);
 
 /* The next queued token; false when the queue is empty. row_after: the

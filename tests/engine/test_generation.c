@@ -5,7 +5,9 @@
  * re-evaluating is bit-identical too; an abort during a long prefill stops
  * within one micro-batch and leaves a usable context; stop strings end the
  * text; each step's log-probabilities are the log-softmax of the row its
- * token was sampled from, and drafting changes neither them nor the tokens. */
+ * token was sampled from, and drafting changes neither them nor the tokens;
+ * a token constraint is obeyed, told every token, and ends the generation
+ * when it allows none, with or without drafts. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -585,6 +587,155 @@ static void test_logprobs(bmoe_model *model)
     oracle_case_free(&c);
 }
 
+/* A token constraint for the tests: tokens whose id is a multiple of
+ * modulus (1: every token), none once `limit` tokens were taken. */
+typedef struct every_nth {
+    int32_t modulus, limit;
+    int32_t taken[64];
+    int n_taken, n_rows;
+} every_nth;
+
+static bool every_nth_allows(void *user, int32_t token)
+{
+    const every_nth *c = user;
+    return c->n_taken < c->limit && token % c->modulus == 0;
+}
+
+static int32_t every_nth_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
+{
+    every_nth *c = user;
+    c->n_rows++;
+    int32_t count = 0;
+    for (int32_t t = 0; t < n_vocab; t++)
+        count += allowed[t] = every_nth_allows(c, t);
+    return count;
+}
+
+static void every_nth_accept(void *user, int32_t token)
+{
+    every_nth *c = user;
+    if (c->n_taken < 64)
+        c->taken[c->n_taken] = token;
+    c->n_taken++;
+}
+
+#define CONSTRAINED_STEPS 20
+
+/* A generation under c (greedy or sampled, drafting the tokens of drafts
+ * when given); with check_greedy, each token against the best allowed one
+ * of the row shown before its step. */
+static void run_constrained(bmoe_model *model, const int32_t *prompt, int32_t n_prompt, every_nth *c, float temperature,
+                            replayed_drafts *drafts, bool check_greedy, collected *out)
+{
+    int32_t n_vocab = bmoe_model_n_vocab(model);
+    bmoe_token_constraint constraint = {every_nth_allowed, every_nth_allows, every_nth_accept, c};
+    bmoe_context *context = make_context(model, 256, 8, BMOE_KV_F16);
+    float *row = malloc((size_t)n_vocab * sizeof *row);
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = CONSTRAINED_STEPS;
+    params.ignore_eos = true;
+    params.sampler.temperature = temperature;
+    params.sampler.seed = 11;
+    params.constraint = &constraint;
+    params.speculation.source = drafts ? BMOE_DRAFT_CALLBACK : BMOE_DRAFT_NONE;
+    params.speculation.n_draft = 4;
+    params.speculation.draft_always = true;
+    params.speculation.draft_callback = replay_drafts;
+    params.speculation.draft_user = drafts;
+    bmoe_error error = {0};
+    bmoe_generation *generation = context ? bmoe_generation_start(context, &params, prompt, n_prompt, &error) : NULL;
+    CHECK_MSG(generation != NULL && row != NULL, "start: %s", error.message);
+    memset(out, 0, sizeof *out);
+    bmoe_step step;
+    int status = 0;
+    while (generation && row) {
+        memcpy(row, bmoe_generation_logits(generation), (size_t)n_vocab * sizeof *row);
+        if ((status = bmoe_generation_step(generation, &step, &error)) != 1)
+            break;
+        collect(out, &step);
+        if (check_greedy) {
+            int32_t best = -1;
+            for (int32_t t = 0; t < n_vocab; t += c->modulus)
+                if (best < 0 || row[t] > row[best])
+                    best = t;
+            CHECK_MSG(step.token == best, "step %d: token %d, the best allowed is %d", step.index, step.token, best);
+        }
+    }
+    CHECK_MSG(status == 0, "step: %s", error.message);
+    if (status == 0)
+        collect(out, &step);
+    bmoe_generation_free(generation);
+    bmoe_context_free(context);
+    free(row);
+}
+
+static void test_constraint(bmoe_model *model)
+{
+    oracle_case k;
+    if (oracle_case_load(&k, "qwen3moe-tiny-f32", "long") != 0) {
+        CHECK(false);
+        return;
+    }
+    const int32_t *prompt = k.prompt_ids;
+    /* greedy: the best of the allowed tokens, each told to the constraint */
+    every_nth third = {.modulus = 3, .limit = 1000};
+    collected greedy;
+    run_constrained(model, prompt, 32, &third, 0.0f, NULL, true, &greedy);
+    CHECK(greedy.n_tokens == CONSTRAINED_STEPS && greedy.stop == BMOE_STOP_N_PREDICT);
+    CHECK(third.n_taken == greedy.n_tokens && memcmp(third.taken, greedy.tokens, sizeof(int32_t) * 20) == 0);
+    int free_choice = 0; /* steps whose unconstrained best was refused */
+    every_nth any = {.modulus = 1, .limit = 1000};
+    collected unconstrained;
+    run_constrained(model, prompt, 32, &any, 0.0f, NULL, false, &unconstrained);
+    for (int i = 0; i < CONSTRAINED_STEPS; i++)
+        free_choice += unconstrained.tokens[i] % 3 != 0;
+    CHECK_MSG(free_choice > 0, "the model's own choices were all allowed: the mask was not tested");
+    /* a greedy choice the constraint allows needs no row */
+    CHECK_MSG(any.n_rows == 0, "%d whole rows asked where every choice was allowed", any.n_rows);
+
+    /* none allowed: the end */
+    every_nth five = {.modulus = 1, .limit = 5};
+    collected ended;
+    run_constrained(model, prompt, 32, &five, 0.0f, NULL, false, &ended);
+    CHECK(ended.n_tokens == 5 && ended.stop == BMOE_STOP_END_OF_GENERATION && ended.n_final == 1);
+
+    /* sampled: drafts of the plain run's tokens (accepted) and of refused
+     * tokens give the same tokens as plain decoding */
+    every_nth plain_rule = {.modulus = 2, .limit = 1000};
+    collected plain;
+    run_constrained(model, prompt, 32, &plain_rule, 1.5f, NULL, false, &plain);
+    CHECK(plain.n_tokens == CONSTRAINED_STEPS);
+    for (int i = 0; i < plain.n_tokens; i++)
+        CHECK(plain.tokens[i] % 2 == 0);
+    int32_t refused[CONSTRAINED_STEPS];
+    for (int i = 0; i < CONSTRAINED_STEPS; i++)
+        refused[i] = plain.tokens[i] + 1;
+    replayed_drafts right = {plain.tokens, plain.n_tokens, 32}, wrong = {refused, CONSTRAINED_STEPS, 32};
+    every_nth right_rule = {.modulus = 2, .limit = 1000}, wrong_rule = {.modulus = 2, .limit = 1000};
+    collected with_right, with_wrong;
+    run_constrained(model, prompt, 32, &right_rule, 1.5f, &right, false, &with_right);
+    run_constrained(model, prompt, 32, &wrong_rule, 1.5f, &wrong, false, &with_wrong);
+    CHECK_MSG(with_right.n_tokens == plain.n_tokens && memcmp(with_right.tokens, plain.tokens, sizeof plain.tokens) == 0,
+              "accepted drafts changed a constrained generation");
+    CHECK_MSG(with_wrong.n_tokens == plain.n_tokens && memcmp(with_wrong.tokens, plain.tokens, sizeof plain.tokens) == 0,
+              "refused drafts changed a constrained generation");
+    /* a verify batch may choose one token past the end, which is never handed out */
+    CHECK(right_rule.n_taken >= plain.n_tokens && right_rule.n_taken <= plain.n_tokens + 1 &&
+          memcmp(right_rule.taken, plain.tokens, sizeof plain.tokens[0] * CONSTRAINED_STEPS) == 0);
+    CHECK(wrong_rule.n_taken >= plain.n_tokens && wrong_rule.n_taken <= plain.n_tokens + 1 &&
+          memcmp(wrong_rule.taken, plain.tokens, sizeof plain.tokens[0] * CONSTRAINED_STEPS) == 0);
+
+    bmoe_token_constraint incomplete = {every_nth_allowed, NULL, every_nth_accept, &third};
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.constraint = &incomplete;
+    bmoe_context *context = make_context(model, 64, 8, BMOE_KV_F16);
+    bmoe_error error = {0};
+    CHECK(context && bmoe_generation_start(context, &params, prompt, 4, &error) == NULL &&
+          error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, "constraint"));
+    bmoe_context_free(context);
+    oracle_case_free(&k);
+}
+
 int main(void)
 {
     test_shared_path(stories_path, sizeof stories_path, "data/models/stories260K/stories260K.gguf");
@@ -605,6 +756,7 @@ int main(void)
         test_truncate(moe);
         test_abort(moe);
         test_logprobs(moe);
+        test_constraint(moe);
     }
     bmoe_model_free(stories);
     bmoe_model_free(moe);
