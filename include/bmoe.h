@@ -838,15 +838,20 @@ enum bmoe_tool_format {
                                   (Qwen3.5, Qwen3-Coder) */
     BMOE_TOOL_FORMAT_GLM = 3,  /* <tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>...</tool_call>
                                   (GLM-4.5, GLM-4.6) */
+    BMOE_TOOL_FORMAT_HARMONY = 4, /* a message to=functions.NAME whose text is the arguments' JSON (gpt-oss); read
+                                     in the answer of bmoe_reasoning's harmony split, which writes each as
+                                     <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>
+                                     ARGUMENTS<|call|> */
 };
-/* "none", "json", "xml" or "glm". */
+/* "none", "json", "xml", "glm" or "harmony". */
 BMOE_API const char *bmoe_tool_format_name(enum bmoe_tool_format format);
 BMOE_API enum bmoe_tool_format bmoe_chat_tool_format(const bmoe_chat *chat);
 /* Takes the tool calls out of an answer's text: *content gets the rest of
  * the text (a block that does not read as a call stays in it), *calls_json
  * a JSON array of {"name", "arguments"} with the arguments as JSON text
- * (OpenAI's function shape); both NUL-terminated, released with bmoe_free.
- * Returns the number of calls or a negative bmoe_status. */
+ * (OpenAI's function shape; harmony's as the model wrote them); both
+ * NUL-terminated, released with bmoe_free. Returns the number of calls or a
+ * negative bmoe_status. */
 BMOE_API int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *text, size_t length,
                                             char **content, size_t *content_length, char **calls_json,
                                             bmoe_error *error);
@@ -921,8 +926,10 @@ BMOE_API int32_t bmoe_chat_tokenize(const bmoe_chat *chat, const char *text, siz
  * text that became final. A delta with reset set carries snapshots that
  * replace everything delivered before (a closing tag arrived and text given
  * as answer was reasoning). Markers are removed, the whitespace around a
- * reasoning span trimmed; text that may still become a marker is held until
- * it is known (bmoe_reasoning_finish releases it). Deltas are valid UTF-8
+ * reasoning span trimmed; a harmony message addressed to a function goes to
+ * the answer as a call (BMOE_TOOL_FORMAT_HARMONY's shape, on any channel);
+ * text that may still become a marker is held until it is known
+ * (bmoe_reasoning_finish releases it). Deltas are valid UTF-8
  * when the input is, and valid until the next call. */
 typedef struct bmoe_reasoning bmoe_reasoning;
 typedef struct bmoe_reasoning_delta {

@@ -50,8 +50,10 @@ enum bmoe_think_control chat_think_control_decide(const chat_model *model, int64
 /* Whether the template renders a question differently with reasoning_effort
  * "low" and "high". */
 bool chat_reads_reasoning_effort_decide(const chat_model *model, int64_t now_seconds);
-/* The tool-call format the template teaches (tool_calls.c): XML where it
- * writes <tool_call> and <function=, JSON where only <tool_call>. */
+/* The tool-call format the template teaches (tool_calls.c): harmony where
+ * it ends a commentary message with <|call|> (gpt-oss), GLM where it writes
+ * <tool_call> and <arg_key>, XML where <tool_call> and <function=, JSON
+ * where only <tool_call>. */
 enum bmoe_tool_format chat_tool_format_decide(const chat_model *model);
 
 #endif

@@ -14,8 +14,11 @@
  * delta of that call is a reset.
  * Harmony (gpt-oss): messages are <|start|>header<|message|>text<|end|>;
  * the header's <|channel|> names the channel: analysis is reasoning, the
- * others the answer; headers are dropped. Text that is no header after 256
- * bytes, or when the output ends, is shown as answer.
+ * others the answer; headers are dropped. A message whose header addresses
+ * a function (to=functions.NAME) is a tool call: it goes to the answer, on
+ * any channel, in the shape harmony_call.h gives it, for the tool-call
+ * parser. Text that is no header after 256 bytes, or when the output ends,
+ * is shown as answer.
  * Owns its buffers; knows nothing of models. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "base/error.h"
 #include "base/text_buffer.h"
 #include "bmoe.h"
+#include "chat/harmony_call.h"
 
 /* Longest generated header text before it is taken as not a header. */
 #define REASONING_MAX_HEADER 256
@@ -62,6 +66,7 @@ struct bmoe_reasoning {
     size_t header_prompt_bytes; /* of which came from the prompt */
     bool header_channel;       /* the header named a channel */
     bool channel_reasoning;    /* the current message is the analysis channel */
+    bool channel_call;         /* the current message is a call: its shape is open in the answer */
 };
 
 static bool is_space(char c)
@@ -311,6 +316,50 @@ static void header_release(bmoe_reasoning *r)
     r->header_prompt_bytes = 0;
 }
 
+/* The recipient the header names (to=RECIPIENT, after the role or after
+ * the channel) and its length; NULL when none. */
+static const char *header_recipient(const bmoe_reasoning *r, size_t *length)
+{
+    const char *header = r->header.data;
+    size_t n = r->header.length;
+    for (size_t i = 0; i + 3 <= n; i++) {
+        if (memcmp(header + i, "to=", 3) != 0 || (i > 0 && !is_space(header[i - 1]) && header[i - 1] != '>'))
+            continue;
+        size_t end = i + 3;
+        while (end < n && !is_space(header[end]) && header[end] != '<')
+            end++;
+        *length = end - (i + 3);
+        return header + i + 3;
+    }
+    return NULL;
+}
+
+/* At the header's end: a message to a function opens a call's shape in
+ * the answer (the name, whatever it is: the tool-call parser judges it).
+ * The prompt's own message is never one: its header was not shown. */
+static void call_begin(bmoe_reasoning *r)
+{
+    static const char functions[] = HARMONY_FUNCTIONS;
+    size_t length = 0;
+    const char *recipient = header_recipient(r, &length);
+    r->channel_call = !r->silent && recipient && length >= sizeof functions - 1 &&
+                      memcmp(recipient, functions, sizeof functions - 1) == 0;
+    if (!r->channel_call)
+        return;
+    show_answer(r, HARMONY_CALL_OPEN, strlen(HARMONY_CALL_OPEN));
+    show_answer(r, recipient + sizeof functions - 1, length - (sizeof functions - 1));
+    show_answer(r, HARMONY_CALL_HEADER_END, strlen(HARMONY_CALL_HEADER_END));
+}
+
+/* The message ended (its end marker, the next message, or the output's
+ * end): a call's shape is closed. */
+static void call_end(bmoe_reasoning *r)
+{
+    if (r->channel_call)
+        show_answer(r, HARMONY_CALL_CLOSE, strlen(HARMONY_CALL_CLOSE));
+    r->channel_call = false;
+}
+
 /* The channel the header names: analysis is the reasoning. */
 static bool header_is_analysis(const bmoe_reasoning *r)
 {
@@ -344,6 +393,8 @@ static void process_harmony(bmoe_reasoning *r, bool final)
                 }
             } else {
                 harmony_show(r, p, n - keep);
+                if (final)
+                    call_end(r);
             }
             text_buffer_consume(&r->pending, n - keep);
             return;
@@ -356,7 +407,8 @@ static void process_harmony(bmoe_reasoning *r, bool final)
                 header_append(r, p + at, marker_length);
                 r->header_channel = r->header_channel || which == H_CHANNEL;
             } else if (which == H_MESSAGE) {
-                r->channel_reasoning = header_is_analysis(r);
+                call_begin(r);
+                r->channel_reasoning = !r->channel_call && header_is_analysis(r);
                 text_buffer_clear(&r->header);
                 r->header_prompt_bytes = 0;
                 r->state = HARMONY_CONTENT;
@@ -377,6 +429,8 @@ static void process_harmony(bmoe_reasoning *r, bool final)
                 harmony_show(r, p, at);
             else
                 show_answer(r, p, at);
+            if (which == H_START || which == H_CHANNEL || which == H_END || which == H_RETURN || which == H_CALL)
+                call_end(r);
             if (which == H_START) {
                 header_begin(r);
             } else if (which == H_CHANNEL) {

@@ -5,7 +5,10 @@
  *   XML:  <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>
  *         ...</function>\n</tool_call> (Qwen3.5, Qwen3-Coder, Nemotron);
  *   GLM:  <tool_call>NAME\n<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>
- *         ...</tool_call> (GLM-4.5, GLM-4.6).
+ *         ...</tool_call> (GLM-4.5, GLM-4.6);
+ *   HARMONY: a message to=functions.NAME whose text is the arguments' JSON
+ *         (gpt-oss), in the shape the harmony reasoning split hands it on
+ *         (harmony_call.h): the arguments come out as the model wrote them.
  * A block that does not read as a call stays in the answer's text, so
  * nothing the model wrote is lost. Owns nothing between calls. */
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include "base/error.h"
 #include "base/text_buffer.h"
 #include "chat/chat_model.h"
+#include "chat/harmony_call.h"
 #include "chat/unicode.h"
 
 struct bmoe_tool_split {
@@ -28,6 +32,18 @@ struct bmoe_tool_split {
 static const char call_open[] = "<tool_call>";
 static const char call_close[] = "</tool_call>";
 
+/* The text between a format's markers (begin, end) read as a call: NULL
+ * when it is not one, or out of memory. */
+typedef cJSON *call_reader(const char *text, size_t begin, size_t end);
+
+/* What opens and closes a format's calls, and how the text between reads. */
+typedef struct tool_format_traits {
+    const char *open, *close;
+    call_reader *read;
+} tool_format_traits;
+
+static const tool_format_traits *traits_of(enum bmoe_tool_format format);
+
 const char *bmoe_tool_format_name(enum bmoe_tool_format format)
 {
     switch (format) {
@@ -35,6 +51,7 @@ const char *bmoe_tool_format_name(enum bmoe_tool_format format)
     case BMOE_TOOL_FORMAT_JSON: return "json";
     case BMOE_TOOL_FORMAT_XML: return "xml";
     case BMOE_TOOL_FORMAT_GLM: return "glm";
+    case BMOE_TOOL_FORMAT_HARMONY: return "harmony";
     }
     return "?";
 }
@@ -46,6 +63,10 @@ static bool contains(const char *text, size_t length, const char *needle)
 
 enum bmoe_tool_format chat_tool_format_decide(const chat_model *model)
 {
+    /* gpt-oss's: an assistant's call is a commentary message ended by <|call|> */
+    if (contains(model->source, model->source_length, HARMONY_CALL_CLOSE) &&
+        contains(model->source, model->source_length, "<|channel|>commentary"))
+        return BMOE_TOOL_FORMAT_HARMONY;
     if (!contains(model->source, model->source_length, call_open))
         return BMOE_TOOL_FORMAT_NONE;
     if (contains(model->source, model->source_length, "<arg_key>"))
@@ -65,13 +86,14 @@ static size_t find(const char *text, size_t length, size_t from, const char *nee
  * with part of the opener); length when nowhere. */
 static size_t call_start(enum bmoe_tool_format format, const char *text, size_t length, size_t from)
 {
-    if (format == BMOE_TOOL_FORMAT_NONE)
+    const tool_format_traits *traits = traits_of(format);
+    if (!traits)
         return length;
-    size_t at = find(text, length, from, call_open);
+    size_t at = find(text, length, from, traits->open);
     if (at < length)
         return at;
     /* the text may end inside the opener */
-    return length - text_partial_suffix(text + from, length - from, call_open, sizeof call_open - 1);
+    return length - text_partial_suffix(text + from, length - from, traits->open, strlen(traits->open));
 }
 
 /* text[begin, end) without the whitespace at either end. */
@@ -278,6 +300,47 @@ static cJSON *glm_call(const char *text, size_t begin, size_t end)
     return named_call(text, name_begin, name_end, arguments, bad);
 }
 
+/* NAME<|channel|>commentary json<|message|>ARGUMENTS: a call whose
+ * arguments are one JSON object, kept as the model wrote it (without the
+ * whitespace around it). */
+static cJSON *harmony_call(const char *text, size_t begin, size_t end)
+{
+    size_t name_end = find(text, end, begin, HARMONY_CALL_HEADER_END);
+    if (name_end >= end || name_end == begin)
+        return NULL;
+    for (size_t i = begin; i < name_end; i++)
+        if (strchr(" \t\r\n<", text[i]))
+            return NULL;
+    size_t arguments_begin = name_end + strlen(HARMONY_CALL_HEADER_END), arguments_end = end;
+    cJSON *arguments = whole_json(text, arguments_begin, arguments_end);
+    bool object = cJSON_IsObject(arguments);
+    cJSON_Delete(arguments);
+    if (!object)
+        return NULL;
+    trim(text, &arguments_begin, &arguments_end);
+    char *name = strndup(text + begin, name_end - begin);
+    char *written = strndup(text + arguments_begin, arguments_end - arguments_begin);
+    cJSON *call = name && written ? new_call(name, written) : NULL;
+    free(name);
+    free(written);
+    return call;
+}
+
+static const tool_format_traits *traits_of(enum bmoe_tool_format format)
+{
+    static const tool_format_traits json = {call_open, call_close, json_call};
+    static const tool_format_traits xml = {call_open, call_close, xml_call};
+    static const tool_format_traits glm = {call_open, call_close, glm_call};
+    static const tool_format_traits harmony = {HARMONY_CALL_OPEN, HARMONY_CALL_CLOSE, harmony_call};
+    switch (format) {
+    case BMOE_TOOL_FORMAT_JSON: return &json;
+    case BMOE_TOOL_FORMAT_XML: return &xml;
+    case BMOE_TOOL_FORMAT_GLM: return &glm;
+    case BMOE_TOOL_FORMAT_HARMONY: return &harmony;
+    default: return NULL;
+    }
+}
+
 int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *text, size_t length, char **content,
                                    size_t *content_length, char **calls_json, bmoe_error *error)
 {
@@ -293,21 +356,18 @@ int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *tex
             *error = err;
         return BMOE_ERR_INVALID_ARGUMENT;
     }
+    const tool_format_traits *traits = traits_of(format);
     char *kept = malloc(length + 1);
     cJSON *calls = cJSON_CreateArray();
     size_t used = 0, at = 0;
     int32_t count = 0;
     while (kept && calls && at < length) {
-        size_t open = format == BMOE_TOOL_FORMAT_NONE ? length : find(text, length, at, call_open);
-        size_t body = open + sizeof call_open - 1;
-        size_t close = open < length ? find(text, length, body, call_close) : length;
+        size_t open = traits ? find(text, length, at, traits->open) : length;
+        size_t body = open < length ? open + strlen(traits->open) : length;
+        size_t close = open < length ? find(text, length, body, traits->close) : length;
         /* an answer cut short (n_predict) may end inside its last call */
-        size_t after = close < length ? close + sizeof call_close - 1 : length;
-        cJSON *call = NULL;
-        if (open < length)
-            call = format == BMOE_TOOL_FORMAT_JSON  ? json_call(text, body, close)
-                   : format == BMOE_TOOL_FORMAT_XML ? xml_call(text, body, close)
-                                                    : glm_call(text, body, close);
+        size_t after = close < length ? close + strlen(traits->close) : length;
+        cJSON *call = open < length ? traits->read(text, body, close) : NULL;
         size_t keep_end = call ? open : after;
         memcpy(kept + used, text + at, keep_end - at);
         used += keep_end - at;

@@ -493,7 +493,8 @@ static int render_prompt(const server *s, const completion_request *q, char **te
     if (q->tools_json && !q->tools_off && bmoe_chat_tool_format(s->chat) == BMOE_TOOL_FORMAT_NONE) {
         server_error_reply(reply, 400, "invalid_request_error", "tools", "invalid_request",
                            "tools: this model's chat template teaches no tool-call format bmoe reads (Qwen3's "
-                           "<tool_call> JSON, Qwen3.5's <function=...> blocks, GLM's <arg_key> pairs)");
+                           "<tool_call> JSON, Qwen3.5's <function=...> blocks, GLM's <arg_key> pairs, gpt-oss's "
+                           "harmony messages to=functions.NAME)");
         return -1;
     }
     bmoe_chat_params params = bmoe_chat_default_params();

@@ -354,10 +354,13 @@ static void test_ngram(void)
     CHECK(test_server_stop(&server, SIGTERM) == 0);
 }
 
+static int chat_prompt_tokens(int port, const char *body, char **content);
+
 /* A gpt-oss server (whose template reads reasoning_effort) started with
  * --reasoning-effort high answers as bmoe-cli --reasoning-effort high; a
  * request's reasoning_effort (top level or in chat_template_kwargs) answers
- * as the CLI with that effort; both at once are refused. */
+ * as the CLI with that effort; both at once are refused; tools are taken
+ * (harmony calls). */
 static void test_effort(void)
 {
     char gptoss[1200];
@@ -390,11 +393,34 @@ static void test_effort(void)
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"low\","
                   "\"chat_template_kwargs\":{\"reasoning_effort\":\"high\"}}",
                   400, "chat_template_kwargs", "reasoning_effort twice");
-    /* gpt-oss's template writes calls in a format bmoe does not read: tools are refused, not ignored */
-    check_refused(server.port, "/v1/chat/completions",
-                  "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\","
-                  "\"function\":{\"name\":\"f\"}}]}",
-                  400, "tools", "tools on gpt-oss");
+    /* gpt-oss's harmony calls are read: tools are taken and reach the
+     * developer message, tool_choice "none" leaves them out, and a streamed
+     * answer with tools shows what the plain one shows */
+#define GPT_OSS_ASK "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":4"
+#define GPT_OSS_TOOLS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\"}}]"
+    char *with_tools = NULL;
+    int plain = chat_prompt_tokens(server.port, GPT_OSS_ASK "}", NULL);
+    int tools = chat_prompt_tokens(server.port, GPT_OSS_ASK GPT_OSS_TOOLS "}", &with_tools);
+    int none = chat_prompt_tokens(server.port, GPT_OSS_ASK GPT_OSS_TOOLS ",\"tool_choice\":\"none\"}", NULL);
+    /* an assistant turn's call (with its reasoning) and the tool's answer render */
+    int history = chat_prompt_tokens(
+        server.port,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":null,"
+        "\"reasoning_content\":\"b\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"2\"}],"
+        "\"max_tokens\":4" GPT_OSS_TOOLS "}",
+        NULL);
+    CHECK_MSG(plain > 0 && tools > plain + 10 && none == plain && history > tools + 10,
+              "gpt-oss prompt tokens: plain %d, tools %d, none %d, with a call and its answer %d", plain, tools, none,
+              history);
+    char *streamed = chat_streamed(server.port, GPT_OSS_ASK GPT_OSS_TOOLS ",\"stream\":true}");
+    CHECK_MSG(with_tools && streamed && strcmp(with_tools, streamed) == 0,
+              "gpt-oss streamed with tools \"%s\" != \"%s\"", streamed ? streamed : "(none)",
+              with_tools ? with_tools : "(none)");
+    free(streamed);
+    free(with_tools);
+#undef GPT_OSS_TOOLS
+#undef GPT_OSS_ASK
     free(high);
     free(low);
     CHECK(test_server_stop(&server, SIGTERM) == 0);

@@ -3,7 +3,9 @@
  * the calls, null when none is left, OpenAI's tool_calls with ids, the
  * finish reason), and the end of a streamed one fed in pieces: the text
  * shown plus the end's deltas say what the message says, each call with its
- * index, and no byte of a call shows as content. */
+ * index, and no byte of a call shows as content. Harmony's answers are
+ * as the reasoning split hands them on: each call in harmony_call.h's
+ * shape, its arguments kept as the model wrote them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,10 @@
 
 #define CALL_A "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
 #define CALL_B "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"
+#define HARMONY_A                                                                                              \
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}"  \
+    "<|call|>"
+#define HARMONY_B "<|start|>assistant to=functions.get_time<|channel|>commentary json<|message|>{}<|call|>"
 
 /* The message server_answer_message makes of answer (finish in and out). */
 static cJSON *message_of(enum bmoe_tool_format format, const char *answer, const char **finish)
@@ -82,14 +88,38 @@ static void check_messages(void)
     message = message_of(BMOE_TOOL_FORMAT_NONE, CALL_A, &finish);
     CHECK(content_of(message) && strcmp(content_of(message), CALL_A) == 0 && strcmp(finish, "stop") == 0);
     cJSON_Delete(message);
+    /* harmony: a preamble and a call, the arguments as written; two calls, no content */
+    finish = "stop";
+    message = message_of(BMOE_TOOL_FORMAT_HARMONY, "Checking the weather." HARMONY_A, &finish);
+    calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
+    CHECK(content_of(message) && strcmp(content_of(message), "Checking the weather.") == 0);
+    CHECK(cJSON_GetArraySize(calls) == 1 && is_tool_call(calls, 0, "get_weather", "{\"city\": \"Paris\"}", false));
+    CHECK(strcmp(finish, "tool_calls") == 0);
+    cJSON_Delete(message);
+    finish = "stop";
+    message = message_of(BMOE_TOOL_FORMAT_HARMONY, HARMONY_A HARMONY_B, &finish);
+    calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(message, "content")) && strcmp(finish, "tool_calls") == 0);
+    CHECK(cJSON_GetArraySize(calls) == 2 && is_tool_call(calls, 0, "get_weather", "{\"city\": \"Paris\"}", false) &&
+          is_tool_call(calls, 1, "get_time", "{}", false));
+    cJSON_Delete(message);
+    /* harmony arguments that are no JSON object: the text as it is */
+    static const char not_harmony[] =
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>Paris<|call|>";
+    finish = "stop";
+    message = message_of(BMOE_TOOL_FORMAT_HARMONY, not_harmony, &finish);
+    CHECK(content_of(message) && strcmp(content_of(message), not_harmony) == 0 && strcmp(finish, "stop") == 0 &&
+          !cJSON_HasObjectItem(message, "tool_calls"));
+    cJSON_Delete(message);
 }
 
 /* answer streamed in pieces of step bytes through a split and ended: the
  * joined content (shown, then the end's content delta) and the end's
  * deltas. */
-static cJSON *stream_of(const char *answer, size_t step, char *joined, size_t joined_size, const char **finish)
+static cJSON *stream_of(enum bmoe_tool_format format, const char *answer, size_t step, char *joined,
+                        size_t joined_size, const char **finish)
 {
-    bmoe_tool_split *split = bmoe_tool_split_create(BMOE_TOOL_FORMAT_JSON, NULL);
+    bmoe_tool_split *split = bmoe_tool_split_create(format, NULL);
     size_t length = strlen(answer), fed = 0, used = 0;
     joined[0] = '\0';
     while (split && fed < length) {
@@ -120,21 +150,27 @@ static cJSON *stream_of(const char *answer, size_t step, char *joined, size_t jo
  * message trims), the calls with their index, the finish reason. */
 static void check_streams(void)
 {
-    static const char *const answers[] = {
-        "Let me check.\n\n" CALL_A,
-        "A <tool_call> that is not one </tool_call> then " CALL_B " and after",
-        "\n" CALL_A "\n" CALL_B "\n",
-        "no call at all, just < and <tool",
+    static const struct {
+        enum bmoe_tool_format format;
+        const char *text;
+    } answers[] = {
+        {BMOE_TOOL_FORMAT_JSON, "Let me check.\n\n" CALL_A},
+        {BMOE_TOOL_FORMAT_JSON, "A <tool_call> that is not one </tool_call> then " CALL_B " and after"},
+        {BMOE_TOOL_FORMAT_JSON, "\n" CALL_A "\n" CALL_B "\n"},
+        {BMOE_TOOL_FORMAT_JSON, "no call at all, just < and <tool"},
+        {BMOE_TOOL_FORMAT_HARMONY, "Checking the weather." HARMONY_A},
+        {BMOE_TOOL_FORMAT_HARMONY, HARMONY_A HARMONY_B},
+        {BMOE_TOOL_FORMAT_HARMONY, "Sunny, <|start or not."},
     };
     static const size_t steps[] = {1, 3, 7, 1000};
     for (size_t a = 0; a < sizeof answers / sizeof answers[0]; a++) {
         const char *message_finish = "stop";
-        cJSON *message = message_of(BMOE_TOOL_FORMAT_JSON, answers[a], &message_finish);
+        cJSON *message = message_of(answers[a].format, answers[a].text, &message_finish);
         const cJSON *message_calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
         for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
             char joined[512];
             const char *finish = "stop";
-            cJSON *deltas = stream_of(answers[a], steps[s], joined, sizeof joined, &finish);
+            cJSON *deltas = stream_of(answers[a].format, answers[a].text, steps[s], joined, sizeof joined, &finish);
             CHECK_MSG(strcmp(finish, message_finish) == 0, "answer %zu, pieces of %zu: finish %s, message %s", a,
                       steps[s], finish, message_finish);
             CHECK_MSG(!strstr(joined, "get_weather") && !strstr(joined, "get_time"),

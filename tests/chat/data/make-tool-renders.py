@@ -13,7 +13,7 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 TEMPLATES = ["Qwen-Qwen3-0.6B.jinja", "Qwen3.5-4B.jinja", "Qwen3-Coder.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja",
-             "GLM-4.6.jinja"]
+             "GLM-4.6.jinja", "openai-gpt-oss-120b.jinja"]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
