@@ -1,0 +1,6 @@
+# The JSON-schema matcher and the vocabulary mask: each feature accepted and
+# refused byte by byte, the schema refusals, and the mask against feeding
+# every token of a small vocabulary from a copy of the state.
+bmoe_add_test(test_json_grammar
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_json_grammar.c
+  LIBS bmoe_structured PkgConfig::CJSON)
