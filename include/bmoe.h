@@ -739,6 +739,40 @@ BMOE_API const float *bmoe_generation_logits(const bmoe_generation *generation);
 BMOE_API uint64_t bmoe_generation_seed(const bmoe_generation *generation);
 BMOE_API void bmoe_generation_free(bmoe_generation *generation);
 
+/* ---- Structured output ------------------------------------------------ */
+
+/* A model's token pieces indexed for structured output: built once per
+ * model (a walk over the whole vocabulary) and shared by any number of
+ * constraints. Borrows the model, which must outlive it. */
+typedef struct bmoe_token_index bmoe_token_index;
+BMOE_API bmoe_token_index *bmoe_token_index_create(const bmoe_model *model, bmoe_error *error);
+BMOE_API void bmoe_token_index_free(bmoe_token_index *index);
+
+/* A generation's text held to one JSON value (OpenAI's response_format):
+ * of schema (JSON text of a JSON Schema), or with schema NULL any JSON
+ * object (json_object). The value starts at the first generated token,
+ * without whitespace before it; between its tokens at most one space, or
+ * one newline and up to 20 spaces or tabs; once it is complete only an
+ * end-of-generation token may follow (with ignore_eos, nothing: the
+ * generation ends). Schema keywords read: type, properties, required,
+ * additionalProperties (absent with properties given: no other keys, as
+ * OpenAI's strict mode), items, minItems, maxItems, minLength, maxLength,
+ * enum, const, anyOf, oneOf, allOf of one, $ref into $defs or definitions;
+ * annotations (title, description, default, format...) are ignored; any
+ * other keyword that constrains is refused, named in the error. Numbers
+ * have at most 15 integer and 15 fraction digits; nesting is at most 32
+ * deep. One generation at a time: pass bmoe_json_constraint_rule to it,
+ * and reset the constraint before the next. Borrows the index. */
+typedef struct bmoe_json_constraint bmoe_json_constraint;
+BMOE_API bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index, const char *schema,
+                                                          size_t schema_length, bmoe_error *error);
+/* What bmoe_generation_params.constraint takes (valid while the constraint lives). */
+BMOE_API const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint);
+BMOE_API void bmoe_json_constraint_reset(bmoe_json_constraint *constraint);
+/* Whether the value written so far is a whole JSON value of the schema. */
+BMOE_API bool bmoe_json_constraint_complete(const bmoe_json_constraint *constraint);
+BMOE_API void bmoe_json_constraint_free(bmoe_json_constraint *constraint);
+
 /* ---- Files ------------------------------------------------------------ */
 
 /* An output file written safely: the bytes go to a temporary file beside

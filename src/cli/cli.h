@@ -89,6 +89,8 @@ typedef struct cli_options {
     int64_t template_now;            /* --template-now: strftime_now's clock; 0: the current time */
     bool chat;                       /* --chat / --chatml: the model's template over the conversation */
     bool no_think;                   /* --no-think */
+    const char *json_schema;         /* --json-schema: the schema's JSON text; NULL: none */
+    const char *json_schema_file;    /* --json-schema-file */
     const char *reasoning_effort;    /* --reasoning-effort; NULL: the template's default */
     bool decide;                     /* --decide: decide requests in the session */
     bool decide_prefix_cache;        /* --decide-prefix-cache: reuse the kept prefix (off: never) */

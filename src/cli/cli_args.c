@@ -285,6 +285,8 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     }
     case P_CHAT: options->chat = true; break;
     case P_NO_THINK: options->no_think = true; break;
+    case P_JSON_SCHEMA: options->json_schema = value; break;
+    case P_JSON_SCHEMA_FILE: options->json_schema_file = value; break;
     case P_REASONING_EFFORT:
         if (cli_parse_choice(flag, name, value) < 0)
             return 1;
@@ -579,6 +581,10 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
             problem = "--force-ids needs --logits-out FILE";
     } else if (options->prompt && options->prompt_file) {
         problem = "-p and -f cannot be used together";
+        status = 2;
+    }
+    if (!problem && options->json_schema && options->json_schema_file) {
+        problem = "--json-schema and --json-schema-file cannot be used together";
         status = 2;
     }
     if (!problem && given[P_MOE_STREAM] && given[P_NO_MOE_STREAM]) {

@@ -132,6 +132,32 @@ static int cli_text_append(char **data, size_t *capacity, size_t *length, const 
     return 0;
 }
 
+/* --json-schema / --json-schema-file: the constraint that holds the answer
+ * to the schema's JSON. The answer is held from its first token, so a chat
+ * whose model would reason first is refused. 0, or 1 with the reason
+ * printed. */
+static int cli_json_answer(const cli_options *options, const bmoe_model *model, const cli_chat_prompt_result *chat,
+                           char **schema_text, bmoe_token_index **index, bmoe_json_constraint **constraint)
+{
+    const char *flag = options->json_schema ? "--json-schema" : "--json-schema-file";
+    if (chat->chat && !options->no_think && bmoe_chat_reasoning_format(chat->chat) != BMOE_REASONING_NONE)
+        return cli_fail("%s: the answer is held to JSON from its first token, and this model reasons first "
+                        "(add --no-think)",
+                        flag);
+    const char *schema = options->json_schema;
+    size_t length = schema ? strlen(schema) : 0;
+    if (options->json_schema_file) {
+        if (cli_read_file(options->json_schema_file, schema_text, &length) != 0)
+            return 1;
+        schema = *schema_text;
+    }
+    bmoe_error error = {0};
+    if (!(*index = bmoe_token_index_create(model, &error)) ||
+        !(*constraint = bmoe_json_constraint_create(*index, schema, length, &error)))
+        return cli_fail("%s: %s", flag, error.message);
+    return 0;
+}
+
 int cli_run_generate(const cli_options *options)
 {
     int status = 1;
@@ -148,6 +174,9 @@ int cli_run_generate(const cli_options *options)
     int32_t *ids = NULL, ids_capacity = 0, n_ids = 0;
     bmoe_output *ids_output = NULL;
     cli_chat_prompt_result chat = {0};
+    char *schema_text = NULL;
+    bmoe_token_index *token_index = NULL;
+    bmoe_json_constraint *json_answer = NULL;
     /* the prompt file first: a read that waits (standard input) holds no
      * output open, so a stop signal then has nothing to clean */
     char *prompt_text = NULL;
@@ -228,6 +257,10 @@ int cli_run_generate(const cli_options *options)
     if (cli_prompt_tokens(model, options, prompt_text, prompt_text_length, &prompt, &n_prompt, &prompt_owned,
                           &chat) != 0)
         goto done;
+    if ((options->json_schema || options->json_schema_file) &&
+        cli_json_answer(options, model, &chat, &schema_text, &token_index, &json_answer) != 0)
+        goto done;
+    params.constraint = bmoe_json_constraint_rule(json_answer);
     if (options->draft_replay) {
         if (cli_draft_replay_check(&drafts, options->draft_replay, bmoe_model_n_vocab(model)) != 0)
             goto done;
@@ -351,6 +384,9 @@ done:
     cli_replay_free(&replay);
     cli_draft_replay_free(&drafts);
     cli_chat_prompt_free(&chat);
+    bmoe_json_constraint_free(json_answer);
+    bmoe_token_index_free(token_index);
+    free(schema_text);
     free(kept);
     if (prompt_owned)
         free(prompt);

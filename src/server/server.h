@@ -57,6 +57,11 @@ typedef struct server {
     bmoe_model *model;
     bmoe_context *context;
     bmoe_chat *chat;            /* NULL: the model has no chat template */
+    /* structured output: the model's token pieces (made at the first request
+     * for a JSON answer), and the constraint of the turn holder's generation
+     * (replaced by the next one's) */
+    bmoe_token_index *token_index;
+    bmoe_json_constraint *json_constraint;
     const char *model_file;     /* the model file's name without its folder */
     const char *model_id;       /* the name /v1/models lists: the alias, or model_file */
     bool profile_writable;      /* the expert profile is written after every generation */
@@ -131,6 +136,8 @@ typedef struct completion_request {
     bool tools_off;               /* tool_choice "none": no tools rendered, no calls read */
     bool logprobs;                /* chat: logprobs true; completions: logprobs N */
     int32_t top_logprobs;         /* chat: top_logprobs; completions: N */
+    bool json_answer;             /* response_format json_object or json_schema: the answer is one JSON value */
+    char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
 } completion_request;
 
 /* Whether the answer's tool calls are read (server_tools.c): a chat with

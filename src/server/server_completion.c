@@ -243,6 +243,51 @@ static int read_tools(const cJSON *field, completion_request *q, server_reply *r
     return 0;
 }
 
+/* response_format: OpenAI's {"type": "text"}, {"type": "json_object"} (any
+ * JSON object) or {"type": "json_schema", "json_schema": {"name", "schema",
+ * "strict", "description"}}; the schema is checked when the generation
+ * begins (bmoe_json_constraint_create names what it does not support). */
+static int read_response_format(const cJSON *field, completion_request *q, server_reply *reply)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(field, "type");
+    if (!cJSON_IsObject(field) || !cJSON_IsString(type))
+        BAD("response_format", "response_format must be an object with a \"type\"");
+    const cJSON *part;
+    cJSON_ArrayForEach(part, field) {
+        if (strcmp(part->string, "type") && strcmp(part->string, "json_schema"))
+            BAD("response_format", "response_format.%s is not supported", part->string);
+    }
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(field, "json_schema");
+    if (strcmp(type->valuestring, "text") == 0 || strcmp(type->valuestring, "json_object") == 0) {
+        if (spec)
+            BAD("response_format", "response_format.json_schema goes with the type \"json_schema\"");
+        q->json_answer = strcmp(type->valuestring, "json_object") == 0;
+        return 0;
+    }
+    if (strcmp(type->valuestring, "json_schema") != 0)
+        BAD("response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    if (!cJSON_IsObject(spec))
+        BAD("response_format", "response_format.json_schema must be an object with a \"schema\"");
+    cJSON_ArrayForEach(part, spec) {
+        const char *key = part->string;
+        if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") && strcmp(key, "description"))
+            BAD("response_format", "response_format.json_schema.%s is not supported", key);
+    }
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(spec, "schema");
+    const cJSON *strict = cJSON_GetObjectItemCaseSensitive(spec, "strict");
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        BAD("response_format", "response_format.json_schema.schema must be a JSON schema (an object)");
+    if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+        BAD("response_format", "response_format.json_schema.strict must be true or false");
+    q->json_answer = true;
+    q->json_schema = cJSON_PrintUnformatted(schema);
+    if (!q->json_schema) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* chat_template_kwargs (as llama.cpp's and vLLM's servers take it): the
  * template variables bmoe lets a request set, enable_thinking and
  * reasoning_effort; any other is refused, never passed on unread. */
@@ -434,8 +479,7 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (null)
                 continue;
             if (!cJSON_IsString(field) || (strcmp(field->valuestring, "none") && strcmp(field->valuestring, "auto")))
-                BAD(key, "tool_choice must be \"auto\" or \"none\" (bmoe cannot force a call: it has no "
-                         "constrained decoding)");
+                BAD(key, "tool_choice must be \"auto\" or \"none\" (bmoe does not force a call yet)");
             q->tools_off = strcmp(field->valuestring, "none") == 0;
         } else if (chat && strcmp(key, "parallel_tool_calls") == 0) {
             if (!null && !cJSON_IsBool(field))
@@ -444,6 +488,11 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (null)
                 continue;
             if (read_tools(field, q, reply) != 0)
+                return -1;
+        } else if (strcmp(key, "response_format") == 0) {
+            if (null)
+                continue;
+            if (read_response_format(field, q, reply) != 0)
                 return -1;
         } else {
             BAD(key, "%s is not supported by bmoe-server", key);
@@ -478,6 +527,24 @@ static int render_prompt(const server *s, const completion_request *q, char **te
         return -1;
     }
     enum bmoe_think_control control = bmoe_chat_think_control(s->chat);
+    /* a JSON answer is constrained from the first token on: no reasoning before it */
+    bool think = q->think;
+    if (q->json_answer && think && bmoe_chat_reasoning_format(s->chat) != BMOE_REASONING_NONE) {
+        if (q->think_asked || control == BMOE_THINK_CONTROL_NONE) {
+            server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
+                               "response_format: the answer is held to JSON from its first token, and %s",
+                               q->think_asked ? "enable_thinking true has the model reason first"
+                                              : "this model reasons on every turn before it answers");
+            return -1;
+        }
+        think = false;
+    }
+    if (q->json_answer && q->tools_json && !q->tools_off) {
+        server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
+                           "response_format with tools: the answer is held to one JSON value, which leaves no "
+                           "room for a tool call (give tool_choice \"none\", or no response_format)");
+        return -1;
+    }
     if (q->think_asked && !q->think && control == BMOE_THINK_CONTROL_NONE) {
         server_error_reply(reply, 400, "invalid_request_error", "chat_template_kwargs", "invalid_request",
                            "enable_thinking false: this model reasons on every turn (think control none); its "
@@ -499,8 +566,8 @@ static int render_prompt(const server *s, const completion_request *q, char **te
     }
     bmoe_chat_params params = bmoe_chat_default_params();
     params.tools_json = q->tools_off ? NULL : q->tools_json;
-    params.enable_thinking = q->think;
-    params.reasoning_prefill = !q->think && control == BMOE_THINK_CONTROL_PREFILL;
+    params.enable_thinking = think;
+    params.reasoning_prefill = !think && control == BMOE_THINK_CONTROL_PREFILL;
     params.reasoning_effort = q->reasoning_effort;
     params.now_seconds = s->config->template_now;
     *prefill = params.reasoning_prefill;
@@ -580,6 +647,31 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
+/* The turn's JSON constraint (s->json_constraint) from the request's
+ * schema; the token index is made once, at the first such request. 0, or -1
+ * with the reply filled (a schema bmoe cannot hold to is a 400 naming what). */
+static int json_constraint_begin(server *s, const completion_request *q, server_reply *reply)
+{
+    bmoe_error error = {0};
+    bmoe_json_constraint_free(s->json_constraint);
+    s->json_constraint = NULL;
+    if (!s->token_index && !(s->token_index = bmoe_token_index_create(s->model, &error))) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
+        return -1;
+    }
+    s->json_constraint = bmoe_json_constraint_create(s->token_index, q->json_schema,
+                                                     q->json_schema ? strlen(q->json_schema) : 0, &error);
+    if (!s->json_constraint) {
+        if (error.status == BMOE_ERR_OUT_OF_MEMORY)
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
+        else
+            server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
+                               "response_format: %s", error.message);
+        return -1;
+    }
+    return 0;
+}
+
 int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
                             bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply)
 {
@@ -609,6 +701,13 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.n_stop_strings = q->n_stops;
     params.logprobs = q->logprobs;
     params.top_logprobs = q->top_logprobs;
+    if (q->json_answer) {
+        if (json_constraint_begin(s, q, reply) != 0) {
+            free(tokens);
+            return -1;
+        }
+        params.constraint = bmoe_json_constraint_rule(s->json_constraint);
+    }
     enum bmoe_reasoning_format format =
         q->chat && !prefill ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
     bmoe_reasoning *reasoning = bmoe_reasoning_create(format, text, text_length, &error);
@@ -851,5 +950,6 @@ void server_completion(server *s, const char *body, size_t length, bool chat, in
     free(owned);
     free(q.messages);
     cJSON_free(q.tools_json);
+    cJSON_free(q.json_schema);
     cJSON_Delete(root);
 }

@@ -261,6 +261,8 @@ int main(int argc, char **argv)
 
     status = server_http_run(&s);
 
+    bmoe_json_constraint_free(s.json_constraint);
+    bmoe_token_index_free(s.token_index);
     bmoe_chat_free(s.chat);
     bmoe_context_free(s.context);
     bmoe_model_free(s.model);

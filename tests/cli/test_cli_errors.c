@@ -134,12 +134,33 @@ static void test_help(void)
     cli_result_free(&result);
 }
 
+/* --json-schema: one of the two flags, a schema bmoe holds to, a file that
+ * exists, and no reasoning before the answer. */
+static void test_json_schema_errors(void)
+{
+    const char *both[] = {"-m", stories_path, "-p", "x", "--json-schema", "{}", "--json-schema-file", corpus_path,
+                          NULL};
+    expect_error(both, "cannot be used together");
+    const char *pattern[] = {"-m", stories_path, "-p", "x", "--json-schema", "{\"type\":\"string\",\"pattern\":\"a\"}",
+                             NULL};
+    expect_error(pattern, "pattern");
+    const char *not_json[] = {"-m", stories_path, "-p", "x", "--json-schema", "{\"type\":", NULL};
+    expect_error(not_json, "--json-schema");
+    const char *missing[] = {"-m", stories_path, "-p", "x", "--json-schema-file", "/nonexistent/schema.json", NULL};
+    expect_error(missing, "/nonexistent/schema.json");
+    char qwen3[1024];
+    test_shared_path(qwen3, sizeof qwen3, "oracle/models/qwen3moe-tiny-f32.gguf");
+    const char *reasons[] = {"-m", qwen3, "-p", "hi", "--chat", "--json-schema", "{}", NULL};
+    expect_error(reasons, "--no-think");
+}
+
 int main(void)
 {
     test_shared_path(stories_path, sizeof stories_path, "data/models/stories260K/stories260K.gguf");
     test_shared_path(corpus_path, sizeof corpus_path, "data/corpus/tinyshakespeare.txt");
     test_usage_errors();
     test_input_errors();
+    test_json_schema_errors();
     test_help();
     return test_finish();
 }

@@ -770,6 +770,94 @@ static void test_tools(int port)
         check_refused(port, "/v1/chat/completions", refused[i].body, 400, refused[i].param, refused[i].body);
 }
 
+#define SCHEMA "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},\"color\":{\"enum\":[\"red\"," \
+               "\"green\"]}},\"required\":[\"ok\",\"color\"]}"
+#define JSON_ANSWER "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"s\",\"schema\":" SCHEMA "}}"
+
+/* response_format: the answer is one JSON value of the schema, whole (this
+ * schema's values are short: the model must end it), with the model's
+ * reasoning turned off; streamed as plain; what bmoe cannot hold to, or
+ * what would put text before the value, is refused. */
+static void test_structured(int port)
+{
+    test_response response;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL,
+                     "{\"messages\":[" ASK "],\"max_tokens\":64," JSON_ANSWER "}", &response) == 0) {
+        CHECK_MSG(response.status == 200, "%d %s", response.status, response.body);
+        cJSON *root = body_json(&response);
+        const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+        const cJSON *message = cJSON_GetObjectItemCaseSensitive(choice, "message");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(message, "content");
+        const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(message, "reasoning_content");
+        const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+        cJSON *value = cJSON_IsString(content) ? cJSON_Parse(content->valuestring) : NULL;
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(value, "ok");
+        const cJSON *color = cJSON_GetObjectItemCaseSensitive(value, "color");
+        CHECK_MSG(cJSON_IsObject(value) && cJSON_GetArraySize(value) == 2 && cJSON_IsBool(ok) &&
+                      cJSON_IsString(color) &&
+                      (!strcmp(color->valuestring, "red") || !strcmp(color->valuestring, "green")),
+                  "the answer does not meet the schema: %s", response.body);
+        CHECK_MSG(cJSON_IsString(finish) && strcmp(finish->valuestring, "stop") == 0, "finish: %s", response.body);
+        CHECK_MSG(!reasoning || cJSON_IsNull(reasoning) || !reasoning->valuestring[0], "reasoning: %s", response.body);
+        cJSON_Delete(value);
+        cJSON_Delete(root);
+        char *plain = answer_of(&response, true, NULL);
+        char *streamed = chat_streamed(port, "{\"stream\":true,\"messages\":[" ASK "],\"max_tokens\":64," JSON_ANSWER "}");
+        CHECK_MSG(plain && streamed && strcmp(plain, streamed) == 0, "streamed \"%s\" != \"%s\"",
+                  streamed ? streamed : "(none)", plain ? plain : "(none)");
+        free(plain);
+        free(streamed);
+    }
+    free(response.raw);
+    /* json_object: an object from the first byte; /v1/completions too */
+    char *object = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":8,\"response_format\":{\"type\":\"json_object\"}}",
+                        NULL);
+    CHECK_MSG(object && object[0] == '{', "json_object: \"%s\"", object ? object : "(none)");
+    free(object);
+    if (test_request(port, "POST", "/v1/completions", NULL,
+                     "{\"prompt\":\"a\",\"max_tokens\":64," JSON_ANSWER "}", &response) == 0) {
+        char *text = answer_of(&response, false, NULL);
+        cJSON *value = text ? cJSON_Parse(text) : NULL;
+        CHECK_MSG(response.status == 200 && cJSON_IsObject(value) && cJSON_IsBool(cJSON_GetObjectItem(value, "ok")),
+                  "completions: %d %s", response.status, response.body);
+        cJSON_Delete(value);
+        free(text);
+    }
+    free(response.raw);
+    static const struct {
+        const char *body, *param, *word;
+    } refused[] = {
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+         "{\"type\":\"string\",\"pattern\":\"a+\"}}}}",
+         "response_format", "pattern"},
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"xml\"}}", "response_format", "type"},
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_schema\"}}", "response_format", "schema"},
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\",\"json_schema\":{}}}",
+         "response_format", "json_schema"},
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\"}," TOOLS "}", "response_format",
+         "tool"},
+        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":"
+         "{\"enable_thinking\":true}}",
+         "response_format", "enable_thinking"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
+            check_error(&response, 400, refused[i].param, refused[i].body);
+            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
+                      response.body ? response.body : "");
+        }
+        free(response.raw);
+    }
+    /* text: as if none were given */
+    char *text = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":4,\"response_format\":{\"type\":\"text\"}}", NULL);
+    char *none = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":4}", NULL);
+    CHECK(text && none && strcmp(text, none) == 0);
+    free(text);
+    free(none);
+}
+#undef JSON_ANSWER
+#undef SCHEMA
+
 static void test_refusals(int port)
 {
     static const struct {
@@ -785,8 +873,6 @@ static void test_refusals(int port)
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":2}", "top_logprobs"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true,\"top_logprobs\":21}",
          "top_logprobs"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"response_format\":{\"type\":\"json_object\"}}",
-         "response_format"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frobnicate\":1}", "frobnicate"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"temperature\":9}", "temperature"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop\":[1]}", "stop"},
@@ -983,6 +1069,7 @@ int main(void)
     test_events(server.port);
     test_logprobs(server.port);
     test_tools(server.port);
+    test_structured(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);

@@ -4,3 +4,8 @@
 bmoe_add_test(test_json_grammar
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_json_grammar.c
   LIBS bmoe_structured PkgConfig::CJSON)
+# The public API on a real vocabulary: generations under a constraint write
+# one value of the schema and end, greedy, sampled and drafted alike.
+bmoe_add_test(test_structured_api
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_structured_api.c
+  LIBS bmoe_structured bmoe_engine PkgConfig::CJSON m)

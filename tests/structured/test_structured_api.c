@@ -1,0 +1,194 @@
+/* Structured output through the public API (include/bmoe.h): a generation
+ * under a JSON constraint writes one value of the schema, whole, and ends
+ * with an end-of-generation token; greedy and sampled, with and without
+ * drafting (the same bytes); a reset constraint writes the same again; any
+ * JSON object in json_object mode; schemas bmoe cannot hold to are refused
+ * with the keyword named. The model is the tiny Qwen3 MoE of the oracle
+ * (random weights over Qwen's real vocabulary): whatever it would write,
+ * the constraint decides what it may. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "bmoe.h"
+#include "test.h"
+
+/* every value bounded, so a generation must close it: the test can ask for the end */
+static const char bounded_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\"},"
+    "\"pet\":{\"enum\":[\"cat\",\"dog\",\"caterpillar\"]},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":3}},"
+    "\"required\":[\"name\",\"age\",\"pet\"]}";
+
+typedef struct answer {
+    char text[8192];
+    size_t length;
+    int n_tokens;
+    enum bmoe_stop_reason stop;
+} answer;
+
+static bool collect(void *user, const bmoe_step *step)
+{
+    answer *a = user;
+    if (a->length + step->text_length < sizeof a->text) {
+        memcpy(a->text + a->length, step->text, step->text_length);
+        a->length += step->text_length;
+        a->text[a->length] = '\0';
+    }
+    if (step->token >= 0)
+        a->n_tokens++;
+    if (step->stop != BMOE_STOP_NONE)
+        a->stop = step->stop;
+    return true;
+}
+
+static void generate(bmoe_model *model, bmoe_json_constraint *constraint, float temperature, bool drafting,
+                     answer *out)
+{
+    memset(out, 0, sizeof *out);
+    bmoe_error error = {0};
+    bmoe_context_params context_params = bmoe_context_default_params();
+    context_params.n_ctx = 512;
+    context_params.n_threads = 2;
+    bmoe_context *context = bmoe_context_create(model, &context_params, &error);
+    CHECK_MSG(context != NULL, "context: %s", error.message);
+    bmoe_generation_params params = bmoe_generation_default_params();
+    params.n_predict = 400;
+    params.render_special = false;
+    params.sampler.temperature = temperature;
+    params.sampler.seed = 5;
+    params.constraint = bmoe_json_constraint_rule(constraint);
+    if (drafting) {
+        params.speculation.source = BMOE_DRAFT_NGRAM;
+        params.speculation.n_draft = 4;
+        params.speculation.ngram_min_match = 1;
+        params.speculation.draft_always = true;
+    }
+    static const char prompt[] = "Describe a person as JSON:";
+    bmoe_generation *generation =
+        context ? bmoe_generation_start_text(context, &params, prompt, sizeof prompt - 1, &error) : NULL;
+    CHECK_MSG(generation != NULL, "start: %s", error.message);
+    if (generation)
+        CHECK_MSG(bmoe_generation_run(generation, collect, out, &error) == 0, "run: %s", error.message);
+    bmoe_generation_free(generation);
+    bmoe_context_free(context);
+}
+
+/* The answer against bounded_schema, checked here from the schema's words. */
+static void check_bounded(const answer *a, const char *what)
+{
+    CHECK_MSG(a->stop == BMOE_STOP_END_OF_GENERATION, "%s: stopped by %d after %d tokens: %s", what, (int)a->stop,
+              a->n_tokens, a->text);
+    CHECK_MSG(a->length > 0 && a->text[0] == '{', "%s: no object first: %s", what, a->text);
+    cJSON *value = cJSON_Parse(a->text);
+    CHECK_MSG(cJSON_IsObject(value), "%s: not one JSON object: %s", what, a->text);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(value, "name");
+    const cJSON *age = cJSON_GetObjectItemCaseSensitive(value, "age");
+    const cJSON *pet = cJSON_GetObjectItemCaseSensitive(value, "pet");
+    const cJSON *tags = cJSON_GetObjectItemCaseSensitive(value, "tags");
+    CHECK_MSG(cJSON_IsString(name) && cJSON_IsNumber(age) && age->valuedouble == (double)(int64_t)age->valuedouble &&
+                  cJSON_IsString(pet) &&
+                  (!strcmp(pet->valuestring, "cat") || !strcmp(pet->valuestring, "dog") ||
+                   !strcmp(pet->valuestring, "caterpillar")),
+              "%s: the required keys do not meet the schema: %s", what, a->text);
+    if (tags) {
+        CHECK_MSG(cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 3, "%s: tags: %s", what, a->text);
+        const cJSON *tag;
+        cJSON_ArrayForEach(tag, tags) CHECK_MSG(cJSON_IsBool(tag), "%s: a tag: %s", what, a->text);
+    }
+    int keys = 0;
+    const cJSON *field;
+    cJSON_ArrayForEach(field, value) {
+        keys++;
+        CHECK_MSG(!strcmp(field->string, "name") || !strcmp(field->string, "age") || !strcmp(field->string, "pet") ||
+                      !strcmp(field->string, "tags"),
+                  "%s: a key the schema does not list: %s", what, field->string);
+    }
+    CHECK(keys >= 3 && keys <= 4);
+    cJSON_Delete(value);
+}
+
+int main(void)
+{
+    char path[1024];
+    test_shared_path(path, sizeof path, "oracle/models/qwen3moe-tiny-f32.gguf");
+    bmoe_error error = {0};
+    bmoe_model *model = bmoe_model_load(path, NULL, &error);
+    CHECK_MSG(model != NULL, "load: %s", error.message);
+    if (!model)
+        return test_finish();
+    CHECK(bmoe_token_index_create(NULL, &error) == NULL && error.status == BMOE_ERR_INVALID_ARGUMENT);
+    bmoe_token_index *index = bmoe_token_index_create(model, &error);
+    CHECK_MSG(index != NULL, "index: %s", error.message);
+    bmoe_json_constraint *constraint = bmoe_json_constraint_create(index, bounded_schema, strlen(bounded_schema), &error);
+    CHECK_MSG(constraint != NULL, "constraint: %s", error.message);
+    if (index && constraint) {
+        /* unconstrained, this model writes no JSON: the constraint is what the test sees */
+        answer free_text;
+        generate(model, NULL, 0.0f, false, &free_text);
+        cJSON *parsed = cJSON_Parse(free_text.text);
+        CHECK_MSG(!parsed, "the model writes JSON by itself: %s", free_text.text);
+        cJSON_Delete(parsed);
+
+        answer greedy, again, drafted;
+        generate(model, constraint, 0.0f, false, &greedy);
+        check_bounded(&greedy, "greedy");
+        CHECK(bmoe_json_constraint_complete(constraint));
+        bmoe_json_constraint_reset(constraint);
+        CHECK(!bmoe_json_constraint_complete(constraint));
+        generate(model, constraint, 0.0f, false, &again);
+        CHECK_MSG(strcmp(greedy.text, again.text) == 0, "after a reset: %s, before: %s", again.text, greedy.text);
+        bmoe_json_constraint_reset(constraint);
+        generate(model, constraint, 0.0f, true, &drafted);
+        CHECK_MSG(strcmp(greedy.text, drafted.text) == 0, "drafted: %s, plain: %s", drafted.text, greedy.text);
+
+        answer sampled, sampled_drafted;
+        bmoe_json_constraint_reset(constraint);
+        generate(model, constraint, 1.0f, false, &sampled);
+        check_bounded(&sampled, "sampled");
+        bmoe_json_constraint_reset(constraint);
+        generate(model, constraint, 1.0f, true, &sampled_drafted);
+        CHECK_MSG(strcmp(sampled.text, sampled_drafted.text) == 0, "sampled drafted: %s, plain: %s",
+                  sampled_drafted.text, sampled.text);
+        CHECK_MSG(strcmp(sampled.text, greedy.text) != 0, "sampling wrote the greedy answer: %s", sampled.text);
+
+        /* json_object: an object from the first byte, and only that */
+        bmoe_json_constraint *object = bmoe_json_constraint_create(index, NULL, 0, &error);
+        CHECK_MSG(object != NULL, "json_object: %s", error.message);
+        answer any;
+        generate(model, object, 0.0f, false, &any);
+        CHECK_MSG(any.length > 0 && any.text[0] == '{', "json_object: %s", any.text);
+        if (any.stop == BMOE_STOP_END_OF_GENERATION) {
+            cJSON *value = cJSON_Parse(any.text);
+            CHECK_MSG(cJSON_IsObject(value), "json_object ended on no object: %s", any.text);
+            cJSON_Delete(value);
+        }
+        bmoe_json_constraint_free(object);
+
+        static const struct {
+            const char *schema, *word;
+        } refused[] = {
+            {"{\"type\":\"string\",\"pattern\":\"^a\"}", "pattern"},
+            {"{\"type\":\"integer\",\"minimum\":3}", "minimum"},
+            {"{\"type\":\"object\",\"properties\":", "JSON"},
+            {"{\"type\":\"tuple\"}", "tuple"},
+        };
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            error = (bmoe_error){0};
+            bmoe_json_constraint *c =
+                bmoe_json_constraint_create(index, refused[i].schema, strlen(refused[i].schema), &error);
+            CHECK_MSG(c == NULL && error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, refused[i].word),
+                      "%s: %s", refused[i].schema, error.message);
+            bmoe_json_constraint_free(c);
+        }
+    }
+    bmoe_json_constraint_free(constraint);
+    bmoe_token_index_free(index);
+    bmoe_model_free(model);
+    return test_finish();
+}
