@@ -766,6 +766,13 @@ BMOE_API void bmoe_token_index_free(bmoe_token_index *index);
 typedef struct bmoe_json_constraint bmoe_json_constraint;
 BMOE_API bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index, const char *schema,
                                                           size_t schema_length, bmoe_error *error);
+/* Puts the value between fixed tokens: the generation's first tokens are
+ * before[0..n_before), and once the value is whole come after[0..n_after)
+ * and then the end of generation (a tool call forced in its template's
+ * format: the opening tag's tokens, the call's JSON, the closing tag's).
+ * Copies both; before the first token only. 0, or a negative bmoe_status. */
+BMOE_API int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *before, int32_t n_before,
+                                        const int32_t *after, int32_t n_after, bmoe_error *error);
 /* What bmoe_generation_params.constraint takes (valid while the constraint lives). */
 BMOE_API const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint);
 BMOE_API void bmoe_json_constraint_reset(bmoe_json_constraint *constraint);
@@ -902,6 +909,11 @@ BMOE_API int bmoe_tool_split_feed(bmoe_tool_split *split, const char *text, size
 BMOE_API int32_t bmoe_tool_split_finish(bmoe_tool_split *split, const char **show, size_t *show_length,
                                         char **calls_json, bmoe_error *error);
 BMOE_API void bmoe_tool_split_free(bmoe_tool_split *split);
+/* The text around one call's JSON object {"name": ..., "arguments": {...}}
+ * in format, as its templates write it (what a forced call is framed by:
+ * bmoe_json_constraint_frame); false for a format whose calls are not one
+ * JSON object (only BMOE_TOOL_FORMAT_JSON's are). */
+BMOE_API bool bmoe_tool_call_frame(enum bmoe_tool_format format, const char **before, const char **after);
 
 /* Whether the model's template takes effort (NULL: none asked): 0, or
  * BMOE_ERR_INVALID_ARGUMENT with the reason (an effort the template does

@@ -341,6 +341,18 @@ static const tool_format_traits *traits_of(enum bmoe_tool_format format)
     }
 }
 
+bool bmoe_tool_call_frame(enum bmoe_tool_format format, const char **before, const char **after)
+{
+    /* Qwen3's, Qwen2.5's and Hermes' templates put the object on a line of its own */
+    static const char json_before[] = "<tool_call>\n", json_after[] = "\n</tool_call>";
+    _Static_assert(sizeof json_before == sizeof call_open + 1, "the opener is call_open and a newline");
+    if (format != BMOE_TOOL_FORMAT_JSON)
+        return false;
+    *before = json_before;
+    *after = json_after;
+    return true;
+}
+
 int32_t bmoe_chat_parse_tool_calls(enum bmoe_tool_format format, const char *text, size_t length, char **content,
                                    size_t *content_length, char **calls_json, bmoe_error *error)
 {

@@ -137,6 +137,8 @@ typedef struct completion_request {
     bool logprobs;                /* chat: logprobs true; completions: logprobs N */
     int32_t top_logprobs;         /* chat: top_logprobs; completions: N */
     bool json_answer;             /* response_format json_object or json_schema: the answer is one JSON value */
+    bool force_call;              /* tool_choice "required" or a named function: the answer is one call */
+    const char *forced_name;      /* the named function (the body's); NULL: any of the tools */
     char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
 } completion_request;
 
@@ -155,6 +157,12 @@ int server_answer_message(struct cJSON *message, enum bmoe_tool_format format, c
  * follows calls), then the calls (each with its "index"); *finish as above.
  * NULL: out of memory. */
 struct cJSON *server_tool_stream_end(bmoe_tool_split *split, const char *answer_id, const char **finish);
+/* The schema of a forced call's JSON object (malloc'ed JSON text):
+ * {"name", "arguments"} of one of the tools (of the one named, when name
+ * is not NULL), the tool's parameters as its arguments' schema (none: any
+ * object). NULL when no tool has that name (*missing set), or out of
+ * memory. */
+char *server_forced_call_schema(const char *tools_json, const char *name, bool *missing);
 
 /* The offset of the first byte of text that is not well-formed UTF-8 or is
  * a NUL (what a JSON string cannot hold); -1 when there is none. */

@@ -288,6 +288,29 @@ static int read_response_format(const cJSON *field, completion_request *q, serve
     return 0;
 }
 
+/* tool_choice: "auto", "none" (no tools rendered, no calls read),
+ * "required" (the answer is one call of one of the tools) or
+ * {"type": "function", "function": {"name"}} (one call of that one). */
+static int read_tool_choice(const cJSON *field, completion_request *q, server_reply *reply)
+{
+    if (cJSON_IsString(field)) {
+        const char *choice = field->valuestring;
+        if (strcmp(choice, "auto") && strcmp(choice, "none") && strcmp(choice, "required"))
+            BAD("tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a named function");
+        q->tools_off = strcmp(choice, "none") == 0;
+        q->force_call = strcmp(choice, "required") == 0;
+        return 0;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(field, "type");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(field, "function"), "name");
+    if (!cJSON_IsObject(field) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 ||
+        !cJSON_IsString(name) || !name->valuestring[0])
+        BAD("tool_choice", "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    q->force_call = true;
+    q->forced_name = name->valuestring;
+    return 0;
+}
+
 /* chat_template_kwargs (as llama.cpp's and vLLM's servers take it): the
  * template variables bmoe lets a request set, enable_thinking and
  * reasoning_effort; any other is refused, never passed on unread. */
@@ -478,9 +501,8 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
         } else if (chat && strcmp(key, "tool_choice") == 0) {
             if (null)
                 continue;
-            if (!cJSON_IsString(field) || (strcmp(field->valuestring, "none") && strcmp(field->valuestring, "auto")))
-                BAD(key, "tool_choice must be \"auto\" or \"none\" (bmoe does not force a call yet)");
-            q->tools_off = strcmp(field->valuestring, "none") == 0;
+            if (read_tool_choice(field, q, reply) != 0)
+                return -1;
         } else if (chat && strcmp(key, "parallel_tool_calls") == 0) {
             if (!null && !cJSON_IsBool(field))
                 BAD(key, "parallel_tool_calls must be true or false");
@@ -527,12 +549,27 @@ static int render_prompt(const server *s, const completion_request *q, char **te
         return -1;
     }
     enum bmoe_think_control control = bmoe_chat_think_control(s->chat);
-    /* a JSON answer is constrained from the first token on: no reasoning before it */
+    if (q->force_call && (!q->tools_json || q->tools_off)) {
+        server_error_reply(reply, 400, "invalid_request_error", "tool_choice", "invalid_request",
+                           "tool_choice: forcing a call needs tools");
+        return -1;
+    }
+    const char *before, *after;
+    if (q->force_call && !bmoe_tool_call_frame(bmoe_chat_tool_format(s->chat), &before, &after)) {
+        server_error_reply(reply, 400, "invalid_request_error", "tool_choice", "invalid_request",
+                           "tool_choice: bmoe forces calls written as one JSON object (<tool_call> JSON, as "
+                           "Qwen3's template teaches); this model's template writes them as %s",
+                           bmoe_tool_format_name(bmoe_chat_tool_format(s->chat)));
+        return -1;
+    }
+    /* a held answer (a JSON value, a forced call) is constrained from its
+     * first token on: no reasoning before it */
+    const char *held = q->json_answer ? "response_format" : q->force_call ? "tool_choice" : NULL;
     bool think = q->think;
-    if (q->json_answer && think && bmoe_chat_reasoning_format(s->chat) != BMOE_REASONING_NONE) {
+    if (held && think && bmoe_chat_reasoning_format(s->chat) != BMOE_REASONING_NONE) {
         if (q->think_asked || control == BMOE_THINK_CONTROL_NONE) {
-            server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
-                               "response_format: the answer is held to JSON from its first token, and %s",
+            server_error_reply(reply, 400, "invalid_request_error", held, "invalid_request",
+                               "%s: the answer is held from its first token, and %s", held,
                                q->think_asked ? "enable_thinking true has the model reason first"
                                               : "this model reasons on every turn before it answers");
             return -1;
@@ -647,9 +684,44 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
-/* The turn's JSON constraint (s->json_constraint) from the request's
- * schema; the token index is made once, at the first such request. 0, or -1
- * with the reply filled (a schema bmoe cannot hold to is a 400 naming what). */
+/* The tokens of text (special tokens parsed): *tokens malloc'ed. Returns
+ * their count, or a negative bmoe_status with error. */
+static int32_t text_tokens(const server *s, const char *text, int32_t **tokens, bmoe_error *error)
+{
+    size_t length = strlen(text);
+    int32_t count = bmoe_tokenize(s->model, text, length, false, true, NULL, 0, error);
+    if (count < 0)
+        return count;
+    *tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof **tokens);
+    if (!*tokens)
+        return BMOE_ERR_OUT_OF_MEMORY;
+    return bmoe_tokenize(s->model, text, length, false, true, *tokens, count, error);
+}
+
+/* A forced call's frame on the turn's constraint: the tokens of the text
+ * its template writes before and after the call's JSON object. 0, or a
+ * negative bmoe_status with error. */
+static int forced_call_frame(server *s, bmoe_error *error)
+{
+    const char *before, *after;
+    if (!bmoe_tool_call_frame(bmoe_chat_tool_format(s->chat), &before, &after))
+        return BMOE_ERR_INVALID_ARGUMENT;
+    int32_t *before_tokens = NULL, *after_tokens = NULL;
+    int32_t n_before = text_tokens(s, before, &before_tokens, error);
+    int32_t n_after = n_before >= 0 ? text_tokens(s, after, &after_tokens, error) : 0;
+    int status = n_before < 0 ? n_before : n_after < 0 ? n_after : 0;
+    if (status == 0)
+        status = bmoe_json_constraint_frame(s->json_constraint, before_tokens, n_before, after_tokens, n_after, error);
+    free(before_tokens);
+    free(after_tokens);
+    return status;
+}
+
+/* The turn's JSON constraint (s->json_constraint): the request's schema,
+ * or for a forced call the schema of the tools' calls between the tags its
+ * template writes around one. The token index is made once, at the first
+ * such request. 0, or -1 with the reply filled (a schema bmoe cannot hold
+ * to is a 400 naming what). */
 static int json_constraint_begin(server *s, const completion_request *q, server_reply *reply)
 {
     bmoe_error error = {0};
@@ -659,14 +731,33 @@ static int json_constraint_begin(server *s, const completion_request *q, server_
         server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
         return -1;
     }
-    s->json_constraint = bmoe_json_constraint_create(s->token_index, q->json_schema,
-                                                     q->json_schema ? strlen(q->json_schema) : 0, &error);
+    const char *param = q->force_call ? "tool_choice" : "response_format";
+    char *call_schema = NULL;
+    if (q->force_call) {
+        bool missing = false;
+        call_schema = server_forced_call_schema(q->tools_json, q->forced_name, &missing);
+        if (!call_schema) {
+            if (missing)
+                server_error_reply(reply, 400, "invalid_request_error", param, "invalid_request",
+                                   "tool_choice names '%.100s', which is not among the tools", q->forced_name);
+            else
+                server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+    }
+    const char *schema = q->force_call ? call_schema : q->json_schema;
+    s->json_constraint = bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
+    free(call_schema);
+    if (s->json_constraint && q->force_call && forced_call_frame(s, &error) != 0) {
+        bmoe_json_constraint_free(s->json_constraint);
+        s->json_constraint = NULL;
+    }
     if (!s->json_constraint) {
         if (error.status == BMOE_ERR_OUT_OF_MEMORY)
             server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
         else
-            server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
-                               "response_format: %s", error.message);
+            server_error_reply(reply, 400, "invalid_request_error", param, "invalid_request", "%s: %s", param,
+                               error.message);
         return -1;
     }
     return 0;
@@ -701,7 +792,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.n_stop_strings = q->n_stops;
     params.logprobs = q->logprobs;
     params.top_logprobs = q->top_logprobs;
-    if (q->json_answer) {
+    if (q->json_answer || q->force_call) {
         if (json_constraint_begin(s, q, reply) != 0) {
             free(tokens);
             return -1;

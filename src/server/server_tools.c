@@ -134,3 +134,63 @@ cJSON *server_tool_stream_end(bmoe_tool_split *split, const char *answer_id, con
     }
     return deltas;
 }
+
+char *server_forced_call_schema(const char *tools_json, const char *name, bool *missing)
+{
+    *missing = false;
+    cJSON *tools = cJSON_Parse(tools_json);
+    cJSON *alternatives = cJSON_CreateArray();
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, tools) {
+        const cJSON *function = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const cJSON *tool_name = cJSON_GetObjectItemCaseSensitive(function, "name");
+        const cJSON *parameters = cJSON_GetObjectItemCaseSensitive(function, "parameters");
+        if (!cJSON_IsString(tool_name) || (name && strcmp(name, tool_name->valuestring) != 0))
+            continue;
+        cJSON *call = cJSON_CreateObject();
+        bool typed = cJSON_AddStringToObject(call, "type", "object") != NULL;
+        cJSON *properties = cJSON_AddObjectToObject(call, "properties");
+        cJSON *name_schema = cJSON_AddObjectToObject(properties, "name");
+        cJSON *arguments = parameters ? cJSON_Duplicate(parameters, true) : cJSON_CreateObject();
+        if (!parameters)
+            cJSON_AddStringToObject(arguments, "type", "object");
+        static const char *const required[] = {"name", "arguments"};
+        cJSON *required_list = cJSON_CreateStringArray(required, 2);
+        bool made = typed && properties && name_schema && arguments && required_list &&
+                    cJSON_AddStringToObject(name_schema, "const", tool_name->valuestring) &&
+                    cJSON_AddItemToObject(properties, "arguments", arguments);
+        if (!made)
+            cJSON_Delete(arguments);
+        made = made && cJSON_AddItemToObject(call, "required", required_list);
+        if (!made)
+            cJSON_Delete(required_list);
+        if (!made || !cJSON_AddItemToArray(alternatives, call)) {
+            cJSON_Delete(call);
+            cJSON_Delete(alternatives);
+            cJSON_Delete(tools);
+            return NULL;
+        }
+    }
+    cJSON_Delete(tools);
+    int count = cJSON_GetArraySize(alternatives);
+    if (count == 0) {
+        *missing = alternatives != NULL;
+        cJSON_Delete(alternatives);
+        return NULL;
+    }
+    cJSON *schema = NULL;
+    if (count == 1) {
+        schema = cJSON_DetachItemFromArray(alternatives, 0);
+        cJSON_Delete(alternatives);
+    } else {
+        schema = cJSON_CreateObject();
+        if (!schema || !cJSON_AddItemToObject(schema, "anyOf", alternatives)) {
+            cJSON_Delete(schema);
+            cJSON_Delete(alternatives);
+            return NULL;
+        }
+    }
+    char *text = cJSON_PrintUnformatted(schema);
+    cJSON_Delete(schema);
+    return text;
+}

@@ -28,6 +28,11 @@ struct bmoe_json_constraint {
     json_matcher *matcher; /* the value written so far */
     json_matcher *trial;   /* a copy that tries one token */
     bool ended;            /* an end-of-generation token was taken */
+    /* the frame around the value (bmoe_json_constraint_frame): before's
+     * tokens come first, after's once the value is whole */
+    int32_t *before, *after;
+    int32_t n_before, n_after;
+    int32_t taken_before, taken_after; /* how many of each were taken */
     bmoe_token_constraint rule;
 };
 
@@ -127,6 +132,26 @@ static const char *piece_of(const bmoe_token_index *index, int32_t token, size_t
     return index->bytes + index->offsets[token];
 }
 
+/* Sentinel of forced_token: the value's own tokens may come. */
+#define NO_FORCED_TOKEN INT32_MIN
+
+/* The one token the frame allows now: before's next, or after's next once
+ * its first was taken; NO_FORCED_TOKEN in the value and at its end. */
+static int32_t forced_token(const bmoe_json_constraint *c)
+{
+    if (c->taken_before < c->n_before)
+        return c->before[c->taken_before];
+    if (c->taken_after > 0 && c->taken_after < c->n_after)
+        return c->after[c->taken_after];
+    return NO_FORCED_TOKEN;
+}
+
+/* Whether the frame is done with after's tokens (or has none) and the value is whole: the end may come. */
+static bool may_end(const bmoe_json_constraint *c)
+{
+    return c->taken_before == c->n_before && c->taken_after == c->n_after && json_matcher_complete(c->matcher);
+}
+
 static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
 {
     bmoe_json_constraint *c = user;
@@ -135,12 +160,27 @@ static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
         memset(allowed, 0, (size_t)(n_vocab > 0 ? n_vocab : 0));
         return 0;
     }
+    int32_t forced = forced_token(c);
+    if (forced != NO_FORCED_TOKEN) {
+        memset(allowed, 0, (size_t)n_vocab);
+        if (forced < 0 || forced >= n_vocab)
+            return 0;
+        allowed[forced] = 1;
+        return 1;
+    }
     int32_t count = 0;
-    if (json_matcher_can_continue(c->matcher))
+    bool in_value = c->taken_after == 0;
+    if (in_value && json_matcher_can_continue(c->matcher))
         count = json_matcher_allowed(c->matcher, index->vocab, allowed);
     else
         memset(allowed, 0, (size_t)n_vocab);
-    if (json_matcher_complete(c->matcher))
+    if (in_value && c->n_after > 0 && json_matcher_complete(c->matcher)) {
+        int32_t first = c->after[0];
+        if (first >= 0 && first < n_vocab && !allowed[first]) {
+            allowed[first] = 1;
+            count++;
+        }
+    } else if (json_matcher_complete(c->matcher))
         for (int32_t t = 0; t < n_vocab; t++)
             if (index->end_of_generation[t] && !allowed[t]) {
                 allowed[t] = 1;
@@ -155,8 +195,15 @@ static bool constraint_allows(void *user, int32_t token)
     const bmoe_token_index *index = c->index;
     if (c->ended || token < 0 || token >= index->n_vocab)
         return false;
+    int32_t forced = forced_token(c);
+    if (forced != NO_FORCED_TOKEN)
+        return token == forced;
+    if (c->taken_after == c->n_after && c->n_after > 0)
+        return index->end_of_generation[token];
+    if (c->n_after > 0 && token == c->after[0] && json_matcher_complete(c->matcher))
+        return true;
     if (index->end_of_generation[token])
-        return json_matcher_complete(c->matcher);
+        return may_end(c);
     size_t length;
     const char *piece = piece_of(index, token, &length);
     return length > 0 && json_matcher_copy(c->trial, c->matcher) && json_matcher_feed(c->trial, piece, length);
@@ -166,14 +213,26 @@ static void constraint_accept(void *user, int32_t token)
 {
     bmoe_json_constraint *c = user;
     const bmoe_token_index *index = c->index;
+    if (forced_token(c) != NO_FORCED_TOKEN) {
+        if (c->taken_before < c->n_before)
+            c->taken_before++;
+        else
+            c->taken_after++;
+        return;
+    }
     if (token < 0 || token >= index->n_vocab || index->end_of_generation[token]) {
         c->ended = true;
         return;
     }
     size_t length;
     const char *piece = piece_of(index, token, &length);
-    /* the generation takes only what allows or allowed said yes to */
-    if (!json_matcher_feed(c->matcher, piece, length))
+    /* the generation takes only what allows or allowed said yes to: the
+     * value's next bytes, or after's first token once it is whole */
+    if (c->taken_after == 0 && json_matcher_feed(c->matcher, piece, length))
+        return;
+    if (c->n_after > 0 && c->taken_after == 0 && token == c->after[0] && json_matcher_complete(c->matcher))
+        c->taken_after = 1;
+    else
         c->ended = true;
 }
 
@@ -183,6 +242,8 @@ void bmoe_json_constraint_free(bmoe_json_constraint *constraint)
         return;
     json_matcher_free(constraint->matcher);
     json_matcher_free(constraint->trial);
+    free(constraint->before);
+    free(constraint->after);
     json_grammar_free(constraint->grammar);
     free(constraint);
 }
@@ -226,6 +287,57 @@ void bmoe_json_constraint_reset(bmoe_json_constraint *constraint)
         return;
     json_matcher_reset(constraint->matcher);
     constraint->ended = false;
+    constraint->taken_before = 0;
+    constraint->taken_after = 0;
+}
+
+/* A copy of tokens[0..n) (NULL when n is 0); false when out of memory. */
+static bool copy_tokens(const int32_t *tokens, int32_t n, int32_t **out)
+{
+    *out = NULL;
+    if (n == 0)
+        return true;
+    *out = malloc((size_t)n * sizeof **out);
+    if (*out)
+        memcpy(*out, tokens, (size_t)n * sizeof **out);
+    return *out != NULL;
+}
+
+int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *before, int32_t n_before,
+                               const int32_t *after, int32_t n_after, bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    if (!constraint || n_before < 0 || n_after < 0 || (n_before > 0 && !before) || (n_after > 0 && !after)) {
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: a frame needs its tokens");
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return BMOE_ERR_INVALID_ARGUMENT;
+    }
+    int32_t n_vocab = constraint->index->n_vocab;
+    for (int32_t i = 0; i < n_before + n_after; i++) {
+        int32_t token = i < n_before ? before[i] : after[i - n_before];
+        if (token < 0 || token >= n_vocab) {
+            error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: frame token %d is not in the "
+                             "vocabulary of %d", token, n_vocab);
+            report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+            return BMOE_ERR_INVALID_ARGUMENT;
+        }
+    }
+    int32_t *before_copy, *after_copy;
+    if (!copy_tokens(before, n_before, &before_copy) || !copy_tokens(after, n_after, &after_copy)) {
+        free(before_copy);
+        error_set_status(&err, BMOE_ERR_OUT_OF_MEMORY, "structured output: out of memory for a frame");
+        report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        return BMOE_ERR_OUT_OF_MEMORY;
+    }
+    free(constraint->before);
+    free(constraint->after);
+    constraint->before = before_copy;
+    constraint->after = after_copy;
+    constraint->n_before = n_before;
+    constraint->n_after = n_after;
+    bmoe_json_constraint_reset(constraint);
+    return 0;
 }
 
 bool bmoe_json_constraint_complete(const bmoe_json_constraint *constraint)

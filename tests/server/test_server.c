@@ -419,6 +419,9 @@ static void test_effort(void)
               with_tools ? with_tools : "(none)");
     free(streamed);
     free(with_tools);
+    /* harmony calls are not one JSON object: a call is not forced there */
+    check_refused(server.port, "/v1/chat/completions", GPT_OSS_ASK GPT_OSS_TOOLS ",\"tool_choice\":\"required\"}", 400,
+                  "tool_choice", "a forced call on gpt-oss");
 #undef GPT_OSS_TOOLS
 #undef GPT_OSS_ASK
     free(high);
@@ -756,8 +759,12 @@ static void test_tools(int port)
     static const struct {
         const char *body, *param;
     } refused[] = {
-        {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":\"required\"}", "tool_choice"},
         {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice"},
+        {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+         "\"get_time\"}}}",
+         "tool_choice"},
+        {"{\"messages\":[" ASK "],\"tool_choice\":\"required\"}", "tool_choice"},
+        {"{\"messages\":[" ASK "]," TOOLS ",\"tool_choice\":\"always\"}", "tool_choice"},
         {"{\"messages\":[" ASK "],\"tools\":{}}", "tools"},
         {"{\"messages\":[" ASK "],\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools"},
         {"{\"messages\":[" ASK ",{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\","
@@ -857,6 +864,70 @@ static void test_structured(int port)
 }
 #undef JSON_ANSWER
 #undef SCHEMA
+
+/* The one call of a forced answer: its name (malloc'ed) and arguments'
+ * object, and the finish reason "tool_calls"; NULL when the answer is not
+ * exactly one call. */
+static char *forced_call(int port, const char *body, cJSON **arguments)
+{
+    test_response response;
+    char *name = NULL;
+    *arguments = NULL;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "%s: %d %s", body, response.status, response.body);
+        cJSON *root = body_json(&response);
+        const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+        const cJSON *calls =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "message"), "tool_calls");
+        const cJSON *function = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(calls, 0), "function");
+        const cJSON *called = cJSON_GetObjectItemCaseSensitive(function, "name");
+        const cJSON *written = cJSON_GetObjectItemCaseSensitive(function, "arguments");
+        const cJSON *finish = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+        CHECK_MSG(cJSON_GetArraySize(calls) == 1 && cJSON_IsString(called) && cJSON_IsString(written) &&
+                      cJSON_IsString(finish) && strcmp(finish->valuestring, "tool_calls") == 0,
+                  "not one call: %s", response.body);
+        if (cJSON_IsString(called) && cJSON_IsString(written)) {
+            name = strdup(called->valuestring);
+            *arguments = cJSON_Parse(written->valuestring);
+        }
+        cJSON_Delete(root);
+    }
+    free(response.raw);
+    return name;
+}
+
+/* tool_choice "required" or a named function: the answer is one call of a
+ * tool, its arguments meeting the tool's parameters, though this model
+ * never writes a call by itself (test_tools). */
+static void test_forced_calls(int port)
+{
+#define TWO_TOOLS "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":" \
+                  "{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Rome\"]}}," \
+                  "\"required\":[\"city\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\"," \
+                  "\"parameters\":{\"type\":\"object\",\"properties\":{\"utc\":{\"type\":\"boolean\"}}," \
+                  "\"required\":[\"utc\"]}}}]"
+    cJSON *arguments = NULL;
+    char *name = forced_call(port, "{\"messages\":[" ASK "],\"max_tokens\":400," TWO_TOOLS ",\"tool_choice\":"
+                             "\"required\"}", &arguments);
+    bool weather = name && strcmp(name, "get_weather") == 0, time = name && strcmp(name, "get_time") == 0;
+    const cJSON *city = cJSON_GetObjectItemCaseSensitive(arguments, "city");
+    const cJSON *utc = cJSON_GetObjectItemCaseSensitive(arguments, "utc");
+    CHECK_MSG(cJSON_IsObject(arguments) && cJSON_GetArraySize(arguments) == 1 &&
+                  ((weather && cJSON_IsString(city) &&
+                    (!strcmp(city->valuestring, "Paris") || !strcmp(city->valuestring, "Rome"))) ||
+                   (time && cJSON_IsBool(utc))),
+              "required: %s does not meet its tool's parameters", name ? name : "(no call)");
+    free(name);
+    cJSON_Delete(arguments);
+    name = forced_call(port, "{\"messages\":[" ASK "],\"max_tokens\":400," TWO_TOOLS ",\"tool_choice\":"
+                       "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}}", &arguments);
+    utc = cJSON_GetObjectItemCaseSensitive(arguments, "utc");
+    CHECK_MSG(name && strcmp(name, "get_time") == 0 && cJSON_IsBool(utc) && cJSON_GetArraySize(arguments) == 1,
+              "named: %s", name ? name : "(no call)");
+    free(name);
+    cJSON_Delete(arguments);
+#undef TWO_TOOLS
+}
 
 static void test_refusals(int port)
 {
@@ -1070,6 +1141,7 @@ int main(void)
     test_logprobs(server.port);
     test_tools(server.port);
     test_structured(server.port);
+    test_forced_calls(server.port);
     test_refusals(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);

@@ -204,9 +204,35 @@ static void check_streams(void)
     }
 }
 
+/* The forced call's schema: each tool's name as a const beside its
+ * parameters (an object of any keys without them), anyOf for several, the
+ * one named alone, NULL with missing for a name not among them. */
+static void check_forced_schema(void)
+{
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"type\":\"integer\"}}}}},{\"type\":\"function\",\"function\":{\"name\":\"b\"}}]";
+    static const char call_a[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"a\"},\"arguments\":"
+                                 "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}},"
+                                 "\"required\":[\"name\",\"arguments\"]}";
+    static const char call_b[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"b\"},\"arguments\":"
+                                 "{\"type\":\"object\"}},\"required\":[\"name\",\"arguments\"]}";
+    bool missing = true;
+    char *named = server_forced_call_schema(tools, "b", &missing);
+    CHECK_MSG(named && !missing && strcmp(named, call_b) == 0, "named: %s", named ? named : "(none)");
+    char *any = server_forced_call_schema(tools, NULL, &missing);
+    char expected[1024];
+    snprintf(expected, sizeof expected, "{\"anyOf\":[%s,%s]}", call_a, call_b);
+    CHECK_MSG(any && !missing && strcmp(any, expected) == 0, "any: %s", any ? any : "(none)");
+    CHECK(server_forced_call_schema(tools, "c", &missing) == NULL && missing);
+    free(named);
+    free(any);
+}
+
 int main(void)
 {
     check_messages();
     check_streams();
+    check_forced_schema();
     return test_finish();
 }

@@ -157,6 +157,31 @@ int main(void)
                   sampled_drafted.text, sampled.text);
         CHECK_MSG(strcmp(sampled.text, greedy.text) != 0, "sampling wrote the greedy answer: %s", sampled.text);
 
+        /* a frame: its tokens before the value, after it, then the end */
+        static const char open_text[] = "<tool_call>\n", close_text[] = "\n</tool_call>";
+        int32_t before[16], after[16];
+        int32_t n_before = bmoe_tokenize(model, open_text, sizeof open_text - 1, false, true, before, 16, &error);
+        int32_t n_after = bmoe_tokenize(model, close_text, sizeof close_text - 1, false, true, after, 16, &error);
+        CHECK(n_before > 0 && n_before <= 16 && n_after > 0 && n_after <= 16);
+        int32_t bad = bmoe_model_n_vocab(model);
+        CHECK(bmoe_json_constraint_frame(constraint, &bad, 1, NULL, 0, &error) == BMOE_ERR_INVALID_ARGUMENT);
+        CHECK(bmoe_json_constraint_frame(constraint, before, n_before, after, n_after, &error) == 0);
+        answer framed;
+        generate(model, constraint, 1.0f, false, &framed);
+        size_t open_length = sizeof open_text - 1, close_length = sizeof close_text - 1;
+        CHECK_MSG(framed.stop == BMOE_STOP_END_OF_GENERATION && framed.length > open_length + close_length &&
+                      memcmp(framed.text, open_text, open_length) == 0 &&
+                      memcmp(framed.text + framed.length - close_length, close_text, close_length) == 0,
+                  "framed: %s", framed.text);
+        answer inner = framed;
+        if (framed.length > open_length + close_length) {
+            inner.length = framed.length - open_length - close_length;
+            memmove(inner.text, framed.text + open_length, inner.length);
+            inner.text[inner.length] = '\0';
+            check_bounded(&inner, "framed");
+        }
+        CHECK(bmoe_json_constraint_frame(constraint, NULL, 0, NULL, 0, &error) == 0);
+
         /* json_object: an object from the first byte, and only that */
         bmoe_json_constraint *object = bmoe_json_constraint_create(index, NULL, 0, &error);
         CHECK_MSG(object != NULL, "json_object: %s", error.message);

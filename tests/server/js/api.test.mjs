@@ -141,7 +141,14 @@ test('tools: a request with tools and a history holding a call and its answer', 
   assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens + 10, 'the call and its answer did not reach the prompt');
   // this random model writes no call: the text comes back as content
   assert.equal(typeof second.choices[0].message.content, 'string');
-  const error = await rejection(client.chat.completions.create({ ...hello, tools, tool_choice: 'required' }));
+  // a forced call: the answer is one call of the tool, whatever the model would write
+  const forced = await client.chat.completions.create({ ...hello, max_tokens: 400, tools, tool_choice: 'required' });
+  assert.equal(forced.choices[0].finish_reason, 'tool_calls');
+  const [call] = forced.choices[0].message.tool_calls;
+  assert.equal(call.function.name, 'get_weather');
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(typeof args === 'object' && Object.keys(args).every((key) => key === 'city'), call.function.arguments);
+  const error = await rejection(client.chat.completions.create({ ...hello, tool_choice: 'required' }));
   assert.ok(error instanceof OpenAI.BadRequestError, `${error}`);
   assert.equal(error.param, 'tool_choice');
 });
