@@ -773,6 +773,14 @@ BMOE_API bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_inde
  * Copies both; before the first token only. 0, or a negative bmoe_status. */
 BMOE_API int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *before, int32_t n_before,
                                         const int32_t *after, int32_t n_after, bmoe_error *error);
+/* Leaves the text free until its last tokens are trigger[0..n_trigger)
+ * (the end of a reasoning span: bmoe_reasoning_answer_start), and holds it
+ * to the frame and the value from there on; an end of generation before
+ * the trigger ends the text without a value. n_trigger 0: held from the
+ * first token (the default). Copies the trigger; before the first token
+ * only. 0, or a negative bmoe_status. */
+BMOE_API int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *trigger, int32_t n_trigger,
+                                        bmoe_error *error);
 /* What bmoe_generation_params.constraint takes (valid while the constraint lives). */
 BMOE_API const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint);
 BMOE_API void bmoe_json_constraint_reset(bmoe_json_constraint *constraint);
@@ -985,6 +993,12 @@ typedef struct bmoe_reasoning_delta {
     size_t text_length;
     bool reset;
 } bmoe_reasoning_delta;
+/* Where a reasoning model's answer begins: after the text *after (the
+ * span's closing marker, harmony's final-channel header) and the spacing
+ * its templates put before the answer (*spacing, may be ""). False for
+ * BMOE_REASONING_NONE. What bmoe_json_constraint_after waits for. */
+BMOE_API bool bmoe_reasoning_answer_start(enum bmoe_reasoning_format format, const char **after,
+                                          const char **spacing);
 /* prompt (may be NULL) is the text the generation continues: where it ends
  * (inside an open reasoning span, past a closed one, in a harmony message
  * header) is where the parser starts. */

@@ -50,6 +50,27 @@ static const char *const harmony_markers[H_COUNT] = {
     "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>",
 };
 
+static const char think_close[] = "</think>", channel_close[] = "<channel|>";
+
+bool bmoe_reasoning_answer_start(enum bmoe_reasoning_format format, const char **after, const char **spacing)
+{
+    switch (format) {
+    case BMOE_REASONING_THINK: /* the templates write the answer two newlines after the span */
+        *after = think_close;
+        *spacing = "\n\n";
+        return true;
+    case BMOE_REASONING_CHANNEL:
+        *after = channel_close;
+        *spacing = "";
+        return true;
+    case BMOE_REASONING_HARMONY:
+        *after = "<|channel|>final<|message|>";
+        *spacing = "";
+        return true;
+    default: return false;
+    }
+}
+
 struct bmoe_reasoning {
     enum bmoe_reasoning_format format;
     const char *open, *close; /* span markers */
@@ -533,10 +554,10 @@ bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const c
     r->format = format;
     if (format == BMOE_REASONING_THINK) {
         r->open = "<think>";
-        r->close = "</think>";
+        r->close = think_close;
     } else if (format == BMOE_REASONING_CHANNEL) {
         r->open = "<|channel>";
-        r->close = "<channel|>";
+        r->close = channel_close;
         r->named = true;
     }
     if (r->open) {

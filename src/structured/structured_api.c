@@ -33,6 +33,11 @@ struct bmoe_json_constraint {
     int32_t *before, *after;
     int32_t n_before, n_after;
     int32_t taken_before, taken_after; /* how many of each were taken */
+    /* bmoe_json_constraint_after: the text is free until its last tokens
+     * are the trigger's (recent holds the last n_trigger taken) */
+    int32_t *trigger, *recent;
+    int32_t n_trigger, n_recent;
+    bool held;             /* the trigger came (or there is none): the frame and value hold */
     bmoe_token_constraint rule;
 };
 
@@ -160,6 +165,10 @@ static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
         memset(allowed, 0, (size_t)(n_vocab > 0 ? n_vocab : 0));
         return 0;
     }
+    if (!c->held) {
+        memset(allowed, 1, (size_t)n_vocab);
+        return n_vocab;
+    }
     int32_t forced = forced_token(c);
     if (forced != NO_FORCED_TOKEN) {
         memset(allowed, 0, (size_t)n_vocab);
@@ -195,6 +204,8 @@ static bool constraint_allows(void *user, int32_t token)
     const bmoe_token_index *index = c->index;
     if (c->ended || token < 0 || token >= index->n_vocab)
         return false;
+    if (!c->held)
+        return true;
     int32_t forced = forced_token(c);
     if (forced != NO_FORCED_TOKEN)
         return token == forced;
@@ -209,10 +220,31 @@ static bool constraint_allows(void *user, int32_t token)
     return length > 0 && json_matcher_copy(c->trial, c->matcher) && json_matcher_feed(c->trial, piece, length);
 }
 
+/* Free text before the trigger: an end of generation ends it, the
+ * trigger's last token after the rest of it starts the hold. */
+static void wait_for_trigger(bmoe_json_constraint *c, int32_t token)
+{
+    if (token < 0 || token >= c->index->n_vocab || c->index->end_of_generation[token]) {
+        c->ended = true;
+        return;
+    }
+    if (c->n_recent == c->n_trigger) {
+        memmove(c->recent, c->recent + 1, (size_t)(c->n_trigger - 1) * sizeof *c->recent);
+        c->n_recent--;
+    }
+    c->recent[c->n_recent++] = token;
+    c->held = c->n_recent == c->n_trigger &&
+              memcmp(c->recent, c->trigger, (size_t)c->n_trigger * sizeof *c->trigger) == 0;
+}
+
 static void constraint_accept(void *user, int32_t token)
 {
     bmoe_json_constraint *c = user;
     const bmoe_token_index *index = c->index;
+    if (!c->held) {
+        wait_for_trigger(c, token);
+        return;
+    }
     if (forced_token(c) != NO_FORCED_TOKEN) {
         if (c->taken_before < c->n_before)
             c->taken_before++;
@@ -244,6 +276,8 @@ void bmoe_json_constraint_free(bmoe_json_constraint *constraint)
     json_matcher_free(constraint->trial);
     free(constraint->before);
     free(constraint->after);
+    free(constraint->trigger);
+    free(constraint->recent);
     json_grammar_free(constraint->grammar);
     free(constraint);
 }
@@ -273,6 +307,7 @@ bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index,
         return report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     }
     c->rule = (bmoe_token_constraint){constraint_allowed, constraint_allows, constraint_accept, c};
+    c->held = true;
     return c;
 }
 
@@ -289,6 +324,8 @@ void bmoe_json_constraint_reset(bmoe_json_constraint *constraint)
     constraint->ended = false;
     constraint->taken_before = 0;
     constraint->taken_after = 0;
+    constraint->n_recent = 0;
+    constraint->held = constraint->n_trigger == 0;
 }
 
 /* A copy of tokens[0..n) (NULL when n is 0); false when out of memory. */
@@ -303,6 +340,18 @@ static bool copy_tokens(const int32_t *tokens, int32_t n, int32_t **out)
     return *out != NULL;
 }
 
+/* Whether tokens[0..n) are all the vocabulary's (else err says which is not). */
+static bool in_vocabulary(const bmoe_json_constraint *c, const int32_t *tokens, int32_t n, bmoe_error *err)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->index->n_vocab) {
+            error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "structured output: token %d is not in the "
+                             "vocabulary of %d", tokens[i], c->index->n_vocab);
+            return false;
+        }
+    return true;
+}
+
 int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *before, int32_t n_before,
                                const int32_t *after, int32_t n_after, bmoe_error *error)
 {
@@ -313,15 +362,9 @@ int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *
         report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
         return BMOE_ERR_INVALID_ARGUMENT;
     }
-    int32_t n_vocab = constraint->index->n_vocab;
-    for (int32_t i = 0; i < n_before + n_after; i++) {
-        int32_t token = i < n_before ? before[i] : after[i - n_before];
-        if (token < 0 || token >= n_vocab) {
-            error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: frame token %d is not in the "
-                             "vocabulary of %d", token, n_vocab);
-            report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
-            return BMOE_ERR_INVALID_ARGUMENT;
-        }
+    if (!in_vocabulary(constraint, before, n_before, &err) || !in_vocabulary(constraint, after, n_after, &err)) {
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return BMOE_ERR_INVALID_ARGUMENT;
     }
     int32_t *before_copy, *after_copy;
     if (!copy_tokens(before, n_before, &before_copy) || !copy_tokens(after, n_after, &after_copy)) {
@@ -343,4 +386,32 @@ int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *
 bool bmoe_json_constraint_complete(const bmoe_json_constraint *constraint)
 {
     return constraint && json_matcher_complete(constraint->matcher);
+}
+
+int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *trigger, int32_t n_trigger,
+                               bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    if (!constraint || n_trigger < 0 || (n_trigger > 0 && !trigger) ||
+        !in_vocabulary(constraint, trigger, n_trigger, &err)) {
+        if (!err.message[0])
+            error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: a trigger needs its tokens");
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return BMOE_ERR_INVALID_ARGUMENT;
+    }
+    int32_t *copy, *recent = NULL;
+    if (!copy_tokens(trigger, n_trigger, &copy) || (n_trigger > 0 && !copy_tokens(trigger, n_trigger, &recent))) {
+        free(copy);
+        error_set_status(&err, BMOE_ERR_OUT_OF_MEMORY, "structured output: out of memory for a trigger");
+        report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
+        return BMOE_ERR_OUT_OF_MEMORY;
+    }
+    free(constraint->trigger);
+    free(constraint->recent);
+    constraint->trigger = copy;
+    constraint->recent = recent;
+    constraint->n_trigger = n_trigger;
+    bmoe_json_constraint_reset(constraint);
+    return 0;
 }

@@ -4,8 +4,8 @@
  * drafting (the same bytes); a reset constraint writes the same again; any
  * JSON object in json_object mode; schemas bmoe cannot hold to are refused
  * with the keyword named. The model is the tiny Qwen3 MoE of the oracle
- * (random weights over Qwen's real vocabulary): whatever it would write,
- * the constraint decides what it may. */
+ * (random weights over a byte-level vocabulary of 501 tokens): whatever it
+ * would write, the constraint decides what it may. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,6 +181,32 @@ int main(void)
             check_bounded(&inner, "framed");
         }
         CHECK(bmoe_json_constraint_frame(constraint, NULL, 0, NULL, 0, &error) == 0);
+
+        /* a trigger: free text until its tokens come in a row, then the value */
+        int32_t trigger[2], brace, word, other;
+        CHECK(bmoe_tokenize(model, "a", 1, false, false, &trigger[0], 1, &error) == 1 &&
+              bmoe_tokenize(model, "b", 1, false, false, &trigger[1], 1, &error) == 1 &&
+              bmoe_tokenize(model, "{", 1, false, false, &brace, 1, &error) == 1 &&
+              bmoe_tokenize(model, "h", 1, false, false, &word, 1, &error) == 1 &&
+              bmoe_tokenize(model, "w", 1, false, false, &other, 1, &error) == 1);
+        CHECK(bmoe_json_constraint_after(constraint, trigger, 2, &error) == 0);
+        const bmoe_token_constraint *rule = bmoe_json_constraint_rule(constraint);
+        int32_t n_vocab = bmoe_model_n_vocab(model);
+        uint8_t *allowed = malloc((size_t)n_vocab);
+        if (allowed) {
+            CHECK(rule->allowed(rule->user, allowed, n_vocab) == n_vocab && rule->allows(rule->user, word));
+            int32_t free_text[] = {word, trigger[0], other, trigger[1], trigger[0]};
+            for (int i = 0; i < 5; i++)
+                rule->accept(rule->user, free_text[i]); /* the trigger's tokens, but not in a row */
+            CHECK(rule->allows(rule->user, word) && rule->allowed(rule->user, allowed, n_vocab) == n_vocab);
+            rule->accept(rule->user, trigger[1]);
+            int32_t count = rule->allowed(rule->user, allowed, n_vocab);
+            CHECK_MSG(count > 0 && count < 50 && allowed[brace] && !allowed[word] && rule->allows(rule->user, brace) &&
+                          !rule->allows(rule->user, word),
+                      "after the trigger: %d allowed", count);
+            free(allowed);
+        }
+        CHECK(bmoe_json_constraint_after(constraint, NULL, 0, &error) == 0);
 
         /* json_object: an object from the first byte, and only that */
         bmoe_json_constraint *object = bmoe_json_constraint_create(index, NULL, 0, &error);
