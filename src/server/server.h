@@ -110,14 +110,29 @@ typedef struct server_reply {
     const char *retry_after;    /* a Retry-After value, or NULL */
     const char *allow;          /* an Allow value (405), or NULL */
     struct MHD_Response *stream;
-    const char *content_type;   /* NULL: application/json */
+    const char *content_type;   /* NULL: application/json (a stream: text/event-stream) */
 } server_reply;
 
 #define SERVER_MAX_STOPS 4
+#define SERVER_MAX_MESSAGES 4096
+
+/* The endpoints that generate: each answers in its own API's shapes. */
+enum server_endpoint {
+    SERVER_CHAT_COMPLETIONS, /* OpenAI's /v1/chat/completions */
+    SERVER_COMPLETIONS,      /* OpenAI's /v1/completions */
+    SERVER_OLLAMA_CHAT,      /* Ollama's /api/chat: a message, or NDJSON lines of its pieces */
+    SERVER_OLLAMA_GENERATE,  /* Ollama's /api/generate: a response, or NDJSON lines of its pieces */
+};
+
+static inline bool server_endpoint_ollama(enum server_endpoint endpoint)
+{
+    return endpoint == SERVER_OLLAMA_CHAT || endpoint == SERVER_OLLAMA_GENERATE;
+}
 
 /* What one request asks for. */
 typedef struct completion_request {
-    bool chat;
+    enum server_endpoint endpoint;
+    bool chat;                    /* messages rendered by the template (Ollama's generate too, unless raw) */
     bool stream;
     bmoe_chat_message *messages;
     int32_t n_messages;
@@ -140,7 +155,41 @@ typedef struct completion_request {
     bool force_call;              /* tool_choice "required" or a named function: the answer is one call */
     const char *forced_name;      /* the named function (the body's); NULL: any of the tools */
     char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
+    int32_t n_ctx;                /* Ollama's num_ctx: a context smaller than the server's; 0: the server's */
+    int64_t received_ns;          /* Ollama's total_duration counts from here (CLOCK_MONOTONIC) */
 } completion_request;
+
+/* The server's defaults for what a request may set (the sampling, the
+ * answer's length, thinking and its effort). */
+void server_request_defaults(const server *s, completion_request *q);
+/* A sampling field (temperature, top_p, min_p, top_k, seed, stop, the
+ * presence, frequency and repeat penalties, repeat_last_n: OpenAI's body
+ * and Ollama's options name them alike) read into q; name is the field as
+ * the client wrote it, for the refusal ("options.top_k"). 1: read, 0: not
+ * a sampling field, -1: refused with the reply filled. */
+int server_read_sampling(const struct cJSON *field, const char *name, completion_request *q, server_reply *reply);
+/* A messages list: a list (non-empty unless may_be_empty) of at most
+ * SERVER_MAX_MESSAGES, q->messages and *owned (slots per message)
+ * allocated for it. Returns its count, or -1 with the reply filled. */
+int server_messages_begin(const struct cJSON *list, bool may_be_empty, int slots, completion_request *q,
+                          char ***owned, server_reply *reply);
+/* A message's role (the body's string): system, user, assistant or tool.
+ * 0, or -1 with the reply filled (400 naming param). */
+int server_message_role(const struct cJSON *message, const char *param, const char **role, server_reply *reply);
+/* tools: OpenAI's list of {"type": "function", "function": {"name", ...}}
+ * (Ollama's is the same), kept as JSON text in q->tools_json. 0, or -1
+ * with the reply filled. */
+int server_read_tools(const struct cJSON *field, completion_request *q, server_reply *reply);
+/* An assistant message's tool calls in the history ({"function": {"name",
+ * "arguments"}}, the arguments an object or JSON text of one) as JSON text
+ * for the template (*json, cJSON's allocation); param names the field in
+ * a refusal. 0, or -1 with the reply filled. */
+int server_read_message_calls(const struct cJSON *calls, const char *param, char **json, server_reply *reply);
+/* Whether a request's "model" names the one model served. */
+bool server_names_model(const server *s, const char *name);
+/* The body as one JSON value: UTF-8 text, nested at most so deep, nothing
+ * after the value. NULL with the reply filled (400). */
+struct cJSON *server_parse_body(const char *body, size_t length, server_reply *reply);
 
 /* Whether the answer's tool calls are read (server_tools.c): a chat with
  * tools, tool_choice not "none", a model whose template teaches a format. */
@@ -182,15 +231,23 @@ int server_logprobs_add(struct cJSON *logprobs, const server *s, const bmoe_step
 void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
                         const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
 
-/* POST /v1/chat/completions (chat true) and /v1/completions: the reply to
- * a body (NUL-terminated at length) that arrived on socket fd. */
-void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply);
+/* POST /v1/chat/completions, /v1/completions, /api/chat and /api/generate
+ * (endpoint): the reply to a body (NUL-terminated at length) that arrived
+ * on socket fd. */
+void server_completion(server *s, const char *body, size_t length, enum server_endpoint endpoint, int fd,
+                       server_reply *reply);
 
 /* The prompt tokenized and checked against the context, the generation
  * started (its prefill run) and the reasoning split made, in the caller's
  * turn. 0, or -1 with the reply filled. */
 int server_generation_begin(server *s, const completion_request *q, const char *text, size_t text_length,
                             bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply);
+/* Runs a begun generation to its end in the caller's turn: every token
+ * through the reasoning split, into logprobs (when not NULL) and to the
+ * listeners of /api/events. 0 with *last the final step, or -1 with the
+ * reply filled (the generation and the split stay the caller's). */
+int server_generation_run(server *s, const completion_request *q, bmoe_generation *g, bmoe_reasoning *reasoning,
+                          struct cJSON *logprobs, bmoe_step *last, server_reply *reply);
 /* "stop", "length" or "cancelled". */
 const char *server_finish_reason(enum bmoe_stop_reason stop);
 /* The run's figures as the "bmoe" object of root. */
@@ -199,6 +256,38 @@ void server_add_figures(struct cJSON *root, const bmoe_generation *g, const serv
  * when it ends (or the reply is an error and the turn is released). */
 void server_stream_begin(server *s, const completion_request *q, const char *text, size_t text_length,
                          bool prefill, server_reply *reply);
+
+/* Ollama's API (server_ollama.c). The request's fields read into q (the
+ * defaults set first); 0, -1 with the reply filled (a refusal), or 1 with
+ * the reply filled with the answer already (no prompt: Ollama's "load"). */
+int server_ollama_read(const server *s, const struct cJSON *root, enum server_endpoint endpoint,
+                       completion_request *q, char ***owned, server_reply *reply);
+/* One piece of an answer in endpoint's shape, "done": false (NULL: out of
+ * memory): a message of text and thinking (either may be empty), or a
+ * response. */
+struct cJSON *server_ollama_piece(const server *s, enum server_endpoint endpoint, const char *text,
+                                  size_t text_length, const char *thinking, size_t thinking_length);
+/* Makes piece the last: "done": true, the done_reason finish says, the
+ * token counts and the durations (nanoseconds). */
+void server_ollama_end(struct cJSON *piece, const bmoe_generation *g, const char *finish, int64_t received_ns);
+/* Ollama's tool_calls from OpenAI's: {"function": {"name", "arguments"}}
+ * with the arguments as an object (as JSON text when the model wrote no
+ * object). NULL: out of memory. */
+struct cJSON *server_ollama_calls(const struct cJSON *calls);
+/* stream: false. The whole answer in the caller's turn. */
+void server_ollama_answer(server *s, const completion_request *q, const char *text, size_t text_length,
+                          bool prefill, server_reply *reply);
+/* An error reply (an OpenAI-shaped body) made Ollama's {"error": message}. */
+void server_ollama_error(server_reply *reply);
+/* GET /api/tags (running false) and /api/ps (true): the one model. */
+void server_ollama_models(server *s, bool running, server_reply *reply);
+/* POST /api/show {"model"}: the model's details, template and capabilities. */
+void server_ollama_show(server *s, const char *body, size_t length, server_reply *reply);
+/* GET /api/version. */
+void server_ollama_version(server_reply *reply);
+
+/* reply holds json (consumed; NULL: out of memory, a 500) with status. */
+void server_json_reply(server_reply *reply, unsigned status, struct cJSON *json);
 
 /* A token's figures as the "bmoe" object of parent. */
 void server_step_figures(struct cJSON *parent, const bmoe_step *step);

@@ -13,7 +13,6 @@
 
 #include "server.h"
 
-#define SERVER_MAX_MESSAGES 4096
 /* A request's own shape nests 5 deep (body, messages, a message, its
  * parts, a part), tool schemas and call arguments deeper (JSON Schema
  * nests a level or two per property): a deeper body is refused before
@@ -91,11 +90,10 @@ static int message_content(const cJSON *content, const char *param, char **joine
     return 0;
 }
 
-/* An assistant message's tool_calls (*json, cJSON's allocation): OpenAI's
- * list of {"id", "type": "function", "function": {"name", "arguments"}},
- * the arguments an object or JSON text of one (the library hands the
- * template the object). */
-static int history_calls(const cJSON *calls, const char *param, char **json, server_reply *reply)
+/* OpenAI's list of {"id", "type": "function", "function": {"name",
+ * "arguments"}} (Ollama's has no id and type); the library hands the
+ * template the arguments as an object. */
+int server_read_message_calls(const cJSON *calls, const char *param, char **json, server_reply *reply)
 {
     if (!cJSON_IsArray(calls))
         BAD(param, "%s must be a list", param);
@@ -120,22 +118,44 @@ static int history_calls(const cJSON *calls, const char *param, char **json, ser
     return 0;
 }
 
-static int read_messages(const cJSON *list, completion_request *q, char ***owned, server_reply *reply)
+int server_messages_begin(const cJSON *list, bool may_be_empty, int slots, completion_request *q, char ***owned,
+                          server_reply *reply)
 {
     int count = cJSON_GetArraySize(list);
-    if (!cJSON_IsArray(list) || count == 0)
-        BAD("messages", "messages must be a non-empty list");
+    if (!cJSON_IsArray(list) || (count == 0 && !may_be_empty))
+        BAD("messages", "messages must be a %slist", may_be_empty ? "" : "non-empty ");
     if (count > SERVER_MAX_MESSAGES)
         BAD("messages", "at most %d messages", SERVER_MAX_MESSAGES);
+    if (count == 0)
+        return 0;
     q->messages = calloc((size_t)count, sizeof *q->messages);
-    /* per message: its joined content parts, then its tool calls' JSON */
-    *owned = calloc(2 * (size_t)count, sizeof **owned);
+    *owned = calloc((size_t)slots * (size_t)count, sizeof **owned);
     if (*owned)
-        q->n_owned = 2 * count;
+        q->n_owned = slots * count;
     if (!q->messages || !*owned) {
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
         return -1;
     }
+    return count;
+}
+
+int server_message_role(const cJSON *message, const char *param, const char **role, server_reply *reply)
+{
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(message, "role");
+    if (!cJSON_IsString(field) ||
+        (strcmp(field->valuestring, "system") && strcmp(field->valuestring, "user") &&
+         strcmp(field->valuestring, "assistant") && strcmp(field->valuestring, "tool")))
+        BAD(param, "%s.role must be system, user, assistant or tool", param);
+    *role = field->valuestring;
+    return 0;
+}
+
+static int read_messages(const cJSON *list, completion_request *q, char ***owned, server_reply *reply)
+{
+    /* per message: its joined content parts, then its tool calls' JSON */
+    int count = server_messages_begin(list, false, 2, q, owned, reply);
+    if (count < 0)
+        return -1;
     int i = 0;
     const cJSON *message;
     cJSON_ArrayForEach(message, list) {
@@ -150,13 +170,9 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
                 strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id") && strcmp(key, "tool_calls"))
                 BAD(param, "%s.%s is not supported", param, key);
         }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(message, "role");
-        if (!cJSON_IsString(role) ||
-            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-             strcmp(role->valuestring, "assistant") && strcmp(role->valuestring, "tool")))
-            BAD(param, "%s.role must be system, user, assistant or tool", param);
         bmoe_chat_message *m = &q->messages[i];
-        m->role = role->valuestring;
+        if (server_message_role(message, param, &m->role, reply) != 0)
+            return -1;
         snprintf(param, sizeof param, "messages[%d].content", i);
         if (message_content(cJSON_GetObjectItemCaseSensitive(message, "content"), param, &(*owned)[i], &m->content,
                             &m->content_length, reply) != 0)
@@ -181,7 +197,7 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
             snprintf(param, sizeof param, "messages[%d].tool_calls", i);
             if (strcmp(m->role, "assistant") != 0)
                 BAD(param, "%s: only an assistant message makes tool calls", param);
-            if (history_calls(calls, param, &(*owned)[count + i], reply) != 0)
+            if (server_read_message_calls(calls, param, &(*owned)[count + i], reply) != 0)
                 return -1;
             m->tool_calls_json = (*owned)[count + i];
         }
@@ -190,10 +206,9 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
     return 0;
 }
 
-/* Whether a request's "model" names the one model served: its id, its
- * file's name, or that name without ".gguf" (what a user types having seen
- * the file). */
-static bool names_served_model(const server *s, const char *name)
+/* Its id, its file's name, or that name without ".gguf" (what a user types
+ * having seen the file). */
+bool server_names_model(const server *s, const char *name)
 {
     if (strcmp(name, s->model_id) == 0 || strcmp(name, s->model_file) == 0)
         return true;
@@ -218,9 +233,8 @@ static int read_effort(const cJSON *field, const char *param, const char *prefix
     return 0;
 }
 
-/* tools: OpenAI's list of {"type": "function", "function": {"name", ...}},
- * passed to the template as JSON text (q->tools_json, cJSON's allocation). */
-static int read_tools(const cJSON *field, completion_request *q, server_reply *reply)
+/* Passed to the template as the JSON text (cJSON's allocation). */
+int server_read_tools(const cJSON *field, completion_request *q, server_reply *reply)
 {
     if (!cJSON_IsArray(field))
         BAD("tools", "tools must be a list");
@@ -340,23 +354,95 @@ static int read_template_kwargs(const cJSON *kwargs, completion_request *q, serv
     return 0;
 }
 
+void server_request_defaults(const server *s, completion_request *q)
+{
+    q->n_predict = s->config->n_predict;
+    q->sampler = s->config->sampler;
+    q->think = !s->config->no_think;
+    q->reasoning_effort = s->config->reasoning_effort;
+}
+
+int server_read_sampling(const cJSON *field, const char *name, completion_request *q, server_reply *reply)
+{
+    static const char *const names[] = {"temperature",      "top_p",             "min_p",          "top_k",
+                                        "seed",             "stop",              "presence_penalty",
+                                        "frequency_penalty", "repeat_penalty",   "repeat_last_n"};
+    const char *key = field->string;
+    size_t known = 0;
+    while (known < sizeof names / sizeof names[0] && strcmp(key, names[known]) != 0)
+        known++;
+    if (known == sizeof names / sizeof names[0])
+        return 0;
+    if (cJSON_IsNull(field))
+        return 1;
+    bool integer = cJSON_IsNumber(field) && field->valuedouble == floor(field->valuedouble);
+    if (strcmp(key, "temperature") == 0) {
+        if (!is_number(field, 0, 2))
+            BAD(name, "%s must be a number in [0, 2]", name);
+        q->sampler.temperature = (float)field->valuedouble;
+    } else if (strcmp(key, "top_p") == 0 || strcmp(key, "min_p") == 0) {
+        if (!is_number(field, 0, 1))
+            BAD(name, "%s must be a number in [0, 1]", name);
+        float *value = strcmp(key, "top_p") == 0 ? &q->sampler.top_p : &q->sampler.min_p;
+        *value = (float)field->valuedouble;
+    } else if (strcmp(key, "top_k") == 0) {
+        if (!is_number(field, 0, INT32_MAX) || !integer)
+            BAD(name, "%s must be a non-negative integer (0: off)", name);
+        q->sampler.top_k = (int32_t)field->valuedouble;
+    } else if (strcmp(key, "seed") == 0) {
+        if (!is_number(field, 0, 9007199254740992.0) || !integer)
+            BAD(name, "%s must be a non-negative integer", name);
+        q->sampler.seed = (uint64_t)field->valuedouble;
+    } else if (strcmp(key, "stop") == 0) {
+        if (cJSON_IsString(field)) {
+            q->stops[q->n_stops++] = field->valuestring;
+        } else if (cJSON_IsArray(field) && cJSON_GetArraySize(field) <= SERVER_MAX_STOPS) {
+            const cJSON *stop;
+            cJSON_ArrayForEach(stop, field) {
+                if (!cJSON_IsString(stop))
+                    BAD(name, "%s must be a string or a list of strings", name);
+                q->stops[q->n_stops++] = stop->valuestring;
+            }
+        } else {
+            BAD(name, "%s must be a string or a list of at most %d strings", name, SERVER_MAX_STOPS);
+        }
+        for (int32_t i = 0; i < q->n_stops; i++)
+            if (!q->stops[i][0])
+                BAD(name, "%s: a stop string must not be empty", name);
+    } else if (strcmp(key, "presence_penalty") == 0 || strcmp(key, "frequency_penalty") == 0) {
+        if (!is_number(field, -2, 2))
+            BAD(name, "%s must be a number in [-2, 2]", name);
+        float *value = strcmp(key, "presence_penalty") == 0 ? &q->sampler.presence_penalty
+                                                            : &q->sampler.frequency_penalty;
+        *value = (float)field->valuedouble;
+    } else if (strcmp(key, "repeat_penalty") == 0) {
+        if (!is_number(field, 0, 1000000) || field->valuedouble <= 0)
+            BAD(name, "%s must be a number greater than 0 (1: off)", name);
+        q->sampler.repeat_penalty = (float)field->valuedouble;
+    } else {
+        if (!is_number(field, -1, INT32_MAX) || !integer)
+            BAD(name, "%s must be an integer, -1 (all) or more", name);
+        q->sampler.repeat_last_n = (int32_t)field->valuedouble;
+    }
+    return 1;
+}
+
 /* Reads the body's fields into q. 0, or -1 with the reply filled. */
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
 {
     if (!cJSON_IsObject(root))
         BAD(NULL, "the body must be a JSON object");
+    q->endpoint = chat ? SERVER_CHAT_COMPLETIONS : SERVER_COMPLETIONS;
     q->chat = chat;
-    q->n_predict = s->config->n_predict;
-    q->sampler = s->config->sampler;
-    q->think = !s->config->no_think;
-    q->reasoning_effort = s->config->reasoning_effort;
+    server_request_defaults(s, q);
     if (cJSON_GetArraySize(root) > 64)
         BAD(NULL, "the body has more than 64 fields");
     const cJSON *field;
     cJSON_ArrayForEach(field, root) {
         const char *key = field->string;
         bool null = cJSON_IsNull(field);
+        int sampling;
         for (const cJSON *earlier = root->child; earlier != field; earlier = earlier->next)
             if (strcmp(earlier->string, key) == 0)
                 BAD(key, "%s is given twice", key);
@@ -367,7 +453,7 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 continue;
             if (!cJSON_IsString(field))
                 BAD(key, "model must be a string");
-            if (!names_served_model(s, field->valuestring)) {
+            if (!server_names_model(s, field->valuestring)) {
                 /* a long name is not echoed: cut, it could end inside a character */
                 bool echo = strlen(field->valuestring) <= 128;
                 server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
@@ -406,78 +492,9 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (!is_number(field, 1, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
                 BAD(key, "%s must be a positive integer", key);
             q->n_predict = (int32_t)field->valuedouble;
-        } else if (strcmp(key, "temperature") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, 2))
-                BAD(key, "temperature must be a number in [0, 2]");
-            q->sampler.temperature = (float)field->valuedouble;
-        } else if (strcmp(key, "top_p") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, 1))
-                BAD(key, "top_p must be a number in [0, 1]");
-            q->sampler.top_p = (float)field->valuedouble;
-        } else if (strcmp(key, "min_p") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, 1))
-                BAD(key, "min_p must be a number in [0, 1]");
-            q->sampler.min_p = (float)field->valuedouble;
-        } else if (strcmp(key, "top_k") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
-                BAD(key, "top_k must be a non-negative integer (0: off)");
-            q->sampler.top_k = (int32_t)field->valuedouble;
-        } else if (strcmp(key, "seed") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, 9007199254740992.0) || field->valuedouble != floor(field->valuedouble))
-                BAD(key, "seed must be a non-negative integer");
-            q->sampler.seed = (uint64_t)field->valuedouble;
-        } else if (strcmp(key, "stop") == 0) {
-            if (null)
-                continue;
-            if (cJSON_IsString(field)) {
-                q->stops[q->n_stops++] = field->valuestring;
-            } else if (cJSON_IsArray(field) && cJSON_GetArraySize(field) <= SERVER_MAX_STOPS) {
-                const cJSON *stop;
-                cJSON_ArrayForEach(stop, field) {
-                    if (!cJSON_IsString(stop))
-                        BAD(key, "stop must be a string or a list of strings");
-                    q->stops[q->n_stops++] = stop->valuestring;
-                }
-            } else {
-                BAD(key, "stop must be a string or a list of at most %d strings", SERVER_MAX_STOPS);
-            }
-            for (int32_t i = 0; i < q->n_stops; i++)
-                if (!q->stops[i][0])
-                    BAD(key, "a stop string must not be empty");
-        } else if (strcmp(key, "presence_penalty") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, -2, 2))
-                BAD(key, "presence_penalty must be a number in [-2, 2]");
-            q->sampler.presence_penalty = (float)field->valuedouble;
-        } else if (strcmp(key, "frequency_penalty") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, -2, 2))
-                BAD(key, "frequency_penalty must be a number in [-2, 2]");
-            q->sampler.frequency_penalty = (float)field->valuedouble;
-        } else if (strcmp(key, "repeat_penalty") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, 0, 1000000) || field->valuedouble <= 0)
-                BAD(key, "repeat_penalty must be a number greater than 0 (1: off)");
-            q->sampler.repeat_penalty = (float)field->valuedouble;
-        } else if (strcmp(key, "repeat_last_n") == 0) {
-            if (null)
-                continue;
-            if (!is_number(field, -1, INT32_MAX) || field->valuedouble != floor(field->valuedouble))
-                BAD(key, "repeat_last_n must be an integer, -1 (all) or more");
-            q->sampler.repeat_last_n = (int32_t)field->valuedouble;
+        } else if ((sampling = server_read_sampling(field, key, q, reply)) != 0) {
+            if (sampling < 0)
+                return -1;
         } else if (strcmp(key, "n") == 0) {
             if (!null && !(cJSON_IsNumber(field) && field->valuedouble == 1.0))
                 BAD(key, "n must be 1: bmoe answers one choice per request");
@@ -509,7 +526,7 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
         } else if (chat && strcmp(key, "tools") == 0) {
             if (null)
                 continue;
-            if (read_tools(field, q, reply) != 0)
+            if (server_read_tools(field, q, reply) != 0)
                 return -1;
         } else if (strcmp(key, "response_format") == 0) {
             if (null)
@@ -563,10 +580,12 @@ static int render_prompt(const server *s, const completion_request *q, char **te
         return -1;
     }
     /* a held answer (a JSON value, a forced call) is constrained from its
-     * first token on: no reasoning before it */
+     * first token on, so no reasoning comes before it; but gpt-oss's comes
+     * in messages of its own, and the hold waits for the final one's */
     const char *held = q->json_answer ? "response_format" : q->force_call ? "tool_choice" : NULL;
     bool think = q->think;
-    if (held && think && bmoe_chat_reasoning_format(s->chat) != BMOE_REASONING_NONE) {
+    enum bmoe_reasoning_format reasoning = bmoe_chat_reasoning_format(s->chat);
+    if (held && think && reasoning != BMOE_REASONING_NONE && reasoning != BMOE_REASONING_HARMONY) {
         if (q->think_asked || control == BMOE_THINK_CONTROL_NONE) {
             server_error_reply(reply, 400, "invalid_request_error", held, "invalid_request",
                                "%s: the answer is held from its first token, and %s", held,
@@ -717,12 +736,27 @@ static int forced_call_frame(server *s, bmoe_error *error)
     return status;
 }
 
+/* The hold of the turn's constraint waits for the text that begins the
+ * answer of a model that reasons first (bmoe_reasoning_answer_start). 0,
+ * or a negative bmoe_status with error. */
+static int answer_start_trigger(server *s, bmoe_error *error)
+{
+    const char *after, *spacing;
+    if (!bmoe_reasoning_answer_start(bmoe_chat_reasoning_format(s->chat), &after, &spacing) || spacing[0])
+        return BMOE_ERR_INVALID_ARGUMENT; /* only harmony's answer follows its marker at once */
+    int32_t *trigger = NULL;
+    int32_t n_trigger = text_tokens(s, after, &trigger, error);
+    int status = n_trigger < 0 ? n_trigger : bmoe_json_constraint_after(s->json_constraint, trigger, n_trigger, error);
+    free(trigger);
+    return status;
+}
+
 /* The turn's JSON constraint (s->json_constraint): the request's schema,
  * or for a forced call the schema of the tools' calls between the tags its
  * template writes around one. The token index is made once, at the first
  * such request. 0, or -1 with the reply filled (a schema bmoe cannot hold
  * to is a 400 naming what). */
-static int json_constraint_begin(server *s, const completion_request *q, server_reply *reply)
+static int json_constraint_begin(server *s, const completion_request *q, bool reason_first, server_reply *reply)
 {
     bmoe_error error = {0};
     bmoe_json_constraint_free(s->json_constraint);
@@ -748,7 +782,8 @@ static int json_constraint_begin(server *s, const completion_request *q, server_
     const char *schema = q->force_call ? call_schema : q->json_schema;
     s->json_constraint = bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
     free(call_schema);
-    if (s->json_constraint && q->force_call && forced_call_frame(s, &error) != 0) {
+    if (s->json_constraint && ((q->force_call && forced_call_frame(s, &error) != 0) ||
+                               (reason_first && answer_start_trigger(s, &error) != 0))) {
         bmoe_json_constraint_free(s->json_constraint);
         s->json_constraint = NULL;
     }
@@ -770,6 +805,9 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     int32_t *tokens = NULL;
     int32_t n_prompt = prompt_tokens(s, q->chat, text, text_length, &tokens, &error);
     int32_t n_ctx = bmoe_context_n_ctx(s->context);
+    bool bounded = q->n_ctx > 0 && q->n_ctx < n_ctx; /* a request's smaller context (Ollama's num_ctx) */
+    if (bounded)
+        n_ctx = q->n_ctx;
     if (n_prompt <= 0) {
         free(tokens);
         server_error_reply(reply, 400, "invalid_request_error", q->chat ? "messages" : "prompt", NULL,
@@ -785,6 +823,8 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     }
     bmoe_generation_params params = bmoe_generation_default_params();
     params.n_predict = q->n_predict;
+    if (bounded && (q->n_predict < 0 || q->n_predict > n_ctx - n_prompt))
+        params.n_predict = n_ctx - n_prompt;
     params.ignore_eos = q->ignore_eos;
     params.sampler = q->sampler;
     params.speculation = s->config->speculation;
@@ -793,7 +833,8 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.logprobs = q->logprobs;
     params.top_logprobs = q->top_logprobs;
     if (q->json_answer || q->force_call) {
-        if (json_constraint_begin(s, q, reply) != 0) {
+        bool reason_first = q->chat && !prefill && bmoe_chat_reasoning_format(s->chat) == BMOE_REASONING_HARMONY;
+        if (json_constraint_begin(s, q, reason_first, reply) != 0) {
             free(tokens);
             return -1;
         }
@@ -817,26 +858,13 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     return 0;
 }
 
-/* Runs the generation in the caller's turn and fills the reply. */
-static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
-                     server_reply *reply)
+int server_generation_run(server *s, const completion_request *q, bmoe_generation *g, bmoe_reasoning *reasoning,
+                          cJSON *logprobs, bmoe_step *last, server_reply *reply)
 {
-    bmoe_generation *g = NULL;
-    bmoe_reasoning *reasoning = NULL;
-    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
-        return;
     bmoe_error error = {0};
-    int32_t n_prompt = bmoe_generation_n_prompt(g);
     bmoe_step step = {0};
     bmoe_reasoning_delta delta;
     int status;
-    cJSON *logprobs = NULL;
-    if (q->logprobs && !(logprobs = server_logprobs_new(q->chat))) {
-        bmoe_generation_free(g);
-        bmoe_reasoning_free(reasoning);
-        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the logprobs");
-        return;
-    }
     size_t text_offset = 0;
     while ((status = bmoe_generation_step(g, &step, &error)) >= 0) {
         if (step.text_length > 0 && bmoe_reasoning_feed(reasoning, step.text, step.text_length, &delta, &error) != 0) {
@@ -855,13 +883,37 @@ static void generate(server *s, const completion_request *q, const char *text, s
     }
     if (status >= 0 && bmoe_reasoning_finish(reasoning, &delta, &error) != 0)
         status = -1;
+    *last = step;
     if (status < 0) {
         bool aborted = step.stop == BMOE_STOP_ABORTED || atomic_load(&s->cancel);
+        server_error_reply(reply, aborted ? 503 : 500, "server_error", NULL, aborted ? "cancelled" : NULL,
+                           "the generation %s: %s", aborted ? "was cancelled" : "failed", error.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the generation in the caller's turn and fills the reply. */
+static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
+                     server_reply *reply)
+{
+    bmoe_generation *g = NULL;
+    bmoe_reasoning *reasoning = NULL;
+    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
+        return;
+    int32_t n_prompt = bmoe_generation_n_prompt(g);
+    bmoe_step step = {0};
+    cJSON *logprobs = NULL;
+    if (q->logprobs && !(logprobs = server_logprobs_new(q->chat))) {
+        bmoe_generation_free(g);
+        bmoe_reasoning_free(reasoning);
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the logprobs");
+        return;
+    }
+    if (server_generation_run(s, q, g, reasoning, logprobs, &step, reply) != 0) {
         cJSON_Delete(logprobs);
         bmoe_generation_free(g);
         bmoe_reasoning_free(reasoning);
-        server_error_reply(reply, aborted ? 503 : 500, "server_error", NULL, aborted ? "cancelled" : NULL,
-                           "the generation %s: %s", aborted ? "was cancelled" : "failed", error.message);
         return;
     }
     size_t answer_length = 0, thinking_length = 0;
@@ -992,26 +1044,33 @@ static bool nests_deeper(const char *text, size_t length, int limit)
     return false;
 }
 
-void server_completion(server *s, const char *body, size_t length, bool chat, int fd, server_reply *reply)
+cJSON *server_parse_body(const char *body, size_t length, server_reply *reply)
 {
     long bad_byte = server_utf8_error_at((const unsigned char *)body, length);
     if (bad_byte >= 0) {
         server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_encoding",
                            "the body is not UTF-8 text: byte %ld of %zu", bad_byte, length);
-        return;
+        return NULL;
     }
     if (nests_deeper(body, length, SERVER_MAX_JSON_DEPTH)) {
         server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_json",
                            "the body nests arrays and objects more than %d deep", SERVER_MAX_JSON_DEPTH);
-        return;
+        return NULL;
     }
     /* the body is NUL-terminated past its length and holds no NUL itself:
      * anything after the one JSON value is refused, not ignored */
     cJSON *root = cJSON_ParseWithLengthOpts(body, length + 1, NULL, true);
-    if (!root) {
+    if (!root)
         server_error_reply(reply, 400, "invalid_request_error", NULL, "invalid_json", "the body is not valid JSON");
+    return root;
+}
+
+void server_completion(server *s, const char *body, size_t length, enum server_endpoint endpoint, int fd,
+                       server_reply *reply)
+{
+    cJSON *root = server_parse_body(body, length, reply);
+    if (!root)
         return;
-    }
     completion_request q = {0};
     char **owned = NULL;
     char *text = NULL;
@@ -1019,7 +1078,10 @@ void server_completion(server *s, const char *body, size_t length, bool chat, in
     bool prefill = false;
     /* the template is rendered in the turn: the chat object is the one
      * model's, used by one generation at a time like the context */
-    if (read_request(s, root, chat, &q, &owned, reply) == 0) {
+    bool ollama = server_endpoint_ollama(endpoint);
+    int read = ollama ? server_ollama_read(s, root, endpoint, &q, &owned, reply)
+                      : read_request(s, root, endpoint == SERVER_CHAT_COMPLETIONS, &q, &owned, reply);
+    if (read == 0) {
         if (server_turn_acquire(s, fd) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
                                "%d requests already wait for the model; try again later", s->config->max_queue);
@@ -1030,7 +1092,10 @@ void server_completion(server *s, const char *body, size_t length, bool chat, in
             /* the stream's response holds the turn until it ends */
             server_stream_begin(s, &q, text, text_length, prefill, reply);
         } else {
-            generate(s, &q, text, text_length, prefill, reply);
+            if (ollama)
+                server_ollama_answer(s, &q, text, text_length, prefill, reply);
+            else
+                generate(s, &q, text, text_length, prefill, reply);
             server_turn_release(s);
         }
     }

@@ -96,7 +96,7 @@ void server_turn_release(server *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-static void reply_json(server_reply *reply, unsigned status, cJSON *json)
+void server_json_reply(server_reply *reply, unsigned status, cJSON *json)
 {
     reply->status = status;
     reply->content_type = NULL;
@@ -131,7 +131,7 @@ void server_error_reply(server_reply *reply, unsigned status, const char *type, 
         cJSON_AddStringToObject(error, "code", code);
     else
         cJSON_AddNullToObject(error, "code");
-    reply_json(reply, status, root);
+    server_json_reply(reply, status, root);
 }
 
 static void models_reply(server *s, server_reply *reply)
@@ -145,7 +145,7 @@ static void models_reply(server *s, server_reply *reply)
     cJSON_AddNumberToObject(model, "created", 0);
     cJSON_AddStringToObject(model, "owned_by", "bmoe");
     cJSON_AddItemToArray(data, model);
-    reply_json(reply, 200, root);
+    server_json_reply(reply, 200, root);
 }
 
 static void info_reply(server *s, server_reply *reply)
@@ -170,7 +170,7 @@ static void info_reply(server *s, server_reply *reply)
     cJSON_AddNumberToObject(stream, "cache_budget_mib", (double)state.cache_budget_bytes / 1048576.0);
     cJSON_AddNumberToObject(stream, "cache_resident_mib", (double)state.cache_resident_bytes / 1048576.0);
     cJSON_AddNumberToObject(stream, "cycle_mib", (double)state.cycle_bytes / 1048576.0);
-    reply_json(reply, 200, root);
+    server_json_reply(reply, 200, root);
 }
 
 static void params_reply(server_reply *reply)
@@ -196,7 +196,7 @@ static void cancel_reply(server *s, server_reply *reply)
     atomic_store(&s->cancel, true);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddBoolToObject(root, "cancelled", true);
-    reply_json(reply, 200, root);
+    server_json_reply(reply, 200, root);
 }
 
 void server_count_generation(server *s, const bmoe_generation *g)
@@ -293,33 +293,48 @@ static bool json_content(struct MHD_Connection *connection, const char **given)
     return strncasecmp(type, json, n) == 0 && strchr("; \t", type[n]) != NULL;
 }
 
-/* Every path and the one method it answers. */
+/* Every path and the one method it answers; Ollama's answer its errors in
+ * Ollama's shape. */
 static const struct {
     const char *path, *method;
+    bool ollama;
 } routes[] = {
-    {"/", "GET"},
-    {"/health", "GET"},
-    {"/metrics", "GET"},
-    {"/v1/models", "GET"},
-    {"/api/info", "GET"},
-    {"/api/params", "GET"},
-    {"/api/events", "GET"},
-    {"/api/cancel", "POST"},
-    {"/v1/chat/completions", "POST"},
-    {"/v1/completions", "POST"},
+    {"/", "GET", false},
+    {"/health", "GET", false},
+    {"/metrics", "GET", false},
+    {"/v1/models", "GET", false},
+    {"/api/info", "GET", false},
+    {"/api/params", "GET", false},
+    {"/api/events", "GET", false},
+    {"/api/cancel", "POST", false},
+    {"/v1/chat/completions", "POST", false},
+    {"/v1/completions", "POST", false},
+    {"/api/chat", "POST", true},
+    {"/api/generate", "POST", true},
+    {"/api/tags", "GET", true},
+    {"/api/show", "POST", true},
+    {"/api/ps", "GET", true},
+    {"/api/version", "GET", true},
 };
 
-static void completion_route(server *s, struct MHD_Connection *connection, const request *r, bool chat,
-                             server_reply *reply)
+/* Whether the body came as JSON; if not, the reply is a 415. */
+static bool json_body(struct MHD_Connection *connection, server_reply *reply)
 {
     const char *type = NULL;
-    if (!json_content(connection, &type)) {
-        server_error_reply(reply, 415, "invalid_request_error", NULL, "unsupported_media_type",
-                           "the body must be sent as Content-Type: application/json, not %.100s", type);
+    if (json_content(connection, &type))
+        return true;
+    server_error_reply(reply, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                       "the body must be sent as Content-Type: application/json, not %.100s", type);
+    return false;
+}
+
+static void completion_route(server *s, struct MHD_Connection *connection, const request *r,
+                             enum server_endpoint endpoint, server_reply *reply)
+{
+    if (!json_body(connection, reply))
         return;
-    }
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    server_completion(s, r->body ? r->body : "", r->length, chat, info ? info->connect_fd : -1, reply);
+    server_completion(s, r->body ? r->body : "", r->length, endpoint, info ? info->connect_fd : -1, reply);
 }
 
 static void route(server *s, struct MHD_Connection *connection, const char *url, const char *method,
@@ -354,7 +369,7 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     } else if (strcmp(url, "/metrics") == 0 && get) {
         metrics_reply(s, reply);
     } else if (strcmp(url, "/health") == 0 && get) {
-        reply_json(reply, 200, cJSON_CreateRaw("{\"status\":\"ok\"}"));
+        server_json_reply(reply, 200, cJSON_CreateRaw("{\"status\":\"ok\"}"));
     } else if (strcmp(url, "/v1/models") == 0 && get) {
         models_reply(s, reply);
     } else if (strcmp(url, "/api/info") == 0 && get) {
@@ -364,9 +379,20 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     } else if (strcmp(url, "/api/cancel") == 0 && post) {
         cancel_reply(s, reply);
     } else if (strcmp(url, "/v1/chat/completions") == 0 && post) {
-        completion_route(s, connection, r, true, reply);
+        completion_route(s, connection, r, SERVER_CHAT_COMPLETIONS, reply);
     } else if (strcmp(url, "/v1/completions") == 0 && post) {
-        completion_route(s, connection, r, false, reply);
+        completion_route(s, connection, r, SERVER_COMPLETIONS, reply);
+    } else if (strcmp(url, "/api/chat") == 0 && post) {
+        completion_route(s, connection, r, SERVER_OLLAMA_CHAT, reply);
+    } else if (strcmp(url, "/api/generate") == 0 && post) {
+        completion_route(s, connection, r, SERVER_OLLAMA_GENERATE, reply);
+    } else if ((strcmp(url, "/api/tags") == 0 || strcmp(url, "/api/ps") == 0) && get) {
+        server_ollama_models(s, strcmp(url, "/api/ps") == 0, reply);
+    } else if (strcmp(url, "/api/show") == 0 && post) {
+        if (json_body(connection, reply))
+            server_ollama_show(s, r->body ? r->body : "", r->length, reply);
+    } else if (strcmp(url, "/api/version") == 0 && get) {
+        server_ollama_version(reply);
     } else {
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
             if (strcmp(url, routes[i].path) == 0) {
@@ -379,6 +405,17 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
         server_error_reply(reply, 404, "invalid_request_error", NULL, "not_found", "no %.32s %.200s here", method,
                            url);
     }
+}
+
+/* Every answer, and Ollama's paths' errors made Ollama's {"error": "..."}
+ * (the refusals are written once, in OpenAI's shape). */
+static void answer(server *s, struct MHD_Connection *connection, const char *url, const char *method,
+                   const request *r, server_reply *reply)
+{
+    route(s, connection, url, method, r, reply);
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (routes[i].ollama && strcmp(url, routes[i].path) == 0)
+            server_ollama_error(reply);
 }
 
 /* The connection's record (NULL when it could not be made). */
@@ -443,7 +480,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
      * in line, may take longer than --timeout) */
     client_receiving(s, client_of(connection), false);
     server_reply reply = {0};
-    route(s, connection, url, method, r, &reply);
+    answer(s, connection, url, method, r, &reply);
     r->status = reply.status;
     fprintf(stderr, "bmoe-server: %s %s %u\n", method, url, reply.status);
     struct MHD_Response *response =
@@ -453,7 +490,8 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         return MHD_NO;
     }
     if (reply.stream) {
-        MHD_add_response_header(response, "Content-Type", "text/event-stream");
+        MHD_add_response_header(response, "Content-Type",
+                                reply.content_type ? reply.content_type : "text/event-stream");
         MHD_add_response_header(response, "Cache-Control", "no-cache");
     } else {
         MHD_add_response_header(response, "Content-Type",

@@ -1,9 +1,11 @@
 /* stream: true. The generation steps inside libmicrohttpd's content
  * callback, on the connection's own thread: each call hands out what the
- * last token made (server-sent events of chat.completion.chunk, each with
- * the token's figures), so a slow reader slows the generation instead of
- * piling text up, and a client that goes away ends it at its next token
- * (the daemon then frees the stream, which releases the turn). */
+ * last token made (OpenAI's server-sent events of chat.completion.chunk,
+ * or Ollama's NDJSON lines, each with the token's figures), so a slow
+ * reader slows the generation instead of piling text up, and a client
+ * that goes away ends it at its next token (the daemon then frees the
+ * stream, which releases the turn). The two APIs differ only in the shape
+ * of a piece, of the last one and of the framing: one loop serves both. */
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,10 @@
 
 typedef struct stream {
     server *s;
+    enum server_endpoint endpoint;
+    bool ollama;            /* Ollama's lines, not OpenAI's events */
     bool chat;
+    int64_t received_ns;    /* Ollama's total_duration counts from here */
     bool logprobs;
     size_t text_offset;     /* completions' logprobs: the text's bytes so far */
     bmoe_tool_split *tools; /* with tools (server_tools_active): holds back what may be a call */
@@ -30,7 +35,8 @@ typedef struct stream {
     bool started, finished, done;
 } stream;
 
-/* Appends one event holding chunk (consumed). 0, or -1 (out of memory). */
+/* Appends one event (a line, for Ollama) holding chunk (consumed). 0, or
+ * -1 (out of memory). */
 static int push_event(stream *st, cJSON *chunk)
 {
     char *json = chunk ? cJSON_PrintUnformatted(chunk) : NULL;
@@ -44,7 +50,7 @@ static int push_event(stream *st, cJSON *chunk)
         return -1;
     }
     st->pending = grown;
-    st->length += (size_t)sprintf(st->pending + st->length, "data: %s\n\n", json);
+    st->length += (size_t)sprintf(st->pending + st->length, st->ollama ? "%s\n" : "data: %s\n\n", json);
     free(json);
     return 0;
 }
@@ -64,6 +70,8 @@ static cJSON *chunk_new(const stream *st)
 static cJSON *text_chunk(const stream *st, const char *text, size_t text_length, const char *reasoning,
                          size_t reasoning_length, const char *finish)
 {
+    if (st->ollama) /* its end is made by server_ollama_end */
+        return server_ollama_piece(st->s, st->endpoint, text, text_length, reasoning, reasoning_length);
     cJSON *chunk = chunk_new(st);
     cJSON *choices = cJSON_AddArrayToObject(chunk, "choices");
     cJSON *choice = cJSON_CreateObject();
@@ -113,8 +121,9 @@ static int answer_part(stream *st, const char *text, size_t length, bool reset, 
 }
 
 /* The end of an answer with tools: the text held back that is not a call
- * goes out, then the calls, as OpenAI streams them; *finish becomes
- * "tool_calls" where it was "stop" and there are calls. -1: out of memory. */
+ * goes out, then the calls, as OpenAI streams them (Ollama: in a piece's
+ * message, in its shape); *finish becomes "tool_calls" where it was "stop"
+ * and there are calls. -1: out of memory. */
 static int push_calls(stream *st, const char **finish)
 {
     cJSON *deltas = server_tool_stream_end(st->tools, st->id, finish);
@@ -125,9 +134,19 @@ static int push_calls(stream *st, const char **finish)
     cJSON_ArrayForEach(delta, deltas) {
         cJSON *chunk = text_chunk(st, NULL, 0, NULL, 0, NULL);
         cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
-        cJSON *into = cJSON_GetObjectItemCaseSensitive(choice, "delta");
-        for (cJSON *field = delta->child; into && field; field = field->next)
-            cJSON_AddItemToObject(into, field->string, cJSON_Duplicate(field, true));
+        cJSON *into = cJSON_GetObjectItemCaseSensitive(st->ollama ? chunk : choice, st->ollama ? "message" : "delta");
+        for (cJSON *field = delta->child; into && field; field = field->next) {
+            bool calls = st->ollama && strcmp(field->string, "tool_calls") == 0;
+            cJSON *value = calls ? server_ollama_calls(field) : cJSON_Duplicate(field, true);
+            /* Ollama's piece has its "content" already */
+            bool placed = value && (cJSON_HasObjectItem(into, field->string)
+                                        ? cJSON_ReplaceItemInObjectCaseSensitive(into, field->string, value)
+                                        : cJSON_AddItemToObject(into, field->string, value));
+            if (!placed) {
+                cJSON_Delete(value);
+                status = -1;
+            }
+        }
         if (status == 0)
             status = push_event(st, chunk);
         else
@@ -140,10 +159,14 @@ static int push_calls(stream *st, const char **finish)
 /* One more token's events (or the end's). 0, or -1 (the stream ends). */
 static int next_events(stream *st)
 {
-    if (!st->started) {
+    if (!st->started) { /* OpenAI's first chunk: the role */
         int status = push_event(st, text_chunk(st, NULL, 0, NULL, 0, NULL));
         st->started = true;
         return status;
+    }
+    if (st->finished && st->ollama) {
+        st->done = true;
+        return 0;
     }
     if (st->finished) {
         static const char done[] = "data: [DONE]\n\n";
@@ -198,14 +221,18 @@ static int next_events(stream *st)
             last.reasoning_length = 0;
         }
         chunk = text_chunk(st, last_show, last_length, last.reasoning, last.reasoning_length, finish);
-        cJSON *usage = cJSON_AddObjectToObject(chunk, "usage");
-        int32_t n_prompt = bmoe_generation_n_prompt(st->generation);
-        int32_t generated = bmoe_generation_n_generated(st->generation);
-        cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
-        cJSON_AddNumberToObject(usage, "completion_tokens", generated);
-        cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "prompt_tokens_details"), "cached_tokens",
-                                bmoe_generation_n_reused(st->generation));
+        if (st->ollama) {
+            server_ollama_end(chunk, st->generation, finish, st->received_ns);
+        } else {
+            cJSON *usage = cJSON_AddObjectToObject(chunk, "usage");
+            int32_t n_prompt = bmoe_generation_n_prompt(st->generation);
+            int32_t generated = bmoe_generation_n_generated(st->generation);
+            cJSON_AddNumberToObject(usage, "prompt_tokens", n_prompt);
+            cJSON_AddNumberToObject(usage, "completion_tokens", generated);
+            cJSON_AddNumberToObject(usage, "total_tokens", n_prompt + generated);
+            cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "prompt_tokens_details"), "cached_tokens",
+                                    bmoe_generation_n_reused(st->generation));
+        }
         server_add_figures(chunk, st->generation, st->s, step.stop == BMOE_STOP_ABORTED);
         server_count_generation(st->s, st->generation);
         st->finished = true;
@@ -276,6 +303,10 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
         return;
     }
     st->s = s;
+    st->endpoint = q->endpoint;
+    st->ollama = server_endpoint_ollama(q->endpoint);
+    st->started = st->ollama; /* Ollama's pieces each name the role: no first chunk for it */
+    st->received_ns = q->received_ns;
     st->chat = q->chat;
     st->logprobs = q->logprobs;
     st->tool_format = server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
@@ -301,4 +332,5 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
         return;
     }
     reply->status = 200;
+    reply->content_type = st->ollama ? "application/x-ndjson" : NULL;
 }

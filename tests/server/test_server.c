@@ -419,6 +419,18 @@ static void test_effort(void)
               with_tools ? with_tools : "(none)");
     free(streamed);
     free(with_tools);
+    /* gpt-oss reasons in messages of its own: a JSON answer waits for the
+     * final one's header (which this random model never writes), or with
+     * reasoning off is held from the first token */
+    char *waiting = chat(server.port, GPT_OSS_ASK ",\"response_format\":{\"type\":\"json_object\"}}", NULL);
+    char *held = chat(server.port,
+                      GPT_OSS_ASK ",\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":"
+                                  "{\"enable_thinking\":false}}",
+                      NULL);
+    CHECK_MSG(waiting && held && held[0] == '{', "gpt-oss JSON answers: \"%s\", reasoning off \"%s\"",
+              waiting ? waiting : "(none)", held ? held : "(none)");
+    free(waiting);
+    free(held);
     /* harmony calls are not one JSON object: a call is not forced there */
     check_refused(server.port, "/v1/chat/completions", GPT_OSS_ASK GPT_OSS_TOOLS ",\"tool_choice\":\"required\"}", 400,
                   "tool_choice", "a forced call on gpt-oss");

@@ -10,6 +10,19 @@ if(TARGET bmoe-server)
   add_dependencies(test_server bmoe-server bmoe-cli bmoe-mkmodel)
 endif()
 
+# Ollama's API on the same server: /api/chat and /api/generate against the
+# OpenAI endpoints' answers, the NDJSON stream, the options, the refusals in
+# Ollama's shape, the model's description.
+if(TARGET bmoe-server)
+  bmoe_add_test(test_server_ollama
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_server_ollama.c
+    LIBS PkgConfig::CJSON Threads::Threads m
+    LABELS unit
+    TIMEOUT 120)
+  target_include_directories(test_server_ollama PRIVATE ${CMAKE_SOURCE_DIR}/tests/cli)
+  add_dependencies(test_server_ollama bmoe-server bmoe-mkmodel)
+endif()
+
 # The tool-call answers on fixed texts: the server's answer assembly
 # (src/server/server_tools.c) compiled into the test.
 if(TARGET bmoe-server)
@@ -21,17 +34,17 @@ if(TARGET bmoe-server)
 endif()
 
 # The same server through real clients, in Node.js (tests/server/js): the
-# openai npm package against the API (quick: unit too), and the page in
-# headless Chromium (a browser's start-up: its own label, run by the Release
-# stage). run.sh fails with one line when node, the npm packages that
+# openai and ollama npm packages against their APIs (quick: unit too), and
+# the page in headless Chromium (a browser's start-up: its own label, run by
+# the Release stage). run.sh fails with one line when node, the npm packages that
 # scripts/setup.sh installs, or chromium are missing.
 if(TARGET bmoe-server)
-  foreach(client api page)
+  foreach(client api ollama page)
     add_test(NAME test_server_${client}_js COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/js/run.sh ${client})
     set_tests_properties(test_server_${client}_js PROPERTIES TIMEOUT 120 ENVIRONMENT
       "BMOE_BIN_DIR=${CMAKE_BINARY_DIR}/bin;BMOE_TEST_TMPDIR_DEFAULT=${CMAKE_BINARY_DIR}/test-tmp;BMOE_ARTIFACT_DIR=${CMAKE_BINARY_DIR}/test-artifacts")
   endforeach()
-  set_tests_properties(test_server_api_js PROPERTIES LABELS "unit;client")
+  set_tests_properties(test_server_api_js test_server_ollama_js PROPERTIES LABELS "unit;client")
   set_tests_properties(test_server_page_js PROPERTIES LABELS client)
 endif()
 
