@@ -3,10 +3,12 @@
  * generation asks which tokens may come next (bmoe_token_constraint). The
  * grammar, matcher and vocabulary walk are json_grammar.h's; this file
  * adds what a generation needs around them: the pieces from the model,
- * the end-of-generation tokens allowed once the value is complete, and a
- * scratch matcher to try one token without moving.
+ * the end-of-generation tokens allowed once the value is complete, a
+ * scratch matcher to try one token without moving, and the phases around
+ * the value: free text until a trigger, a frame's fixed tokens before and
+ * after it.
  * Owns: the index's pieces, end-of-generation flags and vocabulary; the
- * constraint's grammar and matchers. Borrows the model. */
+ * constraint's grammar, matchers, frame and trigger. Borrows the model. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,12 +191,13 @@ static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
             allowed[first] = 1;
             count++;
         }
-    } else if (json_matcher_complete(c->matcher))
+    } else if (json_matcher_complete(c->matcher)) {
         for (int32_t t = 0; t < n_vocab; t++)
             if (index->end_of_generation[t] && !allowed[t]) {
                 allowed[t] = 1;
                 count++;
             }
+    }
     return count;
 }
 
