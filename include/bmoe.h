@@ -781,6 +781,10 @@ BMOE_API int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const 
  * only. 0, or a negative bmoe_status. */
 BMOE_API int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *trigger, int32_t n_trigger,
                                         bmoe_error *error);
+/* Whether a text can be held to schema (bmoe_json_constraint_create's
+ * check, without a model): 0, or a negative bmoe_status with error naming
+ * what cannot be held to. */
+BMOE_API int bmoe_json_schema_check(const char *schema, size_t schema_length, bmoe_error *error);
 /* What bmoe_generation_params.constraint takes (valid while the constraint lives). */
 BMOE_API const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint);
 BMOE_API void bmoe_json_constraint_reset(bmoe_json_constraint *constraint);

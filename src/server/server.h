@@ -155,6 +155,7 @@ typedef struct completion_request {
     bool force_call;              /* tool_choice "required" or a named function: the answer is one call */
     const char *forced_name;      /* the named function (the body's); NULL: any of the tools */
     char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
+    char *call_schema;            /* a forced call's schema (server_forced_call_schema's, malloc'ed) */
     int32_t n_ctx;                /* Ollama's num_ctx: a context smaller than the server's; 0: the server's */
     int64_t received_ns;          /* Ollama's total_duration counts from here (CLOCK_MONOTONIC) */
 } completion_request;

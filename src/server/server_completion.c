@@ -751,6 +751,34 @@ static int answer_start_trigger(server *s, bmoe_error *error)
     return status;
 }
 
+/* Before the request waits for its turn: a forced call's schema made
+ * (q->call_schema) and either schema checked, so that what bmoe cannot
+ * hold to is refused at once. 0, or -1 with the reply filled (a 400
+ * naming the field, json_param for a JSON answer's). */
+static int check_held_schema(completion_request *q, const char *json_param, server_reply *reply)
+{
+    if (q->force_call && q->tools_json) {
+        bool missing = false;
+        if (!(q->call_schema = server_forced_call_schema(q->tools_json, q->forced_name, &missing))) {
+            if (missing)
+                BAD("tool_choice", "tool_choice names '%.100s', which is not among the tools", q->forced_name);
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+    }
+    const char *schema = q->call_schema ? q->call_schema : q->json_schema;
+    const char *param = q->call_schema ? "tool_choice" : json_param;
+    bmoe_error error = {0};
+    if (schema && bmoe_json_schema_check(schema, strlen(schema), &error) != 0) {
+        if (error.status == BMOE_ERR_OUT_OF_MEMORY) {
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
+            return -1;
+        }
+        BAD(param, "%s: %s", param, error.message);
+    }
+    return 0;
+}
+
 /* The turn's JSON constraint (s->json_constraint): the request's schema,
  * or for a forced call the schema of the tools' calls between the tags its
  * template writes around one. The token index is made once, at the first
@@ -766,22 +794,12 @@ static int json_constraint_begin(server *s, const completion_request *q, bool re
         return -1;
     }
     const char *param = q->force_call ? "tool_choice" : "response_format";
-    char *call_schema = NULL;
-    if (q->force_call) {
-        bool missing = false;
-        call_schema = server_forced_call_schema(q->tools_json, q->forced_name, &missing);
-        if (!call_schema) {
-            if (missing)
-                server_error_reply(reply, 400, "invalid_request_error", param, "invalid_request",
-                                   "tool_choice names '%.100s', which is not among the tools", q->forced_name);
-            else
-                server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
-            return -1;
-        }
+    const char *schema = q->force_call ? q->call_schema : q->json_schema;
+    if (q->force_call && !schema) { /* check_held_schema makes it before the turn */
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "a forced call without its schema");
+        return -1;
     }
-    const char *schema = q->force_call ? call_schema : q->json_schema;
     s->json_constraint = bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
-    free(call_schema);
     if (s->json_constraint && ((q->force_call && forced_call_frame(s, &error) != 0) ||
                                (reason_first && answer_start_trigger(s, &error) != 0))) {
         bmoe_json_constraint_free(s->json_constraint);
@@ -1081,6 +1099,8 @@ void server_completion(server *s, const char *body, size_t length, enum server_e
     bool ollama = server_endpoint_ollama(endpoint);
     int read = ollama ? server_ollama_read(s, root, endpoint, &q, &owned, reply)
                       : read_request(s, root, endpoint == SERVER_CHAT_COMPLETIONS, &q, &owned, reply);
+    if (read == 0)
+        read = check_held_schema(&q, ollama ? "format" : "response_format", reply);
     if (read == 0) {
         if (server_turn_acquire(s, fd) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
@@ -1107,5 +1127,6 @@ void server_completion(server *s, const char *body, size_t length, enum server_e
     free(q.messages);
     cJSON_free(q.tools_json);
     cJSON_free(q.json_schema);
+    free(q.call_schema);
     cJSON_Delete(root);
 }

@@ -314,6 +314,19 @@ bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index,
     return c;
 }
 
+int bmoe_json_schema_check(const char *schema, size_t schema_length, bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    json_grammar *grammar = json_grammar_create(schema, schema ? schema_length : 0, &err);
+    if (!grammar) {
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return err.status;
+    }
+    json_grammar_free(grammar);
+    return 0;
+}
+
 const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint)
 {
     return constraint ? &constraint->rule : NULL;

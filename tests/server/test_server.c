@@ -1045,6 +1045,11 @@ static void test_queue_and_cancel(int port)
         CHECK(strstr(response.raw, "Retry-After: 1") != NULL);
     }
     free(response.raw);
+    /* a schema bmoe cannot hold to is refused before the queue, not after it */
+    check_refused(port, "/v1/completions",
+                  "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+                  "{\"type\":\"string\",\"pattern\":\"a\"}}}}",
+                  400, "response_format", "a schema refused while the model is busy");
     if (test_request(port, "POST", "/api/cancel", NULL, "{}", &response) == 0)
         CHECK(response.status == 200);
     free(response.raw);
