@@ -169,6 +169,10 @@ void server_request_defaults(const server *s, completion_request *q);
  * the client wrote it, for the refusal ("options.top_k"). 1: read, 0: not
  * a sampling field, -1: refused with the reply filled. */
 int server_read_sampling(const struct cJSON *field, const char *name, completion_request *q, server_reply *reply);
+/* The answer is one JSON value: of schema (kept as JSON text in
+ * q->json_schema), or with schema NULL any JSON object. 0, or -1 with the
+ * reply filled (out of memory). */
+int server_read_json_answer(const struct cJSON *schema, completion_request *q, server_reply *reply);
 /* A messages list: a list (non-empty unless may_be_empty) of at most
  * SERVER_MAX_MESSAGES, q->messages and *owned (slots per message)
  * allocated for it. Returns its count, or -1 with the reply filled. */

@@ -257,10 +257,23 @@ int server_read_tools(const cJSON *field, completion_request *q, server_reply *r
     return 0;
 }
 
+int server_read_json_answer(const cJSON *schema, completion_request *q, server_reply *reply)
+{
+    q->json_answer = true;
+    if (!schema)
+        return 0;
+    q->json_schema = cJSON_PrintUnformatted(schema);
+    if (!q->json_schema) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* response_format: OpenAI's {"type": "text"}, {"type": "json_object"} (any
  * JSON object) or {"type": "json_schema", "json_schema": {"name", "schema",
- * "strict", "description"}}; the schema is checked when the generation
- * begins (bmoe_json_constraint_create names what it does not support). */
+ * "strict", "description"}}; the schema is checked before the request waits
+ * for its turn (check_held_schema). */
 static int read_response_format(const cJSON *field, completion_request *q, server_reply *reply)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(field, "type");
@@ -275,8 +288,7 @@ static int read_response_format(const cJSON *field, completion_request *q, serve
     if (strcmp(type->valuestring, "text") == 0 || strcmp(type->valuestring, "json_object") == 0) {
         if (spec)
             BAD("response_format", "response_format.json_schema goes with the type \"json_schema\"");
-        q->json_answer = strcmp(type->valuestring, "json_object") == 0;
-        return 0;
+        return strcmp(type->valuestring, "json_object") == 0 ? server_read_json_answer(NULL, q, reply) : 0;
     }
     if (strcmp(type->valuestring, "json_schema") != 0)
         BAD("response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
@@ -293,13 +305,7 @@ static int read_response_format(const cJSON *field, completion_request *q, serve
         BAD("response_format", "response_format.json_schema.schema must be a JSON schema (an object)");
     if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
         BAD("response_format", "response_format.json_schema.strict must be true or false");
-    q->json_answer = true;
-    q->json_schema = cJSON_PrintUnformatted(schema);
-    if (!q->json_schema) {
-        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
-    return 0;
+    return server_read_json_answer(schema, q, reply);
 }
 
 /* tool_choice: "auto", "none" (no tools rendered, no calls read),

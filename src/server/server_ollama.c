@@ -163,19 +163,11 @@ static int read_format(const cJSON *field, completion_request *q, server_reply *
 {
     if (empty(field) && !cJSON_IsObject(field))
         return 0;
-    if (cJSON_IsString(field) && strcmp(field->valuestring, "json") == 0) {
-        q->json_answer = true;
-        return 0;
-    }
+    if (cJSON_IsString(field) && strcmp(field->valuestring, "json") == 0)
+        return server_read_json_answer(NULL, q, reply);
     if (!cJSON_IsObject(field))
         BAD("format", "format must be \"json\" or a JSON schema (an object)");
-    q->json_answer = true;
-    q->json_schema = cJSON_PrintUnformatted(field);
-    if (!q->json_schema) {
-        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
-    return 0;
+    return server_read_json_answer(field, q, reply);
 }
 
 /* think: true or false (the template's enable_thinking), or a level, which
