@@ -140,7 +140,11 @@ static int cli_json_answer(const cli_options *options, const bmoe_model *model, 
                            char **schema_text, bmoe_token_index **index, bmoe_json_constraint **constraint)
 {
     const char *flag = options->json_schema ? "--json-schema" : "--json-schema-file";
-    if (chat->chat && !options->no_think && bmoe_chat_reasoning_format(chat->chat) != BMOE_REASONING_NONE)
+    enum bmoe_reasoning_format reasoning =
+        chat->chat && !options->no_think ? bmoe_chat_reasoning_format(chat->chat) : BMOE_REASONING_NONE;
+    /* gpt-oss reasons in a message of its own: the hold waits for the final one's header */
+    bool wait = reasoning == BMOE_REASONING_HARMONY;
+    if (reasoning != BMOE_REASONING_NONE && !wait)
         return cli_fail("%s: the answer is held to JSON from its first token, and this model reasons first "
                         "(add --no-think)",
                         flag);
@@ -155,6 +159,13 @@ static int cli_json_answer(const cli_options *options, const bmoe_model *model, 
     if (!(*index = bmoe_token_index_create(model, &error)) ||
         !(*constraint = bmoe_json_constraint_create(*index, schema, length, &error)))
         return cli_fail("%s: %s", flag, error.message);
+    const char *after, *spacing;
+    int32_t trigger[16];
+    if (wait && bmoe_reasoning_answer_start(reasoning, &after, &spacing)) {
+        int32_t n = bmoe_tokenize(model, after, strlen(after), false, true, trigger, 16, &error);
+        if (n < 0 || n > 16 || bmoe_json_constraint_after(*constraint, trigger, n, &error) != 0)
+            return cli_fail("%s: the final message's header: %s", flag, error.message);
+    }
     return 0;
 }
 
