@@ -178,9 +178,15 @@ int server_read_json_answer(const struct cJSON *schema, completion_request *q, s
  * allocated for it. Returns its count, or -1 with the reply filled. */
 int server_messages_begin(const struct cJSON *list, bool may_be_empty, int slots, completion_request *q,
                           char ***owned, server_reply *reply);
-/* A message's role (the body's string): system, user, assistant or tool.
- * 0, or -1 with the reply filled (400 naming param). */
-int server_message_role(const struct cJSON *message, const char *param, const char **role, server_reply *reply);
+/* A message: an object whose keys are all among keys[0..n_keys), and its
+ * role (the body's string): system, user, assistant or tool. 0, or -1 with
+ * the reply filled (400 naming param). */
+int server_message_begin(const struct cJSON *message, const char *param, const char *const *keys, size_t n_keys,
+                         const char **role, server_reply *reply);
+/* Whether key is one of names[0..count). */
+bool server_listed(const char *const *names, size_t count, const char *key);
+/* Whether an earlier member of object has field's name. */
+bool server_given_twice(const struct cJSON *object, const struct cJSON *field);
 /* tools: OpenAI's list of {"type": "function", "function": {"name", ...}}
  * (Ollama's is the same), kept as JSON text in q->tools_json. 0, or -1
  * with the reply filled. */

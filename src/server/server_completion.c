@@ -20,14 +20,27 @@
 #define SERVER_MAX_JSON_DEPTH 64
 
 
+bool server_listed(const char *const *names, size_t count, const char *key)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(key, names[i]) == 0)
+            return true;
+    return false;
+}
+
+bool server_given_twice(const cJSON *object, const cJSON *field)
+{
+    for (const cJSON *earlier = object->child; earlier != field; earlier = earlier->next)
+        if (strcmp(earlier->string, field->string) == 0)
+            return true;
+    return false;
+}
+
 /* Fields accepted that do not change the answer. */
 static bool harmless(const char *key)
 {
     static const char *const names[] = {"user", "stream_options", "metadata", "store", "service_tier"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(key, names[i]) == 0)
-            return true;
-    return false;
+    return server_listed(names, sizeof names / sizeof names[0], key);
 }
 
 static bool is_number(const cJSON *item, double low, double high)
@@ -139,9 +152,17 @@ int server_messages_begin(const cJSON *list, bool may_be_empty, int slots, compl
     return count;
 }
 
-int server_message_role(const cJSON *message, const char *param, const char **role, server_reply *reply)
+int server_message_begin(const cJSON *message, const char *param, const char *const *keys, size_t n_keys,
+                         const char **role, server_reply *reply)
 {
-    const cJSON *field = cJSON_GetObjectItemCaseSensitive(message, "role");
+    if (!cJSON_IsObject(message))
+        BAD(param, "%s must be an object", param);
+    const cJSON *field;
+    cJSON_ArrayForEach(field, message) {
+        if (!server_listed(keys, n_keys, field->string))
+            BAD(param, "%s.%s is not supported", param, field->string);
+    }
+    field = cJSON_GetObjectItemCaseSensitive(message, "role");
     if (!cJSON_IsString(field) ||
         (strcmp(field->valuestring, "system") && strcmp(field->valuestring, "user") &&
          strcmp(field->valuestring, "assistant") && strcmp(field->valuestring, "tool")))
@@ -156,22 +177,14 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
     int count = server_messages_begin(list, false, 2, q, owned, reply);
     if (count < 0)
         return -1;
+    static const char *const keys[] = {"role", "content", "name", "reasoning_content", "tool_call_id", "tool_calls"};
     int i = 0;
     const cJSON *message;
     cJSON_ArrayForEach(message, list) {
         char param[64];
         snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(message))
-            BAD(param, "%s must be an object", param);
-        const cJSON *field;
-        cJSON_ArrayForEach(field, message) {
-            const char *key = field->string;
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
-                strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id") && strcmp(key, "tool_calls"))
-                BAD(param, "%s.%s is not supported", param, key);
-        }
         bmoe_chat_message *m = &q->messages[i];
-        if (server_message_role(message, param, &m->role, reply) != 0)
+        if (server_message_begin(message, param, keys, sizeof keys / sizeof keys[0], &m->role, reply) != 0)
             return -1;
         snprintf(param, sizeof param, "messages[%d].content", i);
         if (message_content(cJSON_GetObjectItemCaseSensitive(message, "content"), param, &(*owned)[i], &m->content,
@@ -449,9 +462,8 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
         const char *key = field->string;
         bool null = cJSON_IsNull(field);
         int sampling;
-        for (const cJSON *earlier = root->child; earlier != field; earlier = earlier->next)
-            if (strcmp(earlier->string, key) == 0)
-                BAD(key, "%s is given twice", key);
+        if (server_given_twice(root, field))
+            BAD(key, "%s is given twice", key);
         if (harmless(key)) {
             continue;
         } else if (strcmp(key, "model") == 0) {
@@ -649,18 +661,22 @@ static int render_prompt(const server *s, const completion_request *q, char **te
     return 0;
 }
 
-static int32_t prompt_tokens(const server *s, bool chat, const char *text, size_t length, int32_t **tokens,
-                             bmoe_error *error)
+/* The tokens of text, special tokens parsed (*tokens malloc'ed): a chat
+ * prompt as the template's tokenizer reads it, else with the BOS the
+ * vocabulary asks for when add_special. Returns their count, or a negative
+ * bmoe_status with error. */
+static int32_t text_tokens(const server *s, bool chat, bool add_special, const char *text, size_t length,
+                           int32_t **tokens, bmoe_error *error)
 {
     int32_t count = chat ? bmoe_chat_tokenize(s->chat, text, length, NULL, 0, error)
-                         : bmoe_tokenize(s->model, text, length, true, true, NULL, 0, error);
+                         : bmoe_tokenize(s->model, text, length, add_special, true, NULL, 0, error);
     if (count < 0)
         return count;
     *tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof **tokens);
     if (!*tokens)
         return BMOE_ERR_OUT_OF_MEMORY;
     int32_t again = chat ? bmoe_chat_tokenize(s->chat, text, length, *tokens, count, error)
-                         : bmoe_tokenize(s->model, text, length, true, true, *tokens, count, error);
+                         : bmoe_tokenize(s->model, text, length, add_special, true, *tokens, count, error);
     return again == count ? count : BMOE_ERR_INVALID_ARGUMENT;
 }
 
@@ -709,20 +725,6 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
-/* The tokens of text (special tokens parsed): *tokens malloc'ed. Returns
- * their count, or a negative bmoe_status with error. */
-static int32_t text_tokens(const server *s, const char *text, int32_t **tokens, bmoe_error *error)
-{
-    size_t length = strlen(text);
-    int32_t count = bmoe_tokenize(s->model, text, length, false, true, NULL, 0, error);
-    if (count < 0)
-        return count;
-    *tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof **tokens);
-    if (!*tokens)
-        return BMOE_ERR_OUT_OF_MEMORY;
-    return bmoe_tokenize(s->model, text, length, false, true, *tokens, count, error);
-}
-
 /* A forced call's frame on the turn's constraint: the tokens of the text
  * its template writes before and after the call's JSON object. 0, or a
  * negative bmoe_status with error. */
@@ -732,8 +734,8 @@ static int forced_call_frame(server *s, bmoe_error *error)
     if (!bmoe_tool_call_frame(bmoe_chat_tool_format(s->chat), &before, &after))
         return BMOE_ERR_INVALID_ARGUMENT;
     int32_t *before_tokens = NULL, *after_tokens = NULL;
-    int32_t n_before = text_tokens(s, before, &before_tokens, error);
-    int32_t n_after = n_before >= 0 ? text_tokens(s, after, &after_tokens, error) : 0;
+    int32_t n_before = text_tokens(s, false, false, before, strlen(before), &before_tokens, error);
+    int32_t n_after = n_before >= 0 ? text_tokens(s, false, false, after, strlen(after), &after_tokens, error) : 0;
     int status = n_before < 0 ? n_before : n_after < 0 ? n_after : 0;
     if (status == 0)
         status = bmoe_json_constraint_frame(s->json_constraint, before_tokens, n_before, after_tokens, n_after, error);
@@ -751,7 +753,7 @@ static int answer_start_trigger(server *s, bmoe_error *error)
     if (!bmoe_reasoning_answer_start(bmoe_chat_reasoning_format(s->chat), &after, &spacing) || spacing[0])
         return BMOE_ERR_INVALID_ARGUMENT; /* only harmony's answer follows its marker at once */
     int32_t *trigger = NULL;
-    int32_t n_trigger = text_tokens(s, after, &trigger, error);
+    int32_t n_trigger = text_tokens(s, false, false, after, strlen(after), &trigger, error);
     int status = n_trigger < 0 ? n_trigger : bmoe_json_constraint_after(s->json_constraint, trigger, n_trigger, error);
     free(trigger);
     return status;
@@ -827,7 +829,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
 {
     bmoe_error error = {0};
     int32_t *tokens = NULL;
-    int32_t n_prompt = prompt_tokens(s, q->chat, text, text_length, &tokens, &error);
+    int32_t n_prompt = text_tokens(s, q->chat, true, text, text_length, &tokens, &error);
     int32_t n_ctx = bmoe_context_n_ctx(s->context);
     bool bounded = q->n_ctx > 0 && q->n_ctx < n_ctx; /* a request's smaller context (Ollama's num_ctx) */
     if (bounded)

@@ -57,22 +57,6 @@ static void modified_text(const server *s, char *out, size_t size)
         now_text(out, size);
 }
 
-static bool given_twice(const cJSON *object, const cJSON *field)
-{
-    for (const cJSON *earlier = object->child; earlier != field; earlier = earlier->next)
-        if (strcmp(earlier->string, field->string) == 0)
-            return true;
-    return false;
-}
-
-static bool listed(const char *const *names, size_t count, const char *key)
-{
-    for (size_t i = 0; i < count; i++)
-        if (strcmp(key, names[i]) == 0)
-            return true;
-    return false;
-}
-
 /* null, "", [] or {}: a field given with nothing in it. */
 static bool empty(const cJSON *field)
 {
@@ -132,12 +116,12 @@ static int read_options(const cJSON *options, completion_request *q, server_repl
         char name[80];
         /* a long name is not echoed: cut, it could end inside a character */
         snprintf(name, sizeof name, "options.%s", strlen(key) <= 64 ? key : "(a long name)");
-        if (given_twice(options, field))
+        if (server_given_twice(options, field))
             BAD(name, "%s is given twice", name);
         int sampling = server_read_sampling(field, name, q, reply);
         if (sampling < 0)
             return -1;
-        if (sampling > 0 || cJSON_IsNull(field) || listed(runtime, sizeof runtime / sizeof runtime[0], key))
+        if (sampling > 0 || cJSON_IsNull(field) || server_listed(runtime, sizeof runtime / sizeof runtime[0], key))
             continue;
         if (strcmp(key, "num_predict") == 0) {
             if (integer(field, -2, -1))
@@ -196,27 +180,19 @@ static int read_messages(const cJSON *list, completion_request *q, char ***owned
 {
     if (server_messages_begin(list, true, 1, q, owned, reply) < 0)
         return -1;
+    static const char *const keys[] = {"role", "content", "thinking", "images", "tool_calls", "tool_name"};
     int i = 0;
     const cJSON *message;
     cJSON_ArrayForEach(message, list) {
         char param[64];
         snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(message))
-            BAD(param, "%s must be an object", param);
-        const cJSON *field;
-        cJSON_ArrayForEach(field, message) {
-            const char *key = field->string;
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "thinking") && strcmp(key, "images") &&
-                strcmp(key, "tool_calls") && strcmp(key, "tool_name"))
-                BAD(param, "%s.%s is not supported", param, key);
-        }
+        bmoe_chat_message *m = &q->messages[i];
+        if (server_message_begin(message, param, keys, sizeof keys / sizeof keys[0], &m->role, reply) != 0)
+            return -1;
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(message, "content");
         const cJSON *thinking = cJSON_GetObjectItemCaseSensitive(message, "thinking");
         const cJSON *calls = cJSON_GetObjectItemCaseSensitive(message, "tool_calls");
         const cJSON *tool_name = cJSON_GetObjectItemCaseSensitive(message, "tool_name");
-        bmoe_chat_message *m = &q->messages[i];
-        if (server_message_role(message, param, &m->role, reply) != 0)
-            return -1;
         bool assistant = strcmp(m->role, "assistant") == 0;
         if (content && !cJSON_IsString(content) && !cJSON_IsNull(content))
             BAD(param, "%s.content must be a string", param);
@@ -326,7 +302,7 @@ int server_ollama_read(const server *s, const cJSON *root, enum server_endpoint 
     cJSON_ArrayForEach(field, root) {
         const char *key = field->string;
         bool null = cJSON_IsNull(field);
-        if (given_twice(root, field))
+        if (server_given_twice(root, field))
             BAD(key, "%s is given twice", key);
         if (strcmp(key, "keep_alive") == 0) {
             continue; /* how long the model stays loaded: here, as long as the server runs */
@@ -611,7 +587,7 @@ static int show_request(const server *s, const cJSON *request, server_reply *rep
     const cJSON *name = NULL, *field;
     cJSON_ArrayForEach(field, request) {
         const char *key = field->string;
-        if (given_twice(request, field))
+        if (server_given_twice(request, field))
             BAD(key, "%s is given twice", key);
         if (strcmp(key, "model") == 0 || strcmp(key, "name") == 0) {
             if (name)
