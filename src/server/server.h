@@ -227,14 +227,18 @@ char *server_forced_call_schema(const char *tools_json, const char *name, bool *
 /* The offset of the first byte of text that is not well-formed UTF-8 or is
  * a NUL (what a JSON string cannot hold); -1 when there is none. */
 long server_utf8_error_at(const unsigned char *text, size_t length);
+/* bytes as a NUL-terminated string a JSON string can hold, each byte that
+ * is not well-formed UTF-8 (or a NUL) shown as U+FFFD (malloc'ed; NULL: out
+ * of memory). */
+char *server_json_text(const char *bytes, size_t length);
 
+/* A choice's "logprobs" object with no token yet, in the chat or the
+ * completions shape (NULL: out of memory). */
+struct cJSON *server_logprobs_new(bool chat);
 /* Appends step's token (none on the final step) to logprobs, a choice's
  * "logprobs" object, in the chat or the completions shape
  * (server_logprobs.c); *text_offset: the bytes of the completion's text
  * before the step's, advanced past it. 0, or -1 (out of memory). */
-/* A choice's "logprobs" object with no token yet, in the chat or the
- * completions shape (NULL: out of memory). */
-struct cJSON *server_logprobs_new(bool chat);
 int server_logprobs_add(struct cJSON *logprobs, const server *s, const bmoe_step *step, bool chat, size_t *text_offset);
 
 
@@ -296,6 +300,9 @@ void server_ollama_models(server *s, bool running, server_reply *reply);
 void server_ollama_show(server *s, const char *body, size_t length, server_reply *reply);
 /* GET /api/version. */
 void server_ollama_version(server_reply *reply);
+
+/* POST /tokenize (tokenize) and /detokenize, llama.cpp's (server_tokens.c). */
+void server_tokens_reply(const server *s, bool tokenize, const char *body, size_t length, server_reply *reply);
 
 /* reply holds json (consumed; NULL: out of memory, a 500) with status. */
 void server_json_reply(server_reply *reply, unsigned status, struct cJSON *json);

@@ -1045,6 +1045,28 @@ long server_utf8_error_at(const unsigned char *text, size_t length)
     return -1;
 }
 
+char *server_json_text(const char *bytes, size_t length)
+{
+    char *text = malloc(length * 3 + 1), *out = text;
+    if (!text)
+        return NULL;
+    size_t at = 0;
+    while (at < length) {
+        long bad = server_utf8_error_at((const unsigned char *)bytes + at, length - at);
+        size_t good = bad < 0 ? length - at : (size_t)bad;
+        memcpy(out, bytes + at, good);
+        out += good;
+        at += good;
+        if (at < length) {
+            memcpy(out, "\xef\xbf\xbd", 3);
+            out += 3;
+            at++;
+        }
+    }
+    *out = '\0';
+    return text;
+}
+
 /* Whether the text nests arrays and objects deeper than limit: brackets
  * counted outside strings, the text not yet known to be JSON. */
 static bool nests_deeper(const char *text, size_t length, int limit)

@@ -307,6 +307,8 @@ static const struct {
     {"/api/params", "GET", false},
     {"/api/events", "GET", false},
     {"/api/cancel", "POST", false},
+    {"/tokenize", "POST", false},
+    {"/detokenize", "POST", false},
     {"/v1/chat/completions", "POST", false},
     {"/v1/completions", "POST", false},
     {"/api/chat", "POST", true},
@@ -341,7 +343,8 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
                   const request *r, server_reply *reply)
 {
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    bool guarded = strncmp(url, "/v1/", 4) == 0 || strncmp(url, "/api/", 5) == 0;
+    bool guarded = strncmp(url, "/v1/", 4) == 0 || strncmp(url, "/api/", 5) == 0 || strcmp(url, "/tokenize") == 0 ||
+                   strcmp(url, "/detokenize") == 0;
     if (foreign_origin(connection)) {
         server_error_reply(reply, 403, "invalid_request_error", NULL, "forbidden_origin",
                            "requests from another site's page are refused (Origin does not match Host)");
@@ -378,6 +381,9 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
         params_reply(reply);
     } else if (strcmp(url, "/api/cancel") == 0 && post) {
         cancel_reply(s, reply);
+    } else if ((strcmp(url, "/tokenize") == 0 || strcmp(url, "/detokenize") == 0) && post) {
+        if (json_body(connection, reply))
+            server_tokens_reply(s, strcmp(url, "/tokenize") == 0, r->body ? r->body : "", r->length, reply);
     } else if (strcmp(url, "/v1/chat/completions") == 0 && post) {
         completion_route(s, connection, r, SERVER_CHAT_COMPLETIONS, reply);
     } else if (strcmp(url, "/v1/completions") == 0 && post) {

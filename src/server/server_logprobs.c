@@ -18,30 +18,6 @@
 #define PIECE_BYTES 256
 #define RULED_OUT_LOGPROB -9999.0
 
-/* The piece's text as a NUL-terminated string a JSON string can hold
- * (malloc'ed; NULL: out of memory). */
-static char *piece_text(const char *piece, size_t length)
-{
-    char *text = malloc(length * 3 + 1), *out = text;
-    if (!text)
-        return NULL;
-    size_t at = 0;
-    while (at < length) {
-        long bad = server_utf8_error_at((const unsigned char *)piece + at, length - at);
-        size_t good = bad < 0 ? length - at : (size_t)bad;
-        memcpy(out, piece + at, good);
-        out += good;
-        at += good;
-        if (at < length) {
-            memcpy(out, "\xef\xbf\xbd", 3);
-            out += 3;
-            at++;
-        }
-    }
-    *out = '\0';
-    return text;
-}
-
 /* token's text (malloc'ed; NULL: out of memory), its piece's bytes
  * appended to bytes when that is not NULL. */
 static char *token_text(const server *s, int32_t token, cJSON *bytes)
@@ -57,7 +33,7 @@ static char *token_text(const server *s, int32_t token, cJSON *bytes)
     }
     if (n < 0)
         n = 0;
-    char *text = piece_text(piece, (size_t)n);
+    char *text = server_json_text(piece, (size_t)n);
     for (int32_t i = 0; text && bytes && i < n; i++)
         cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)piece[i]));
     free(owned);

@@ -941,6 +941,139 @@ static void test_forced_calls(int port)
 #undef TWO_TOOLS
 }
 
+/* POSTs body to path; the answer's JSON on a 200 (NULL otherwise, checked). */
+static cJSON *post_ok(int port, const char *path, const char *body)
+{
+    test_response response;
+    cJSON *root = NULL;
+    if (test_request(port, "POST", path, NULL, body, &response) == 0) {
+        CHECK_MSG(response.status == 200, "%s %s: %d %s", path, body, response.status,
+                  response.body ? response.body : "");
+        root = response.status == 200 ? body_json(&response) : NULL;
+    }
+    free(response.raw);
+    return root;
+}
+
+/* The ids of /tokenize's answer to body as a /detokenize body ({"tokens": [...]}, malloc'ed); *count their number. */
+static char *tokenized(int port, const char *body, int *count)
+{
+    cJSON *root = post_ok(port, "/tokenize", body);
+    cJSON *tokens = cJSON_DetachItemFromObjectCaseSensitive(root, "tokens");
+    *count = cJSON_IsArray(tokens) ? cJSON_GetArraySize(tokens) : -1;
+    cJSON *request = cJSON_CreateObject();
+    cJSON_AddItemToObject(request, "tokens", tokens ? tokens : cJSON_CreateArray());
+    char *text = cJSON_PrintUnformatted(request);
+    cJSON_Delete(request);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* /detokenize's content for body (malloc'ed; NULL when absent). */
+static char *detokenized(int port, const char *body)
+{
+    cJSON *root = post_ok(port, "/detokenize", body);
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
+    char *text = cJSON_IsString(content) ? strdup(content->valuestring) : NULL;
+    cJSON_Delete(root);
+    return text;
+}
+
+/* /tokenize and /detokenize (llama.cpp's): a text comes back whole from its
+ * tokens, special tokens parsed or spelled out; the pieces are the text's
+ * bytes in order, those that split a character as byte lists; the count
+ * with the BOS is the prompt's of a completion; bad fields are refused. */
+static void test_tokens(int port)
+{
+    static const char text[] = "Hello w\xc3\xb6rld \xf0\x9f\xa4\x97"; /* "Hello wörld " and U+1F917 */
+    int n_plain, n_pieces = 0, n_special, n_spelled, n_bos;
+    char *ids = tokenized(port, "{\"content\":\"Hello w\xc3\xb6rld \xf0\x9f\xa4\x97\"}", &n_plain);
+    char *back = ids ? detokenized(port, ids) : NULL;
+    CHECK_MSG(n_plain > 0 && back && strcmp(back, text) == 0, "/detokenize of /tokenize: %s", back ? back : "-");
+    free(back);
+
+    cJSON *root = post_ok(port, "/tokenize", "{\"content\":\"Hello w\xc3\xb6rld \xf0\x9f\xa4\x97\",\"with_pieces\":true}");
+    cJSON *plain = cJSON_Parse(ids ? ids : "{}");
+    char joined[64] = "";
+    size_t used = 0;
+    bool split = false, ids_agree = true;
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, cJSON_GetObjectItemCaseSensitive(root, "tokens")) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(entry, "id");
+        const cJSON *piece = cJSON_GetObjectItemCaseSensitive(entry, "piece"), *byte;
+        const cJSON *expected = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(plain, "tokens"), n_pieces++);
+        ids_agree = ids_agree && cJSON_IsNumber(id) && cJSON_IsNumber(expected) &&
+                    id->valuedouble == expected->valuedouble;
+        if (cJSON_IsString(piece) && used + strlen(piece->valuestring) < sizeof joined) {
+            memcpy(joined + used, piece->valuestring, strlen(piece->valuestring));
+            used += strlen(piece->valuestring);
+        }
+        const cJSON *bytes = cJSON_IsArray(piece) ? piece : NULL;
+        cJSON_ArrayForEach(byte, bytes) {
+            split = true;
+            if (used + 1 < sizeof joined)
+                joined[used++] = (char)byte->valuedouble;
+        }
+    }
+    joined[used] = '\0';
+    CHECK_MSG(ids_agree && n_pieces == n_plain, "with_pieces: %d entries, %d tokens", n_pieces, n_plain);
+    CHECK_MSG(strcmp(joined, text) == 0, "the pieces do not spell the text: %s", joined);
+    CHECK_MSG(split, "the byte-level vocabulary splits U+1F917, so some piece is a byte list");
+    cJSON_Delete(plain);
+    cJSON_Delete(root);
+    free(ids);
+
+    /* one byte of a two-byte character alone is not UTF-8: U+FFFD */
+    back = detokenized(port, "{\"tokens\":[72,195]}");
+    CHECK_MSG(back && strcmp(back, "H\xef\xbf\xbd") == 0, "a broken character: %s", back ? back : "-");
+    free(back);
+
+    char *special = tokenized(port, "{\"content\":\"<|im_start|>user\"}", &n_special);
+    char *spelled = tokenized(port, "{\"content\":\"<|im_start|>user\",\"parse_special\":false}", &n_spelled);
+    CHECK_MSG(n_special > 0 && n_spelled > n_special + 5, "<|im_start|> parsed: %d tokens, spelled out: %d",
+              n_special, n_spelled);
+    for (int i = 0; i < 2; i++) {
+        back = detokenized(port, i == 0 ? special : spelled);
+        CHECK_MSG(back && strcmp(back, "<|im_start|>user") == 0, "detokenize %s: %s", i == 0 ? special : spelled,
+                  back ? back : "-");
+        free(back);
+    }
+    free(special);
+    free(spelled);
+
+    free(tokenized(port, "{\"content\":\"Hello\",\"add_special\":true}", &n_bos));
+    test_response response;
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hello\",\"max_tokens\":1}", &response) == 0) {
+        cJSON *completion = body_json(&response);
+        const cJSON *usage = cJSON_GetObjectItemCaseSensitive(completion, "usage");
+        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+        CHECK_MSG(cJSON_IsNumber(prompt) && prompt->valueint == n_bos, "add_special: %d tokens, the prompt's %d",
+                  n_bos, cJSON_IsNumber(prompt) ? prompt->valueint : -1);
+        cJSON_Delete(completion);
+    }
+    free(response.raw);
+
+    static const struct {
+        const char *path, *body, *param;
+    } refused[] = {
+        {"/tokenize", "{}", "content"},
+        {"/tokenize", "{\"content\":1}", "content"},
+        {"/tokenize", "{\"content\":\"a\",\"with_pieces\":1}", "with_pieces"},
+        {"/tokenize", "{\"content\":\"a\",\"add_bos\":true}", "add_bos"},
+        {"/tokenize", "{\"content\":\"a\",\"content\":\"b\"}", "content"},
+        {"/detokenize", "{}", "tokens"},
+        {"/detokenize", "{\"tokens\":\"1 2\"}", "tokens"},
+        {"/detokenize", "{\"tokens\":[1.5]}", "tokens"},
+        {"/detokenize", "{\"tokens\":[-1]}", "tokens"},
+        {"/detokenize", "{\"tokens\":[512]}", "tokens"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_refused(port, refused[i].path, refused[i].body, 400, refused[i].param, refused[i].body);
+    if (test_request(port, "GET", "/tokenize", NULL, NULL, &response) == 0)
+        CHECK_MSG(response.status == 405, "GET /tokenize: %d", response.status);
+    free(response.raw);
+}
+
 static void test_refusals(int port)
 {
     static const struct {
@@ -1077,6 +1210,9 @@ static void test_api_key(void)
     if (test_request(server.port, "GET", "/v1/models", "Authorization: Bearer wrong\r\n", NULL, &response) == 0)
         check_error(&response, 401, NULL, "wrong key");
     free(response.raw);
+    if (test_request(server.port, "POST", "/tokenize", NULL, "{\"content\":\"a\"}", &response) == 0)
+        check_error(&response, 401, NULL, "/tokenize without the key");
+    free(response.raw);
     if (test_request(server.port, "GET", "/v1/models", "Authorization: Bearer sesame\r\n", NULL, &response) == 0)
         CHECK_MSG(response.status == 200 && response.body && strstr(response.body, "\"id\":\"house-model\""),
                   "--alias: %s", response.body ? response.body : "");
@@ -1160,6 +1296,7 @@ int main(void)
     test_structured(server.port);
     test_forced_calls(server.port);
     test_refusals(server.port);
+    test_tokens(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
