@@ -519,6 +519,13 @@ BMOE_API void bmoe_context_memory_usage(const bmoe_context *context, bmoe_contex
 
 /* ---- Sampling --------------------------------------------------------- */
 
+/* A token's logit raised or lowered before sampling (OpenAI's logit_bias,
+ * llama.cpp's --logit-bias); -INFINITY: the token is never chosen. */
+typedef struct bmoe_logit_bias {
+    int32_t token;
+    float bias;
+} bmoe_logit_bias;
+
 typedef struct bmoe_sampler_params {
     float temperature;     /* <= 0: greedy */
     int32_t top_k;         /* <= 0: off */
@@ -533,6 +540,10 @@ typedef struct bmoe_sampler_params {
     float frequency_penalty;
     float presence_penalty;
     uint64_t seed;
+    /* added to the logits first, before the penalties and filters (the
+     * sampler copies them at create; a token given twice adds both) */
+    const bmoe_logit_bias *logit_bias;
+    int32_t n_logit_bias;
 } bmoe_sampler_params;
 
 BMOE_API bmoe_sampler_params bmoe_sampler_default_params(void); /* greedy */
@@ -775,10 +786,10 @@ BMOE_API int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const 
                                         const int32_t *after, int32_t n_after, bmoe_error *error);
 /* Leaves the text free until its last tokens are trigger[0..n_trigger)
  * (the end of a reasoning span: bmoe_reasoning_answer_start), and holds it
- * to the frame and the value from there on; an end of generation before
- * the trigger ends the text without a value. n_trigger 0: held from the
- * first token (the default). Copies the trigger; before the first token
- * only. 0, or a negative bmoe_status. */
+ * to the frame and the value from there on; no end of generation is
+ * allowed before the trigger (the text ends with a value or at the length
+ * limit). n_trigger 0: held from the first token (the default). Copies the
+ * trigger; before the first token only. 0, or a negative bmoe_status. */
 BMOE_API int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *trigger, int32_t n_trigger,
                                         bmoe_error *error);
 /* Whether a text can be held to schema (bmoe_json_constraint_create's
@@ -1003,6 +1014,24 @@ typedef struct bmoe_reasoning_delta {
  * BMOE_REASONING_NONE. What bmoe_json_constraint_after waits for. */
 BMOE_API bool bmoe_reasoning_answer_start(enum bmoe_reasoning_format format, const char **after,
                                           const char **spacing);
+/* Whether a generation that continues prompt reasons before it answers,
+ * when *opening (may be "") is appended to prompt: the prompt opens a
+ * reasoning span, or opening does ("<think>\n", Gemma 4's thought channel);
+ * harmony reasons in messages of its own. False when the prompt closed a
+ * span (reasoning turned off) or format has none. */
+BMOE_API bool bmoe_reasoning_opening(enum bmoe_reasoning_format format, const char *prompt, size_t prompt_length,
+                                     const char **opening);
+/* Frames and triggers the value as a chat answer of model is written: with
+ * reasoning (not BMOE_REASONING_NONE) free reasoning first, held from the
+ * end of the span on (bmoe_reasoning_answer_start: its marker, then the
+ * spacing the templates put before the answer); with call_format (not
+ * BMOE_TOOL_FORMAT_NONE) the value framed as one forced call
+ * (bmoe_tool_call_frame). The prompt must leave the generation where the
+ * reasoning comes (bmoe_reasoning_opening). 0, or a negative bmoe_status
+ * (a call format whose calls are not one JSON object is refused). */
+BMOE_API int bmoe_json_constraint_chat(bmoe_json_constraint *constraint, const bmoe_model *model,
+                                       enum bmoe_reasoning_format reasoning, enum bmoe_tool_format call_format,
+                                       bmoe_error *error);
 /* prompt (may be NULL) is the text the generation continues: where it ends
  * (inside an open reasoning span, past a closed one, in a harmony message
  * header) is where the parser starts. */

@@ -487,6 +487,19 @@ static void process(bmoe_reasoning *r, bool final)
 
 /* Where a span format starts after the prompt: inside a span the prompt
  * opened, past one it closed at its very end, or undecided. */
+/* The span markers of r's format (none for harmony and none). */
+static void span_markers(bmoe_reasoning *r)
+{
+    if (r->format == BMOE_REASONING_THINK) {
+        r->open = "<think>";
+        r->close = think_close;
+    } else if (r->format == BMOE_REASONING_CHANNEL) {
+        r->open = "<|channel>";
+        r->close = channel_close;
+        r->named = true;
+    }
+}
+
 static int span_start_state(const bmoe_reasoning *r, const char *prompt, size_t length)
 {
     long open = find_last(prompt, length, r->open);
@@ -503,6 +516,23 @@ static int span_start_state(const bmoe_reasoning *r, const char *prompt, size_t 
             return SPAN_AFTER;
     }
     return SPAN_START;
+}
+
+bool bmoe_reasoning_opening(enum bmoe_reasoning_format format, const char *prompt, size_t prompt_length,
+                            const char **opening)
+{
+    *opening = "";
+    if (format == BMOE_REASONING_HARMONY)
+        return true;
+    bmoe_reasoning r = {.format = format};
+    span_markers(&r);
+    if (!r.open || (!prompt && prompt_length > 0))
+        return false;
+    switch (span_start_state(&r, prompt, prompt_length)) {
+    case SPAN_AFTER: return false;
+    case SPAN_START: *opening = format == BMOE_REASONING_THINK ? "<think>\n" : "<|channel>thought\n"; return true;
+    default: return true;
+    }
 }
 
 const char *bmoe_reasoning_format_name(enum bmoe_reasoning_format format)
@@ -552,14 +582,7 @@ bmoe_reasoning *bmoe_reasoning_create(enum bmoe_reasoning_format format, const c
         return NULL;
     }
     r->format = format;
-    if (format == BMOE_REASONING_THINK) {
-        r->open = "<think>";
-        r->close = think_close;
-    } else if (format == BMOE_REASONING_CHANNEL) {
-        r->open = "<|channel>";
-        r->close = channel_close;
-        r->named = true;
-    }
+    span_markers(r);
     if (r->open) {
         r->state = span_start_state(r, prompt, prompt_length);
     } else if (format == BMOE_REASONING_HARMONY) {

@@ -54,6 +54,7 @@ typedef struct cli_options {
     bool no_prefault;         /* --no-prefault: let the first tokens fault pages in */
     int32_t *prompt_ids;      /* --prompt-ids, owned; generation takes them instead of text */
     int32_t n_prompt_ids;
+    bmoe_logit_bias *logit_bias; /* --logit-bias, owned; sampler.logit_bias points here */
     int32_t *force_ids;       /* --force-ids, owned */
     int32_t n_force_ids;
     const char *logits_out;   /* --logits-out */
@@ -170,6 +171,7 @@ typedef struct cli_chat_prompt_result {
     bmoe_reasoning *reasoning;
     int32_t *tokens;
     int32_t n_tokens;
+    bool reason_first; /* the answer is held to a schema and comes after the model's reasoning */
 } cli_chat_prompt_result;
 /* Returns 0, or 1 with the reason printed (result is then empty). */
 int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const char *prompt, size_t length,

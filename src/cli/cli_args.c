@@ -84,6 +84,48 @@ static int cli_parse_choice(const param_def *flag, const char *name, const char 
                                                                                    : cli_fail("%s", error) * -1;
 }
 
+/* --logit-bias TOKEN+BIAS or TOKEN-BIAS (BIAS a number, or inf for -inf),
+ * a list separated by commas, appended to options' biases. 0, or 1 with
+ * the reason printed. */
+static int cli_parse_logit_bias(const char *name, const char *text, cli_options *options)
+{
+    int32_t count = 1;
+    for (const char *c = text; *c; c++)
+        count += *c == ',';
+    int32_t total = options->sampler.n_logit_bias + count;
+    if (total > CLI_MAX_ID_LIST)
+        return cli_fail("%s: more than %d biases", name, CLI_MAX_ID_LIST);
+    bmoe_logit_bias *grown = realloc(options->logit_bias, (size_t)total * sizeof *grown);
+    if (!grown)
+        return cli_fail("%s: out of memory", name);
+    options->logit_bias = grown;
+    options->sampler.logit_bias = grown;
+    const char *cursor = text;
+    for (int32_t i = 0; i < count; i++) {
+        char *end = NULL;
+        errno = 0;
+        long long token = *cursor >= '0' && *cursor <= '9' ? strtoll(cursor, &end, 10) : -1;
+        char sign = end ? *end : '\0';
+        if (token < 0 || token > INT32_MAX || errno || (sign != '+' && sign != '-'))
+            return cli_fail("%s: '%s': each bias is TOKEN+BIAS or TOKEN-BIAS (15043+1, 15043-inf)", name,
+                            text);
+        const char *number = end + 1;
+        float bias;
+        if (strncmp(number, "inf", 3) == 0 && (number[3] == ',' || number[3] == '\0') && sign == '-') {
+            bias = -INFINITY;
+            end = (char *)number + 3;
+        } else {
+            bias = number[0] >= '0' && number[0] <= '9' ? strtof(number, &end) : NAN;
+            if (!isfinite(bias) || (*end != ',' && *end != '\0'))
+                return cli_fail("%s: '%s': a bias is a number, or -inf", name, text);
+            bias = sign == '-' ? -bias : bias;
+        }
+        grown[options->sampler.n_logit_bias++] = (bmoe_logit_bias){(int32_t)token, bias};
+        cursor = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int cli_parse_ids(const char *name, const char *text, int32_t **ids, int32_t *n_ids)
 {
     int32_t count = 0;
@@ -175,6 +217,10 @@ void cli_options_free(cli_options *options)
     free(options->prompt_ids);
     free(options->force_ids);
     free(options->ppl_choices);
+    free(options->logit_bias);
+    options->logit_bias = NULL;
+    options->sampler.logit_bias = NULL;
+    options->sampler.n_logit_bias = 0;
     options->prompt_ids = NULL;
     options->force_ids = NULL;
     options->ppl_choices = NULL;
@@ -223,6 +269,7 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         free(options->force_ids);
         options->force_ids = NULL;
         return cli_parse_ids(name, value, &options->force_ids, &options->n_force_ids) == 0 ? 0 : 1;
+    case P_LOGIT_BIAS: return cli_parse_logit_bias(name, value, options);
     case P_LOGITS_OUT: options->logits_out = value; break;
     case P_PPL: options->ppl_path = value; break;
     case P_CHUNKS: options->ppl_chunks = number; break;

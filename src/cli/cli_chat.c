@@ -74,14 +74,29 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
     /* the prefilled turn is the answer verbatim: no reasoning follows */
     enum bmoe_reasoning_format format =
         params.reasoning_prefill ? BMOE_REASONING_NONE : bmoe_chat_reasoning_format(result->chat);
-    result->reasoning = bmoe_reasoning_create(format, text, text_length, &error);
-    int32_t count = result->reasoning ? bmoe_chat_tokenize(result->chat, text, text_length, NULL, 0, &error) : -1;
-    if (count >= 0) {
-        result->tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof *result->tokens);
-        if (!result->tokens || bmoe_chat_tokenize(result->chat, text, text_length, result->tokens, count, &error) != count)
-            count = -1;
+    /* an answer held to a schema waits for the reasoning to end: the
+     * prompt opens the span where the model would not */
+    const char *opening = "";
+    if (options->json_schema || options->json_schema_file)
+        result->reason_first = bmoe_reasoning_opening(format, text, text_length, &opening);
+    size_t opening_length = strlen(opening);
+    char *prompt_text = malloc(text_length + opening_length + 1);
+    if (prompt_text) {
+        memcpy(prompt_text, text, text_length);
+        memcpy(prompt_text + text_length, opening, opening_length + 1);
+        text_length += opening_length;
     }
     bmoe_free(text);
+    result->reasoning = prompt_text ? bmoe_reasoning_create(format, prompt_text, text_length, &error) : NULL;
+    int32_t count =
+        result->reasoning ? bmoe_chat_tokenize(result->chat, prompt_text, text_length, NULL, 0, &error) : -1;
+    if (count >= 0) {
+        result->tokens = malloc((size_t)(count > 0 ? count : 1) * sizeof *result->tokens);
+        if (!result->tokens ||
+            bmoe_chat_tokenize(result->chat, prompt_text, text_length, result->tokens, count, &error) != count)
+            count = -1;
+    }
+    free(prompt_text);
     if (count < 0) {
         cli_fail("--chat: %s", error.message[0] ? error.message : "out of memory");
         cli_chat_prompt_free(result);

@@ -133,21 +133,13 @@ static int cli_text_append(char **data, size_t *capacity, size_t *length, const 
 }
 
 /* --json-schema / --json-schema-file: the constraint that holds the answer
- * to the schema's JSON. The answer is held from its first token, so a chat
- * whose model would reason first is refused. 0, or 1 with the reason
- * printed. */
+ * to the schema's JSON, from its first token or, in a chat whose model
+ * reasons first, from the end of its reasoning (cli_chat_prompt opened the
+ * span in the prompt). 0, or 1 with the reason printed. */
 static int cli_json_answer(const cli_options *options, const bmoe_model *model, const cli_chat_prompt_result *chat,
                            char **schema_text, bmoe_token_index **index, bmoe_json_constraint **constraint)
 {
     const char *flag = options->json_schema ? "--json-schema" : "--json-schema-file";
-    enum bmoe_reasoning_format reasoning =
-        chat->chat && !options->no_think ? bmoe_chat_reasoning_format(chat->chat) : BMOE_REASONING_NONE;
-    /* gpt-oss reasons in a message of its own: the hold waits for the final one's header */
-    bool wait = reasoning == BMOE_REASONING_HARMONY;
-    if (reasoning != BMOE_REASONING_NONE && !wait)
-        return cli_fail("%s: the answer is held to JSON from its first token, and this model reasons first "
-                        "(add --no-think)",
-                        flag);
     const char *schema = options->json_schema;
     size_t length = schema ? strlen(schema) : 0;
     if (options->json_schema_file) {
@@ -156,16 +148,12 @@ static int cli_json_answer(const cli_options *options, const bmoe_model *model, 
         schema = *schema_text;
     }
     bmoe_error error = {0};
+    enum bmoe_reasoning_format reasoning = chat->reason_first ? bmoe_chat_reasoning_format(chat->chat)
+                                                              : BMOE_REASONING_NONE;
     if (!(*index = bmoe_token_index_create(model, &error)) ||
-        !(*constraint = bmoe_json_constraint_create(*index, schema, length, &error)))
+        !(*constraint = bmoe_json_constraint_create(*index, schema, length, &error)) ||
+        bmoe_json_constraint_chat(*constraint, model, reasoning, BMOE_TOOL_FORMAT_NONE, &error) != 0)
         return cli_fail("%s: %s", flag, error.message);
-    const char *after, *spacing;
-    int32_t trigger[16];
-    if (wait && bmoe_reasoning_answer_start(reasoning, &after, &spacing)) {
-        int32_t n = bmoe_tokenize(model, after, strlen(after), false, true, trigger, 16, &error);
-        if (n < 0 || n > 16 || bmoe_json_constraint_after(*constraint, trigger, n, &error) != 0)
-            return cli_fail("%s: the final message's header: %s", flag, error.message);
-    }
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* Sampler: turns one row of logits into the next token. Owns its scratch
  * buffers (sized once at create, so sampling never allocates) and its PRNG
- * state. The chain is fixed: penalties (repeat, frequency, presence), top-k,
+ * state. The chain is fixed: logit biases, penalties (repeat, frequency, presence), top-k,
  * top-p, min-p, temperature, draw; a temperature <= 0 skips the filters and takes the
  * argmax of the penalized logits. Ties are broken towards the lower token id
  * so that results never depend on sort stability. */
@@ -22,6 +22,7 @@ struct bmoe_sampler {
     float *logits;                  /* [n_vocab] penalized copy of the row */
     sampler_candidate *candidates;  /* [n_vocab] the surviving tokens */
     int32_t *counts;                /* [n_vocab] a token's uses in the penalty window, 0 between calls */
+    bmoe_logit_bias *biases;        /* params.logit_bias's copy (params points here) */
     uint64_t rng_state;             /* splitmix64 */
 };
 
@@ -37,6 +38,8 @@ bmoe_sampler_params bmoe_sampler_default_params(void)
     params.frequency_penalty = 0.0f;
     params.presence_penalty = 0.0f;
     params.seed = 0;
+    params.logit_bias = NULL;
+    params.n_logit_bias = 0;
     return params;
 }
 
@@ -79,6 +82,15 @@ bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_v
         return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the repeat penalty must be a positive number");
     if (!isfinite(params->frequency_penalty) || !isfinite(params->presence_penalty))
         return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the frequency and presence penalties must be numbers");
+    if (params->n_logit_bias < 0 || (params->n_logit_bias > 0 && !params->logit_bias))
+        return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "the logit biases are missing");
+    for (int32_t i = 0; i < params->n_logit_bias; i++) {
+        const bmoe_logit_bias *b = &params->logit_bias[i];
+        if (b->token < 0 || b->token >= n_vocab)
+            return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "a logit bias names a token not in the vocabulary");
+        if (isnan(b->bias) || b->bias == INFINITY)
+            return sampler_fail(error, BMOE_ERR_INVALID_ARGUMENT, "a logit bias must be a number (or -infinity)");
+    }
     bmoe_sampler *sampler = calloc(1, sizeof *sampler);
     if (!sampler)
         return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory");
@@ -87,7 +99,12 @@ bmoe_sampler *bmoe_sampler_create(const bmoe_sampler_params *params, int32_t n_v
     sampler->logits = malloc((size_t)n_vocab * sizeof *sampler->logits);
     sampler->candidates = malloc((size_t)n_vocab * sizeof *sampler->candidates);
     sampler->counts = calloc((size_t)n_vocab, sizeof *sampler->counts);
-    if (!sampler->logits || !sampler->candidates || !sampler->counts) {
+    size_t bias_bytes = (size_t)params->n_logit_bias * sizeof *sampler->biases;
+    sampler->biases = bias_bytes ? malloc(bias_bytes) : NULL;
+    if (sampler->biases)
+        memcpy(sampler->biases, params->logit_bias, bias_bytes);
+    sampler->params.logit_bias = sampler->biases;
+    if (!sampler->logits || !sampler->candidates || !sampler->counts || (bias_bytes && !sampler->biases)) {
         bmoe_sampler_free(sampler);
         return sampler_fail(error, BMOE_ERR_OUT_OF_MEMORY, "out of memory for the vocabulary's buffers");
     }
@@ -102,6 +119,7 @@ void bmoe_sampler_free(bmoe_sampler *sampler)
     free(sampler->logits);
     free(sampler->candidates);
     free(sampler->counts);
+    free(sampler->biases);
     free(sampler);
 }
 
@@ -111,6 +129,12 @@ static void sampler_copy_logits(bmoe_sampler *sampler, const float *logits)
 {
     for (int32_t i = 0; i < sampler->n_vocab; i++)
         sampler->logits[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+}
+
+static void sampler_apply_biases(bmoe_sampler *sampler)
+{
+    for (int32_t i = 0; i < sampler->params.n_logit_bias; i++)
+        sampler->logits[sampler->biases[i].token] += sampler->biases[i].bias;
 }
 
 /* The penalties look at the last repeat_last_n history entries (< 0: the
@@ -345,9 +369,10 @@ int32_t bmoe_sampler_sample(bmoe_sampler *sampler, const float *logits,
     if (!sampler || !logits)
         return -1;
     const bmoe_sampler_params *params = &sampler->params;
-    if (params->temperature <= 0.0f && !sampler_penalizes(sampler, history, n_history))
+    if (params->temperature <= 0.0f && !sampler_penalizes(sampler, history, n_history) && params->n_logit_bias == 0)
         return sampler_argmax_of(logits, sampler->n_vocab);
     sampler_copy_logits(sampler, logits);
+    sampler_apply_biases(sampler);
     sampler_apply_penalties(sampler, history, n_history);
     if (params->temperature <= 0.0f)
         return sampler_argmax(sampler);

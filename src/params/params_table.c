@@ -130,6 +130,10 @@ static const param_def params_rows[] = {
     {.id = P_SEED, .key = "seed", .flag = "--seed", .group = PARAM_GROUP_SAMPLING, .level = BASIC,
      .scope = REQUEST, .type = PARAM_U64, .value_name = "S", .default_text = "from the clock, printed",
      .jobs = CHAT | SERVE, .help = "sampling seed"},
+    {.id = P_LOGIT_BIAS, .key = "logit_bias", .flag = "--logit-bias", .short_flag = "-l", .group = PARAM_GROUP_SAMPLING,
+     .level = ADVANCED, .scope = REQUEST, .type = PARAM_LIST, .value_name = "TOKEN+BIAS", .jobs = CHAT,
+     .help = "add BIAS to token TOKEN's logit before sampling (15043+1, 15043-0.5; -inf: never chosen); a list "
+             "separated by commas, the flag given again adds to it"},
     {.id = P_JSON_SCHEMA, .key = "json_schema", .flag = "--json-schema", .group = PARAM_GROUP_SAMPLING,
      .level = ADVANCED, .scope = REQUEST, .type = PARAM_TEXT, .value_name = "SCHEMA", .jobs = GEN,
      .help = "hold the answer to one JSON value of this JSON Schema ('{}': any JSON value)"},

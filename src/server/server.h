@@ -114,6 +114,7 @@ typedef struct server_reply {
 } server_reply;
 
 #define SERVER_MAX_STOPS 4
+#define SERVER_MAX_LOGIT_BIAS 1024
 #define SERVER_MAX_MESSAGES 4096
 
 /* The endpoints that generate: each answers in its own API's shapes. */
@@ -156,6 +157,7 @@ typedef struct completion_request {
     const char *forced_name;      /* the named function (the body's); NULL: any of the tools */
     char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
     char *call_schema;            /* a forced call's schema (server_forced_call_schema's, malloc'ed) */
+    bmoe_logit_bias *logit_bias;  /* sampler.logit_bias's entries (malloc'ed); NULL: none */
     int32_t n_ctx;                /* Ollama's num_ctx: a context smaller than the server's; 0: the server's */
     int64_t received_ns;          /* Ollama's total_duration counts from here (CLOCK_MONOTONIC) */
 } completion_request;

@@ -446,6 +446,45 @@ int server_read_sampling(const cJSON *field, const char *name, completion_reques
     return 1;
 }
 
+/* logit_bias: OpenAI's {"TOKEN_ID": BIAS in [-100, 100]}, or false to ban
+ * the token (llama.cpp's), into q->logit_bias (malloc'ed). 0, or -1 with
+ * the reply filled. */
+static int read_logit_bias(const server *s, const cJSON *field, completion_request *q, server_reply *reply)
+{
+    if (!cJSON_IsObject(field))
+        BAD("logit_bias", "logit_bias must be an object of token ids and biases");
+    int n = cJSON_GetArraySize(field);
+    if (n > SERVER_MAX_LOGIT_BIAS)
+        BAD("logit_bias", "logit_bias has more than %d tokens", SERVER_MAX_LOGIT_BIAS);
+    q->logit_bias = malloc((size_t)(n > 0 ? n : 1) * sizeof *q->logit_bias);
+    if (!q->logit_bias) {
+        server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    int32_t n_vocab = bmoe_model_n_vocab(s->model);
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, field) {
+        const char *id = entry->string;
+        char *end = NULL;
+        long token = strtol(id, &end, 10);
+        if (!id[0] || *end || id[0] == '+' || id[0] == ' ' || token < 0 || token >= n_vocab)
+            BAD("logit_bias", "logit_bias: '%.40s' is not a token id of the vocabulary of %d", id, n_vocab);
+        for (int32_t i = 0; i < q->sampler.n_logit_bias; i++)
+            if (q->logit_bias[i].token == token)
+                BAD("logit_bias", "logit_bias: token %ld is given twice", token);
+        float bias;
+        if (cJSON_IsFalse(entry))
+            bias = -INFINITY;
+        else if (is_number(entry, -100, 100))
+            bias = (float)entry->valuedouble;
+        else
+            BAD("logit_bias", "logit_bias: token %ld's bias must be a number in [-100, 100] (or false)", token);
+        q->logit_bias[q->sampler.n_logit_bias++] = (bmoe_logit_bias){(int32_t)token, bias};
+    }
+    q->sampler.logit_bias = q->logit_bias;
+    return 0;
+}
+
 /* Reads the body's fields into q. 0, or -1 with the reply filled. */
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
@@ -551,6 +590,11 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 continue;
             if (read_response_format(field, q, reply) != 0)
                 return -1;
+        } else if (strcmp(key, "logit_bias") == 0) {
+            if (null)
+                continue;
+            if (read_logit_bias(s, field, q, reply) != 0)
+                return -1;
         } else {
             BAD(key, "%s is not supported by bmoe-server", key);
         }
@@ -597,22 +641,15 @@ static int render_prompt(const server *s, const completion_request *q, char **te
                            bmoe_tool_format_name(bmoe_chat_tool_format(s->chat)));
         return -1;
     }
-    /* a held answer (a JSON value, a forced call) is constrained from its
-     * first token on, so no reasoning comes before it; but gpt-oss's comes
-     * in messages of its own, and the hold waits for the final one's */
-    const char *held = q->json_answer ? "response_format" : q->force_call ? "tool_choice" : NULL;
+    /* a held answer (a JSON value, a forced call) comes without reasoning
+     * unless the request asks for it or the model always reasons: then the
+     * hold waits for the reasoning's end (gpt-oss's comes in messages of
+     * its own, and the hold waits for the final one's) */
     bool think = q->think;
     enum bmoe_reasoning_format reasoning = bmoe_chat_reasoning_format(s->chat);
-    if (held && think && reasoning != BMOE_REASONING_NONE && reasoning != BMOE_REASONING_HARMONY) {
-        if (q->think_asked || control == BMOE_THINK_CONTROL_NONE) {
-            server_error_reply(reply, 400, "invalid_request_error", held, "invalid_request",
-                               "%s: the answer is held from its first token, and %s", held,
-                               q->think_asked ? "enable_thinking true has the model reason first"
-                                              : "this model reasons on every turn before it answers");
-            return -1;
-        }
+    if ((q->json_answer || q->force_call) && think && !q->think_asked && control != BMOE_THINK_CONTROL_NONE &&
+        reasoning != BMOE_REASONING_HARMONY)
         think = false;
-    }
     if (q->json_answer && q->tools_json && !q->tools_off) {
         server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
                            "response_format with tools: the answer is held to one JSON value, which leaves no "
@@ -652,7 +689,18 @@ static int render_prompt(const server *s, const completion_request *q, char **te
                            "the model's chat template: %s", error.message);
         return -1;
     }
-    *text = strdup(out);
+    /* the prompt opens the reasoning span where the model would not, so
+     * that the hold's trigger (the span's end) comes */
+    const char *opening = "";
+    if (q->json_answer || q->force_call)
+        bmoe_reasoning_opening(reasoning, out, *length, &opening);
+    size_t opening_length = strlen(opening);
+    *text = malloc(*length + opening_length + 1);
+    if (*text) {
+        memcpy(*text, out, *length);
+        memcpy(*text + *length, opening, opening_length + 1);
+        *length += opening_length;
+    }
     bmoe_free(out);
     if (!*text) {
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
@@ -725,40 +773,6 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
     cJSON_AddBoolToObject(figures, "cancelled", cancelled);
 }
 
-/* A forced call's frame on the turn's constraint: the tokens of the text
- * its template writes before and after the call's JSON object. 0, or a
- * negative bmoe_status with error. */
-static int forced_call_frame(server *s, bmoe_error *error)
-{
-    const char *before, *after;
-    if (!bmoe_tool_call_frame(bmoe_chat_tool_format(s->chat), &before, &after))
-        return BMOE_ERR_INVALID_ARGUMENT;
-    int32_t *before_tokens = NULL, *after_tokens = NULL;
-    int32_t n_before = text_tokens(s, false, false, before, strlen(before), &before_tokens, error);
-    int32_t n_after = n_before >= 0 ? text_tokens(s, false, false, after, strlen(after), &after_tokens, error) : 0;
-    int status = n_before < 0 ? n_before : n_after < 0 ? n_after : 0;
-    if (status == 0)
-        status = bmoe_json_constraint_frame(s->json_constraint, before_tokens, n_before, after_tokens, n_after, error);
-    free(before_tokens);
-    free(after_tokens);
-    return status;
-}
-
-/* The hold of the turn's constraint waits for the text that begins the
- * answer of a model that reasons first (bmoe_reasoning_answer_start). 0,
- * or a negative bmoe_status with error. */
-static int answer_start_trigger(server *s, bmoe_error *error)
-{
-    const char *after, *spacing;
-    if (!bmoe_reasoning_answer_start(bmoe_chat_reasoning_format(s->chat), &after, &spacing) || spacing[0])
-        return BMOE_ERR_INVALID_ARGUMENT; /* only harmony's answer follows its marker at once */
-    int32_t *trigger = NULL;
-    int32_t n_trigger = text_tokens(s, false, false, after, strlen(after), &trigger, error);
-    int status = n_trigger < 0 ? n_trigger : bmoe_json_constraint_after(s->json_constraint, trigger, n_trigger, error);
-    free(trigger);
-    return status;
-}
-
 /* Before the request waits for its turn: a forced call's schema made
  * (q->call_schema) and either schema checked, so that what bmoe cannot
  * hold to is refused at once. 0, or -1 with the reply filled (a 400
@@ -808,8 +822,10 @@ static int json_constraint_begin(server *s, const completion_request *q, bool re
         return -1;
     }
     s->json_constraint = bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
-    if (s->json_constraint && ((q->force_call && forced_call_frame(s, &error) != 0) ||
-                               (reason_first && answer_start_trigger(s, &error) != 0))) {
+    enum bmoe_reasoning_format reasoning = reason_first ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
+    enum bmoe_tool_format call_format = q->force_call ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
+    if (s->json_constraint &&
+        bmoe_json_constraint_chat(s->json_constraint, s->model, reasoning, call_format, &error) != 0) {
         bmoe_json_constraint_free(s->json_constraint);
         s->json_constraint = NULL;
     }
@@ -859,7 +875,9 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.logprobs = q->logprobs;
     params.top_logprobs = q->top_logprobs;
     if (q->json_answer || q->force_call) {
-        bool reason_first = q->chat && !prefill && bmoe_chat_reasoning_format(s->chat) == BMOE_REASONING_HARMONY;
+        const char *opening;
+        bool reason_first = q->chat && !prefill &&
+                            bmoe_reasoning_opening(bmoe_chat_reasoning_format(s->chat), text, text_length, &opening);
         if (json_constraint_begin(s, q, reason_first, reply) != 0) {
             free(tokens);
             return -1;
@@ -1158,5 +1176,6 @@ void server_completion(server *s, const char *body, size_t length, enum server_e
     cJSON_free(q.tools_json);
     cJSON_free(q.json_schema);
     free(q.call_schema);
+    free(q.logit_bias);
     cJSON_Delete(root);
 }

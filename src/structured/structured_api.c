@@ -168,8 +168,13 @@ static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
         return 0;
     }
     if (!c->held) {
-        memset(allowed, 1, (size_t)n_vocab);
-        return n_vocab;
+        /* the reasoning may not end the text before the answer's hold begins */
+        int32_t count = n_vocab;
+        for (int32_t t = 0; t < n_vocab; t++) {
+            allowed[t] = !index->end_of_generation[t];
+            count -= index->end_of_generation[t];
+        }
+        return count;
     }
     int32_t forced = forced_token(c);
     if (forced != NO_FORCED_TOKEN) {
@@ -208,7 +213,7 @@ static bool constraint_allows(void *user, int32_t token)
     if (c->ended || token < 0 || token >= index->n_vocab)
         return false;
     if (!c->held)
-        return true;
+        return !index->end_of_generation[token];
     int32_t forced = forced_token(c);
     if (forced != NO_FORCED_TOKEN)
         return token == forced;
@@ -223,8 +228,9 @@ static bool constraint_allows(void *user, int32_t token)
     return length > 0 && json_matcher_copy(c->trial, c->matcher) && json_matcher_feed(c->trial, piece, length);
 }
 
-/* Free text before the trigger: an end of generation ends it, the
- * trigger's last token after the rest of it starts the hold. */
+/* Free text before the trigger: the trigger's last token after the rest
+ * of it starts the hold (an end of generation, which allowed refuses
+ * here, ends the text). */
 static void wait_for_trigger(bmoe_json_constraint *c, int32_t token)
 {
     if (token < 0 || token >= c->index->n_vocab || c->index->end_of_generation[token]) {
@@ -430,4 +436,69 @@ int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *
     constraint->n_trigger = n_trigger;
     bmoe_json_constraint_reset(constraint);
     return 0;
+}
+
+/* The tokens of text as plain text with its special tokens parsed (*tokens malloc'ed, NULL when there are none).
+ * Their count, or a negative bmoe_status with err. */
+static int32_t text_tokens(const bmoe_model *model, const char *text, int32_t **tokens, bmoe_error *err)
+{
+    *tokens = NULL;
+    size_t length = strlen(text);
+    int32_t count = length ? bmoe_tokenize(model, text, length, false, true, NULL, 0, err) : 0;
+    if (count <= 0)
+        return count;
+    *tokens = malloc((size_t)count * sizeof **tokens);
+    if (!*tokens)
+        return error_set_status(err, BMOE_ERR_OUT_OF_MEMORY, "structured output: out of memory");
+    if (bmoe_tokenize(model, text, length, false, true, *tokens, count, err) != count) {
+        free(*tokens);
+        *tokens = NULL;
+        return error_set_status(err, BMOE_ERR_INVALID_ARGUMENT, "structured output: '%s' tokenized twice differs",
+                                text);
+    }
+    return count;
+}
+
+int bmoe_json_constraint_chat(bmoe_json_constraint *constraint, const bmoe_model *model,
+                              enum bmoe_reasoning_format reasoning, enum bmoe_tool_format call_format,
+                              bmoe_error *error)
+{
+    bmoe_error err;
+    error_clear(&err);
+    const char *marker = "", *spacing = "", *call_open = "", *call_close = "";
+    if (!constraint || !model)
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: no constraint or no model");
+    else if (reasoning != BMOE_REASONING_NONE && !bmoe_reasoning_answer_start(reasoning, &marker, &spacing))
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: reasoning format %d has no answer "
+                         "marker", (int)reasoning);
+    else if (call_format != BMOE_TOOL_FORMAT_NONE && !bmoe_tool_call_frame(call_format, &call_open, &call_close))
+        error_set_status(&err, BMOE_ERR_INVALID_ARGUMENT, "structured output: %s tool calls are not one JSON "
+                         "object, so none can be forced", bmoe_tool_format_name(call_format));
+    if (err.status != 0) {
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+        return err.status;
+    }
+    size_t spacing_length = strlen(spacing), open_length = strlen(call_open);
+    char *before_text = malloc(spacing_length + open_length + 1);
+    int32_t *trigger = NULL, *before = NULL, *after = NULL, n_trigger = 0, n_before = 0, n_after = 0;
+    int status = before_text ? 0 : error_set_status(&err, BMOE_ERR_OUT_OF_MEMORY, "structured output: out of memory");
+    if (status == 0) {
+        memcpy(before_text, spacing, spacing_length);
+        memcpy(before_text + spacing_length, call_open, open_length + 1);
+        n_trigger = text_tokens(model, marker, &trigger, &err);
+        n_before = n_trigger >= 0 ? text_tokens(model, before_text, &before, &err) : 0;
+        n_after = n_before >= 0 ? text_tokens(model, call_close, &after, &err) : 0;
+        status = n_trigger < 0 ? n_trigger : n_before < 0 ? n_before : n_after < 0 ? n_after : 0;
+    }
+    if (status == 0)
+        status = bmoe_json_constraint_frame(constraint, before, n_before, after, n_after, &err);
+    if (status == 0)
+        status = bmoe_json_constraint_after(constraint, trigger, n_trigger, &err);
+    free(before_text);
+    free(trigger);
+    free(before);
+    free(after);
+    if (status != 0)
+        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    return status;
 }

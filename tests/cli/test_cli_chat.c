@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
 
+#include "bmoe.h"
 #include "cli_run.h"
 
 #define N_PREDICT "200"
@@ -354,6 +355,48 @@ static void check_json_answer(const char *gptoss_path)
     }
 }
 
+/* --json-schema on Qwen3 with its reasoning on: the reasoning is free (a
+ * token pushed by --logit-bias fills it to the -n limit) in a span the
+ * prompt opened, and once the model closes it (pushed to </think>) the
+ * answer after the template's "\n\n" is the value itself. */
+static void check_json_after_reasoning(void)
+{
+    bmoe_error error = {0};
+    bmoe_model *loaded = bmoe_model_load(model, NULL, &error);
+    int32_t close = -1;
+    CHECK_MSG(loaded && bmoe_tokenize(loaded, "</think>", 8, false, true, &close, 1, &error) == 1,
+              "</think> is one token: %s", error.message);
+    bmoe_model_free(loaded);
+    char bias[64];
+    for (int closed = 0; closed < 2; closed++) {
+        snprintf(bias, sizeof bias, closed ? "%d+100" : "65+100", close); /* 65: 'A' */
+        const char *args[] = {"-m", model, "-p", "Hello", "-n", closed ? "16" : "8", "-t", "1", "--chat",
+                              "--json-schema", "{\"type\":\"boolean\"}", "--logit-bias", bias, NULL};
+        cli_result r;
+        if (cli_run(args, &r) != 0) {
+            CHECK(false);
+            continue;
+        }
+        bool cut = r.exit_code == 0 && cli_cut_report(&r);
+        CHECK_MSG(cut, "--json-schema with reasoning: exit %d: %s", r.exit_code, r.err ? r.err : "");
+        size_t length = r.out_length;
+        while (cut && length > 0 && r.out[length - 1] == '\n') /* the line the CLI ends its text with */
+            length--;
+        static const char reasoned[] = "</think>\n\n";
+        size_t n = sizeof reasoned - 1;
+        if (cut && closed)
+            CHECK_MSG(length > n && memcmp(r.out, reasoned, n) == 0 &&
+                          ((length == n + 4 && memcmp(r.out + n, "true", 4) == 0) ||
+                           (length == n + 5 && memcmp(r.out + n, "false", 5) == 0)) &&
+                          strstr(r.err, "stopped: end of generation"),
+                      "after </think>: \"%.*s\"", (int)r.out_length, r.out);
+        else if (cut)
+            CHECK_MSG(length == 8 && memcmp(r.out, "AAAAAAAA", 8) == 0 && strstr(r.err, "stopped: token limit"),
+                      "free reasoning: \"%.*s\"", (int)r.out_length, r.out);
+        cli_result_free(&r);
+    }
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/cli-chat", test_tmp_dir());
@@ -378,8 +421,10 @@ int main(void)
     printf("--chat: %d outputs reclassified by </think>, %d without markers\n", reclassified, plain);
     CHECK_MSG(reclassified >= 1, "no prompt made the model close a span it had not opened");
     CHECK(plain >= 1);
-    if (made)
+    if (made) {
         check_opened();
+        check_json_after_reasoning();
+    }
     char gptoss[1100];
     snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);
     bool made_gptoss = cli_mkmodel("tiny-gpt-oss", gptoss);

@@ -148,10 +148,16 @@ static void test_json_schema_errors(void)
     expect_error(not_json, "--json-schema");
     const char *missing[] = {"-m", stories_path, "-p", "x", "--json-schema-file", "/nonexistent/schema.json", NULL};
     expect_error(missing, "/nonexistent/schema.json");
-    char qwen3[1024];
-    test_shared_path(qwen3, sizeof qwen3, "oracle/models/qwen3moe-tiny-f32.gguf");
-    const char *reasons[] = {"-m", qwen3, "-p", "hi", "--chat", "--json-schema", "{}", NULL};
-    expect_error(reasons, "--no-think");
+    static const struct {
+        const char *value, *needle;
+    } biases[] = {
+        {"65", "TOKEN+BIAS"}, {"+1", "TOKEN+BIAS"}, {"65+x", "a number"}, {"65+1,", "TOKEN+BIAS"},
+        {"65+inf", "a number"}, {"65*2", "TOKEN+BIAS"}, {"65+1,66", "TOKEN+BIAS"}, {"9999999+1", "vocabulary"},
+    };
+    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+        const char *bias[] = {"-m", stories_path, "-p", "x", "-n", "2", "--logit-bias", biases[i].value, NULL};
+        expect_error(bias, biases[i].needle);
+    }
 }
 
 int main(void)

@@ -2,7 +2,8 @@
  * repeat penalty's divide/multiply rule and window, the frequency and
  * presence penalties (per use, once, after the repeat penalty), top-k, top-p, min-p and
  * temperature (each one alone and in the fixed chain order), the draw's
- * frequencies against the exact softmax, and seed reproducibility. */
+ * frequencies against the exact softmax, seed reproducibility, and logit
+ * biases. */
 #include <math.h>
 #include <stdint.h>
 
@@ -407,6 +408,79 @@ static void test_bad_params(void)
     bmoe_sampler_free(sampler);
 }
 
+/* Logit biases come first: a bias turns greedy's choice, -inf bans a token,
+ * biases of one token add up, penalties apply to the biased logit, a
+ * sampled draw follows the biased softmax; the sampler keeps its own copy;
+ * bad biases are refused. */
+static void test_logit_bias(void)
+{
+    float logits[4] = {1.0f, 3.0f, 2.0f, 0.0f};
+    bmoe_logit_bias biases[3] = {{2, 1.5f}, {0, 1.0f}, {0, 1.5f}};
+    bmoe_sampler_params params = bmoe_sampler_default_params();
+    params.logit_bias = biases;
+    params.n_logit_bias = 1;
+    bmoe_sampler *sampler = bmoe_sampler_create(&params, 4, NULL);
+    biases[0].token = 3; /* the sampler's copy is what counts */
+    CHECK(sampler && bmoe_sampler_sample(sampler, logits, NULL, 0) == 2); /* 2 + 1.5 > 3 */
+    bmoe_sampler_free(sampler);
+    params.logit_bias = biases + 1; /* 1 + 1 + 1.5 = 3.5 > 3 */
+    params.n_logit_bias = 2;
+    sampler = bmoe_sampler_create(&params, 4, NULL);
+    CHECK(sampler && bmoe_sampler_sample(sampler, logits, NULL, 0) == 0);
+    bmoe_sampler_free(sampler);
+    params.n_logit_bias = 1; /* 1 + 1 = 2 < 3 */
+    sampler = bmoe_sampler_create(&params, 4, NULL);
+    CHECK(sampler && bmoe_sampler_sample(sampler, logits, NULL, 0) == 1);
+    bmoe_sampler_free(sampler);
+
+    /* -inf bans the best token, even from a draw at a high temperature */
+    bmoe_logit_bias ban = {1, -INFINITY};
+    params = params_with(2.0f, 0, 1.0f, 0.0f);
+    params.logit_bias = &ban;
+    params.n_logit_bias = 1;
+    int32_t counts[4];
+    count_draws(&params, logits, 4, counts);
+    CHECK_MSG(counts[1] == 0 && counts[0] > 0 && counts[2] > 0 && counts[3] > 0, "banned token drawn %d times",
+              counts[1]);
+
+    /* the draw follows the biased softmax: logits {1, 3, 2, 0} + {0, 0, 0, 3} = {1, 3, 2, 3} */
+    bmoe_logit_bias raise = {3, 3.0f};
+    params = params_with(1.0f, 0, 1.0f, 0.0f);
+    params.logit_bias = &raise;
+    params.n_logit_bias = 1;
+    count_draws(&params, logits, 4, counts);
+    double total = exp(1.0) + 2 * exp(3.0) + exp(2.0);
+    for (int i = 0; i < 4; i++) {
+        double expected = exp((double)(i == 0 ? 1 : i == 2 ? 2 : 3)) / total * DRAWS;
+        CHECK_MSG(fabs(counts[i] - expected) < 5 * sqrt(expected) + 5, "token %d: %d draws, expected %.0f", i,
+                  counts[i], expected);
+    }
+
+    /* the repeat penalty divides the biased logit: (2 + 4) / 2 = 3 ties token 1's 3, the lower id wins */
+    bmoe_logit_bias lift = {2, 4.0f};
+    params = bmoe_sampler_default_params();
+    params.logit_bias = &lift;
+    params.n_logit_bias = 1;
+    params.repeat_penalty = 2.0f;
+    int32_t history[1] = {2};
+    sampler = bmoe_sampler_create(&params, 4, NULL);
+    CHECK(sampler && bmoe_sampler_sample(sampler, logits, history, 1) == 1);
+    bmoe_sampler_free(sampler);
+
+    bmoe_logit_bias bad[3] = {{4, 1.0f}, {-1, 1.0f}, {0, NAN}};
+    for (int i = 0; i < 3; i++) {
+        params = bmoe_sampler_default_params();
+        params.logit_bias = &bad[i];
+        params.n_logit_bias = 1;
+        bmoe_error error = {0};
+        CHECK_MSG(bmoe_sampler_create(&params, 4, &error) == NULL && error.status == BMOE_ERR_INVALID_ARGUMENT,
+                  "bad bias %d accepted", i);
+    }
+    params = bmoe_sampler_default_params();
+    params.n_logit_bias = 1;
+    CHECK(bmoe_sampler_create(&params, 4, NULL) == NULL);
+}
+
 int main(void)
 {
     test_greedy();
@@ -420,5 +494,6 @@ int main(void)
     test_order();
     test_seed();
     test_bad_params();
+    test_logit_bias();
     return test_finish();
 }

@@ -13,8 +13,10 @@ foreach(cli_test errors stories logits perplexity hardening replay render chat r
         signals ppl_pricing params profile speculation)
   set(cli_libs "")
   set(cli_labels unit)
-  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "chat" OR cli_test STREQUAL "reference")
+  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "reference")
     set(cli_libs PkgConfig::CJSON m)
+  elseif(cli_test STREQUAL "chat")
+    set(cli_libs bmoe_engine PkgConfig::CJSON m) # the library's tokenizer gives the id a bias names
   endif()
   if(cli_test STREQUAL "logits")
     set(cli_labels unit arm64) # the whole CLI on the oracle models, under qemu-aarch64 too

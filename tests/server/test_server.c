@@ -855,9 +855,6 @@ static void test_structured(int port)
          "response_format", "json_schema"},
         {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\"}," TOOLS "}", "response_format",
          "tool"},
-        {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\"},\"chat_template_kwargs\":"
-         "{\"enable_thinking\":true}}",
-         "response_format", "enable_thinking"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
@@ -874,8 +871,6 @@ static void test_structured(int port)
     free(text);
     free(none);
 }
-#undef JSON_ANSWER
-#undef SCHEMA
 
 /* The one call of a forced answer: its name (malloc'ed) and arguments'
  * object, and the finish reason "tool_calls"; NULL when the answer is not
@@ -1072,6 +1067,116 @@ static void test_tokens(int port)
     if (test_request(port, "GET", "/tokenize", NULL, NULL, &response) == 0)
         CHECK_MSG(response.status == 405, "GET /tokenize: %d", response.status);
     free(response.raw);
+}
+
+/* The message of a non-streamed chat answer to body, checked 200 (NULL otherwise); *root keeps the body. */
+static const cJSON *chat_message(int port, const char *body, cJSON **root, const char **finish)
+{
+    cJSON *parsed = post_ok(port, "/v1/chat/completions", body);
+    const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(parsed, "choices"), 0);
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(choice, "finish_reason");
+    *finish = cJSON_IsString(reason) ? reason->valuestring : "";
+    *root = parsed;
+    return cJSON_GetObjectItemCaseSensitive(choice, "message");
+}
+
+static const char *string_at(const cJSON *object, const char *key)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(object, key);
+    return cJSON_IsString(item) ? item->valuestring : "";
+}
+
+/* logit_bias moves greedy's choice and bans tokens; with it this model's
+ * reasoning can be steered, which shows a held answer after reasoning:
+ * asked to reason, the model reasons freely in a span the prompt opened
+ * (a token it is pushed to fills the reasoning up to the length limit),
+ * and once it closes the span the answer is held to the schema, a
+ * forced call too. */
+static void test_logit_bias_and_reasoning(int port)
+{
+    char *plain = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":3,\"chat_template_kwargs\":"
+                             "{\"enable_thinking\":false}}", NULL);
+    char *pushed = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":3,\"chat_template_kwargs\":"
+                              "{\"enable_thinking\":false},\"logit_bias\":{\"65\":100}}", NULL);
+    CHECK_MSG(pushed && strcmp(pushed, "AAA") == 0, "token 65 ('A') pushed: %s", pushed ? pushed : "-");
+    char body[512];
+    if (plain && plain[0]) {
+        /* the first byte of the plain answer is one token of this byte-level vocabulary: banned, it is not chosen */
+        snprintf(body, sizeof body, "{\"messages\":[" ASK "],\"max_tokens\":3,\"chat_template_kwargs\":"
+                 "{\"enable_thinking\":false},\"logit_bias\":{\"%d\":false}}", (unsigned char)plain[0]);
+        char *banned = chat(port, body, NULL);
+        CHECK_MSG(banned && banned[0] != plain[0], "banned '%c': %s", plain[0], banned ? banned : "-");
+        free(banned);
+    }
+    free(plain);
+    free(pushed);
+
+    int n_close = 0;
+    char *close_ids = tokenized(port, "{\"content\":\"</think>\"}", &n_close);
+    cJSON *ids = cJSON_Parse(close_ids ? close_ids : "{}");
+    const cJSON *close = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ids, "tokens"), 0);
+    CHECK_MSG(n_close == 1 && cJSON_IsNumber(close), "</think> is one token: %s", close_ids ? close_ids : "-");
+    int close_id = cJSON_IsNumber(close) ? close->valueint : 0;
+    cJSON_Delete(ids);
+    free(close_ids);
+
+    cJSON *root;
+    const char *finish;
+    const cJSON *message = chat_message(port, "{\"messages\":[" ASK "],\"max_tokens\":8," JSON_ANSWER ","
+                                        "\"chat_template_kwargs\":{\"enable_thinking\":true},"
+                                        "\"logit_bias\":{\"65\":100}}", &root, &finish);
+    CHECK_MSG(strcmp(string_at(message, "reasoning_content"), "AAAAAAAA") == 0 && !string_at(message, "content")[0] &&
+                  strcmp(finish, "length") == 0,
+              "reasoning before the hold: %s (%s)", string_at(message, "reasoning_content"), finish);
+    cJSON_Delete(root);
+
+    snprintf(body, sizeof body, "{\"messages\":[" ASK "],\"max_tokens\":64," JSON_ANSWER ",\"chat_template_kwargs\":"
+             "{\"enable_thinking\":true},\"logit_bias\":{\"%d\":100}}", close_id);
+    message = chat_message(port, body, &root, &finish);
+    cJSON *value = cJSON_Parse(string_at(message, "content"));
+    const cJSON *ok = cJSON_GetObjectItemCaseSensitive(value, "ok");
+    const cJSON *color = cJSON_GetObjectItemCaseSensitive(value, "color");
+    CHECK_MSG(cJSON_IsObject(value) && cJSON_GetArraySize(value) == 2 && cJSON_IsBool(ok) && cJSON_IsString(color) &&
+                  strcmp(finish, "stop") == 0 && !string_at(message, "reasoning_content")[0],
+              "the answer after the reasoning: %s (%s)", string_at(message, "content"), finish);
+    cJSON_Delete(value);
+    cJSON_Delete(root);
+    char streamed_body[600];
+    snprintf(streamed_body, sizeof streamed_body, "{\"stream\":true,%s", body + 1);
+    char *streamed = chat_streamed(port, streamed_body);
+    message = chat_message(port, body, &root, &finish);
+    CHECK_MSG(streamed && strcmp(streamed, string_at(message, "content")) == 0, "streamed: %s", streamed);
+    cJSON_Delete(root);
+    free(streamed);
+
+    snprintf(body, sizeof body, "{\"messages\":[" ASK "],\"max_tokens\":200," TOOLS ",\"tool_choice\":\"required\","
+             "\"chat_template_kwargs\":{\"enable_thinking\":true},\"logit_bias\":{\"%d\":100}}", close_id);
+    cJSON *arguments = NULL;
+    char *name = forced_call(port, body, &arguments);
+    CHECK_MSG(name && strcmp(name, "get_weather") == 0 && cJSON_IsObject(arguments), "a forced call after reasoning");
+    free(name);
+    cJSON_Delete(arguments);
+
+    static const struct {
+        const char *body, *word;
+    } refused[] = {
+        {"{\"messages\":[" ASK "],\"logit_bias\":[[65,1]]}", "object"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"512\":1}}", "512"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"-1\":1}}", "-1"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"A\":1}}", "'A'"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"65\":101}}", "[-100, 100]"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"65\":true}}", "[-100, 100]"},
+        {"{\"messages\":[" ASK "],\"logit_bias\":{\"65\":1,\"065\":2}}", "twice"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        test_response response;
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
+            check_error(&response, 400, "logit_bias", refused[i].body);
+            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
+                      response.body ? response.body : "");
+        }
+        free(response.raw);
+    }
 }
 
 static void test_refusals(int port)
@@ -1297,6 +1402,7 @@ int main(void)
     test_forced_calls(server.port);
     test_refusals(server.port);
     test_tokens(server.port);
+    test_logit_bias_and_reasoning(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");

@@ -359,8 +359,6 @@ static void test_refusals(int port)
         {"/api/chat", "{\"model\":\"llama3\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 404, "llama3"},
         {"/api/chat", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stream\":false,\"stream\":true}", 400,
          "twice"},
-        {"/api/chat", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"think\":true,\"format\":\"json\"}",
-         400, "reason"},
         {"/api/chat", "{\"messages\":", 400, "JSON"},
         {"/api/generate", "{\"prompt\":\"a\",\"suffix\":\"b\"}", 400, "suffix"},
         {"/api/generate", "{\"prompt\":\"a\",\"context\":[1,2,3]}", 400, "context"},

@@ -113,6 +113,87 @@ static void check_bounded(const answer *a, const char *what)
     cJSON_Delete(value);
 }
 
+/* Feeds text's tokens to rule, each one checked allowed first; false at the first refused. */
+static bool feed_text(bmoe_model *model, const bmoe_token_constraint *rule, const char *text)
+{
+    int32_t tokens[64];
+    int32_t n = bmoe_tokenize(model, text, strlen(text), false, true, tokens, 64, NULL);
+    CHECK_MSG(n > 0 && n <= 64, "%s: %d tokens", text, n);
+    for (int32_t i = 0; i < n && i < 64; i++) {
+        if (!rule->allows(rule->user, tokens[i]))
+            return false;
+        rule->accept(rule->user, tokens[i]);
+    }
+    return n > 0;
+}
+
+/* The only token allowed now, or -1 when there are several or none. */
+static int32_t only_allowed(const bmoe_token_constraint *rule, uint8_t *allowed, int32_t n_vocab)
+{
+    if (rule->allowed(rule->user, allowed, n_vocab) != 1)
+        return -1;
+    for (int32_t t = 0; t < n_vocab; t++)
+        if (allowed[t])
+            return t;
+    return -1;
+}
+
+/* bmoe_json_constraint_chat: reasoning free until "</think>", then exactly
+ * the template's "\n\n" (and a forced call's "<tool_call>\n"), then the
+ * value, then the call's closing tag; without reasoning or a call, held
+ * from the first token; a call format that is not one JSON object refused. */
+static void check_chat_frame(bmoe_model *model, bmoe_json_constraint *constraint)
+{
+    bmoe_error error = {0};
+    const bmoe_token_constraint *rule = bmoe_json_constraint_rule(constraint);
+    int32_t n_vocab = bmoe_model_n_vocab(model);
+    uint8_t *allowed = malloc((size_t)n_vocab);
+    if (!allowed)
+        return;
+    static const char *const leads[] = {"\n\n", "\n\n<tool_call>\n"};
+    for (int call = 0; call < 2; call++) {
+        enum bmoe_tool_format format = call ? BMOE_TOOL_FORMAT_JSON : BMOE_TOOL_FORMAT_NONE;
+        CHECK_MSG(bmoe_json_constraint_chat(constraint, model, BMOE_REASONING_THINK, format, &error) == 0, "chat: %s",
+                  error.message);
+        CHECK_MSG(feed_text(model, rule, "Let me think. {\"name\": no JSON yet. "), "free reasoning");
+        /* the marker's tokens as the model writes them (one special token in Qwen3's vocabulary) */
+        int32_t marker[16];
+        int32_t n_marker = bmoe_tokenize(model, "</think>", 8, false, true, marker, 16, &error);
+        CHECK(n_marker >= 1 && n_marker <= 16);
+        for (int32_t i = 0; i < n_marker; i++) {
+            CHECK_MSG(rule->allowed(rule->user, allowed, n_vocab) > 100, "reasoning is free before the marker's end");
+            rule->accept(rule->user, marker[i]);
+        }
+        int32_t lead[32];
+        int32_t n_lead = bmoe_tokenize(model, leads[call], strlen(leads[call]), false, true, lead, 32, &error);
+        for (int32_t i = 0; i < n_lead; i++) {
+            int32_t only = only_allowed(rule, allowed, n_vocab);
+            CHECK_MSG(only == lead[i], "lead %d of %s: %d allowed, expected %d", i, leads[call], only, lead[i]);
+            rule->accept(rule->user, lead[i]);
+        }
+        const char *value = "{\"name\":\"Ann\",\"age\":3,\"pet\":\"cat\"}";
+        CHECK_MSG(feed_text(model, rule, value), "the value after the lead");
+        CHECK(bmoe_json_constraint_complete(constraint));
+        if (call)
+            CHECK_MSG(feed_text(model, rule, "\n</tool_call>"), "the call's closing tag");
+        int32_t ends[8], n_ends = bmoe_token_end_of_generation_list(model, ends, 8);
+        CHECK_MSG(n_ends > 0 && rule->allowed(rule->user, allowed, n_vocab) == n_ends && allowed[ends[0]],
+                  "only the end after the %s", call ? "call" : "value");
+        bmoe_json_constraint_reset(constraint);
+    }
+    CHECK(bmoe_json_constraint_chat(constraint, model, BMOE_REASONING_NONE, BMOE_TOOL_FORMAT_NONE, &error) == 0);
+    int32_t brace;
+    CHECK(bmoe_tokenize(model, "{", 1, false, false, &brace, 1, &error) == 1);
+    CHECK_MSG(rule->allows(rule->user, brace) && rule->allowed(rule->user, allowed, n_vocab) < 50,
+              "held from the first token without reasoning");
+    error = (bmoe_error){0};
+    CHECK_MSG(bmoe_json_constraint_chat(constraint, model, BMOE_REASONING_NONE, BMOE_TOOL_FORMAT_XML, &error) ==
+                      BMOE_ERR_INVALID_ARGUMENT &&
+                  strstr(error.message, "xml"),
+              "an xml call cannot be forced: %s", error.message);
+    free(allowed);
+}
+
 int main(void)
 {
     char path[1024];
@@ -193,12 +274,18 @@ int main(void)
         const bmoe_token_constraint *rule = bmoe_json_constraint_rule(constraint);
         int32_t n_vocab = bmoe_model_n_vocab(model);
         uint8_t *allowed = malloc((size_t)n_vocab);
+        int32_t ends[8], n_ends = bmoe_token_end_of_generation_list(model, ends, 8);
+        CHECK(n_ends > 0 && n_ends <= 8);
         if (allowed) {
-            CHECK(rule->allowed(rule->user, allowed, n_vocab) == n_vocab && rule->allows(rule->user, word));
+            /* free text, but no end of generation before the trigger */
+            CHECK(rule->allowed(rule->user, allowed, n_vocab) == n_vocab - n_ends && rule->allows(rule->user, word));
+            for (int32_t i = 0; i < n_ends && i < 8; i++)
+                CHECK_MSG(!allowed[ends[i]] && !rule->allows(rule->user, ends[i]), "end %d before the trigger",
+                          ends[i]);
             int32_t free_text[] = {word, trigger[0], other, trigger[1], trigger[0]};
             for (int i = 0; i < 5; i++)
                 rule->accept(rule->user, free_text[i]); /* the trigger's tokens, but not in a row */
-            CHECK(rule->allows(rule->user, word) && rule->allowed(rule->user, allowed, n_vocab) == n_vocab);
+            CHECK(rule->allows(rule->user, word) && rule->allowed(rule->user, allowed, n_vocab) == n_vocab - n_ends);
             rule->accept(rule->user, trigger[1]);
             int32_t count = rule->allowed(rule->user, allowed, n_vocab);
             CHECK_MSG(count > 0 && count < 50 && allowed[brace] && !allowed[word] && rule->allows(rule->user, brace) &&
@@ -207,6 +294,7 @@ int main(void)
             free(allowed);
         }
         CHECK(bmoe_json_constraint_after(constraint, NULL, 0, &error) == 0);
+        check_chat_frame(model, constraint);
 
         /* json_object: an object from the first byte, and only that */
         bmoe_json_constraint *object = bmoe_json_constraint_create(index, NULL, 0, &error);
