@@ -94,6 +94,8 @@ typedef struct cli_options {
     const char *json_schema_file;    /* --json-schema-file */
     const char *reasoning_effort;    /* --reasoning-effort; NULL: the template's default */
     bool decide;                     /* --decide: decide requests in the session */
+    bool conversation;               /* --conversation: a chat on the terminal */
+    const char *system_prompt;       /* --system-prompt: the conversation's system message; NULL: none */
     bool decide_prefix_cache;        /* --decide-prefix-cache: reuse the kept prefix (off: never) */
     /* the planner and the configuration */
     cli_plan_mode plan_mode;         /* --auto / --plan */
@@ -134,7 +136,10 @@ int cli_run_generate(const cli_options *options);
 int cli_run_logits(const cli_options *options);
 int cli_run_perplexity(const cli_options *options);
 int cli_run_render(const cli_options *options);   /* --render-template (cli_chat.c) */
-int cli_run_session(const cli_options *options);  /* --session (cli_session.c) */
+int cli_run_session(const cli_options *options);  /* --session and --conversation (cli_session.c) */
+struct session_config;
+/* --conversation: the chat on the terminal over a session run with config (cli_conversation.c). */
+int cli_run_conversation(const cli_options *options, const struct session_config *config);
 
 /* Shared helpers (cli_common.c). */
 /* Prints "bmoe-cli: MESSAGE" on stderr, escaped by bmoe_escape_message;
@@ -233,6 +238,10 @@ bool cli_stop_requested(void *user);
  * session's reader); -1 when no pipe could be made (the stop signals then
  * kill as they would without bmoe-cli's handlers). */
 int cli_stop_descriptor(void);
+/* From now on SIGINT does not stop the run but writes a byte to the pipe
+ * whose read end this returns (a conversation's Ctrl-C); -1 when no pipe
+ * could be made (SIGINT then stops the run). */
+int cli_interrupt_descriptor(void);
 /* The exit: after a stop signal, one line saying so and the process ends
  * by that signal; otherwise status. */
 int cli_signals_exit(int status);

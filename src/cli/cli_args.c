@@ -340,6 +340,8 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
         options->reasoning_effort = value;
         break;
     case P_SESSION: break; /* the job is chosen after every flag is read */
+    case P_CONVERSATION: options->conversation = true; break;
+    case P_SYSTEM_PROMPT: options->system_prompt = value; break;
     case P_DECIDE: options->decide = true; break;
     case P_DECIDE_PREFIX_CACHE:
         if ((choice = cli_parse_choice(flag, name, value)) < 0)
@@ -416,7 +418,7 @@ static const char *cli_mode_name(const cli_options *options)
     case CLI_MODE_LOGITS: return "--logits-out";
     case CLI_MODE_PERPLEXITY:
         return options->ppl_list_path ? "--ppl-list" : options->ppl_choices ? "--ppl-choices" : "--ppl";
-    case CLI_MODE_SESSION: return "--session";
+    case CLI_MODE_SESSION: return options->conversation ? "--conversation" : "--session";
     case CLI_MODE_RENDER: return "--render-template";
     case CLI_MODE_LIST_ARCHS: return "--list-archs";
     case CLI_MODE_HELP_ALL: return "--help-all";
@@ -590,9 +592,16 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         problem = "--template-context needs --render-template";
     } else if (!options->model_path) {
         problem = "no model given (-m MODEL)";
-    } else if (given[P_SESSION]) {
+    } else if (given[P_SESSION] || given[P_CONVERSATION]) {
         options->mode = CLI_MODE_SESSION;
-        if (perplexity) {
+        if (given[P_SESSION] && given[P_CONVERSATION]) {
+            problem = "--session and --conversation are different jobs (JSON requests, or a chat on the terminal)";
+            status = 2;
+        } else if (given[P_SYSTEM_PROMPT] && !given[P_CONVERSATION]) {
+            problem = "--system-prompt needs --conversation";
+        } else if (given[P_CONVERSATION] && (options->prompt || options->prompt_file)) {
+            problem = "--conversation reads its turns from the terminal (not -p or -f)";
+        } else if (perplexity) {
             snprintf(problem_text, sizeof problem_text, "%s and --session are different jobs",
                      options->ppl_path ? "--ppl" : options->ppl_list_path ? "--ppl-list" : "--ppl-choices");
             problem = problem_text;

@@ -1,11 +1,13 @@
 /* --session: the command line's model, context, sampling and telemetry
  * settings as the session's configuration (src/session does the rest),
  * and the stop signals' pipe (cli_signals.c), which ends the session at
- * once with its CSV discarded. */
+ * once with its CSV discarded. --conversation runs the same session under
+ * the terminal's chat (cli_conversation.c). */
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "params.h"
 #include "session.h"
 
 /* The library's warnings, one line each on stderr (stdout is the protocol's). */
@@ -44,6 +46,13 @@ int cli_run_session(const cli_options *options)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     config.threads = options->n_threads > 0 ? options->n_threads : cores > 0 ? (int32_t)cores : 1;
     config.cache_auto = options->model_params.stream.cache_mb < 0;
+    if (options->conversation) {
+        config.chat = true;
+        /* an answer runs until the model ends it, unless -n says otherwise */
+        if (options->values.value[P_N_PREDICT].source == PARAM_SOURCE_DEFAULT)
+            config.n_predict = -1;
+        return cli_run_conversation(options, &config);
+    }
     int output_error;
     int status = session_run(&config, STDIN_FILENO, cli_stop_descriptor(), stdout, &output_error);
     if (output_error)

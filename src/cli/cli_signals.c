@@ -5,6 +5,8 @@
  * blocked write to standard output is interrupted (the handlers do not ask
  * for restarted calls); the job then unwinds through its error path, which
  * discards every output it opened, and the process ends by the same signal.
+ * In a conversation SIGINT only interrupts: it writes a byte to a pipe
+ * the conversation reads (the answer stops, the chat goes on).
  * SIGPIPE and SIGXFSZ are ignored, so that a closed standard output or a
  * file-size limit is a failed write, reported in one line, not a death
  * that leaves debris. The library keeps no such state: this is the one
@@ -25,10 +27,19 @@ static const int cli_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
 static atomic_int cli_stop_received;           /* the first stop signal, 0: none */
 static atomic_int cli_stop_pipe_write = -1;    /* -1 until a session asks */
+static atomic_int cli_interrupt_pipe_write = -1; /* -1 until a conversation asks: then SIGINT interrupts */
 
 static void cli_on_stop(int signal_number)
 {
     int saved = errno;
+    int interrupt = signal_number == SIGINT ? atomic_load(&cli_interrupt_pipe_write) : -1;
+    if (interrupt >= 0) {
+        char byte = 1;
+        ssize_t ignored = write(interrupt, &byte, 1);
+        (void)ignored;
+        errno = saved;
+        return;
+    }
     int none = 0;
     atomic_compare_exchange_strong(&cli_stop_received, &none, signal_number);
     int fd = atomic_load(&cli_stop_pipe_write);
@@ -85,6 +96,15 @@ int cli_stop_descriptor(void)
         ssize_t ignored = write(ends[1], &byte, 1);
         (void)ignored;
     }
+    return ends[0];
+}
+
+int cli_interrupt_descriptor(void)
+{
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1; /* SIGINT then stops the run, as everywhere else */
+    atomic_store(&cli_interrupt_pipe_write, ends[1]);
     return ends[0];
 }
 

@@ -216,6 +216,14 @@ static const param_def params_rows[] = {
      .type = PARAM_SWITCH,
      .help = "JSON requests on stdin, one a line (generate, decide, cancel, close); BMOE_* lines on stdout "
              "(the telemetry contract's session mode)"},
+    {.id = P_CONVERSATION, .key = "conversation", .flag = "--conversation", .short_flag = "-cnv",
+     .group = PARAM_GROUP_CHAT, .level = BASIC, .type = PARAM_SWITCH,
+     .help = "chat on the terminal: each line typed is a turn of one conversation, answered as it is generated "
+             "(the reasoning dimmed); Ctrl-C stops an answer, /clear forgets the conversation, /bye or Ctrl-D "
+             "leaves; a line ending in \\ goes on; -n unset: answers run until the model ends them"},
+    {.id = P_SYSTEM_PROMPT, .key = "system_prompt", .flag = "--system-prompt", .short_flag = "-sys",
+     .group = PARAM_GROUP_CHAT, .level = BASIC, .scope = REQUEST, .type = PARAM_TEXT, .value_name = "TEXT",
+     .jobs = SESSION, .help = "the system message that starts each conversation (needs --conversation)"},
     {.id = P_DECIDE, .key = "decide", .flag = "--decide", .group = PARAM_GROUP_CHAT, .level = ADVANCED,
      .type = PARAM_SWITCH, .jobs = SESSION,
      .help = "accept decide requests (first-token log-probabilities of choices)"},

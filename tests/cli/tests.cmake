@@ -10,10 +10,11 @@ target_include_directories(test_sampler PRIVATE ${CMAKE_SOURCE_DIR}/include)
 # a minute under ASan, so it is "slow" (Release stage only); so is the
 # trained model's (sixteen 512-token chunks four times: 3 minutes under ASan).
 foreach(cli_test errors stories logits perplexity hardening replay render chat reference model_changes trained
-        signals ppl_pricing params profile speculation)
+        signals ppl_pricing params profile speculation conversation)
   set(cli_libs "")
   set(cli_labels unit)
-  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "reference")
+  if(cli_test STREQUAL "logits" OR cli_test STREQUAL "render" OR cli_test STREQUAL "reference" OR
+     cli_test STREQUAL "conversation")
     set(cli_libs PkgConfig::CJSON m)
   elseif(cli_test STREQUAL "chat")
     set(cli_libs bmoe_engine PkgConfig::CJSON m) # the library's tokenizer gives the id a bias names
@@ -46,6 +47,7 @@ bmoe_test_cost(test_cli_chat 2 15)
 bmoe_test_cost(test_cli_trained 11)
 # These tests generate their models.
 add_dependencies(test_cli_chat bmoe-mkmodel)
+add_dependencies(test_cli_conversation bmoe-mkmodel)
 add_dependencies(test_cli_profile bmoe-analyze) # builds a profile from a route trace
 add_dependencies(test_cli_hardening bmoe-mkmodel)
 add_dependencies(test_cli_signals bmoe-mkmodel)
