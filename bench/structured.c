@@ -1,6 +1,7 @@
 /* bench-structured [VOCAB.tiktoken] [--repeat N]: the time of one
  * json_matcher_allowed call (the structured-output mask over the whole
- * vocabulary) at each token of JSON documents fed token by token, by where
+ * vocabulary; gbnf_matcher_allowed for a GBNF grammar of JSON) at each
+ * token of JSON documents fed token by token, by where
  * the token starts: inside a string value, inside a key, inside a number,
  * between tokens of the JSON grammar. The vocabulary is o200k's (about
  * 200,000 tokens; from $BMOE_SHARED_DIR or ../shared when no path is
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "structured/gbnf.h"
 #include "structured/json_grammar.h"
 
 #define LONGEST_MATCH 32
@@ -215,17 +217,46 @@ static void classify(const char *text, size_t length, uint8_t *places)
     }
 }
 
+/* A matcher of either kind: a JSON schema's (gbnf NULL) or a GBNF grammar's. */
+typedef struct any_matcher {
+    json_grammar *json;
+    json_matcher *json_matcher;
+    gbnf_grammar *gbnf;
+    gbnf_matcher *gbnf_matcher;
+} any_matcher;
+
+static bool matcher_make(any_matcher *m, bool gbnf, const char *text, bmoe_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (gbnf) {
+        m->gbnf = gbnf_grammar_create(text, strlen(text), err);
+        m->gbnf_matcher = m->gbnf ? gbnf_matcher_create(m->gbnf, err) : NULL;
+        return m->gbnf_matcher != NULL;
+    }
+    m->json = json_grammar_create(text, text ? strlen(text) : 0, err);
+    m->json_matcher = m->json ? json_matcher_create(m->json, err) : NULL;
+    return m->json_matcher != NULL;
+}
+
+static void matcher_release(any_matcher *m)
+{
+    json_matcher_free(m->json_matcher);
+    json_grammar_free(m->json);
+    gbnf_matcher_free(m->gbnf_matcher);
+    gbnf_grammar_free(m->gbnf);
+}
+
 /* Runs one document: returns false if a token of it was not allowed (a bug). */
-static bool run_document(const vocabulary *v, const json_vocab *vocab, const char *name, const char *schema,
-                         const char *text, int repeat)
+static bool run_document(const vocabulary *v, const json_vocab *vocab, const char *name, bool gbnf,
+                         const char *grammar_text, const char *text, int repeat)
 {
     bmoe_error err = {0};
-    json_grammar *grammar = json_grammar_create(schema, schema ? strlen(schema) : 0, &err);
-    if (!grammar) {
+    any_matcher m;
+    if (!matcher_make(&m, gbnf, grammar_text, &err)) {
         fprintf(stderr, "%s: %s\n", name, err.message);
+        matcher_release(&m);
         return false;
     }
-    json_matcher *matcher = json_matcher_create(grammar, &err);
     uint8_t *allowed = malloc((size_t)v->count);
     size_t length = strlen(text);
     uint8_t *places = malloc(length);
@@ -235,7 +266,10 @@ static bool run_document(const vocabulary *v, const json_vocab *vocab, const cha
     int calls[PLACES] = {0};
     bool ok = true;
     for (int r = 0; r < repeat && ok; r++) {
-        json_matcher_reset(matcher);
+        if (gbnf)
+            gbnf_matcher_reset(m.gbnf_matcher);
+        else
+            json_matcher_reset(m.json_matcher);
         size_t at = 0;
         while (at < length && ok) {
             int32_t token = -1;
@@ -244,20 +278,23 @@ static bool run_document(const vocabulary *v, const json_vocab *vocab, const cha
                 token = lookup(v, text + at, take);
             take++;
             double start = now_ms();
-            int32_t count = json_matcher_allowed(matcher, vocab, allowed);
+            int32_t count = gbnf ? gbnf_matcher_allowed(m.gbnf_matcher, vocab, allowed)
+                                 : json_matcher_allowed(m.json_matcher, vocab, allowed);
             double spent = now_ms() - start;
             enum place place = places[at];
             total[place] += spent;
             worst[place] = spent > worst[place] ? spent : worst[place];
             allowed_total[place] += count;
             calls[place]++;
-            if (token < 0 || !allowed[token] || !json_matcher_feed(matcher, text + at, take)) {
+            bool fed = gbnf ? gbnf_matcher_feed(m.gbnf_matcher, text + at, take)
+                            : json_matcher_feed(m.json_matcher, text + at, take);
+            if (token < 0 || !allowed[token] || !fed) {
                 fprintf(stderr, "%s: the piece at byte %zu was not allowed\n", name, at);
                 ok = false;
             }
             at += take;
         }
-        if (ok && !json_matcher_complete(matcher)) {
+        if (ok && !(gbnf ? gbnf_matcher_complete(m.gbnf_matcher) : json_matcher_complete(m.json_matcher))) {
             fprintf(stderr, "%s: incomplete\n", name);
             ok = false;
         }
@@ -276,8 +313,7 @@ static bool run_document(const vocabulary *v, const json_vocab *vocab, const cha
         printf("%-12s %-15s %6d calls  mean %7.3f ms\n", name, "all", all_calls, all / all_calls);
     free(places);
     free(allowed);
-    json_matcher_free(matcher);
-    json_grammar_free(grammar);
+    matcher_release(&m);
     return ok;
 }
 
@@ -329,8 +365,18 @@ int main(int argc, char **argv)
         "\"$defs\":{\"Author\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
         "\"email\":{\"type\":\"string\"},\"id\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}},"
         "\"required\":[\"name\"]}}}";
-    bool ok = run_document(&v, vocab, "json_object", NULL, object_text, repeat);
-    ok = run_document(&v, vocab, "json_schema", schema, object_text, repeat) && ok;
+    /* JSON as a GBNF grammar: what a llama.cpp user would hand --grammar-file */
+    static const char json_gbnf[] =
+        "root ::= object\n"
+        "value ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+        "object ::= \"{\" ws (string \":\" ws value (\",\" ws string \":\" ws value)*)? \"}\" ws\n"
+        "array ::= \"[\" ws (value (\",\" ws value)*)? \"]\" ws\n"
+        "string ::= \"\\\"\" ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}))* \"\\\"\" ws\n"
+        "number ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})? ws\n"
+        "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+    bool ok = run_document(&v, vocab, "json_object", false, NULL, object_text, repeat);
+    ok = run_document(&v, vocab, "json_schema", false, schema, object_text, repeat) && ok;
+    ok = run_document(&v, vocab, "gbnf_json", true, json_gbnf, object_text, repeat) && ok;
 
     json_vocab_free(vocab);
     for (int32_t i = 0; i < v.count; i++)

@@ -796,6 +796,20 @@ BMOE_API int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const 
  * check, without a model): 0, or a negative bmoe_status with error naming
  * what cannot be held to. */
 BMOE_API int bmoe_json_schema_check(const char *schema, size_t schema_length, bmoe_error *error);
+/* The same constraint with its value text of a GBNF grammar (llama.cpp's
+ * grammar format; the start rule is root) in place of a JSON schema's
+ * value; every bmoe_json_constraint_* function applies to it. Rules,
+ * alternatives, groups, literals, character classes, '.', the repetitions
+ * (* + ? {m} {m,} {m,n}, bounds up to 1000) and comments; token references
+ * (<...>, !) are refused, as are undefined rules, a rule defined twice and
+ * left recursion, each with its line and column. The matcher follows at
+ * most 256 parses at once: a grammar more ambiguous than that is held to
+ * the texts that fit. */
+BMOE_API bmoe_json_constraint *bmoe_gbnf_constraint_create(const bmoe_token_index *index, const char *grammar,
+                                                          size_t grammar_length, bmoe_error *error);
+/* Whether a text is a GBNF grammar bmoe can hold to (without a model): 0,
+ * or a negative bmoe_status with error naming the place. */
+BMOE_API int bmoe_gbnf_check(const char *grammar, size_t grammar_length, bmoe_error *error);
 /* What bmoe_generation_params.constraint takes (valid while the constraint lives). */
 BMOE_API const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint);
 BMOE_API void bmoe_json_constraint_reset(bmoe_json_constraint *constraint);

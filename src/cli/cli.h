@@ -92,6 +92,8 @@ typedef struct cli_options {
     bool no_think;                   /* --no-think */
     const char *json_schema;         /* --json-schema: the schema's JSON text; NULL: none */
     const char *json_schema_file;    /* --json-schema-file */
+    const char *grammar;             /* --grammar: GBNF text; NULL: none */
+    const char *grammar_file;        /* --grammar-file */
     const char *reasoning_effort;    /* --reasoning-effort; NULL: the template's default */
     bool decide;                     /* --decide: decide requests in the session */
     bool conversation;               /* --conversation: a chat on the terminal */
@@ -115,6 +117,11 @@ typedef struct cli_options {
  * prints one line and returns the exit status (2: contradictory switches or
  * a bad --dense-weights value, 1: anything else). */
 int cli_parse_args(int argc, char **argv, cli_options *options);
+/* Whether a flag holds the answer to a JSON schema or a grammar. */
+static inline bool cli_holds_answer(const cli_options *options)
+{
+    return options->json_schema || options->json_schema_file || options->grammar || options->grammar_file;
+}
 void cli_options_free(cli_options *options);
 /* --help (all: --help-all): the synopsis, then the parameter table's flags. */
 void cli_print_usage(FILE *out, bool all);
@@ -176,7 +183,7 @@ typedef struct cli_chat_prompt_result {
     bmoe_reasoning *reasoning;
     int32_t *tokens;
     int32_t n_tokens;
-    bool reason_first; /* the answer is held to a schema and comes after the model's reasoning */
+    bool reason_first; /* the answer is held (cli_holds_answer) and comes after the model's reasoning */
 } cli_chat_prompt_result;
 /* Returns 0, or 1 with the reason printed (result is then empty). */
 int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const char *prompt, size_t length,

@@ -334,6 +334,8 @@ static int cli_apply(const param_def *flag, const char *name, const char *value,
     case P_NO_THINK: options->no_think = true; break;
     case P_JSON_SCHEMA: options->json_schema = value; break;
     case P_JSON_SCHEMA_FILE: options->json_schema_file = value; break;
+    case P_GRAMMAR: options->grammar = value; break;
+    case P_GRAMMAR_FILE: options->grammar_file = value; break;
     case P_REASONING_EFFORT:
         if (cli_parse_choice(flag, name, value) < 0)
             return 1;
@@ -639,8 +641,11 @@ int cli_parse_args(int argc, char **argv, cli_options *options)
         problem = "-p and -f cannot be used together";
         status = 2;
     }
-    if (!problem && options->json_schema && options->json_schema_file) {
-        problem = "--json-schema and --json-schema-file cannot be used together";
+    int held = (options->json_schema != NULL) + (options->json_schema_file != NULL) + (options->grammar != NULL) +
+               (options->grammar_file != NULL);
+    if (!problem && held > 1) {
+        problem = "--json-schema, --json-schema-file, --grammar and --grammar-file hold the answer to one thing: "
+                  "give one of them";
         status = 2;
     }
     if (!problem && given[P_MOE_STREAM] && given[P_NO_MOE_STREAM]) {

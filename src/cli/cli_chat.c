@@ -74,10 +74,10 @@ int cli_chat_prompt(const cli_options *options, const bmoe_model *model, const c
     /* the prefilled turn is the answer verbatim: no reasoning follows */
     enum bmoe_reasoning_format format =
         params.reasoning_prefill ? BMOE_REASONING_NONE : bmoe_chat_reasoning_format(result->chat);
-    /* an answer held to a schema waits for the reasoning to end: the
+    /* a held answer waits for the reasoning to end: the
      * prompt opens the span where the model would not */
     const char *opening = "";
-    if (options->json_schema || options->json_schema_file)
+    if (cli_holds_answer(options))
         result->reason_first = bmoe_reasoning_opening(format, text, text_length, &opening);
     size_t opening_length = strlen(opening);
     char *prompt_text = malloc(text_length + opening_length + 1);

@@ -132,26 +132,30 @@ static int cli_text_append(char **data, size_t *capacity, size_t *length, const 
     return 0;
 }
 
-/* --json-schema / --json-schema-file: the constraint that holds the answer
- * to the schema's JSON, from its first token or, in a chat whose model
- * reasons first, from the end of its reasoning (cli_chat_prompt opened the
- * span in the prompt). 0, or 1 with the reason printed. */
-static int cli_json_answer(const cli_options *options, const bmoe_model *model, const cli_chat_prompt_result *chat,
-                           char **schema_text, bmoe_token_index **index, bmoe_json_constraint **constraint)
+/* --json-schema / --json-schema-file / --grammar / --grammar-file: the
+ * constraint that holds the answer to the schema's JSON or the grammar's
+ * words, from its first token or, in a chat whose model reasons first,
+ * from the end of its reasoning (cli_chat_prompt opened the span in the
+ * prompt). 0, or 1 with the reason printed. */
+static int cli_held_answer(const cli_options *options, const bmoe_model *model, const cli_chat_prompt_result *chat,
+                           char **file_text, bmoe_token_index **index, bmoe_json_constraint **constraint)
 {
-    const char *flag = options->json_schema ? "--json-schema" : "--json-schema-file";
-    const char *schema = options->json_schema;
-    size_t length = schema ? strlen(schema) : 0;
-    if (options->json_schema_file) {
-        if (cli_read_file(options->json_schema_file, schema_text, &length) != 0)
+    bool gbnf = options->grammar || options->grammar_file;
+    const char *file = gbnf ? options->grammar_file : options->json_schema_file;
+    const char *flag = gbnf ? (file ? "--grammar-file" : "--grammar") : (file ? "--json-schema-file" : "--json-schema");
+    const char *text = gbnf ? options->grammar : options->json_schema;
+    size_t length = text ? strlen(text) : 0;
+    if (file) {
+        if (cli_read_file(file, file_text, &length) != 0)
             return 1;
-        schema = *schema_text;
+        text = *file_text;
     }
     bmoe_error error = {0};
     enum bmoe_reasoning_format reasoning = chat->reason_first ? bmoe_chat_reasoning_format(chat->chat)
                                                               : BMOE_REASONING_NONE;
     if (!(*index = bmoe_token_index_create(model, &error)) ||
-        !(*constraint = bmoe_json_constraint_create(*index, schema, length, &error)) ||
+        !(*constraint = gbnf ? bmoe_gbnf_constraint_create(*index, text, length, &error)
+                             : bmoe_json_constraint_create(*index, text, length, &error)) ||
         bmoe_json_constraint_chat(*constraint, model, reasoning, BMOE_TOOL_FORMAT_NONE, &error) != 0)
         return cli_fail("%s: %s", flag, error.message);
     return 0;
@@ -173,9 +177,9 @@ int cli_run_generate(const cli_options *options)
     int32_t *ids = NULL, ids_capacity = 0, n_ids = 0;
     bmoe_output *ids_output = NULL;
     cli_chat_prompt_result chat = {0};
-    char *schema_text = NULL;
+    char *held_text = NULL;
     bmoe_token_index *token_index = NULL;
-    bmoe_json_constraint *json_answer = NULL;
+    bmoe_json_constraint *held_answer = NULL;
     /* the prompt file first: a read that waits (standard input) holds no
      * output open, so a stop signal then has nothing to clean */
     char *prompt_text = NULL;
@@ -256,10 +260,10 @@ int cli_run_generate(const cli_options *options)
     if (cli_prompt_tokens(model, options, prompt_text, prompt_text_length, &prompt, &n_prompt, &prompt_owned,
                           &chat) != 0)
         goto done;
-    if ((options->json_schema || options->json_schema_file) &&
-        cli_json_answer(options, model, &chat, &schema_text, &token_index, &json_answer) != 0)
+    if (cli_holds_answer(options) &&
+        cli_held_answer(options, model, &chat, &held_text, &token_index, &held_answer) != 0)
         goto done;
-    params.constraint = bmoe_json_constraint_rule(json_answer);
+    params.constraint = bmoe_json_constraint_rule(held_answer);
     if (options->draft_replay) {
         if (cli_draft_replay_check(&drafts, options->draft_replay, bmoe_model_n_vocab(model)) != 0)
             goto done;
@@ -383,9 +387,9 @@ done:
     cli_replay_free(&replay);
     cli_draft_replay_free(&drafts);
     cli_chat_prompt_free(&chat);
-    bmoe_json_constraint_free(json_answer);
+    bmoe_json_constraint_free(held_answer);
     bmoe_token_index_free(token_index);
-    free(schema_text);
+    free(held_text);
     free(kept);
     if (prompt_owned)
         free(prompt);

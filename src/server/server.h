@@ -154,6 +154,7 @@ typedef struct completion_request {
     int32_t top_logprobs;         /* chat: top_logprobs; completions: N */
     bool json_answer;             /* response_format json_object or json_schema: the answer is one JSON value */
     bool force_call;              /* tool_choice "required" or a named function: the answer is one call */
+    const char *grammar;          /* llama.cpp's grammar: the answer is a word of this GBNF grammar; NULL: none */
     const char *forced_name;      /* the named function (the body's); NULL: any of the tools */
     char *json_schema;            /* json_schema's schema as JSON text (cJSON's allocation); NULL: any object */
     char *call_schema;            /* a forced call's schema (server_forced_call_schema's, malloc'ed) */

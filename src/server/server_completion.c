@@ -485,6 +485,12 @@ static int read_logit_bias(const server *s, const cJSON *field, completion_reque
     return 0;
 }
 
+/* Whether the answer is held: to a JSON value, a forced call, or a grammar's word. */
+static bool held_answer(const completion_request *q)
+{
+    return q->json_answer || q->force_call || q->grammar;
+}
+
 /* Reads the body's fields into q. 0, or -1 with the reply filled. */
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
@@ -590,6 +596,12 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 continue;
             if (read_response_format(field, q, reply) != 0)
                 return -1;
+        } else if (strcmp(key, "grammar") == 0) {
+            if (null)
+                continue;
+            if (!cJSON_IsString(field) || !field->valuestring[0])
+                BAD(key, "grammar must be the text of a GBNF grammar");
+            q->grammar = field->valuestring;
         } else if (strcmp(key, "logit_bias") == 0) {
             if (null)
                 continue;
@@ -647,13 +659,15 @@ static int render_prompt(const server *s, const completion_request *q, char **te
      * its own, and the hold waits for the final one's) */
     bool think = q->think;
     enum bmoe_reasoning_format reasoning = bmoe_chat_reasoning_format(s->chat);
-    if ((q->json_answer || q->force_call) && think && !q->think_asked && control != BMOE_THINK_CONTROL_NONE &&
+    if (held_answer(q) && think && !q->think_asked && control != BMOE_THINK_CONTROL_NONE &&
         reasoning != BMOE_REASONING_HARMONY)
         think = false;
-    if (q->json_answer && q->tools_json && !q->tools_off) {
-        server_error_reply(reply, 400, "invalid_request_error", "response_format", "invalid_request",
-                           "response_format with tools: the answer is held to one JSON value, which leaves no "
-                           "room for a tool call (give tool_choice \"none\", or no response_format)");
+    if ((q->json_answer || q->grammar) && q->tools_json && !q->tools_off) {
+        const char *held = q->grammar ? "grammar" : "response_format";
+        server_error_reply(reply, 400, "invalid_request_error", held, "invalid_request",
+                           "%s with tools: the answer is held to %s, which leaves no room for a tool call (give "
+                           "tool_choice \"none\", or no %s)",
+                           held, q->grammar ? "the grammar" : "one JSON value", held);
         return -1;
     }
     if (q->think_asked && !q->think && control == BMOE_THINK_CONTROL_NONE) {
@@ -692,7 +706,7 @@ static int render_prompt(const server *s, const completion_request *q, char **te
     /* the prompt opens the reasoning span where the model would not, so
      * that the hold's trigger (the span's end) comes */
     const char *opening = "";
-    if (q->json_answer || q->force_call)
+    if (held_answer(q))
         bmoe_reasoning_opening(reasoning, out, *length, &opening);
     size_t opening_length = strlen(opening);
     *text = malloc(*length + opening_length + 1);
@@ -774,11 +788,21 @@ void server_add_figures(cJSON *root, const bmoe_generation *g, const server *s, 
 }
 
 /* Before the request waits for its turn: a forced call's schema made
- * (q->call_schema) and either schema checked, so that what bmoe cannot
- * hold to is refused at once. 0, or -1 with the reply filled (a 400
+ * (q->call_schema) and the schema or grammar checked, so that what bmoe
+ * cannot hold to is refused at once. 0, or -1 with the reply filled (a 400
  * naming the field, json_param for a JSON answer's). */
 static int check_held_schema(completion_request *q, const char *json_param, server_reply *reply)
 {
+    if (q->grammar && (q->json_answer || q->force_call))
+        BAD("grammar", "grammar and %s both hold the answer: give one", q->json_answer ? json_param : "tool_choice");
+    bmoe_error error = {0};
+    if (q->grammar && bmoe_gbnf_check(q->grammar, strlen(q->grammar), &error) != 0) {
+        if (error.status == BMOE_ERR_OUT_OF_MEMORY) {
+            server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
+            return -1;
+        }
+        BAD("grammar", "grammar: %s", error.message);
+    }
     if (q->force_call && q->tools_json) {
         bool missing = false;
         if (!(q->call_schema = server_forced_call_schema(q->tools_json, q->forced_name, &missing))) {
@@ -790,7 +814,6 @@ static int check_held_schema(completion_request *q, const char *json_param, serv
     }
     const char *schema = q->call_schema ? q->call_schema : q->json_schema;
     const char *param = q->call_schema ? "tool_choice" : json_param;
-    bmoe_error error = {0};
     if (schema && bmoe_json_schema_check(schema, strlen(schema), &error) != 0) {
         if (error.status == BMOE_ERR_OUT_OF_MEMORY) {
             server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
@@ -801,9 +824,9 @@ static int check_held_schema(completion_request *q, const char *json_param, serv
     return 0;
 }
 
-/* The turn's JSON constraint (s->json_constraint): the request's schema,
- * or for a forced call the schema of the tools' calls between the tags its
- * template writes around one. The token index is made once, at the first
+/* The turn's constraint (s->json_constraint): the request's schema or
+ * grammar, or for a forced call the schema of the tools' calls between the
+ * tags its template writes around one. The token index is made once, at the first
  * such request. 0, or -1 with the reply filled (a schema bmoe cannot hold
  * to is a 400 naming what). */
 static int json_constraint_begin(server *s, const completion_request *q, bool reason_first, server_reply *reply)
@@ -815,13 +838,15 @@ static int json_constraint_begin(server *s, const completion_request *q, bool re
         server_error_reply(reply, 500, "server_error", NULL, NULL, "structured output: %s", error.message);
         return -1;
     }
-    const char *param = q->force_call ? "tool_choice" : "response_format";
+    const char *param = q->force_call ? "tool_choice" : q->grammar ? "grammar" : "response_format";
     const char *schema = q->force_call ? q->call_schema : q->json_schema;
     if (q->force_call && !schema) { /* check_held_schema makes it before the turn */
         server_error_reply(reply, 500, "server_error", NULL, NULL, "a forced call without its schema");
         return -1;
     }
-    s->json_constraint = bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
+    s->json_constraint =
+        q->grammar ? bmoe_gbnf_constraint_create(s->token_index, q->grammar, strlen(q->grammar), &error)
+                   : bmoe_json_constraint_create(s->token_index, schema, schema ? strlen(schema) : 0, &error);
     enum bmoe_reasoning_format reasoning = reason_first ? bmoe_chat_reasoning_format(s->chat) : BMOE_REASONING_NONE;
     enum bmoe_tool_format call_format = q->force_call ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
     if (s->json_constraint &&
@@ -874,7 +899,7 @@ int server_generation_begin(server *s, const completion_request *q, const char *
     params.n_stop_strings = q->n_stops;
     params.logprobs = q->logprobs;
     params.top_logprobs = q->top_logprobs;
-    if (q->json_answer || q->force_call) {
+    if (held_answer(q)) {
         const char *opening;
         bool reason_first = q->chat && !prefill &&
                             bmoe_reasoning_opening(bmoe_chat_reasoning_format(s->chat), text, text_length, &opening);

@@ -1,7 +1,8 @@
 /* The public face of structured output (include/bmoe.h): a model's token
- * pieces indexed once (bmoe_token_index), and a JSON constraint that a
- * generation asks which tokens may come next (bmoe_token_constraint). The
- * grammar, matcher and vocabulary walk are json_grammar.h's; this file
+ * pieces indexed once (bmoe_token_index), and a constraint that a
+ * generation asks which tokens may come next (bmoe_token_constraint), its
+ * value a JSON schema's or a GBNF grammar's. The grammars, matchers and
+ * vocabulary walks are json_grammar.h's and gbnf.h's; this file
  * adds what a generation needs around them: the pieces from the model,
  * the end-of-generation tokens allowed once the value is complete, a
  * scratch matcher to try one token without moving, and the phases around
@@ -14,6 +15,7 @@
 
 #include "bmoe.h"
 #include "base/error.h"
+#include "structured/gbnf.h"
 #include "structured/json_grammar.h"
 
 struct bmoe_token_index {
@@ -26,9 +28,13 @@ struct bmoe_token_index {
 
 struct bmoe_json_constraint {
     const bmoe_token_index *index;
-    json_grammar *grammar;
-    json_matcher *matcher; /* the value written so far */
-    json_matcher *trial;   /* a copy that tries one token */
+    /* the value's grammar and matchers: a JSON schema's, or a GBNF
+     * grammar's (gbnf set); now: the value written so far; trial: a copy
+     * that tries one token */
+    json_grammar *json;
+    json_matcher *json_now, *json_trial;
+    gbnf_grammar *gbnf;
+    gbnf_matcher *gbnf_now, *gbnf_trial;
     bool ended;            /* an end-of-generation token was taken */
     /* the frame around the value (bmoe_json_constraint_frame): before's
      * tokens come first, after's once the value is whole */
@@ -49,6 +55,44 @@ static void *report(bmoe_error *err, bmoe_status fallback, bmoe_error *error)
     if (error)
         *error = *err;
     return NULL;
+}
+
+/* The value's matcher, whichever grammar it follows. */
+static bool value_complete(const bmoe_json_constraint *c)
+{
+    return c->gbnf ? gbnf_matcher_complete(c->gbnf_now) : json_matcher_complete(c->json_now);
+}
+
+static bool value_can_continue(const bmoe_json_constraint *c)
+{
+    return c->gbnf ? gbnf_matcher_can_continue(c->gbnf_now) : json_matcher_can_continue(c->json_now);
+}
+
+static int32_t value_allowed(const bmoe_json_constraint *c, uint8_t *allowed)
+{
+    return c->gbnf ? gbnf_matcher_allowed(c->gbnf_now, c->index->vocab, allowed)
+                   : json_matcher_allowed(c->json_now, c->index->vocab, allowed);
+}
+
+static bool value_feed(bmoe_json_constraint *c, const char *bytes, size_t length)
+{
+    return c->gbnf ? gbnf_matcher_feed(c->gbnf_now, bytes, length) : json_matcher_feed(c->json_now, bytes, length);
+}
+
+/* Whether the value could take bytes now, without moving. */
+static bool value_takes(bmoe_json_constraint *c, const char *bytes, size_t length)
+{
+    if (c->gbnf)
+        return gbnf_matcher_copy(c->gbnf_trial, c->gbnf_now) && gbnf_matcher_feed(c->gbnf_trial, bytes, length);
+    return json_matcher_copy(c->json_trial, c->json_now) && json_matcher_feed(c->json_trial, bytes, length);
+}
+
+static void value_reset(bmoe_json_constraint *c)
+{
+    if (c->gbnf)
+        gbnf_matcher_reset(c->gbnf_now);
+    else
+        json_matcher_reset(c->json_now);
 }
 
 void bmoe_token_index_free(bmoe_token_index *index)
@@ -156,7 +200,7 @@ static int32_t forced_token(const bmoe_json_constraint *c)
 /* Whether the frame is done with after's tokens (or has none) and the value is whole: the end may come. */
 static bool may_end(const bmoe_json_constraint *c)
 {
-    return c->taken_before == c->n_before && c->taken_after == c->n_after && json_matcher_complete(c->matcher);
+    return c->taken_before == c->n_before && c->taken_after == c->n_after && value_complete(c);
 }
 
 static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
@@ -186,17 +230,17 @@ static int32_t constraint_allowed(void *user, uint8_t *allowed, int32_t n_vocab)
     }
     int32_t count = 0;
     bool in_value = c->taken_after == 0;
-    if (in_value && json_matcher_can_continue(c->matcher))
-        count = json_matcher_allowed(c->matcher, index->vocab, allowed);
+    if (in_value && value_can_continue(c))
+        count = value_allowed(c, allowed);
     else
         memset(allowed, 0, (size_t)n_vocab);
-    if (in_value && c->n_after > 0 && json_matcher_complete(c->matcher)) {
+    if (in_value && c->n_after > 0 && value_complete(c)) {
         int32_t first = c->after[0];
         if (first >= 0 && first < n_vocab && !allowed[first]) {
             allowed[first] = 1;
             count++;
         }
-    } else if (json_matcher_complete(c->matcher)) {
+    } else if (value_complete(c)) {
         for (int32_t t = 0; t < n_vocab; t++)
             if (index->end_of_generation[t] && !allowed[t]) {
                 allowed[t] = 1;
@@ -219,13 +263,13 @@ static bool constraint_allows(void *user, int32_t token)
         return token == forced;
     if (c->taken_after == c->n_after && c->n_after > 0)
         return index->end_of_generation[token];
-    if (c->n_after > 0 && token == c->after[0] && json_matcher_complete(c->matcher))
+    if (c->n_after > 0 && token == c->after[0] && value_complete(c))
         return true;
     if (index->end_of_generation[token])
         return may_end(c);
     size_t length;
     const char *piece = piece_of(index, token, &length);
-    return length > 0 && json_matcher_copy(c->trial, c->matcher) && json_matcher_feed(c->trial, piece, length);
+    return length > 0 && value_takes(c, piece, length);
 }
 
 /* Free text before the trigger: the trigger's last token after the rest
@@ -269,9 +313,9 @@ static void constraint_accept(void *user, int32_t token)
     const char *piece = piece_of(index, token, &length);
     /* the generation takes only what allows or allowed said yes to: the
      * value's next bytes, or after's first token once it is whole */
-    if (c->taken_after == 0 && json_matcher_feed(c->matcher, piece, length))
+    if (c->taken_after == 0 && value_feed(c, piece, length))
         return;
-    if (c->n_after > 0 && c->taken_after == 0 && token == c->after[0] && json_matcher_complete(c->matcher))
+    if (c->n_after > 0 && c->taken_after == 0 && token == c->after[0] && value_complete(c))
         c->taken_after = 1;
     else
         c->ended = true;
@@ -281,18 +325,23 @@ void bmoe_json_constraint_free(bmoe_json_constraint *constraint)
 {
     if (!constraint)
         return;
-    json_matcher_free(constraint->matcher);
-    json_matcher_free(constraint->trial);
+    json_matcher_free(constraint->json_now);
+    json_matcher_free(constraint->json_trial);
+    gbnf_matcher_free(constraint->gbnf_now);
+    gbnf_matcher_free(constraint->gbnf_trial);
     free(constraint->before);
     free(constraint->after);
     free(constraint->trigger);
     free(constraint->recent);
-    json_grammar_free(constraint->grammar);
+    json_grammar_free(constraint->json);
+    gbnf_grammar_free(constraint->gbnf);
     free(constraint);
 }
 
-bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index, const char *schema,
-                                                  size_t schema_length, bmoe_error *error)
+/* A constraint on index whose value follows a JSON schema (gbnf false;
+ * schema NULL: any object) or a GBNF grammar (text). */
+static bmoe_json_constraint *constraint_create(const bmoe_token_index *index, bool gbnf, const char *text,
+                                               size_t length, bmoe_error *error)
 {
     bmoe_error err;
     error_clear(&err);
@@ -306,12 +355,19 @@ bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index,
         return report(&err, BMOE_ERR_OUT_OF_MEMORY, error);
     }
     c->index = index;
-    c->grammar = json_grammar_create(schema, schema ? schema_length : 0, &err);
-    if (c->grammar) {
-        c->matcher = json_matcher_create(c->grammar, &err);
-        c->trial = c->matcher ? json_matcher_create(c->grammar, &err) : NULL;
+    bool made;
+    if (gbnf) {
+        c->gbnf = gbnf_grammar_create(text ? text : "", text ? length : 0, &err);
+        c->gbnf_now = c->gbnf ? gbnf_matcher_create(c->gbnf, &err) : NULL;
+        c->gbnf_trial = c->gbnf_now ? gbnf_matcher_create(c->gbnf, &err) : NULL;
+        made = c->gbnf_trial != NULL;
+    } else {
+        c->json = json_grammar_create(text, text ? length : 0, &err);
+        c->json_now = c->json ? json_matcher_create(c->json, &err) : NULL;
+        c->json_trial = c->json_now ? json_matcher_create(c->json, &err) : NULL;
+        made = c->json_trial != NULL;
     }
-    if (!c->trial) {
+    if (!made) {
         bmoe_json_constraint_free(c);
         return report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
     }
@@ -320,17 +376,47 @@ bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index,
     return c;
 }
 
-int bmoe_json_schema_check(const char *schema, size_t schema_length, bmoe_error *error)
+bmoe_json_constraint *bmoe_json_constraint_create(const bmoe_token_index *index, const char *schema,
+                                                  size_t schema_length, bmoe_error *error)
+{
+    return constraint_create(index, false, schema, schema_length, error);
+}
+
+bmoe_json_constraint *bmoe_gbnf_constraint_create(const bmoe_token_index *index, const char *grammar,
+                                                  size_t grammar_length, bmoe_error *error)
+{
+    return constraint_create(index, true, grammar, grammar_length, error);
+}
+
+/* Whether text compiles as a JSON schema (gbnf false) or a GBNF grammar: 0, or a negative bmoe_status. */
+static int grammar_check(bool gbnf, const char *text, size_t length, bmoe_error *error)
 {
     bmoe_error err;
     error_clear(&err);
-    json_grammar *grammar = json_grammar_create(schema, schema ? schema_length : 0, &err);
-    if (!grammar) {
-        report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
-        return err.status;
+    bool made;
+    if (gbnf) {
+        gbnf_grammar *grammar = gbnf_grammar_create(text ? text : "", text ? length : 0, &err);
+        made = grammar != NULL;
+        gbnf_grammar_free(grammar);
+    } else {
+        json_grammar *grammar = json_grammar_create(text, text ? length : 0, &err);
+        made = grammar != NULL;
+        json_grammar_free(grammar);
     }
-    json_grammar_free(grammar);
-    return 0;
+    if (made)
+        return 0;
+    report(&err, BMOE_ERR_INVALID_ARGUMENT, error);
+    return err.status;
+}
+
+int bmoe_json_schema_check(const char *schema, size_t schema_length, bmoe_error *error)
+{
+    return grammar_check(false, schema, schema_length, error);
+}
+
+int bmoe_gbnf_check(const char *grammar, size_t grammar_length, bmoe_error *error)
+{
+    return grammar_check(true, grammar, grammar_length, error);
 }
 
 const bmoe_token_constraint *bmoe_json_constraint_rule(bmoe_json_constraint *constraint)
@@ -342,7 +428,7 @@ void bmoe_json_constraint_reset(bmoe_json_constraint *constraint)
 {
     if (!constraint)
         return;
-    json_matcher_reset(constraint->matcher);
+    value_reset(constraint);
     constraint->ended = false;
     constraint->taken_before = 0;
     constraint->taken_after = 0;
@@ -407,7 +493,7 @@ int bmoe_json_constraint_frame(bmoe_json_constraint *constraint, const int32_t *
 
 bool bmoe_json_constraint_complete(const bmoe_json_constraint *constraint)
 {
-    return constraint && json_matcher_complete(constraint->matcher);
+    return constraint && value_complete(constraint);
 }
 
 int bmoe_json_constraint_after(bmoe_json_constraint *constraint, const int32_t *trigger, int32_t n_trigger,

@@ -10,20 +10,7 @@
 
 #include "base/utf8.h"
 #include "structured/matcher_internal.h"
-
-/* Nodes in depth-first order: a node's first child follows it, its subtree ends at `end`. */
-typedef struct trie_node {
-    uint32_t end;
-    uint32_t token_first; /* tokens whose bytes end here: trie->tokens[token_first, + token_count) */
-    uint32_t token_count;
-    uint8_t byte;
-} trie_node;
-
-typedef struct token_trie {
-    trie_node *nodes;
-    uint32_t node_count;
-    int32_t *tokens;
-} token_trie;
+#include "structured/vocab_internal.h"
 
 struct json_vocab {
     int32_t n_tokens;
@@ -142,6 +129,11 @@ void json_vocab_free(json_vocab *vocab)
 int32_t json_vocab_n_tokens(const json_vocab *vocab)
 {
     return vocab->n_tokens;
+}
+
+const token_trie *json_vocab_trie(const json_vocab *vocab)
+{
+    return &vocab->all;
 }
 
 json_vocab *json_vocab_create(const char *const *pieces, const size_t *lengths, int32_t n_tokens, bmoe_error *err)

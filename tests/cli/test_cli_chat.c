@@ -397,6 +397,30 @@ static void check_json_after_reasoning(void)
     }
 }
 
+/* --grammar-file: the text after a raw prompt is a word of the grammar,
+ * ended by the model's end of generation; with --chat the reasoning comes
+ * first (pushed to </think> at once here) and the word after it. */
+static void check_grammar(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/answer.gbnf", tmp);
+    FILE *f = fopen(path, "wb");
+    fputs("# a yes or a no, then a number\nroot ::= (\"Answer: \" (\"yes\" | \"no\")\n  \" \" [1-9] [0-9]?)\n", f);
+    fclose(f);
+    const char *args[] = {"-m", model, "-p", "Hello", "-n", "32", "-t", "1", "--grammar-file", path, NULL};
+    cli_result r;
+    if (cli_run(args, &r) == 0) {
+        bool cut = r.exit_code == 0 && cli_cut_report(&r);
+        char word[64] = "";
+        int number = 0, used = 0;
+        bool matched = cut && sscanf(r.out, "HelloAnswer: %3[a-z] %d%n", word, &number, &used) == 2 &&
+                       (!strcmp(word, "yes") || !strcmp(word, "no")) && number >= 1 && number <= 99 &&
+                       strspn(r.out + used, "\n") == strlen(r.out + used) && strstr(r.err, "end of generation");
+        CHECK_MSG(matched, "--grammar-file: exit %d: \"%s\" %s", r.exit_code, r.out, r.err);
+    }
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/cli-chat", test_tmp_dir());
@@ -424,6 +448,7 @@ int main(void)
     if (made) {
         check_opened();
         check_json_after_reasoning();
+        check_grammar();
     }
     char gptoss[1100];
     snprintf(gptoss, sizeof gptoss, "%s/gpt-oss.gguf", tmp);

@@ -140,7 +140,7 @@ static void test_json_schema_errors(void)
 {
     const char *both[] = {"-m", stories_path, "-p", "x", "--json-schema", "{}", "--json-schema-file", corpus_path,
                           NULL};
-    expect_error(both, "cannot be used together");
+    expect_error(both, "give one of them");
     const char *pattern[] = {"-m", stories_path, "-p", "x", "--json-schema", "{\"type\":\"string\",\"pattern\":\"a\"}",
                              NULL};
     expect_error(pattern, "pattern");
@@ -148,6 +148,13 @@ static void test_json_schema_errors(void)
     expect_error(not_json, "--json-schema");
     const char *missing[] = {"-m", stories_path, "-p", "x", "--json-schema-file", "/nonexistent/schema.json", NULL};
     expect_error(missing, "/nonexistent/schema.json");
+    const char *grammar[] = {"-m", stories_path, "-p", "x", "--grammar", "root ::= item", NULL};
+    expect_error(grammar, "undefined rule 'item'");
+    const char *grammar_missing[] = {"-m", stories_path, "-p", "x", "--grammar-file", "/nonexistent/g.gbnf", NULL};
+    expect_error(grammar_missing, "/nonexistent/g.gbnf");
+    const char *two_holds[] = {"-m", stories_path, "-p", "x", "--grammar", "root ::= \"a\"", "--json-schema", "{}",
+                               NULL};
+    expect_error(two_holds, "give one of them");
     static const struct {
         const char *value, *needle;
     } biases[] = {

@@ -987,7 +987,8 @@ static void test_tokens(int port)
     CHECK_MSG(n_plain > 0 && back && strcmp(back, text) == 0, "/detokenize of /tokenize: %s", back ? back : "-");
     free(back);
 
-    cJSON *root = post_ok(port, "/tokenize", "{\"content\":\"Hello w\xc3\xb6rld \xf0\x9f\xa4\x97\",\"with_pieces\":true}");
+    cJSON *root =
+        post_ok(port, "/tokenize", "{\"content\":\"Hello w\xc3\xb6rld \xf0\x9f\xa4\x97\",\"with_pieces\":true}");
     cJSON *plain = cJSON_Parse(ids ? ids : "{}");
     char joined[64] = "";
     size_t used = 0;
@@ -1038,7 +1039,8 @@ static void test_tokens(int port)
 
     free(tokenized(port, "{\"content\":\"Hello\",\"add_special\":true}", &n_bos));
     test_response response;
-    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hello\",\"max_tokens\":1}", &response) == 0) {
+    if (test_request(port, "POST", "/v1/completions", NULL, "{\"prompt\":\"Hello\",\"max_tokens\":1}",
+                     &response) == 0) {
         cJSON *completion = body_json(&response);
         const cJSON *usage = cJSON_GetObjectItemCaseSensitive(completion, "usage");
         const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
@@ -1172,6 +1174,54 @@ static void test_logit_bias_and_reasoning(int port)
         test_response response;
         if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
             check_error(&response, 400, "logit_bias", refused[i].body);
+            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
+                      response.body ? response.body : "");
+        }
+        free(response.raw);
+    }
+}
+
+/* Whether text is "yes" or "no", a space and a number from 1 to 99. */
+static bool yes_no_number(const char *text)
+{
+    char word[4] = "";
+    int number = 0, used = 0;
+    return sscanf(text, "%3[a-z] %d%n", word, &number, &used) == 2 && (!strcmp(word, "yes") || !strcmp(word, "no")) &&
+           number >= 1 && number <= 99 && text[used] == '\0' && strchr(text, ' ') == strrchr(text, ' ');
+}
+
+#define GRAMMAR "\"grammar\":\"root ::= (\\\"yes\\\" | \\\"no\\\") \\\" \\\" [1-9] [0-9]?\""
+
+/* grammar (llama.cpp's): the answer is a word of the GBNF grammar, on both
+ * endpoints, streamed as plain, after the reasoning when asked for; what
+ * bmoe cannot hold to, and a grammar beside another hold or tools, are
+ * refused. */
+static void test_grammar(int port)
+{
+    char *text = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":32," GRAMMAR "}", NULL);
+    CHECK_MSG(text && yes_no_number(text), "chat under the grammar: \"%s\"", text ? text : "-");
+    char *streamed = chat_streamed(port, "{\"stream\":true,\"messages\":[" ASK "],\"max_tokens\":32," GRAMMAR "}");
+    CHECK_MSG(text && streamed && strcmp(text, streamed) == 0, "streamed \"%s\", plain \"%s\"", streamed, text);
+    free(text);
+    free(streamed);
+    cJSON *root = post_ok(port, "/v1/completions", "{\"prompt\":\"Q: yes?\\nA:\",\"max_tokens\":32," GRAMMAR "}");
+    const cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+    CHECK_MSG(yes_no_number(string_at(choice, "text")), "completions under the grammar: \"%s\"",
+              string_at(choice, "text"));
+    cJSON_Delete(root);
+
+    static const struct {
+        const char *body, *word;
+    } refused[] = {
+        {"{\"messages\":[" ASK "],\"grammar\":\"root ::= item\"}", "undefined rule 'item'"},
+        {"{\"messages\":[" ASK "],\"grammar\":7}", "GBNF"},
+        {"{\"messages\":[" ASK "]," GRAMMAR ",\"response_format\":{\"type\":\"json_object\"}}", "give one"},
+        {"{\"messages\":[" ASK "]," GRAMMAR "," TOOLS "}", "tool"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        test_response response;
+        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
+            check_error(&response, 400, "grammar", refused[i].body);
             CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
                       response.body ? response.body : "");
         }
@@ -1403,6 +1453,7 @@ int main(void)
     test_refusals(server.port);
     test_tokens(server.port);
     test_logit_bias_and_reasoning(server.port);
+    test_grammar(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");

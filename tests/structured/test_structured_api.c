@@ -3,7 +3,7 @@
  * with an end-of-generation token; greedy and sampled, with and without
  * drafting (the same bytes); a reset constraint writes the same again; any
  * JSON object in json_object mode; schemas bmoe cannot hold to are refused
- * with the keyword named. The model is the tiny Qwen3 MoE of the oracle
+ * with the keyword named; a GBNF grammar's words the same way. The model is the tiny Qwen3 MoE of the oracle
  * (random weights over a byte-level vocabulary of 501 tokens): whatever it
  * would write, the constraint decides what it may. */
 #include <stdbool.h>
@@ -194,6 +194,82 @@ static void check_chat_frame(bmoe_model *model, bmoe_json_constraint *constraint
     free(allowed);
 }
 
+/* Whether text is a word of the GBNF test grammar: (yes|no|maybe) " " then
+ * one to three numbers of one or two digits (no leading zero), separated
+ * by commas; checked by hand, not by the matcher. */
+static bool grammar_word(const char *text)
+{
+    static const char *const answers[] = {"yes ", "no ", "maybe "};
+    const char *at = NULL;
+    for (int i = 0; i < 3 && !at; i++)
+        if (strncmp(text, answers[i], strlen(answers[i])) == 0)
+            at = text + strlen(answers[i]);
+    for (int number = 0; at && number < 3; number++) {
+        if (*at < '1' || *at > '9')
+            return false;
+        at += 1 + (at[1] >= '0' && at[1] <= '9');
+        if (*at == '\0')
+            return true;
+        if (*at != ',')
+            return false;
+        at++;
+    }
+    return false;
+}
+
+/* bmoe_gbnf_constraint_create: generations write one word of the grammar
+ * and end, greedy, sampled and drafted alike; bad grammars are refused
+ * with their place. */
+static void check_gbnf(bmoe_model *model, const bmoe_token_index *index)
+{
+    static const char grammar[] = "root ::= answer \" \" number (\",\" number){0,2}\n"
+                                  "answer ::= \"yes\" | \"no\" | \"maybe\"  # one of three\n"
+                                  "number ::= [1-9] [0-9]?\n";
+    bmoe_error error = {0};
+    CHECK_MSG(bmoe_gbnf_check(grammar, sizeof grammar - 1, &error) == 0, "check: %s", error.message);
+    bmoe_json_constraint *constraint = bmoe_gbnf_constraint_create(index, grammar, sizeof grammar - 1, &error);
+    CHECK_MSG(constraint != NULL, "gbnf: %s", error.message);
+    if (!constraint)
+        return;
+    answer greedy, drafted, sampled, sampled_drafted;
+    generate(model, constraint, 0.0f, false, &greedy);
+    bmoe_json_constraint_reset(constraint);
+    generate(model, constraint, 0.0f, true, &drafted);
+    bmoe_json_constraint_reset(constraint);
+    generate(model, constraint, 1.0f, false, &sampled);
+    bmoe_json_constraint_reset(constraint);
+    generate(model, constraint, 1.0f, true, &sampled_drafted);
+    const answer *answers[] = {&greedy, &drafted, &sampled, &sampled_drafted};
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(answers[i]->stop == BMOE_STOP_END_OF_GENERATION && grammar_word(answers[i]->text),
+                  "gbnf answer %d: \"%s\" (stop %d)", i, answers[i]->text, (int)answers[i]->stop);
+    CHECK_MSG(strcmp(greedy.text, drafted.text) == 0, "drafted \"%s\", plain \"%s\"", drafted.text, greedy.text);
+    CHECK_MSG(strcmp(sampled.text, sampled_drafted.text) == 0, "sampled drafted \"%s\", plain \"%s\"",
+              sampled_drafted.text, sampled.text);
+    bmoe_json_constraint_free(constraint);
+
+    static const struct {
+        const char *grammar, *words;
+    } refused[] = {
+        {"root ::= item\n", "undefined rule 'item'"},
+        {"start ::= \"a\"\n", "root"},
+        {"root ::= root \"a\" | \"b\"\n", "left-recursive"},
+        {"root ::= <think>\n", "not supported"},
+        {"root ::= \"a\nroot ::= \"b\"\n", "unterminated string literal"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        error = (bmoe_error){0};
+        size_t length = strlen(refused[i].grammar);
+        bmoe_json_constraint *c = bmoe_gbnf_constraint_create(index, refused[i].grammar, length, &error);
+        CHECK_MSG(!c && error.status == BMOE_ERR_INVALID_ARGUMENT && strstr(error.message, refused[i].words),
+                  "%s: %s", refused[i].grammar, error.message);
+        bmoe_json_constraint_free(c);
+        error = (bmoe_error){0};
+        CHECK(bmoe_gbnf_check(refused[i].grammar, length, &error) == BMOE_ERR_INVALID_ARGUMENT &&
+              strstr(error.message, refused[i].words));
+    }
+}
+
 int main(void)
 {
     char path[1024];
@@ -326,6 +402,8 @@ int main(void)
             bmoe_json_constraint_free(c);
         }
     }
+    if (index)
+        check_gbnf(model, index);
     bmoe_json_constraint_free(constraint);
     bmoe_token_index_free(index);
     bmoe_model_free(model);

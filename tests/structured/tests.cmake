@@ -9,3 +9,10 @@ bmoe_add_test(test_json_grammar
 bmoe_add_test(test_structured_api
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_structured_api.c
   LIBS bmoe_structured bmoe_engine PkgConfig::CJSON m)
+# The GBNF grammar matcher and its vocabulary mask: each syntax element
+# accepted and refused byte by byte, split UTF-8, repetitions and their
+# bounds, recursion, the refusals with their place named, the stack bound,
+# and the mask against feeding every token of a small vocabulary.
+bmoe_add_test(test_gbnf
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_gbnf.c
+  LIBS bmoe_structured)
