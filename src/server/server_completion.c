@@ -596,6 +596,22 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
                 continue;
             if (read_response_format(field, q, reply) != 0)
                 return -1;
+        } else if (strcmp(key, "json_schema") == 0) {
+            /* llama.cpp's shorthand for response_format json_schema */
+            if (null)
+                continue;
+            const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+            if (format && !cJSON_IsNull(format))
+                BAD(key, "json_schema and response_format both hold the answer: give one");
+            if (!cJSON_IsObject(field))
+                BAD(key, "json_schema must be a JSON schema (an object)");
+            if (server_read_json_answer(field, q, reply) != 0)
+                return -1;
+        } else if (strcmp(key, "cache_prompt") == 0) {
+            /* llama.cpp's: bmoe reuses the longest cached prefix whatever it says, and the answer is the same
+             * either way (a token's logits do not depend on the batch it is computed in) */
+            if (!cJSON_IsBool(field) && !null)
+                BAD(key, "cache_prompt must be true or false");
         } else if (strcmp(key, "grammar") == 0) {
             if (null)
                 continue;

@@ -1229,6 +1229,33 @@ static void test_grammar(int port)
     }
 }
 
+/* llama.cpp's extra fields on the OpenAI endpoints: json_schema holds the
+ * answer as response_format's json_schema does (the same answer), and
+ * cache_prompt changes nothing (the same answer either way). */
+static void test_llama_fields(int port)
+{
+    char *by_format = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":64," JSON_ANSWER "}", NULL);
+    char *by_field = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":64,\"json_schema\":" SCHEMA "}", NULL);
+    CHECK_MSG(by_format && by_field && by_format[0] == '{' && strcmp(by_format, by_field) == 0,
+              "json_schema \"%s\", response_format \"%s\"", by_field ? by_field : "-", by_format ? by_format : "-");
+    free(by_format);
+    free(by_field);
+    char *cached = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":6,\"cache_prompt\":true}", NULL);
+    char *uncached = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":6,\"cache_prompt\":false}", NULL);
+    char *plain = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":6}", NULL);
+    CHECK(cached && uncached && plain && strcmp(cached, plain) == 0 && strcmp(uncached, plain) == 0);
+    free(cached);
+    free(uncached);
+    free(plain);
+    check_refused(port, "/v1/chat/completions",
+                  "{\"messages\":[" ASK "],\"json_schema\":" SCHEMA ",\"response_format\":{\"type\":\"text\"}}", 400,
+                  "json_schema", "json_schema beside response_format");
+    check_refused(port, "/v1/chat/completions", "{\"messages\":[" ASK "],\"json_schema\":\"{}\"}", 400, "json_schema",
+                  "json_schema as text");
+    check_refused(port, "/v1/chat/completions", "{\"messages\":[" ASK "],\"cache_prompt\":1}", 400, "cache_prompt",
+                  "cache_prompt as a number");
+}
+
 static void test_refusals(int port)
 {
     static const struct {
@@ -1454,6 +1481,7 @@ int main(void)
     test_tokens(server.port);
     test_logit_bias_and_reasoning(server.port);
     test_grammar(server.port);
+    test_llama_fields(server.port);
     test_queue_and_cancel(server.port);
     test_disconnect(server.port);
     CHECK_MSG(test_server_stop(&server, SIGTERM) == 0, "SIGTERM did not end the server with status 0");
