@@ -39,6 +39,8 @@ typedef struct line_source {
  * line is complete yet. Valid until the next call. */
 static char *line_next(line_source *source)
 {
+    if (!source->data)
+        return NULL; /* nothing read yet */
     char *begin = source->data + source->start;
     char *newline = memchr(begin, '\n', source->end - source->start);
     if (!newline && !(source->closed && source->end > source->start))

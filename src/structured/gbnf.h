@@ -59,6 +59,49 @@
  * tail position, `list ::= item list | item`, takes no frame). Repetitions
  * are counted, not unrolled, so `x{0,1000}` costs one counter.
  *
+ * The mask in free text. Where the text is free (a string's characters,
+ * [^"]*), nearly every token fits and a walk of the whole trie costs
+ * milliseconds; so between characters the matcher names the code points
+ * that leave its stacks as they are, and marks the tokens made of them
+ * without a walk. The key of a stack set is the classes at its tops
+ * (classes and repeated classes, at most GBNF_PLAIN_CLASSES_MAX distinct)
+ * and the bytes its literal tops take. For a code point whose first byte
+ * no literal top takes, what its bytes do depends only on which of the
+ * key's classes hold it (its signature): the bytes before the last keep,
+ * unchanged, the class tops that may still take it and drop the rest
+ * (nothing is expanded or pushed, no stack added: no bound can be met),
+ * and the last makes each top whose class holds it take it, in order. So a
+ * signature can be stepped without a code point. It loops when its step
+ * gives back the very stacks (the same tops in the same order over the
+ * same frames, shared alike; every later step then does the same, bounds
+ * included). A code point is plain when its first byte is no literal top's
+ * and its signature loops; a token of whole plain code points leaves the
+ * stacks as they were, one code point after the other, so it is allowed.
+ * `[^"]*` loops, and so does the JSON string's `( [^"\\] | "\\" ... )*`:
+ * the class alternative ends, the repetition goes round, and the same tops
+ * come back. With one class in the key, its signature is instead stepped
+ * again and again from each result (up to the longest plain token), while
+ * every top stays a class or literal byte of the key, so that a plain code
+ * point still steps as its signature says: a token of n plain code points
+ * is allowed when n steps succeed, and a step that gives back its own
+ * stacks makes that any n. This covers a bounded repetition ([^\n]{0,500})
+ * near its end, and a minimum not yet reached ([a-z]{3,}), exactly.
+ * Per key, a table built from the vocabulary holds each token's plain code
+ * points (or "not plain": a code point of another signature, a literal's
+ * first byte, a character cut off or invalid) and, per trie node, the most
+ * over the tokens below it. The mask marks the tokens whose count fits from
+ * the table, then walks the trie as before but skips the subtrees whose
+ * tokens all fit: the tokens left (those half in the loop, with a quote or
+ * an escape, or a split character) are walked, and the walk is exact. A key
+ * gets a table when a walk without one visits more than a sixteenth of the
+ * trie (that walk stops there and the mask starts again from the table);
+ * the matcher keeps GBNF_PLAIN_TABLES_MAX of them, each one byte per token
+ * and per trie node (o200k: 0.6 MB, 5 ms to build), rebuilding the least
+ * recently used, and drops them when the vocabulary changes (told apart by
+ * address, sizes and a fingerprint of its pieces). Mid-character, with no
+ * class or more than GBNF_PLAIN_CLASSES_MAX classes at the tops, or when
+ * no signature loops, the walk alone runs.
+ *
  * Thread safety: a grammar and a vocabulary are immutable once created and
  * may be shared by any number of threads; a matcher is used by one thread at
  * a time (its scratch is its own). */
@@ -94,7 +137,8 @@ bool gbnf_matcher_complete(const gbnf_matcher *matcher);
 bool gbnf_matcher_can_continue(const gbnf_matcher *matcher);
 /* allowed[i] = 1 when token i's whole byte string can be fed from the matcher's state now, else 0 (allowed
  * holds json_vocab_n_tokens entries; control tokens and tokens over JSON_TOKEN_BYTES_MAX bytes are never
- * allowed). Returns how many are allowed. Does not allocate: the walk's scratch lives in the matcher. */
+ * allowed). Returns how many are allowed. The walk's scratch lives in the matcher; the only allocations are the
+ * free-text tables' arrays (above), on the first calls that build them with a vocabulary, then kept. */
 int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *vocab, uint8_t *allowed);
 
 #define GBNF_STACKS_MAX 256
@@ -103,5 +147,7 @@ int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *voca
 #define GBNF_STEP_FRAMES_MAX (2 * GBNF_STACKS_MAX)
 #define GBNF_REPEAT_MAX 1000
 #define GBNF_TEXT_MAX (1u << 20)
+#define GBNF_PLAIN_CLASSES_MAX 4 /* 2^4 - 1 signatures to step per mask */
+#define GBNF_PLAIN_TABLES_MAX 4
 
 #endif

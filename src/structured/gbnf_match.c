@@ -2,8 +2,10 @@
  * closure expands each stack until its top is a terminal), the matcher that
  * keeps the stacks after the bytes fed in a pool compacted after every byte,
  * and the vocabulary mask: a depth-first walk of the vocabulary's trie from
- * the matcher's stacks, pruned at the first byte no stack takes. Owns the
- * matcher's pools and scratch; not the grammar, not the vocabulary. */
+ * the matcher's stacks, pruned at the first byte no stack takes, and in free
+ * text the plain tables that mark the tokens a loop takes whole without
+ * walking them (gbnf.h says when, and why that is exact). Owns the matcher's
+ * pools, scratch and plain tables; not the grammar, not the vocabulary. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +65,53 @@ enum transition {
     TRANSITION_CACHED, /* and up: cached set (value - TRANSITION_CACHED) */
 };
 
+/* The plain tables (gbnf.h, "The mask in free text"). A key names, for a stack set between characters, the code
+ * points whose step leaves the stacks as they were: the classes at the tops, the bytes literals at the tops take,
+ * and the signatures (which of those classes hold the code point) that give the stacks back. */
+#define PLAIN_NEVER 255          /* a token not made of plain code points, or a subtree holding one */
+#define PLAIN_UNBOUNDED 254      /* room for any number of plain code points */
+#define PLAIN_CHARACTERS_MAX 254 /* a token's plain code points, counted up to this ("this many or more") */
+#define PLAIN_CHAIN_MAX 253      /* room counted step by step stays below PLAIN_CHARACTERS_MAX: exact */
+/* A key gets a table once a walk without one visits this share of the trie (1/16); the walk stops there and the
+ * mask starts again from the table. A table costs about half a full walk in free text to build (o200k: 5 ms
+ * against 8 to 15); the small classes (digits, spaces), whose walks are short, never pay for one. */
+#define PLAIN_BUILD_SHARE 16
+
+typedef struct plain_key {
+    uint32_t class_count;
+    uint32_t classes[GBNF_PLAIN_CLASSES_MAX]; /* the classes at the tops, ascending */
+    uint32_t bytes[8];                        /* one bit per byte a literal at a top takes */
+    uint32_t signatures; /* bit s: a code point held by exactly the classes of bit set s is plain */
+} plain_key;
+_Static_assert(1u << GBNF_PLAIN_CLASSES_MAX <= 32, "a key's signatures are bits of one uint32_t");
+
+typedef struct plain_table {
+    plain_key key;
+    bool built;
+    uint64_t used;               /* the cache's clock at the last use: the least recent is rebuilt first */
+    uint8_t *token_characters;   /* per token: its code points when all are plain, else PLAIN_NEVER */
+    uint8_t *subtree_characters; /* per trie node: the most of token_characters over the tokens below it */
+    uint8_t longest;             /* the most over the plain tokens */
+} plain_table;
+
+/* A trie node on the way down a table's build: what its bytes decode to. */
+typedef struct plain_path {
+    uint32_t node, end; /* the node and its subtree's end */
+    gbnf_utf8 utf8;
+    uint32_t characters; /* whole code points, all plain */
+    uint8_t most;        /* the most of the token values seen below it so far */
+} plain_path;
+
+/* The tables of one vocabulary, told apart from another by address, fingerprint and sizes. */
+typedef struct plain_cache {
+    const json_vocab *vocab;
+    uint64_t fingerprint;
+    int32_t n_tokens;
+    uint32_t node_count;
+    uint64_t clock;
+    plain_table tables[GBNF_PLAIN_TABLES_MAX];
+} plain_cache;
+
 struct gbnf_matcher {
     const gbnf_grammar *grammar;
     gbnf_thread threads[GBNF_STACKS_MAX]; /* the parse stacks after the bytes fed */
@@ -81,6 +130,7 @@ struct gbnf_matcher {
     gbnf_thread *cached_threads;
     link_memo *memo;
     uint32_t memo_stamp;
+    plain_cache *plain; /* built on the mask's first calls with a vocabulary, kept while it is the same one */
 };
 
 /* One byte's step in progress. */
@@ -399,6 +449,26 @@ static bool keep_pushed(step_state *state)
     return true;
 }
 
+/* A class (or repeated class) at the stack's top has taken a whole code point. */
+static void take_character(step_state *state, const gbnf_thread *thread, const gbnf_element *element)
+{
+    if (element->kind == GBNF_CLASS)
+        expand(state, (gbnf_thread){thread->element + 1, 0, thread->below, thread->depth});
+    else
+        expand(state, (gbnf_thread){thread->element, next_count(element, thread->count), thread->below,
+                                    thread->depth});
+}
+
+/* How many stacks the step leaves, its pushes kept; 0 (and nothing kept) when it is refused or over a bound. */
+static uint32_t end_step(step_state *state)
+{
+    if (state->overflow || state->count == 0 || !keep_pushed(state)) {
+        state->context->scratch_used = state->first_push;
+        return 0;
+    }
+    return state->count;
+}
+
 uint32_t gbnf_step(gbnf_context *context, const gbnf_thread *threads, uint32_t count, gbnf_utf8 utf8,
                    uint8_t byte, gbnf_thread *out, gbnf_utf8 *next)
 {
@@ -423,22 +493,17 @@ uint32_t gbnf_step(gbnf_context *context, const gbnf_thread *threads, uint32_t c
                 break;
             if (!character_done)
                 emit(&state, thread); /* the same class takes the rest of the character */
-            else if (element->kind == GBNF_CLASS)
-                expand(&state, (gbnf_thread){thread->element + 1, 0, thread->below, thread->depth});
             else
-                expand(&state, (gbnf_thread){thread->element, next_count(element, thread->count), thread->below,
-                                             thread->depth});
+                take_character(&state, thread, element);
             break;
         default: /* the accepting stack takes nothing more */
             break;
         }
     }
-    if (state.overflow || state.count == 0 || !keep_pushed(&state)) {
-        context->scratch_used = state.first_push;
-        return 0;
-    }
-    *next = utf8;
-    return state.count;
+    uint32_t stepped = end_step(&state);
+    if (stepped > 0)
+        *next = utf8;
+    return stepped;
 }
 
 bool gbnf_grammar_start(gbnf_grammar *grammar, bool *out_of_memory)
@@ -506,6 +571,16 @@ static uint32_t compact(gbnf_matcher *matcher, const gbnf_context *context, gbnf
     return used;
 }
 
+/* Frees the tables' arrays: none is built after. */
+static void plain_cache_drop(plain_cache *cache)
+{
+    for (int i = 0; i < GBNF_PLAIN_TABLES_MAX; i++) {
+        free(cache->tables[i].token_characters);
+        free(cache->tables[i].subtree_characters);
+        cache->tables[i] = (plain_table){0};
+    }
+}
+
 gbnf_matcher *gbnf_matcher_create(const gbnf_grammar *grammar, bmoe_error *err)
 {
     if (!grammar) {
@@ -526,9 +601,10 @@ gbnf_matcher *gbnf_matcher_create(const gbnf_grammar *grammar, bmoe_error *err)
         matcher->cached_sets = malloc(CACHED_SETS_MAX * sizeof *matcher->cached_sets);
         matcher->cached_threads = malloc(CACHED_THREADS_MAX * sizeof *matcher->cached_threads);
         matcher->memo = calloc(MEMO_LINKS, sizeof *matcher->memo);
+        matcher->plain = calloc(1, sizeof *matcher->plain);
         ok = matcher->pools[0] && matcher->pools[1] && matcher->pools[2] && matcher->space && matcher->walk_threads &&
              matcher->walk_levels && matcher->transitions && matcher->cached_sets && matcher->cached_threads &&
-             matcher->memo &&
+             matcher->memo && matcher->plain &&
              gbnf_workspace_init(matcher->space, WALK_SCRATCH_FRAMES);
     }
     if (!ok) {
@@ -555,6 +631,9 @@ void gbnf_matcher_free(gbnf_matcher *matcher)
     free(matcher->cached_sets);
     free(matcher->cached_threads);
     free(matcher->memo);
+    if (matcher->plain)
+        plain_cache_drop(matcher->plain);
+    free(matcher->plain);
     free(matcher);
 }
 
@@ -769,14 +848,267 @@ static bool step_level(const gbnf_matcher *matcher, gbnf_context *context, uint3
     return true;
 }
 
+/* ---- the mask in free text: plain tables ---- */
+
+static bool key_has_byte(const plain_key *key, uint8_t byte)
+{
+    return key->bytes[byte / 32] >> (byte % 32) & 1;
+}
+
+/* The class's place in the key, or GBNF_PLAIN_CLASSES_MAX when it is not in it. */
+static uint32_t key_class(const plain_key *key, uint32_t class_index)
+{
+    for (uint32_t i = 0; i < key->class_count; i++)
+        if (key->classes[i] == class_index)
+            return i;
+    return GBNF_PLAIN_CLASSES_MAX;
+}
+
+static bool same_key(const plain_key *a, const plain_key *b)
+{
+    return a->class_count == b->class_count && a->signatures == b->signatures &&
+           memcmp(a->classes, b->classes, sizeof a->classes) == 0 && memcmp(a->bytes, b->bytes, sizeof a->bytes) == 0;
+}
+
+static bool is_class(const gbnf_element *element)
+{
+    return element->kind == GBNF_CLASS || element->kind == GBNF_REPEAT_CLASS;
+}
+
+/* The classes and the literal bytes at the stacks' tops (signatures left 0); false with no class there, or more
+ * than GBNF_PLAIN_CLASSES_MAX. */
+static bool plain_key_of(const gbnf_grammar *grammar, const gbnf_thread *threads, uint32_t count, plain_key *key)
+{
+    *key = (plain_key){0};
+    for (uint32_t i = 0; i < count; i++) {
+        const gbnf_element *element = &grammar->elements[threads[i].element];
+        if (element->kind == GBNF_BYTE) {
+            key->bytes[element->byte / 32] |= 1u << (element->byte % 32);
+        } else if (is_class(element) && key_class(key, element->target) == GBNF_PLAIN_CLASSES_MAX) {
+            if (key->class_count == GBNF_PLAIN_CLASSES_MAX)
+                return false;
+            uint32_t at = key->class_count++;
+            for (; at > 0 && key->classes[at - 1] > element->target; at--)
+                key->classes[at] = key->classes[at - 1];
+            key->classes[at] = element->target;
+        }
+    }
+    return key->class_count > 0;
+}
+
+/* Whether every top is a literal byte or a class of the key: a plain code point then steps the stacks as its
+ * signature says. */
+static bool stacks_within(const gbnf_grammar *grammar, const gbnf_thread *threads, uint32_t count,
+                          const plain_key *key)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        const gbnf_element *element = &grammar->elements[threads[i].element];
+        if (element->kind == GBNF_BYTE ? !key_has_byte(key, element->byte)
+                                       : is_class(element) && key_class(key, element->target) == GBNF_PLAIN_CLASSES_MAX)
+            return false;
+    }
+    return true;
+}
+
+/* Whether a whole code point is plain under the key (its lead byte, checked apart, is no literal's). */
+static bool code_point_plain(const gbnf_grammar *grammar, const plain_key *key, uint32_t code_point)
+{
+    uint32_t held = 0;
+    for (uint32_t i = 0; i < key->class_count; i++)
+        held |= (uint32_t)class_meets(grammar, key->classes[i], code_point, code_point) << i;
+    return key->signatures >> held & 1;
+}
+
+/* What gbnf_step does at the last byte of a code point whose lead byte no literal at the tops takes and which
+ * the key's classes of bit set held hold, and no other class at the tops: each top of one of those classes takes
+ * it, in order. (The bytes before the last only keep the class tops that may still take the code point, unchanged,
+ * and drop the rest: gbnf.h.) */
+static uint32_t step_signature(gbnf_context *context, const gbnf_thread *threads, uint32_t count,
+                               const plain_key *key, uint32_t held, gbnf_thread *out)
+{
+    step_state state;
+    begin_step(&state, context, out);
+    const gbnf_grammar *grammar = context->grammar;
+    for (uint32_t i = 0; i < count && !state.overflow; i++) {
+        const gbnf_element *element = &grammar->elements[threads[i].element];
+        if (is_class(element) && held >> key_class(key, element->target) & 1)
+            take_character(&state, &threads[i], element);
+    }
+    return end_step(&state);
+}
+
+/* With several classes at the tops: the signatures whose step gives back the very stacks. */
+static uint32_t loop_signatures(const gbnf_matcher *matcher, gbnf_context *context, const plain_key *key)
+{
+    uint32_t signatures = 0;
+    for (uint32_t held = 1; held < 1u << key->class_count; held++) {
+        context->scratch_used = 0;
+        uint32_t count =
+            step_signature(context, matcher->threads, matcher->thread_count, key, held, matcher->walk_threads);
+        if (count == matcher->thread_count &&
+            same_stacks(context, matcher->walk_threads, matcher->threads, count, GBNF_POOL_LINKS))
+            signatures |= 1u << held;
+    }
+    return signatures;
+}
+
+/* With one class at the tops: how many of its plain code points in a row the stacks take, stepped one after the
+ * other up to longest; PLAIN_UNBOUNDED once a step gives back the stacks it started from. */
+static uint8_t chain_room(const gbnf_matcher *matcher, gbnf_context *context, const plain_key *key, uint8_t longest)
+{
+    const gbnf_thread *from = matcher->threads;
+    uint32_t count = matcher->thread_count, limit = longest < PLAIN_CHAIN_MAX ? longest : PLAIN_CHAIN_MAX;
+    context->scratch_used = 0;
+    for (uint32_t room = 0; room < limit; room++) {
+        if (room > 0 && !stacks_within(matcher->grammar, from, count, key))
+            return (uint8_t)room; /* a literal or another class at a top: the next code point may go elsewhere */
+        uint32_t mark = context->scratch_used;
+        gbnf_thread *out = matcher->walk_threads + (size_t)(room & 1) * GBNF_STACKS_MAX;
+        uint32_t next = step_signature(context, from, count, key, 1, out);
+        if (next == 0)
+            return (uint8_t)room;
+        if (next == count && same_stacks(context, out, from, count, GBNF_POOL_LINKS + mark))
+            return PLAIN_UNBOUNDED;
+        from = out;
+        count = next;
+    }
+    return (uint8_t)limit;
+}
+
+/* Fills the table for its key: each trie node's bytes decoded as the matcher reads them, a subtree cut off at the
+ * first byte that is invalid, starts a code point with a literal's byte, or ends one that is not plain. A node's
+ * subtree value is folded into its parent's as the walk down the trie leaves it. */
+static void plain_table_build(plain_table *table, const gbnf_grammar *grammar, const json_vocab *vocab)
+{
+    const token_trie *trie = json_vocab_trie(vocab);
+    const trie_node *nodes = trie->nodes;
+    const plain_key *key = &table->key;
+    uint8_t *subtree = table->subtree_characters;
+    memset(table->token_characters, PLAIN_NEVER, (size_t)json_vocab_n_tokens(vocab));
+    bool ascii_plain[128]; /* most nodes end an ASCII character: one lookup */
+    for (uint32_t c = 0; c < 128; c++)
+        ascii_plain[c] = !key_has_byte(key, (uint8_t)c) && code_point_plain(grammar, key, c);
+    plain_path path[JSON_TOKEN_BYTES_MAX + 1]; /* the nodes from the root to the one being read */
+    path[0] = (plain_path){0, nodes[0].end, {0, 0, 0}, 0, 0};
+    uint32_t depth = 0;
+    uint8_t longest = 0;
+    for (uint32_t n = 1; n <= trie->node_count;) {
+        while (path[depth].end <= n) { /* the subtree is done: its value goes to its node and up */
+            subtree[path[depth].node] = path[depth].most;
+            if (depth == 0)
+                break;
+            depth--;
+            if (path[depth + 1].most > path[depth].most)
+                path[depth].most = path[depth + 1].most;
+        }
+        if (n == trie->node_count)
+            break;
+        const trie_node *node = &nodes[n];
+        gbnf_utf8 utf8 = path[depth].utf8;
+        uint32_t characters = path[depth].characters;
+        bool plain;
+        if (utf8.remaining == 0 && node->byte < 0x80) {
+            plain = ascii_plain[node->byte];
+            characters++;
+        } else {
+            bool starts = utf8.remaining == 0;
+            uint32_t low, high;
+            plain = utf8_advance(&utf8, node->byte, &low, &high) && !(starts && key_has_byte(key, node->byte));
+            if (plain && utf8.remaining == 0) {
+                plain = code_point_plain(grammar, key, utf8.value);
+                characters++;
+            }
+        }
+        if (!plain) { /* every token below is held back: a walk goes into it */
+            memset(subtree + n, PLAIN_NEVER, node->end - n);
+            path[depth].most = PLAIN_NEVER;
+            n = node->end;
+            continue;
+        }
+        uint8_t value = utf8.remaining > 0                    ? PLAIN_NEVER
+                        : characters > PLAIN_CHARACTERS_MAX ? PLAIN_CHARACTERS_MAX
+                                                              : (uint8_t)characters;
+        for (uint32_t i = 0; i < node->token_count; i++)
+            table->token_characters[trie->tokens[node->token_first + i]] = value;
+        uint8_t most = node->token_count > 0 ? value : 0;
+        if (node->token_count > 0 && value != PLAIN_NEVER && value > longest)
+            longest = value;
+        if (n + 1 < node->end) {
+            path[++depth] = (plain_path){n, node->end, utf8, characters, most};
+        } else {
+            subtree[n] = most;
+            if (most > path[depth].most)
+                path[depth].most = most;
+        }
+        n++;
+    }
+    table->longest = longest;
+    table->built = true;
+}
+
+/* Drops the tables when vocab is not the one they were built from. */
+static void plain_cache_bind(plain_cache *cache, const json_vocab *vocab)
+{
+    uint64_t fingerprint = json_vocab_fingerprint(vocab);
+    int32_t n_tokens = json_vocab_n_tokens(vocab);
+    uint32_t node_count = json_vocab_trie(vocab)->node_count;
+    if (cache->vocab == vocab && cache->fingerprint == fingerprint && cache->n_tokens == n_tokens &&
+        cache->node_count == node_count)
+        return;
+    plain_cache_drop(cache);
+    cache->vocab = vocab;
+    cache->fingerprint = fingerprint;
+    cache->n_tokens = n_tokens;
+    cache->node_count = node_count;
+}
+
+static plain_table *plain_cache_find(plain_cache *cache, const plain_key *key)
+{
+    for (int i = 0; i < GBNF_PLAIN_TABLES_MAX; i++) {
+        plain_table *table = &cache->tables[i];
+        if (table->built && same_key(&table->key, key)) {
+            table->used = ++cache->clock;
+            return table;
+        }
+    }
+    return NULL;
+}
+
+/* Builds key's table over the least recently used one. Its arrays are allocated the first time a place is used
+ * with a vocabulary, and then kept: at most GBNF_PLAIN_TABLES_MAX of them per matcher. Out of memory, nothing is built
+ * (NULL) and the walk alone stays exact. */
+static plain_table *plain_cache_add(plain_cache *cache, const gbnf_grammar *grammar, const json_vocab *vocab,
+                                    const plain_key *key)
+{
+    plain_table *table = &cache->tables[0];
+    for (int i = 1; i < GBNF_PLAIN_TABLES_MAX; i++)
+        if (cache->tables[i].used < table->used)
+            table = &cache->tables[i];
+    table->built = false;
+    if (!table->token_characters)
+        table->token_characters = malloc((size_t)cache->n_tokens + 1);
+    if (!table->subtree_characters)
+        table->subtree_characters = malloc(cache->node_count);
+    if (!table->token_characters || !table->subtree_characters)
+        return NULL;
+    table->key = *key;
+    table->used = ++cache->clock;
+    plain_table_build(table, grammar, vocab);
+    return table;
+}
+
+/* ---- the mask ---- */
+
 /* The walk steps each trie node's byte from its parent's stacks. Inside text that a loop takes (a string's
  * characters, [^"]*), a byte gives back the same stacks, and so does a whole multi-byte character; each set
  * remembers, per byte, what a step from it gave, and the levels that hold the same set share that memory.
  * Stacks over the matcher's frames alone are kept for the whole walk, so the bytes inside a character are
- * remembered too, and such text costs a lookup per byte. */
-int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *vocab, uint8_t *allowed)
+ * remembered too, and such text costs a lookup per byte. A subtree whose value in subtree is at most room holds
+ * plain tokens only, already marked: it is skipped. Returns how many tokens it marked, or -1 once it has tried
+ * more than budget nodes (what it marked then is partial). */
+static int32_t walk(const gbnf_matcher *matcher, const json_vocab *vocab, const uint8_t *subtree, uint8_t room,
+                    uint32_t budget, uint8_t *allowed)
 {
-    memset(allowed, 0, (size_t)json_vocab_n_tokens(vocab));
     const token_trie *trie = json_vocab_trie(vocab);
     const trie_node *nodes = trie->nodes;
     gbnf_context context = {matcher->grammar, matcher->pools[matcher->committed], matcher->space, 0};
@@ -788,6 +1120,7 @@ int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *voca
     levels[0] = cached_level(matcher, 0, 0);
     levels[0].next_child = 1;
     int32_t marked = 0;
+    uint32_t visited = 0;
     int depth = 0;
     while (depth >= 0) {
         walk_level *level = &levels[depth];
@@ -798,6 +1131,10 @@ int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *voca
         }
         const trie_node *node = &nodes[child];
         level->next_child = node->end;
+        if (subtree && subtree[child] <= room)
+            continue;
+        if (++visited > budget)
+            return -1;
         uint16_t known = matcher->transitions[(size_t)level->row * 256 + node->byte];
         if (known == TRANSITION_REFUSED)
             continue;
@@ -828,4 +1165,62 @@ int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *voca
         }
     }
     return marked;
+}
+
+/* allowed[i] = whether token i's plain code points fit in room; returns how many do. In blocks of 64 counted in a
+ * byte, over arrays declared apart: GCC's cost model at -O2 vectorizes only loops of a known trip count that need
+ * no check that the arrays are apart, and this loop over the whole vocabulary runs at every mask. */
+static int32_t mark_plain(uint8_t *restrict allowed, const uint8_t *restrict characters, int32_t n_tokens,
+                          uint8_t room)
+{
+    int32_t count = 0, i = 0;
+    for (; i + 64 <= n_tokens; i += 64) {
+        uint8_t block = 0;
+        for (int j = 0; j < 64; j++) {
+            uint8_t fits = characters[i + j] <= room;
+            allowed[i + j] = fits;
+            block = (uint8_t)(block + fits);
+        }
+        count += block;
+    }
+    for (; i < n_tokens; i++) {
+        allowed[i] = characters[i] <= room;
+        count += allowed[i];
+    }
+    return count;
+}
+
+/* Between characters, a key names the plain code points of the stacks' tops; with its table, the plain tokens the
+ * room allows are marked from it and the walk skips the subtrees that hold nothing else. A key without a table
+ * gets one when a walk without it turns out long. */
+int32_t gbnf_matcher_allowed(const gbnf_matcher *matcher, const json_vocab *vocab, uint8_t *allowed)
+{
+    const gbnf_grammar *grammar = matcher->grammar;
+    plain_cache *cache = matcher->plain;
+    plain_cache_bind(cache, vocab);
+    int32_t n_tokens = json_vocab_n_tokens(vocab);
+    gbnf_context context = {grammar, matcher->pools[matcher->committed], matcher->space, 0};
+    plain_key key;
+    bool keyed = matcher->utf8.remaining == 0 && plain_key_of(grammar, matcher->threads, matcher->thread_count, &key);
+    if (keyed) {
+        key.signatures = key.class_count == 1 ? 1u << 1 : loop_signatures(matcher, &context, &key);
+        keyed = key.signatures != 0;
+    }
+    plain_table *table = keyed ? plain_cache_find(cache, &key) : NULL;
+    if (keyed && !table) {
+        memset(allowed, 0, (size_t)n_tokens);
+        int32_t marked = walk(matcher, vocab, NULL, 0, cache->node_count / PLAIN_BUILD_SHARE, allowed);
+        if (marked >= 0)
+            return marked;
+        table = plain_cache_add(cache, grammar, vocab, &key);
+    }
+    uint8_t room = 0;
+    if (table)
+        room = key.class_count == 1 ? chain_room(matcher, &context, &key, table->longest) : PLAIN_UNBOUNDED;
+    int32_t count = 0;
+    if (room > 0)
+        count = mark_plain(allowed, table->token_characters, n_tokens, room);
+    else
+        memset(allowed, 0, (size_t)n_tokens);
+    return count + walk(matcher, vocab, room > 0 ? table->subtree_characters : NULL, room, UINT32_MAX, allowed);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/utf8.h"
 #include "structured/matcher_internal.h"
 #include "structured/vocab_internal.h"
@@ -18,6 +19,7 @@ struct json_vocab {
     token_trie special; /* the tokens that are not plain text */
     uint8_t *plain;
     uint32_t *characters; /* of a plain token */
+    uint64_t fingerprint; /* of every token's bytes: see json_vocab_fingerprint */
 };
 
 typedef struct piece {
@@ -136,6 +138,11 @@ const token_trie *json_vocab_trie(const json_vocab *vocab)
     return &vocab->all;
 }
 
+uint64_t json_vocab_fingerprint(const json_vocab *vocab)
+{
+    return vocab->fingerprint;
+}
+
 json_vocab *json_vocab_create(const char *const *pieces, const size_t *lengths, int32_t n_tokens, bmoe_error *err)
 {
     if (n_tokens < 0 || (n_tokens > 0 && (!pieces || !lengths))) {
@@ -153,10 +160,17 @@ json_vocab *json_vocab_create(const char *const *pieces, const size_t *lengths, 
         ok = vocab->plain && vocab->characters;
     }
     uint32_t all_count = 0, special_count = 0;
+    uint64_t fingerprint = FNV1A_START;
     for (int32_t i = 0; ok && i < n_tokens; i++) {
+        uint64_t length = lengths[i] == 0 || !pieces[i] ? UINT64_MAX : lengths[i];
+        unsigned char length_bytes[8];
+        for (int b = 0; b < 8; b++)
+            length_bytes[b] = (unsigned char)(length >> (8 * b));
+        fingerprint = fnv1a(fingerprint, length_bytes, sizeof length_bytes);
         if (lengths[i] == 0 || !pieces[i])
             continue; /* a control token */
         const unsigned char *bytes = (const unsigned char *)pieces[i];
+        fingerprint = fnv1a(fingerprint, bytes, lengths[i]);
         vocab->plain[i] = plain_text(bytes, lengths[i], &vocab->characters[i]);
         if (lengths[i] > JSON_TOKEN_BYTES_MAX)
             continue; /* deeper than the walk goes: allowed only as plain text */
@@ -166,6 +180,7 @@ json_vocab *json_vocab_create(const char *const *pieces, const size_t *lengths, 
             special[special_count++] = entry;
     }
     if (ok) {
+        vocab->fingerprint = fingerprint;
         qsort(all, all_count, sizeof *all, compare_pieces);
         qsort(special, special_count, sizeof *special, compare_pieces);
         ok = trie_build(&vocab->all, all, all_count) && trie_build(&vocab->special, special, special_count);

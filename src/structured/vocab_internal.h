@@ -24,5 +24,9 @@ typedef struct token_trie {
 
 /* Every token of at most JSON_TOKEN_BYTES_MAX bytes (control tokens left out); node 0 is the root. */
 const token_trie *json_vocab_trie(const json_vocab *vocab);
+/* A hash of every token's bytes (and of which are control tokens): what a matcher that keeps tables built from one
+ * vocabulary checks, with the address, to know a vocabulary passed later is the same one and not another made at a
+ * freed one's address. */
+uint64_t json_vocab_fingerprint(const json_vocab *vocab);
 
 #endif

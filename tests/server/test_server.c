@@ -1008,7 +1008,7 @@ static void test_tokens(int port)
         cJSON_ArrayForEach(byte, bytes) {
             split = true;
             if (used + 1 < sizeof joined)
-                joined[used++] = (char)byte->valuedouble;
+                joined[used++] = (char)(unsigned char)byte->valuedouble;
         }
     }
     joined[used] = '\0';

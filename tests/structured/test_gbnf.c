@@ -5,8 +5,10 @@
  * grammar); complete and can_continue at the ends; llama.cpp's line rules;
  * the refusals with their place named; the stack bound; and the vocabulary
  * mask against feeding each token to a copy of the matcher at every byte of
- * several documents. The expected outcomes are worked out by hand from what
- * each grammar means. */
+ * several documents, in free text too (loops over classes and groups,
+ * bounded ones near their end, several classes at once, literals inside a
+ * loop's class, a vocabulary replaced under the matcher). The expected
+ * outcomes are worked out by hand from what each grammar means. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -664,6 +666,181 @@ static void check_mask(void)
     json_vocab_free(vocab);
 }
 
+/* ---- the mask in free text ---- */
+
+/* At every byte of text under grammar_text, the mask equals feeding each token to a copy of the matcher; the text
+ * is fed in steps of step bytes (1: every byte, mid-character states included). Returns the states checked. */
+static size_t check_mask_along(const json_vocab *vocab, const char *const *pieces, const size_t *lengths,
+                               int32_t tokens, const char *grammar_text, const char *text, size_t step)
+{
+    gbnf_grammar *grammar = grammar_of(grammar_text);
+    if (!grammar)
+        return 0;
+    gbnf_matcher *matcher = gbnf_matcher_create(grammar, NULL);
+    gbnf_matcher *probe = gbnf_matcher_create(grammar, NULL);
+    uint8_t *allowed = malloc((size_t)tokens);
+    size_t length = strlen(text), states = 0;
+    for (size_t at = 0;; at += step) {
+        int32_t count = gbnf_matcher_allowed(matcher, vocab, allowed), fitting = 0, wrong = 0;
+        for (int32_t t = 0; t < tokens; t++) {
+            gbnf_matcher_copy(probe, matcher);
+            bool fits = lengths[t] > 0 && gbnf_matcher_feed(probe, pieces[t], lengths[t]);
+            fitting += fits;
+            if (allowed[t] != fits && wrong++ < 3)
+                CHECK_MSG(false, "%s at byte %zu of %s: token %d (%.*s) mask %d, feed %d", grammar_text, at, text, t,
+                          (int)lengths[t], pieces[t], allowed[t], fits);
+        }
+        CHECK_MSG(count == fitting && wrong == 0, "%s at byte %zu: %d allowed, %d fit, %d wrong", grammar_text, at,
+                  count, fitting, wrong);
+        states++;
+        if (at >= length)
+            break;
+        size_t take = length - at < step ? length - at : step;
+        CHECK_MSG(gbnf_matcher_feed(matcher, text + at, take), "%s: byte %zu of %s refused", grammar_text, at, text);
+    }
+    free(allowed);
+    gbnf_matcher_free(probe);
+    gbnf_matcher_free(matcher);
+    gbnf_grammar_free(grammar);
+    return states;
+}
+
+/* Pieces for free text: every single byte; whole words and characters of one, two, three and four bytes; pieces
+ * half in a class and half out (a letter then a digit, a quote, a backslash, a control byte); characters split
+ * across pieces; invalid sequences; and runs of 10 to 16 letters, to meet a bounded repetition near its end. */
+static const char *const free_words[] = {
+    "a", "ab", "abc", "hello", " world", "xyz", "q", "qq", "m", "mn", "n", "z", "zz", "x", "y", "-", "--", "a-b",
+    "1", "12", "123", "a1", "1a", "ab1", "9z", "\\", "\\n", "\\\\", "a\\", "\\\"", "\"", "a\"", "\"a", "ab\"",
+    "\n", "a\n", "\t", "a\tb", ".", "a.", "!", "a!", "ab!", "\xc3\xa9", "a\xc3\xa9", "\xc3\xa9\"", "\xc3\xa9!",
+    "\xe2\x82\xac", "\xe2\x82\xac\xe2\x82\xac", "\xf0\x9f\x98\x80", "a\xf0\x9f\x98\x80", "\xe4\xb8\x80",
+    "\xe4\xb8\x80\xe4\xb8\x81", "\xe9\xbf\xbf", "\xe4\xb8\x80.", "\xe3\x80\x82", "\xce\xb1", "\xce\xb1\xce\xb2",
+    "\xc3", "\xa9", "a\xc3", "\xa9" "b", "\xe2\x82", "\xac", "\x82\xac", "\xe2", "\xf0\x9f", "\x98\x80", "\xf0",
+    "\x9f\x98\x80", "a\xe4\xb8", "\x80" "b", "\xed\xa0\x80", "\xc0\x80", "\xe0\x80", "\xf5", "\xff", "a\xff",
+    "abcdefghij", "abcdefghijk", "abcdefghijkl", "abcdefghijklm", "abcdefghijklmn", "abcdefghijklmnop",
+    "aaaaaaaaaa", "aaaaaaaaaaaa", "a-a-a-a-a-a", "(", ")", "(a", "a)", "()", "x1", "xy1", "2y", "q5", "e", "ee",
+};
+
+/* The mask inside free text (a class repeated, or a group of alternatives one of which is a class, looping),
+ * where a token made of the loop's characters leaves the stacks as they were and is marked without a walk:
+ * against feeding every token, at every byte and at every step of a token, for bare classes and groups, negated
+ * classes, multi-byte classes and literals, bounded repetitions met near their end, a minimum not yet reached,
+ * several stacks at different classes, recursion, a vocabulary replaced under the matcher, and more loops in
+ * turn than a matcher keeps tables for. */
+static void check_free_text(void)
+{
+    enum { WORDS = sizeof free_words / sizeof free_words[0], TOKENS = 256 + WORDS + 1 };
+    const char *pieces[TOKENS];
+    size_t lengths[TOKENS];
+    char single[256];
+    for (int b = 0; b < 256; b++) {
+        single[b] = (char)b;
+        pieces[b] = &single[b];
+        lengths[b] = 1;
+    }
+    for (int i = 0; i < WORDS; i++) {
+        pieces[256 + i] = free_words[i];
+        lengths[256 + i] = strlen(free_words[i]);
+    }
+    pieces[256 + WORDS] = "<|end|>"; /* a control token */
+    lengths[256 + WORDS] = 0;
+    json_vocab *vocab = json_vocab_create(pieces, lengths, TOKENS, NULL);
+    CHECK(vocab != NULL);
+    if (!vocab)
+        return;
+    static const document documents[] = {
+        /* bare classes, unbounded: the literal after the loop is its own byte, then in the class */
+        {"root ::= [a-z]* \"!\"", "helloworld!"},
+        {"root ::= [a-z]* \"q\" [0-9]", "abqzq5"},
+        {"root ::= [^\"]* \"\\\"\"", "he said \xe2\x82\xac\xf0\x9f\x98\x80 \\ \xc3\xa9\n\""},
+        {"root ::= .*", "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x01z"},
+        /* a multi-byte literal whose lead byte starts characters of the class */
+        {"root ::= [^!]* \"\xc3\xa9!\"", "ab\xc3\xa0\xc3\xa9x\xc3\xa9!"},
+        {"root ::= [\\u4e00-\\u9fff]* \"\xe3\x80\x82\"", "\xe4\xb8\x80\xe9\xbf\xbf\xe4\xb8\x81\xe3\x80\x82"},
+        /* the JSON string: a loop over a group whose first alternative is a class */
+        {"root ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt] )* \"\\\"\"",
+         "\"ab\\n\xc3\xa9\\\"\xe2\x82\xacz\""},
+        {"root ::= ( [a-z] | \"-\" [0-9] )+ \".\"", "ab-1c-2."},
+        /* bounded: the room counts down to the end, inside a bare class and a group */
+        {"root ::= [a-z]{0,12} \"!\"", "abcdefghijkl!"},
+        {"root ::= [a-z]{2,14} [0-9]", "abcdefghijklmn1"},
+        {"root ::= ( [a-z] | \"-\" ){0,11} \".\"", "a-b-c-d-e-f."},
+        {"root ::= [a-z]{5,} \"!\"", "abcdefghijklmnopqrstuvwxyz!"},
+        {"root ::= x{3}\nx ::= [a-z]{0,4} \",\"", "abcd,ab,abcd,"},
+        /* two stacks at different classes, and classes that overlap */
+        {"root ::= [a-z]* \"x\" | [a-m0-9]* \"y\"", "abcm12y"},
+        {"root ::= [a-z]* \"x\" | [a-m0-9]* \"y\"", "abcmnzx"},
+        {"root ::= ( [a-z] | [0-9] )* \".\"", "a1b22c."},
+        {"root ::= ( [a-z] | [a-f0-9] )* \".\"", "a1fz."},
+        {"root ::= [a-z]* [0-9]* [a-z]* \"!\"", "ab12cd!"},
+        {"root ::= ( [a-z]+ \" \" )* [0-9]", "ab cd e 1"},
+        /* recursion: the loop is deep in frames that change */
+        {"root ::= \"(\" root \")\" | [a-z]*", "((ab)"},
+        {"root ::= \"(\" root \")\" | [a-z]*", "(((xyz)))"},
+    };
+    size_t states = 0, expected = 0;
+    for (size_t d = 0; d < sizeof documents / sizeof documents[0]; d++) {
+        expected += strlen(documents[d].text) + 1;
+        states += check_mask_along(vocab, pieces, lengths, TOKENS, documents[d].grammar, documents[d].text, 1);
+        check_mask_along(vocab, pieces, lengths, TOKENS, documents[d].grammar, documents[d].text, 3);
+    }
+    CHECK_MSG(states == expected, "%zu states, %zu expected", states, expected);
+
+    /* A literal whose first byte the loop's class also holds, and whose step opens more stacks than the bound: the
+     * loop alone would take the byte, but the step is refused as a whole ("q", "\xc3\xa9" and what starts with
+     * them); the letters and characters the literals do not start stay plain. The third grammar meets the literal
+     * only once its minimum is reached: "aq" is taken, "abq" is not. */
+    char *crowded = malloc(8192);
+    for (int variant = 0; variant < 3; variant++) {
+        size_t used = (size_t)sprintf(crowded, "root ::= [a-z\\u00e0-\\u00ff]%s ( %s ( ", variant < 2 ? "*" : "{2,14}",
+                                      variant == 1 ? "\"\xc3\xa9\"" : "\"q\"");
+        for (int i = 0; i < GBNF_STACKS_MAX + 8; i++)
+            used += (size_t)sprintf(crowded + used, "%s\"%c%c\"", i ? " | " : "", 'A' + i / 26 % 26, 'A' + i % 26);
+        strcpy(crowded + used, " ) | \"!\" )");
+        CHECK(takes(crowded, "ab\xc3\xa0") && !takes(crowded, variant == 1 ? "a\xc3\xa9" : "abq"));
+        CHECK(takes(crowded, variant == 2 ? "aq" : "ab"));
+        states += check_mask_along(vocab, pieces, lengths, TOKENS, crowded, "ab\xc3\xa0z", 1);
+        expected += strlen("ab\xc3\xa0z") + 1;
+    }
+    free(crowded);
+    CHECK_MSG(states == expected, "%zu states, %zu expected", states, expected);
+
+    /* More loops in turn than a matcher keeps tables for: each comes back after the others pushed it out. */
+    const char *five = "root ::= ( \"a\" [^a]* \"a\" | \"b\" [^b]* \"b\" | \"c\" [^c]* \"c\" | \"d\" [^d]* \"d\" | "
+                       "\"e\" [^e]* \"e\" )*";
+    check_mask_along(vocab, pieces, lengths, TOKENS, five, "axyzabxyzbcxyzcdxyzdexyzeaxyzabxyzbexyze", 2);
+
+    /* The same matcher under another vocabulary of the same sizes (made after the first is freed, so perhaps where
+     * it was): the tables built for the first must not answer for the second, whose 'c' and 'd' are swapped. */
+    gbnf_grammar *grammar = grammar_of("root ::= [a-c]* \"!\"");
+    gbnf_matcher *matcher = gbnf_matcher_create(grammar, NULL);
+    gbnf_matcher *probe = gbnf_matcher_create(grammar, NULL);
+    const char *swapped[2][13] = {
+        {"ab", "abc", "cab", "a!", "!", "b", "bb", "ca", "cc", "aaa", "bcb", "ba", "d"},
+        {"ab", "abd", "dab", "a!", "!", "b", "bb", "da", "dd", "aaa", "bdb", "ba", "c"},
+    };
+    size_t small_lengths[13];
+    uint8_t small_allowed[13];
+    for (int i = 0; i < 13; i++)
+        small_lengths[i] = strlen(swapped[0][i]);
+    CHECK(gbnf_matcher_feed(matcher, "ab", 2));
+    int expected_counts[2] = {12, 8}, agreed = 0;
+    for (int round = 0; round < 6; round++) {
+        json_vocab *small = json_vocab_create(swapped[round / 3 % 2], small_lengths, 13, NULL);
+        int32_t count = gbnf_matcher_allowed(matcher, small, small_allowed);
+        CHECK_MSG(count == expected_counts[round / 3 % 2], "round %d: %d allowed", round, count);
+        for (int t = 0; t < 13; t++) {
+            gbnf_matcher_copy(probe, matcher);
+            agreed += small_allowed[t] == gbnf_matcher_feed(probe, swapped[round / 3 % 2][t], small_lengths[t]);
+        }
+        json_vocab_free(small);
+    }
+    CHECK_MSG(agreed == 6 * 13, "%d of %d agree", agreed, 6 * 13);
+    gbnf_matcher_free(probe);
+    gbnf_matcher_free(matcher);
+    gbnf_grammar_free(grammar);
+    json_vocab_free(vocab);
+}
+
 /* ---- random writers ---- */
 
 static uint32_t random_next(uint64_t *state)
@@ -787,6 +964,7 @@ int main(void)
     check_stack_bound();
     check_work_bounds();
     check_mask();
+    check_free_text();
     check_long_token();
     check_random_writers();
     return test_finish();
