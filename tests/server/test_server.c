@@ -52,6 +52,17 @@ static void check_refused(int port, const char *path, const char *body, int stat
     free(response.raw);
 }
 
+/* A chat request refused with 400 naming param, its message saying word. */
+static void check_chat_refused(int port, const char *body, const char *param, const char *word)
+{
+    test_response response;
+    if (test_request(port, "POST", "/v1/chat/completions", NULL, body, &response) == 0) {
+        check_error(&response, 400, param, body);
+        CHECK_MSG(response.body && strstr(response.body, word), "%s: %s", body, response.body ? response.body : "");
+    }
+    free(response.raw);
+}
+
 /* choices[0].message.content (or .text) of a completion, malloc'ed; NULL when absent. */
 static char *answer_of(const test_response *response, bool chat, int *n_reused)
 {
@@ -856,14 +867,8 @@ static void test_structured(int port)
         {"{\"messages\":[" ASK "],\"response_format\":{\"type\":\"json_object\"}," TOOLS "}", "response_format",
          "tool"},
     };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
-            check_error(&response, 400, refused[i].param, refused[i].body);
-            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
-                      response.body ? response.body : "");
-        }
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_chat_refused(port, refused[i].body, refused[i].param, refused[i].word);
     /* text: as if none were given */
     char *text = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":4,\"response_format\":{\"type\":\"text\"}}", NULL);
     char *none = chat(port, "{\"messages\":[" ASK "],\"max_tokens\":4}", NULL);
@@ -1170,15 +1175,8 @@ static void test_logit_bias_and_reasoning(int port)
         {"{\"messages\":[" ASK "],\"logit_bias\":{\"65\":true}}", "[-100, 100]"},
         {"{\"messages\":[" ASK "],\"logit_bias\":{\"65\":1,\"065\":2}}", "twice"},
     };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        test_response response;
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
-            check_error(&response, 400, "logit_bias", refused[i].body);
-            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
-                      response.body ? response.body : "");
-        }
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_chat_refused(port, refused[i].body, "logit_bias", refused[i].word);
 }
 
 /* Whether text is "yes" or "no", a space and a number from 1 to 99. */
@@ -1218,15 +1216,8 @@ static void test_grammar(int port)
         {"{\"messages\":[" ASK "]," GRAMMAR ",\"response_format\":{\"type\":\"json_object\"}}", "give one"},
         {"{\"messages\":[" ASK "]," GRAMMAR "," TOOLS "}", "tool"},
     };
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        test_response response;
-        if (test_request(port, "POST", "/v1/chat/completions", NULL, refused[i].body, &response) == 0) {
-            check_error(&response, 400, "grammar", refused[i].body);
-            CHECK_MSG(response.body && strstr(response.body, refused[i].word), "%s: %s", refused[i].body,
-                      response.body ? response.body : "");
-        }
-        free(response.raw);
-    }
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        check_chat_refused(port, refused[i].body, "grammar", refused[i].word);
 }
 
 /* llama.cpp's extra fields on the OpenAI endpoints: json_schema holds the
