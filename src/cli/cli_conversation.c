@@ -252,32 +252,55 @@ static void print_prompt(const conversation *c, const char *prompt)
     fflush(stdout);
 }
 
-/* The next message typed (malloc'ed, lines ending in '\' joined); NULL at
- * the end of input or after a second Ctrl-C. */
+/* Appends bytes (and a newline when newline) to *message; false out of memory (then *message is freed). */
+static bool append(char **message, size_t *length, const char *bytes, size_t n, bool newline)
+{
+    char *grown = realloc(*message, *length + n + 2);
+    if (!grown) {
+        free(*message);
+        *message = NULL;
+        return false;
+    }
+    memcpy(grown + *length, bytes, n);
+    *length += n;
+    if (newline)
+        grown[(*length)++] = '\n';
+    grown[*length] = '\0';
+    *message = grown;
+    return true;
+}
+
+/* The next message typed (malloc'ed; NULL at the end of input or after a
+ * second Ctrl-C): one line, lines ending in '\' joined, or Ollama's block
+ * between a line starting with three quotes and one ending with them. */
 static char *read_message(conversation *c)
 {
     char *message = NULL;
     size_t length = 0;
-    bool warned = false;
+    bool warned = false, block = false;
     print_prompt(c, "> ");
     for (;;) {
         char *line;
         while ((line = line_next(&c->typed)) != NULL) {
             size_t n = strlen(line);
-            bool more = n > 0 && line[n - 1] == '\\';
-            char *grown = realloc(message, length + n + 2);
-            if (!grown) {
-                free(message);
-                return NULL;
+            if (!message && !block && strncmp(line, "\"\"\"", 3) == 0) {
+                block = true;
+                line += 3;
+                n -= 3;
+                if (n == 0) { /* the quotes alone open the block */
+                    print_prompt(c, ". ");
+                    continue;
+                }
             }
-            message = grown;
-            memcpy(message + length, line, n - more);
-            length += n - more;
-            message[length] = '\0';
+            bool ends_block = block && n >= 3 && memcmp(line + n - 3, "\"\"\"", 3) == 0;
+            bool more = block ? !ends_block : n > 0 && line[n - 1] == '\\';
+            size_t kept = ends_block ? n - 3 : n - (!block && more);
+            if (!append(&message, &length, line, kept, more))
+                return NULL;
+            if (ends_block && kept == 0 && length > 0) /* the quotes alone close it: no newline before them */
+                message[--length] = '\0';
             if (!more)
                 return message;
-            message[length++] = '\n';
-            message[length] = '\0';
             print_prompt(c, ". ");
         }
         if (c->typed.closed) {

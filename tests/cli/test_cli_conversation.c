@@ -3,7 +3,7 @@
  * one-shot --chat answer to the same message; the second, which continues
  * the conversation through the KV cache, equals a fresh session's answer
  * to the whole conversation rendered at once; after /clear the first
- * message gets the first answer again; --system-prompt starts each
+ * message gets the first answer again; messages of several lines; --system-prompt starts each
  * conversation; Ctrl-C (SIGINT) stops an answer and the chat goes on;
  * the flags that do not belong with it are refused in one line. */
 #include <cjson/cJSON.h>
@@ -154,6 +154,31 @@ static void check_turns(void)
     free(out);
 }
 
+/* Messages of several lines: Ollama's block between three quotes, and
+ * lines ending in a backslash, reach the model as one message with its
+ * newlines (the answers equal a session's to that message). */
+static void check_multiline(void)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "printf '\"\"\"\\nHello\\nthere\\n\"\"\"\\n/clear\\nHello \\\\\\nthere\\n' | "
+             "\"$BMOE_CLI\" -m '%s' --conversation -n 12 -t 1",
+             model);
+    char *out = run_script(script, NULL);
+    char *lines[4] = {0};
+    int n = out ? split_lines(out, lines, 4) : 0;
+    char *block = session_answer("[{\"role\":\"user\",\"content\":\"Hello\\nthere\"}]");
+    char *continued = session_answer("[{\"role\":\"user\",\"content\":\"Hello \\nthere\"}]");
+    CHECK_MSG(n == 2 && block && continued && strcmp(lines[0], block) == 0 && strcmp(lines[1], continued) == 0,
+              "multi-line messages: \"%s\" / \"%s\", expected \"%s\" / \"%s\"", n > 0 ? lines[0] : "-",
+              n > 1 ? lines[1] : "-", block ? block : "-", continued ? continued : "-");
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(block);
+    free(continued);
+    free(out);
+}
+
 /* Ctrl-C during an answer stops it; the chat reads the next line. */
 static void check_interrupt(void)
 {
@@ -209,6 +234,7 @@ int main(void)
     if (!cli_mkmodel("tiny-qwen3moe", model))
         return test_finish();
     check_turns();
+    check_multiline();
     check_interrupt();
     check_refusals();
     return test_finish();
