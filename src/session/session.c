@@ -231,6 +231,7 @@ int session_run(const session_config *config, int input, int stop, FILE *output,
         *output_error = out.error;
     tm_layout_free(&s.layout);
     session_conversation_free(&s.conversation);
+    bmoe_token_index_free(s.token_index);
     bmoe_chat_free(s.template);
     bmoe_context_free(s.context);
     bmoe_model_free(s.model);

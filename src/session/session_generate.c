@@ -43,6 +43,7 @@ typedef struct turn {
     tm_token last;             /* the last token's record */
     double last_decode_end;    /* ms; 0: none yet */
     tm_buffer joined_reasoning, joined_text;
+    bmoe_json_constraint *held; /* json_schema's or grammar's hold on the answer; NULL: none */
 } turn;
 
 int32_t session_prompt_tokens(const session *s, const bmoe_chat *chat, const char *text, size_t length,
@@ -129,10 +130,34 @@ static int trailing_lines(turn *t, const char *text, size_t length)
 
 static void turn_free(turn *t)
 {
+    bmoe_json_constraint_free(t->held);
     bmoe_reasoning_free(t->reasoning);
     tm_meter_destroy(t->meter);
     tm_buffer_free(&t->joined_reasoning);
     tm_buffer_free(&t->joined_text);
+}
+
+/* The hold of a request's json_schema or grammar on its answer (t->held),
+ * from the end of the model's reasoning when reason_first. 0, or -1 with
+ * the reason in message. */
+static int hold_answer(session *s, const session_request *r, turn *t, enum bmoe_reasoning_format reasoning,
+                       char *message, size_t size)
+{
+    bool gbnf = r->grammar.data != NULL;
+    const char *field = gbnf ? "grammar" : "json_schema";
+    const session_text *text = gbnf ? &r->grammar : &r->json_schema;
+    bmoe_error error = {0};
+    if (!s->token_index && !(s->token_index = bmoe_token_index_create(s->model, &error))) {
+        snprintf(message, size, "%s: %s", field, error.message);
+        return -1;
+    }
+    t->held = gbnf ? bmoe_gbnf_constraint_create(s->token_index, text->data, text->length, &error)
+                   : bmoe_json_constraint_create(s->token_index, text->data, text->length, &error);
+    if (!t->held || bmoe_json_constraint_chat(t->held, s->model, reasoning, BMOE_TOOL_FORMAT_NONE, &error) != 0) {
+        snprintf(message, size, "\"%s\": %s", field, error.message);
+        return -1;
+    }
+    return 0;
 }
 
 int session_generate(session *s, const session_request *r)
@@ -175,6 +200,22 @@ int session_generate(session *s, const session_request *r)
         snprintf(message, sizeof message, "the chat template: %s", error.message);
         return session_error(s, id, false, message);
     }
+    /* a held answer waits for the reasoning to end: the prompt opens the
+     * span where the model would not */
+    bool held = r->json_schema.data || r->grammar.data;
+    enum bmoe_reasoning_format format = chat && !prefill ? bmoe_chat_reasoning_format(chat) : BMOE_REASONING_NONE;
+    const char *opening = "";
+    bool reason_first = held && bmoe_reasoning_opening(format, text, text_length, &opening);
+    size_t opening_length = strlen(opening);
+    char *opened = opening_length ? realloc(text, text_length + opening_length + 1) : text;
+    if (!opened) {
+        free(text);
+        session_conversation_truncate(&s->conversation, kept);
+        return session_error(s, id, false, "out of memory for the prompt");
+    }
+    text = opened;
+    memcpy(text + text_length, opening, opening_length + 1);
+    text_length += opening_length;
     int32_t n_prompt = session_prompt_tokens(s, chat, text, text_length, &tokens, &error);
     const char *refusal = NULL;
     if (n_prompt < 0) {
@@ -192,10 +233,11 @@ int session_generate(session *s, const session_request *r)
     tm_draft_init(&t.draft);
     tm_buffer_init(&t.joined_reasoning);
     tm_buffer_init(&t.joined_text);
+    if (!refusal && held && hold_answer(s, r, &t, reason_first ? format : BMOE_REASONING_NONE, message,
+                                        sizeof message) != 0)
+        refusal = message;
     if (!refusal) {
         /* the prefilled turn is the answer verbatim: no reasoning follows */
-        enum bmoe_reasoning_format format =
-            chat && !prefill ? bmoe_chat_reasoning_format(chat) : BMOE_REASONING_NONE;
         t.reasoning = bmoe_reasoning_create(format, text, text_length, &error);
         int32_t steps = n_predict > 0 ? n_predict : n_ctx - n_prompt;
         bmoe_stream_state state;
@@ -236,6 +278,7 @@ int session_generate(session *s, const session_request *r)
     generation_params.sampler = c->sampler;
     generation_params.sampler.seed = c->sampler.seed + (uint64_t)s->chat_turn;
     generation_params.speculation = c->speculation;
+    generation_params.constraint = bmoe_json_constraint_rule(t.held);
     tm_files_stamp(&s->files, s->turn, TM_PHASE_PREFILL, n_prompt - 1);
     bmoe_generation *generation = bmoe_generation_start(s->context, &generation_params, tokens, n_prompt, &error);
     tm_files_after_eval(&s->files);

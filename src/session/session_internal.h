@@ -40,6 +40,7 @@ typedef struct session {
     tm_lookups lookups;         /* expert-cache lookups since the session opened (the hit rate's) */
     tm_buffer lines;            /* lines being formatted */
     bool profile_writable;      /* the expert profile was read or is new: the close writes it */
+    bmoe_token_index *token_index; /* the vocabulary indexed for held answers, at the first (owned) */
 } session;
 
 /* Answers one request. Returns 0 when the session goes on (the answer was

@@ -168,7 +168,8 @@ static const char *shown_key(const char *key, char *shown, size_t size)
 /* The keys each command takes, besides "cmd" and "id". */
 static bool key_allowed(session_command command, const char *key)
 {
-    static const char *const generate[] = {"prompt", "messages", "n_predict", "think", "clear_kv", NULL};
+    static const char *const generate[] = {"prompt",   "messages",    "n_predict", "think",
+                                           "clear_kv", "json_schema", "grammar",   NULL};
     static const char *const decide[] = {"prefix", "suffix", "choices", "reuse_prefix", NULL};
     const char *const *keys = command == SESSION_GENERATE ? generate : command == SESSION_DECIDE ? decide : NULL;
     if (strcmp(key, "cmd") == 0 || strcmp(key, "id") == 0)
@@ -423,6 +424,26 @@ static int parse_object(const cJSON *root, const char *line, size_t length, sess
         if (clear && get_bool(clear, "clear_kv", &request->clear_kv, message, size) != 0)
             return -1;
         request->has_clear_kv = clear != NULL;
+        const cJSON *schema = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+        const cJSON *grammar = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+        if (schema && grammar)
+            return reject(message, size, "generate takes \"json_schema\" or \"grammar\", not both");
+        if (schema && !cJSON_IsObject(schema))
+            return reject(message, size, "\"json_schema\" must be a JSON schema (an object)");
+        if (schema) {
+            char *printed = cJSON_PrintUnformatted(schema);
+            if (!printed)
+                return reject(message, size, "out of memory for \"json_schema\"");
+            request->json_schema.length = strlen(printed);
+            request->json_schema.data = malloc(request->json_schema.length + 1);
+            if (request->json_schema.data)
+                memcpy(request->json_schema.data, printed, request->json_schema.length + 1);
+            cJSON_free(printed);
+            if (!request->json_schema.data)
+                return reject(message, size, "out of memory for \"json_schema\"");
+        }
+        if (grammar && get_string(grammar, "grammar", &request->grammar, message, size) != 0)
+            return -1;
     } else if (request->command == SESSION_DECIDE) {
         const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(root, "prefix");
         if (!prefix)
@@ -507,6 +528,8 @@ void session_request_free(session_request *request)
     for (int32_t i = 0; i < request->n_ignored; i++)
         free(request->ignored[i]);
     request->n_ignored = 0;
+    text_free(&request->json_schema);
+    text_free(&request->grammar);
     text_free(&request->prefix);
     text_free(&request->suffix);
     for (int32_t i = 0; i < request->n_choices; i++)

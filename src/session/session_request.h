@@ -51,6 +51,9 @@ typedef struct session_request {
     bool has_n_predict, has_think, has_clear_kv;
     int32_t n_predict;       /* >= 1, or -1: until another stop */
     bool think, clear_kv;
+    /* the answer held to one JSON value of a schema (its JSON text; "{}"
+     * too) or to a word of a GBNF grammar; both empty: free */
+    session_text json_schema, grammar;
     /* decide */
     session_text prefix, suffix;
     session_text *choices;

@@ -1028,6 +1028,56 @@ static void check_decide(void)
     CHECK(child_finish(&c) == 0); /* EOF ends it */
 }
 
+/* json_schema and grammar on a generate: the answer is one value of the
+ * schema or a word of the grammar, ended by the model; with reasoning on
+ * the reasoning comes first and the hold waits for its end (this random
+ * model never closes the span: the answer stays empty at n_predict); a
+ * request with both, or with a grammar bmoe cannot hold to, is refused in
+ * its turn and the session goes on. */
+static void check_held(void)
+{
+    child c;
+    if (start_session(&c, NULL) != 0)
+        return;
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":1,\"prompt\":\"Is it?\",\"think\":false,\"n_predict\":16,"
+                   "\"json_schema\":{\"type\":\"boolean\"}}");
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":2,\"prompt\":\"Is it?\",\"think\":false,\"n_predict\":16,"
+                   "\"grammar\":\"root ::= (\\\"yes\\\" | \\\"no\\\") \\\"!\\\"\"}");
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":3,\"prompt\":\"Is it?\",\"n_predict\":8,"
+                   "\"json_schema\":{\"type\":\"boolean\"}}");
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":4,\"prompt\":\"x\",\"grammar\":\"root ::= y\"}");
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":5,\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\","
+                   "\"json_schema\":{}}");
+    child_send(&c, "{\"cmd\":\"generate\",\"id\":6,\"prompt\":\"x\",\"json_schema\":\"boolean\"}");
+    child_send(&c, "{\"cmd\":\"close\"}");
+    answer a;
+    static const char *const words[][2] = {{"true", "false"}, {"yes!", "no!"}};
+    for (int id = 1; id <= 2; id++) {
+        if (read_answer(&c, id, &a, NULL, 0) && check_done(&a, false)) {
+            const char *text = string_of(a.done, "text");
+            CHECK_MSG(text && (!strcmp(text, words[id - 1][0]) || !strcmp(text, words[id - 1][1])) &&
+                          number_of(a.done, "tokens") < 16,
+                      "request %d held: \"%s\"", id, text ? text : "-");
+        }
+        answer_free(&a);
+    }
+    if (read_answer(&c, 3, &a, NULL, 0) && check_done(&a, false))
+        CHECK_MSG(!string_of(a.done, "text")[0] && string_of(a.done, "reasoning")[0] &&
+                      number_of(a.done, "tokens") == 8,
+                  "reasoning first: text \"%s\"", string_of(a.done, "text"));
+    answer_free(&a);
+    static const char *const refusals[] = {"undefined rule 'y'", "not both", "an object"};
+    for (int id = 4; id <= 6; id++) {
+        bool fatal = true;
+        if (read_answer(&c, id, &a, NULL, 0))
+            CHECK_MSG(a.error && bool_of(a.error, "fatal", &fatal) && !fatal &&
+                          strstr(string_of(a.error, "msg"), refusals[id - 4]),
+                      "request %d: %s", id, a.error ? string_of(a.error, "msg") : "(answered)");
+        answer_free(&a);
+    }
+    CHECK(child_finish(&c) == 0);
+}
+
 /* EOF while a generation runs: it is answered, and the process exits 0. */
 static void check_eof(void)
 {
@@ -1156,5 +1206,7 @@ int main(int argc, char **argv)
         check_eof();
     if (!only || strcmp(only, "prefill") == 0)
         check_prefill();
+    if (!only || strcmp(only, "held") == 0)
+        check_held();
     return test_finish();
 }
