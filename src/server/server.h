@@ -123,11 +123,18 @@ enum server_endpoint {
     SERVER_COMPLETIONS,      /* OpenAI's /v1/completions */
     SERVER_OLLAMA_CHAT,      /* Ollama's /api/chat: a message, or NDJSON lines of its pieces */
     SERVER_OLLAMA_GENERATE,  /* Ollama's /api/generate: a response, or NDJSON lines of its pieces */
+    SERVER_ANTHROPIC_MESSAGES, /* Anthropic's /v1/messages: a message, or its named events */
+    SERVER_ANTHROPIC_COUNT,    /* Anthropic's /v1/messages/count_tokens: the prompt's tokens, no generation */
 };
 
 static inline bool server_endpoint_ollama(enum server_endpoint endpoint)
 {
     return endpoint == SERVER_OLLAMA_CHAT || endpoint == SERVER_OLLAMA_GENERATE;
+}
+
+static inline bool server_endpoint_anthropic(enum server_endpoint endpoint)
+{
+    return endpoint == SERVER_ANTHROPIC_MESSAGES || endpoint == SERVER_ANTHROPIC_COUNT;
 }
 
 /* What one request asks for. */
@@ -249,9 +256,9 @@ int server_logprobs_add(struct cJSON *logprobs, const server *s, const bmoe_step
 void server_error_reply(server_reply *reply, unsigned status, const char *type, const char *param,
                         const char *code, const char *format, ...) __attribute__((format(printf, 6, 7)));
 
-/* POST /v1/chat/completions, /v1/completions, /api/chat and /api/generate
- * (endpoint): the reply to a body (NUL-terminated at length) that arrived
- * on socket fd. */
+/* POST /v1/chat/completions, /v1/completions, /api/chat, /api/generate,
+ * /v1/messages and /v1/messages/count_tokens (endpoint): the reply to a
+ * body (NUL-terminated at length) that arrived on socket fd. */
 void server_completion(server *s, const char *body, size_t length, enum server_endpoint endpoint, int fd,
                        server_reply *reply);
 
@@ -262,10 +269,11 @@ int server_generation_begin(server *s, const completion_request *q, const char *
                             bool prefill, bmoe_generation **generation, bmoe_reasoning **split, server_reply *reply);
 /* Runs a begun generation to its end in the caller's turn: every token
  * through the reasoning split, into logprobs (when not NULL) and to the
- * listeners of /api/events. 0 with *last the final step, or -1 with the
- * reply filled (the generation and the split stay the caller's). */
+ * listeners of /api/events. 0 with *last the final step (and *last_token,
+ * when not NULL, the last token generated, -1 when none was), or -1 with
+ * the reply filled (the generation and the split stay the caller's). */
 int server_generation_run(server *s, const completion_request *q, bmoe_generation *g, bmoe_reasoning *reasoning,
-                          struct cJSON *logprobs, bmoe_step *last, server_reply *reply);
+                          struct cJSON *logprobs, bmoe_step *last, int32_t *last_token, server_reply *reply);
 /* "stop", "length" or "cancelled". */
 const char *server_finish_reason(enum bmoe_stop_reason stop);
 /* The run's figures as the "bmoe" object of root. */
@@ -303,6 +311,51 @@ void server_ollama_models(server *s, bool running, server_reply *reply);
 void server_ollama_show(server *s, const char *body, size_t length, server_reply *reply);
 /* GET /api/version. */
 void server_ollama_version(server_reply *reply);
+
+/* Anthropic's Messages API (server_anthropic.c). The request's fields read
+ * into q (the defaults set first): /v1/messages' body, or count_tokens'
+ * (no max_tokens, no sampling). 0, or -1 with the reply filled. */
+int server_anthropic_read(const server *s, const struct cJSON *root, enum server_endpoint endpoint,
+                          completion_request *q, char ***owned, server_reply *reply);
+/* A message's id ("msg_" and this server's count), in id[0..size). */
+void server_anthropic_id(server *s, char *id, size_t size);
+/* stream: false. The whole message in the caller's turn. */
+void server_anthropic_answer(server *s, const completion_request *q, const char *text, size_t text_length,
+                             bool prefill, server_reply *reply);
+/* count_tokens: {"input_tokens"}, the rendered prompt's tokens, in the caller's turn (the template's). */
+void server_anthropic_count(const server *s, const char *text, size_t text_length, server_reply *reply);
+/* An error reply (an OpenAI-shaped body) made Anthropic's {"type": "error",
+ * "error": {"type", "message"}}, the type the one Anthropic gives the status. */
+void server_anthropic_error(server_reply *reply);
+
+/* Where a streamed message is in its content blocks: each block opens,
+ * takes its deltas and closes before the next (server_anthropic.c). */
+enum anthropic_block { ANTHROPIC_BLOCK_NONE, ANTHROPIC_BLOCK_THINKING, ANTHROPIC_BLOCK_TEXT, ANTHROPIC_BLOCK_TOOL_USE };
+typedef struct anthropic_blocks {
+    enum anthropic_block open;
+    int32_t index;                 /* the open block's; when none is open, the next one's */
+    bool restarted;                /* a reasoning reset closed a block: the next one's start says so */
+    int32_t last_token;            /* the last token generated (where a stop sequence ends); -1: none yet */
+    char *stops[SERVER_MAX_STOPS]; /* the stop sequences (malloc'ed copies: the body is gone before the end) */
+    int32_t n_stops;
+} anthropic_blocks;
+
+/* 0, or -1 (out of memory); either way server_anthropic_blocks_free frees it. */
+int server_anthropic_blocks_init(anthropic_blocks *blocks, const completion_request *q);
+void server_anthropic_blocks_free(anthropic_blocks *blocks);
+/* The message_start event of message id (NULL: out of memory). */
+struct cJSON *server_anthropic_start(const server *s, const char *id, const bmoe_generation *g);
+/* Appends to events what a step's split made (thinking, then answer text;
+ * either may be empty; reset: a snapshot that replaces what went before):
+ * the blocks' starts, deltas and stops. 0, or -1 (out of memory). */
+int server_anthropic_deltas(anthropic_blocks *blocks, struct cJSON *events, const char *thinking,
+                            size_t thinking_length, const char *text, size_t text_length, bool reset);
+/* Appends the end of message id: the open block's stop, a tool_use block per
+ * call of calls (OpenAI's tool_calls, or NULL), message_delta with the stop
+ * reason (tool_use when called, a call made where the turn ended), the usage
+ * and the run's figures, message_stop. 0, or -1 (out of memory). */
+int server_anthropic_end(anthropic_blocks *blocks, struct cJSON *events, const server *s, const char *id,
+                         const bmoe_generation *g, const struct cJSON *calls, bool called, enum bmoe_stop_reason stop);
 
 /* POST /tokenize (tokenize) and /detokenize, llama.cpp's (server_tokens.c). */
 void server_tokens_reply(const server *s, bool tokenize, const char *body, size_t length, server_reply *reply);

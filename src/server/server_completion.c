@@ -944,14 +944,18 @@ int server_generation_begin(server *s, const completion_request *q, const char *
 }
 
 int server_generation_run(server *s, const completion_request *q, bmoe_generation *g, bmoe_reasoning *reasoning,
-                          cJSON *logprobs, bmoe_step *last, server_reply *reply)
+                          cJSON *logprobs, bmoe_step *last, int32_t *last_token, server_reply *reply)
 {
     bmoe_error error = {0};
     bmoe_step step = {0};
     bmoe_reasoning_delta delta;
     int status;
     size_t text_offset = 0;
+    if (last_token)
+        *last_token = -1;
     while ((status = bmoe_generation_step(g, &step, &error)) >= 0) {
+        if (last_token && step.token >= 0)
+            *last_token = step.token;
         if (step.text_length > 0 && bmoe_reasoning_feed(reasoning, step.text, step.text_length, &delta, &error) != 0) {
             status = -1;
             break;
@@ -995,7 +999,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the logprobs");
         return;
     }
-    if (server_generation_run(s, q, g, reasoning, logprobs, &step, reply) != 0) {
+    if (server_generation_run(s, q, g, reasoning, logprobs, &step, NULL, reply) != 0) {
         cJSON_Delete(logprobs);
         bmoe_generation_free(g);
         bmoe_reasoning_free(reasoning);
@@ -1185,11 +1189,12 @@ void server_completion(server *s, const char *body, size_t length, enum server_e
     bool prefill = false;
     /* the template is rendered in the turn: the chat object is the one
      * model's, used by one generation at a time like the context */
-    bool ollama = server_endpoint_ollama(endpoint);
-    int read = ollama ? server_ollama_read(s, root, endpoint, &q, &owned, reply)
-                      : read_request(s, root, endpoint == SERVER_CHAT_COMPLETIONS, &q, &owned, reply);
+    bool ollama = server_endpoint_ollama(endpoint), anthropic = server_endpoint_anthropic(endpoint);
+    int read = ollama      ? server_ollama_read(s, root, endpoint, &q, &owned, reply)
+               : anthropic ? server_anthropic_read(s, root, endpoint, &q, &owned, reply)
+                           : read_request(s, root, endpoint == SERVER_CHAT_COMPLETIONS, &q, &owned, reply);
     if (read == 0)
-        read = check_held_schema(&q, ollama ? "format" : "response_format", reply);
+        read = check_held_schema(&q, ollama ? "format" : anthropic ? "output_config.format" : "response_format", reply);
     if (read == 0) {
         if (server_turn_acquire(s, fd) != 0) {
             server_error_reply(reply, 429, "rate_limit_error", NULL, "queue_full",
@@ -1203,6 +1208,10 @@ void server_completion(server *s, const char *body, size_t length, enum server_e
         } else {
             if (ollama)
                 server_ollama_answer(s, &q, text, text_length, prefill, reply);
+            else if (endpoint == SERVER_ANTHROPIC_COUNT)
+                server_anthropic_count(s, text, text_length, reply);
+            else if (anthropic)
+                server_anthropic_answer(s, &q, text, text_length, prefill, reply);
             else
                 generate(s, &q, text, text_length, prefill, reply);
             server_turn_release(s);

@@ -271,12 +271,26 @@ static bool foreign_origin(struct MHD_Connection *connection)
     return !rest || strcmp(rest, host) != 0;
 }
 
-static bool key_accepted(server *s, struct MHD_Connection *connection)
+/* /v1/messages and what is under it: Anthropic's API, its key header and
+ * its errors' shape. */
+static bool anthropic_path(const char *url)
+{
+    static const char messages[] = "/v1/messages";
+    size_t n = sizeof messages - 1;
+    return strncmp(url, messages, n) == 0 && (url[n] == '\0' || url[n] == '/');
+}
+
+static bool key_accepted(server *s, struct MHD_Connection *connection, const char *url)
 {
     if (!s->config->api_key)
         return true;
     const char *header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
-    return header && strncmp(header, "Bearer ", 7) == 0 && strcmp(header + 7, s->config->api_key) == 0;
+    if (header && strncmp(header, "Bearer ", 7) == 0 && strcmp(header + 7, s->config->api_key) == 0)
+        return true;
+    /* Anthropic's clients send the key as x-api-key */
+    const char *key = anthropic_path(url) ? MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "x-api-key")
+                                          : NULL;
+    return key && strcmp(key, s->config->api_key) == 0;
 }
 
 /* A body is JSON when it says so (parameters such as a charset after the
@@ -294,7 +308,7 @@ static bool json_content(struct MHD_Connection *connection, const char **given)
 }
 
 /* Every path and the one method it answers; Ollama's answer its errors in
- * Ollama's shape. */
+ * Ollama's shape (Anthropic's in Anthropic's: anthropic_path). */
 static const struct {
     const char *path, *method;
     bool ollama;
@@ -317,6 +331,8 @@ static const struct {
     {"/api/show", "POST", true},
     {"/api/ps", "GET", true},
     {"/api/version", "GET", true},
+    {"/v1/messages", "POST", false},
+    {"/v1/messages/count_tokens", "POST", false},
 };
 
 /* Whether the body came as JSON; if not, the reply is a 415. */
@@ -350,9 +366,10 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
                            "requests from another site's page are refused (Origin does not match Host)");
         return;
     }
-    if (guarded && !key_accepted(s, connection)) {
+    if (guarded && !key_accepted(s, connection, url)) {
         server_error_reply(reply, 401, "invalid_request_error", NULL, "invalid_api_key",
-                           "this server needs an API key: Authorization: Bearer KEY");
+                           "this server needs an API key: %sAuthorization: Bearer KEY",
+                           anthropic_path(url) ? "x-api-key: KEY or " : "");
         return;
     }
     if (r->too_large) {
@@ -392,6 +409,10 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
         completion_route(s, connection, r, SERVER_OLLAMA_CHAT, reply);
     } else if (strcmp(url, "/api/generate") == 0 && post) {
         completion_route(s, connection, r, SERVER_OLLAMA_GENERATE, reply);
+    } else if (strcmp(url, "/v1/messages") == 0 && post) {
+        completion_route(s, connection, r, SERVER_ANTHROPIC_MESSAGES, reply);
+    } else if (strcmp(url, "/v1/messages/count_tokens") == 0 && post) {
+        completion_route(s, connection, r, SERVER_ANTHROPIC_COUNT, reply);
     } else if ((strcmp(url, "/api/tags") == 0 || strcmp(url, "/api/ps") == 0) && get) {
         server_ollama_models(s, strcmp(url, "/api/ps") == 0, reply);
     } else if (strcmp(url, "/api/show") == 0 && post) {
@@ -413,8 +434,9 @@ static void route(server *s, struct MHD_Connection *connection, const char *url,
     }
 }
 
-/* Every answer, and Ollama's paths' errors made Ollama's {"error": "..."}
- * (the refusals are written once, in OpenAI's shape). */
+/* Every answer, and Ollama's paths' errors made Ollama's {"error": "..."},
+ * Anthropic's Anthropic's (the refusals are written once, in OpenAI's
+ * shape). */
 static void answer(server *s, struct MHD_Connection *connection, const char *url, const char *method,
                    const request *r, server_reply *reply)
 {
@@ -422,6 +444,8 @@ static void answer(server *s, struct MHD_Connection *connection, const char *url
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (routes[i].ollama && strcmp(url, routes[i].path) == 0)
             server_ollama_error(reply);
+    if (anthropic_path(url))
+        server_anthropic_error(reply);
 }
 
 /* The connection's record (NULL when it could not be made). */

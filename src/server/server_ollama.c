@@ -469,7 +469,7 @@ void server_ollama_answer(server *s, const completion_request *q, const char *te
     bmoe_step last = {0};
     if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
         return;
-    if (server_generation_run(s, q, g, reasoning, NULL, &last, reply) != 0) {
+    if (server_generation_run(s, q, g, reasoning, NULL, &last, NULL, reply) != 0) {
         bmoe_generation_free(g);
         bmoe_reasoning_free(reasoning);
         return;

@@ -1,11 +1,12 @@
 /* stream: true. The generation steps inside libmicrohttpd's content
  * callback, on the connection's own thread: each call hands out what the
  * last token made (OpenAI's server-sent events of chat.completion.chunk,
- * or Ollama's NDJSON lines, each with the token's figures), so a slow
- * reader slows the generation instead of piling text up, and a client
- * that goes away ends it at its next token (the daemon then frees the
- * stream, which releases the turn). The two APIs differ only in the shape
- * of a piece, of the last one and of the framing: one loop serves both. */
+ * or Ollama's NDJSON lines, each with the token's figures, or Anthropic's
+ * named events of content blocks), so a slow reader slows the generation
+ * instead of piling text up, and a client that goes away ends it at its
+ * next token (the daemon then frees the stream, which releases the turn).
+ * The APIs differ only in the shape of a piece, of the last one and of the
+ * framing: one loop serves them all. */
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@ typedef struct stream {
     server *s;
     enum server_endpoint endpoint;
     bool ollama;            /* Ollama's lines, not OpenAI's events */
+    bool anthropic;         /* Anthropic's named events of content blocks (server_anthropic.c) */
+    anthropic_blocks blocks;
     bool chat;
     int64_t received_ns;    /* Ollama's total_duration counts from here */
     bool logprobs;
@@ -40,19 +43,35 @@ typedef struct stream {
 static int push_event(stream *st, cJSON *chunk)
 {
     char *json = chunk ? cJSON_PrintUnformatted(chunk) : NULL;
+    /* Anthropic's events are named by their data's type */
+    const cJSON *type = st->anthropic ? cJSON_GetObjectItemCaseSensitive(chunk, "type") : NULL;
+    char name[64] = "";
+    if (cJSON_IsString(type))
+        snprintf(name, sizeof name, "event: %s\n", type->valuestring);
     cJSON_Delete(chunk);
     if (!json)
         return -1;
-    size_t add = strlen(json) + 8;
+    size_t add = strlen(name) + strlen(json) + 8;
     char *grown = realloc(st->pending, st->length + add + 1);
     if (!grown) {
         free(json);
         return -1;
     }
     st->pending = grown;
-    st->length += (size_t)sprintf(st->pending + st->length, st->ollama ? "%s\n" : "data: %s\n\n", json);
+    st->length += (size_t)sprintf(st->pending + st->length, st->ollama ? "%s%s\n" : "%sdata: %s\n\n", name, json);
     free(json);
     return 0;
+}
+
+/* Appends every event of a list (consumed; NULL: out of memory). 0, or -1. */
+static int push_events(stream *st, cJSON *events)
+{
+    int status = events ? 0 : -1;
+    cJSON *event;
+    while (status == 0 && (event = cJSON_DetachItemFromArray(events, 0)))
+        status = push_event(st, event);
+    cJSON_Delete(events);
+    return status;
 }
 
 static cJSON *chunk_new(const stream *st)
@@ -156,15 +175,68 @@ static int push_calls(stream *st, const char **finish)
     return status;
 }
 
+/* Anthropic's events of a step's split (thinking, answer text, reset) in
+ * blocks. 0, or -1 (out of memory). */
+static int push_deltas(stream *st, const char *thinking, size_t thinking_length, const char *text,
+                       size_t text_length, bool reset)
+{
+    cJSON *events = cJSON_CreateArray();
+    if (!events ||
+        server_anthropic_deltas(&st->blocks, events, thinking, thinking_length, text, text_length, reset) != 0) {
+        cJSON_Delete(events);
+        return -1;
+    }
+    return push_events(st, events);
+}
+
+/* The end of Anthropic's stream, from the final step's split (delta) and
+ * what the split's finish released (last): the text (with tools, what the
+ * tool split held back that is not a call), then the calls as tool_use
+ * blocks, message_delta and message_stop (server_anthropic_end). */
+static int anthropic_end(stream *st, enum bmoe_stop_reason stop, const char *show, size_t show_length,
+                         const bmoe_reasoning_delta *delta, const bmoe_reasoning_delta *last)
+{
+    const char *finish = server_finish_reason(stop), *last_show = last->text;
+    size_t last_length = last->text_length;
+    int status = push_deltas(st, delta->reasoning, delta->reasoning_length, show, show_length, delta->reset);
+    if (status == 0 && st->tools)
+        status = answer_part(st, last->text, last->text_length, last->reset, &last_show, &last_length);
+    if (status == 0)
+        status = push_deltas(st, last->reasoning, last->reasoning_length, last_show, last_length, last->reset);
+    cJSON *deltas = status == 0 && st->tools ? server_tool_stream_end(st->tools, st->id, &finish) : NULL;
+    if (st->tools && !deltas)
+        status = -1;
+    const cJSON *calls = NULL, *part;
+    cJSON_ArrayForEach(part, deltas) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(part, "content");
+        if (cJSON_IsString(content) && status == 0)
+            status = push_deltas(st, NULL, 0, content->valuestring, strlen(content->valuestring), false);
+        const cJSON *listed = cJSON_GetObjectItemCaseSensitive(part, "tool_calls");
+        calls = listed ? listed : calls;
+    }
+    cJSON *events = status == 0 ? cJSON_CreateArray() : NULL;
+    if (events && server_anthropic_end(&st->blocks, events, st->s, st->id, st->generation, calls,
+                                       strcmp(finish, "tool_calls") == 0, stop) != 0) {
+        cJSON_Delete(events);
+        events = NULL;
+    }
+    cJSON_Delete(deltas);
+    server_count_generation(st->s, st->generation);
+    st->finished = true;
+    return push_events(st, events);
+}
+
 /* One more token's events (or the end's). 0, or -1 (the stream ends). */
 static int next_events(stream *st)
 {
-    if (!st->started) { /* OpenAI's first chunk: the role */
-        int status = push_event(st, text_chunk(st, NULL, 0, NULL, 0, NULL));
+    if (!st->started) { /* OpenAI's first chunk: the role; Anthropic's: message_start */
+        cJSON *first = st->anthropic ? server_anthropic_start(st->s, st->id, st->generation)
+                                     : text_chunk(st, NULL, 0, NULL, 0, NULL);
+        int status = push_event(st, first);
         st->started = true;
         return status;
     }
-    if (st->finished && st->ollama) {
+    if (st->finished && (st->ollama || st->anthropic)) {
         st->done = true;
         return 0;
     }
@@ -190,6 +262,8 @@ static int next_events(stream *st)
     } else if (bmoe_reasoning_feed(st->reasoning, step.text, step.text_length, &delta, &error) != 0) {
         return -1;
     }
+    if (step.token >= 0)
+        st->blocks.last_token = step.token; /* where a stop sequence ends (server_anthropic.c) */
     const char *show;
     size_t show_length;
     if (answer_part(st, delta.text, delta.text_length, delta.reset, &show, &show_length) != 0)
@@ -198,6 +272,8 @@ static int next_events(stream *st)
         bmoe_reasoning_delta last = {0};
         if (bmoe_reasoning_finish(st->reasoning, &last, &error) != 0)
             return -1;
+        if (st->anthropic)
+            return anthropic_end(st, step.stop, show, show_length, &delta, &last);
         cJSON *chunk = text_chunk(st, show, show_length, delta.reasoning, delta.reasoning_length, NULL);
         if ((show_length || delta.reasoning_length) && push_event(st, chunk) != 0)
             return -1;
@@ -237,6 +313,10 @@ static int next_events(stream *st)
         server_count_generation(st->s, st->generation);
         st->finished = true;
         return push_event(st, chunk);
+    }
+    if (st->anthropic) { /* Anthropic's events carry no per-token figures: /api/events has them */
+        server_publish_step(st->s, &step);
+        return push_deltas(st, delta.reasoning, delta.reasoning_length, show, show_length, delta.reset);
     }
     /* a reset replaces what was delivered: a stream cannot take text back,
      * so the snapshots go out marked, for a client that can redraw */
@@ -289,6 +369,7 @@ static void stream_free(void *user)
     bmoe_reasoning_free(st->reasoning);
     server_turn_release(st->s);
     bmoe_tool_split_free(st->tools);
+    server_anthropic_blocks_free(&st->blocks);
     free(st->pending);
     free(st);
 }
@@ -305,22 +386,29 @@ void server_stream_begin(server *s, const completion_request *q, const char *tex
     st->s = s;
     st->endpoint = q->endpoint;
     st->ollama = server_endpoint_ollama(q->endpoint);
+    st->anthropic = server_endpoint_anthropic(q->endpoint);
     st->started = st->ollama; /* Ollama's pieces each name the role: no first chunk for it */
     st->received_ns = q->received_ns;
     st->chat = q->chat;
     st->logprobs = q->logprobs;
     st->tool_format = server_tools_active(s, q) ? bmoe_chat_tool_format(s->chat) : BMOE_TOOL_FORMAT_NONE;
-    if (st->tool_format != BMOE_TOOL_FORMAT_NONE && !(st->tools = bmoe_tool_split_create(st->tool_format, NULL))) {
+    if ((st->anthropic && server_anthropic_blocks_init(&st->blocks, q) != 0) ||
+        (st->tool_format != BMOE_TOOL_FORMAT_NONE && !(st->tools = bmoe_tool_split_create(st->tool_format, NULL)))) {
+        server_anthropic_blocks_free(&st->blocks);
         free(st);
         server_turn_release(s);
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory");
         return;
     }
     st->created = (long long)time(NULL);
-    snprintf(st->id, sizeof st->id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
-             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    if (st->anthropic)
+        server_anthropic_id(s, st->id, sizeof st->id);
+    else
+        snprintf(st->id, sizeof st->id, "%s-%llu", q->chat ? "chatcmpl" : "cmpl",
+                 (unsigned long long)atomic_fetch_add(&s->next_id, 1));
     if (server_generation_begin(s, q, text, text_length, prefill, &st->generation, &st->reasoning, reply) != 0) {
         bmoe_tool_split_free(st->tools);
+        server_anthropic_blocks_free(&st->blocks);
         free(st);
         server_turn_release(s);
         return;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs one of bmoe-server's client tests (api, ollama or page: NAME.test.mjs here)
+# Runs one of bmoe-server's client tests (api, ollama, anthropic or page: NAME.test.mjs here)
 # under Node's test runner, once what it needs is known to be here: a missing
 # piece fails the test with one line naming it.
 set -u
 cd "$(dirname "$0")"
-name=${1:?usage: run.sh api|ollama|page}
+name=${1:?usage: run.sh api|ollama|anthropic|page}
 fail() {
   echo "test_server_${name}_js: $*" >&2
   exit 1
