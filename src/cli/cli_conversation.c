@@ -8,7 +8,8 @@
  * terminal. Ctrl-C stops an answer (a cancel request: the turn is rolled
  * back); at the prompt it says how to leave, and a second one leaves.
  * /bye, /exit or the end of input end the chat; /clear starts a new
- * conversation. A line ending in '\' continues on the next. */
+ * conversation; /set think and /set nothink (as `ollama run` spells them)
+ * turn reasoning on or off. A line ending in '\' continues on the next. */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -94,6 +95,7 @@ typedef struct conversation {
     bool prompt;             /* stdin is a terminal: a "> " before each line */
     int64_t next_id;
     bool fresh;              /* the next turn starts a conversation */
+    int think;               /* /set think: 1, /set nothink: 0, -1: the session's default (--no-think) */
 } conversation;
 
 static void *conversation_session(void *user)
@@ -335,6 +337,8 @@ static cJSON *turn_request(conversation *c, const char *message)
     cJSON_AddStringToObject(request, "cmd", "generate");
     cJSON_AddNumberToObject(request, "id", (double)++c->next_id);
     cJSON_AddBoolToObject(request, "clear_kv", c->fresh);
+    if (c->think >= 0)
+        cJSON_AddBoolToObject(request, "think", c->think == 1);
     cJSON *messages = cJSON_AddArrayToObject(request, "messages");
     if (c->fresh && c->options->system_prompt) {
         cJSON *system = cJSON_CreateObject();
@@ -368,8 +372,13 @@ static void converse(conversation *c)
         if (strcmp(command, "/clear") == 0) {
             c->fresh = true;
             fputs("bmoe-cli: a new conversation\n", stderr);
+        } else if (strcmp(command, "/set think") == 0 || strcmp(command, "/set nothink") == 0) {
+            c->think = strcmp(command, "/set think") == 0;
+            fprintf(stderr, "bmoe-cli: reasoning %s from the next turn\n", c->think ? "on" : "off");
         } else if (command[0] == '/' && strchr("h?", command[1]) && (!command[2] || !strcmp(command, "/help"))) {
-            fputs("/clear: forget the conversation; /bye or /exit: leave; a line ending in \\ goes on\n", stderr);
+            fputs("/clear: forget the conversation; /set think, /set nothink: reasoning on or off; /bye or /exit: "
+                  "leave; a line ending in \\ goes on, and a block between lines of three quotes\n",
+                  stderr);
         } else if (command[0]) {
             status = send_request(c, turn_request(c, message));
             if (status == 0)
@@ -383,7 +392,8 @@ static void converse(conversation *c)
 
 int cli_run_conversation(const cli_options *options, const session_config *config)
 {
-    conversation c = {.options = options, .config = *config, .interrupt = -1, .requests = {-1, -1}, .fresh = true};
+    conversation c = {.options = options, .config = *config, .interrupt = -1, .requests = {-1, -1}, .fresh = true,
+                      .think = -1};
     c.dim = isatty(STDOUT_FILENO);
     c.prompt = isatty(STDIN_FILENO);
     c.typed.fd = STDIN_FILENO;

@@ -64,14 +64,15 @@ static char *one_shot(const char *message)
     return text;
 }
 
-/* A fresh session's answer (BMOE_DONE's text) to the conversation in messages_json. */
-static char *session_answer(const char *messages_json)
+/* A fresh session's answer (BMOE_DONE's text) to the conversation in messages_json, reasoning as think says. */
+static char *session_answer(const char *messages_json, bool think)
 {
     char request_path[1200], script[4096];
     snprintf(request_path, sizeof request_path, "%s/request.json", tmp);
     FILE *f = fopen(request_path, "wb");
-    fprintf(f, "{\"cmd\":\"generate\",\"id\":1,\"n_predict\":12,\"messages\":%s}\n{\"cmd\":\"close\"}\n",
-            messages_json);
+    fprintf(f, "{\"cmd\":\"generate\",\"id\":1,\"n_predict\":12,\"think\":%s,\"messages\":%s}\n"
+            "{\"cmd\":\"close\"}\n",
+            think ? "true" : "false", messages_json);
     fclose(f);
     snprintf(script, sizeof script, "\"$BMOE_CLI\" -m '%s' --session --chat -t 1 < '%s'", model, request_path);
     char *out = run_script(script, NULL);
@@ -121,7 +122,7 @@ static void check_turns(void)
                  "[{\"role\":\"user\",\"content\":\"Hello\"},{\"role\":\"assistant\",\"content\":%s},"
                  "{\"role\":\"user\",\"content\":\"How are you?\"}]",
                  answer);
-        char *second = session_answer(messages);
+        char *second = session_answer(messages, true);
         CHECK_MSG(second && strcmp(lines[1], second) == 0, "turn 2 \"%s\", the whole conversation at once \"%s\"",
                   lines[1], second ? second : "-");
         free(second);
@@ -145,7 +146,8 @@ static void check_turns(void)
     out = run_script(script, NULL);
     n = out ? split_lines(out, lines, 8) : 0;
     char *with_system = session_answer("[{\"role\":\"system\",\"content\":\"Answer in French.\"},"
-                                       "{\"role\":\"user\",\"content\":\"Hello\"}]");
+                                       "{\"role\":\"user\",\"content\":\"Hello\"}]",
+                                       true);
     CHECK_MSG(n == 1 && with_system && strcmp(lines[0], with_system) == 0, "-sys: \"%s\", session \"%s\"",
               n ? lines[0] : "-", with_system ? with_system : "-");
     for (int i = 0; i < n; i++)
@@ -167,8 +169,8 @@ static void check_multiline(void)
     char *out = run_script(script, NULL);
     char *lines[4] = {0};
     int n = out ? split_lines(out, lines, 4) : 0;
-    char *block = session_answer("[{\"role\":\"user\",\"content\":\"Hello\\nthere\"}]");
-    char *continued = session_answer("[{\"role\":\"user\",\"content\":\"Hello \\nthere\"}]");
+    char *block = session_answer("[{\"role\":\"user\",\"content\":\"Hello\\nthere\"}]", true);
+    char *continued = session_answer("[{\"role\":\"user\",\"content\":\"Hello \\nthere\"}]", true);
     CHECK_MSG(n == 2 && block && continued && strcmp(lines[0], block) == 0 && strcmp(lines[1], continued) == 0,
               "multi-line messages: \"%s\" / \"%s\", expected \"%s\" / \"%s\"", n > 0 ? lines[0] : "-",
               n > 1 ? lines[1] : "-", block ? block : "-", continued ? continued : "-");
@@ -177,6 +179,31 @@ static void check_multiline(void)
     free(block);
     free(continued);
     free(out);
+}
+
+/* /set nothink: the next turns are rendered without reasoning (the answer
+ * equals a session's to the same conversation with think false). */
+static void check_think_toggle(void)
+{
+    char script[4096];
+    snprintf(script, sizeof script,
+             "printf '/set nothink\\nHello\\n' | \"$BMOE_CLI\" -m '%s' --conversation -n 12 -t 1", model);
+    char *err = NULL;
+    char *out = run_script(script, &err);
+    char *lines[4] = {0};
+    int n = out ? split_lines(out, lines, 4) : 0;
+    char *expected = session_answer("[{\"role\":\"user\",\"content\":\"Hello\"}]", false);
+    char *thinking = session_answer("[{\"role\":\"user\",\"content\":\"Hello\"}]", true);
+    CHECK_MSG(n == 1 && expected && thinking && strcmp(lines[0], expected) == 0 && strcmp(expected, thinking) != 0 &&
+                  err && strstr(err, "reasoning off"),
+              "/set nothink: \"%s\", expected \"%s\" (with reasoning \"%s\")", n ? lines[0] : "-",
+              expected ? expected : "-", thinking ? thinking : "-");
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
+    free(expected);
+    free(thinking);
+    free(out);
+    free(err);
 }
 
 /* Ctrl-C during an answer stops it; the chat reads the next line. */
@@ -235,6 +262,7 @@ int main(void)
         return test_finish();
     check_turns();
     check_multiline();
+    check_think_toggle();
     check_interrupt();
     check_refusals();
     return test_finish();
