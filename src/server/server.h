@@ -208,6 +208,8 @@ int server_read_tools(const struct cJSON *field, completion_request *q, server_r
 int server_read_message_calls(const struct cJSON *calls, const char *param, char **json, server_reply *reply);
 /* Whether a request's "model" names the one model served. */
 bool server_names_model(const server *s, const char *name);
+/* The 404 (model_not_found) of a request whose "model" names another. */
+void server_model_not_found(const server *s, const char *name, server_reply *reply);
 /* The body as one JSON value: UTF-8 text, nested at most so deep, nothing
  * after the value. NULL with the reply filled (400). */
 struct cJSON *server_parse_body(const char *body, size_t length, server_reply *reply);
@@ -274,6 +276,16 @@ int server_generation_begin(server *s, const completion_request *q, const char *
  * the reply filled (the generation and the split stay the caller's). */
 int server_generation_run(server *s, const completion_request *q, bmoe_generation *g, bmoe_reasoning *reasoning,
                           struct cJSON *logprobs, bmoe_step *last, int32_t *last_token, server_reply *reply);
+/* A non-streamed answer's generation, begun and run to its end in the
+ * caller's turn (logprobs: as server_generation_run's). 0 with *g and
+ * *split the caller's (server_generation_close) and *last the final step,
+ * or -1 with the reply filled and nothing left to free. */
+int server_generation_whole(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, struct cJSON *logprobs, bmoe_generation **g, bmoe_reasoning **split,
+                            bmoe_step *last, int32_t *last_token, server_reply *reply);
+/* The end of a non-streamed answer: root's figures (root may be NULL),
+ * the generation counted in /metrics, g and split freed. */
+void server_generation_close(server *s, bmoe_generation *g, bmoe_reasoning *split, struct cJSON *root, bool cancelled);
 /* "stop", "length" or "cancelled". */
 const char *server_finish_reason(enum bmoe_stop_reason stop);
 /* The run's figures as the "bmoe" object of root. */

@@ -682,10 +682,7 @@ static int read_model(const server *s, const cJSON *field, server_reply *reply)
         BAD("model", "model must be a string");
     if (server_names_model(s, field->valuestring))
         return 0;
-    bool echo = strlen(field->valuestring) <= 128;
-    server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
-                       "model%s%s%s not found: this server serves '%s'", echo ? " '" : "",
-                       echo ? field->valuestring : "", echo ? "'" : "", s->model_id);
+    server_model_not_found(s, field->valuestring, reply);
     return -1;
 }
 
@@ -989,13 +986,9 @@ void server_anthropic_answer(server *s, const completion_request *q, const char 
     bmoe_reasoning *reasoning = NULL;
     bmoe_step last = {0};
     int32_t last_token = -1;
-    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
+    if (server_generation_whole(s, q, text, text_length, prefill, NULL, &g, &reasoning, &last, &last_token, reply) !=
+        0)
         return;
-    if (server_generation_run(s, q, g, reasoning, NULL, &last, &last_token, reply) != 0) {
-        bmoe_generation_free(g);
-        bmoe_reasoning_free(reasoning);
-        return;
-    }
     size_t answer_length = 0, thinking_length = 0;
     const char *answer = bmoe_reasoning_answer(reasoning, &answer_length);
     const char *thinking = bmoe_reasoning_thinking(reasoning, &thinking_length);
@@ -1007,11 +1000,7 @@ void server_anthropic_answer(server *s, const completion_request *q, const char 
     cJSON *message = message_new(s, id, g);
     bool made = message && place_answer(message, s, q, id, answer, answer_length, thinking, thinking_length,
                                         server_finish_reason(last.stop), stop_sequence, last.stop) == 0;
-    if (made)
-        server_add_figures(message, g, s, last.stop == BMOE_STOP_ABORTED);
-    server_count_generation(s, g);
-    bmoe_generation_free(g);
-    bmoe_reasoning_free(reasoning);
+    server_generation_close(s, g, reasoning, made ? message : NULL, last.stop == BMOE_STOP_ABORTED);
     if (!made) {
         cJSON_Delete(message);
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the answer");

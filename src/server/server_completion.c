@@ -485,6 +485,15 @@ static int read_logit_bias(const server *s, const cJSON *field, completion_reque
     return 0;
 }
 
+void server_model_not_found(const server *s, const char *name, server_reply *reply)
+{
+    /* a long name is not echoed: cut, it could end inside a character */
+    bool echo = strlen(name) <= 128;
+    server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
+                       "the model%s%s%s does not exist: this server serves '%s'", echo ? " '" : "", echo ? name : "",
+                       echo ? "'" : "", s->model_id);
+}
+
 /* Whether the answer is held: to a JSON value, a forced call, or a grammar's word. */
 static bool held_answer(const completion_request *q)
 {
@@ -517,11 +526,7 @@ static int read_request(const server *s, const cJSON *root, bool chat, completio
             if (!cJSON_IsString(field))
                 BAD(key, "model must be a string");
             if (!server_names_model(s, field->valuestring)) {
-                /* a long name is not echoed: cut, it could end inside a character */
-                bool echo = strlen(field->valuestring) <= 128;
-                server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
-                                   "the model%s%s%s does not exist: this server serves '%s'", echo ? " '" : "",
-                                   echo ? field->valuestring : "", echo ? "'" : "", s->model_id);
+                server_model_not_found(s, field->valuestring, reply);
                 return -1;
             }
         } else if (chat && strcmp(key, "messages") == 0) {
@@ -983,28 +988,48 @@ int server_generation_run(server *s, const completion_request *q, bmoe_generatio
 }
 
 /* Runs the generation in the caller's turn and fills the reply. */
+int server_generation_whole(server *s, const completion_request *q, const char *text, size_t text_length,
+                            bool prefill, cJSON *logprobs, bmoe_generation **g, bmoe_reasoning **split,
+                            bmoe_step *last, int32_t *last_token, server_reply *reply)
+{
+    if (server_generation_begin(s, q, text, text_length, prefill, g, split, reply) != 0)
+        return -1;
+    if (server_generation_run(s, q, *g, *split, logprobs, last, last_token, reply) != 0) {
+        bmoe_generation_free(*g);
+        bmoe_reasoning_free(*split);
+        *g = NULL;
+        *split = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void server_generation_close(server *s, bmoe_generation *g, bmoe_reasoning *split, cJSON *root, bool cancelled)
+{
+    if (root)
+        server_add_figures(root, g, s, cancelled);
+    server_count_generation(s, g);
+    bmoe_generation_free(g);
+    bmoe_reasoning_free(split);
+}
+
 static void generate(server *s, const completion_request *q, const char *text, size_t text_length, bool prefill,
                      server_reply *reply)
 {
     bmoe_generation *g = NULL;
     bmoe_reasoning *reasoning = NULL;
-    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
-        return;
-    int32_t n_prompt = bmoe_generation_n_prompt(g);
     bmoe_step step = {0};
     cJSON *logprobs = NULL;
     if (q->logprobs && !(logprobs = server_logprobs_new(q->chat))) {
-        bmoe_generation_free(g);
-        bmoe_reasoning_free(reasoning);
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the logprobs");
         return;
     }
-    if (server_generation_run(s, q, g, reasoning, logprobs, &step, NULL, reply) != 0) {
+    if (server_generation_whole(s, q, text, text_length, prefill, logprobs, &g, &reasoning, &step, NULL, reply) !=
+        0) {
         cJSON_Delete(logprobs);
-        bmoe_generation_free(g);
-        bmoe_reasoning_free(reasoning);
         return;
     }
+    int32_t n_prompt = bmoe_generation_n_prompt(g);
     size_t answer_length = 0, thinking_length = 0;
     const char *answer = bmoe_reasoning_answer(reasoning, &answer_length);
     const char *thinking = bmoe_reasoning_thinking(reasoning, &thinking_length);
@@ -1034,8 +1059,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
             free(thinking_text);
             cJSON_Delete(root);
             cJSON_Delete(logprobs);
-            bmoe_generation_free(g);
-            bmoe_reasoning_free(reasoning);
+            server_generation_close(s, g, reasoning, NULL, false);
             server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory reading the tool calls");
             return;
         }
@@ -1057,10 +1081,7 @@ static void generate(server *s, const completion_request *q, const char *text, s
     /* where OpenAI clients read the prompt tokens served from a cache */
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "prompt_tokens_details"), "cached_tokens",
                             bmoe_generation_n_reused(g));
-    server_add_figures(root, g, s, step.stop == BMOE_STOP_ABORTED);
-    server_count_generation(s, g);
-    bmoe_generation_free(g);
-    bmoe_reasoning_free(reasoning);
+    server_generation_close(s, g, reasoning, root, step.stop == BMOE_STOP_ABORTED);
     reply->status = 200;
     reply->body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

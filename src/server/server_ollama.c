@@ -89,11 +89,7 @@ static int read_model(const server *s, const cJSON *field, server_reply *reply)
         BAD("model", "model must be a string");
     if (names_model(s, field->valuestring))
         return 0;
-    /* a long name is not echoed: cut, it could end inside a character */
-    bool echo = strlen(field->valuestring) <= 128;
-    server_error_reply(reply, 404, "invalid_request_error", "model", "model_not_found",
-                       "model%s%s%s not found: this server serves '%s'", echo ? " '" : "",
-                       echo ? field->valuestring : "", echo ? "'" : "", s->model_id);
+    server_model_not_found(s, field->valuestring, reply);
     return -1;
 }
 
@@ -467,26 +463,17 @@ void server_ollama_answer(server *s, const completion_request *q, const char *te
     bmoe_generation *g = NULL;
     bmoe_reasoning *reasoning = NULL;
     bmoe_step last = {0};
-    if (server_generation_begin(s, q, text, text_length, prefill, &g, &reasoning, reply) != 0)
+    if (server_generation_whole(s, q, text, text_length, prefill, NULL, &g, &reasoning, &last, NULL, reply) != 0)
         return;
-    if (server_generation_run(s, q, g, reasoning, NULL, &last, NULL, reply) != 0) {
-        bmoe_generation_free(g);
-        bmoe_reasoning_free(reasoning);
-        return;
-    }
     size_t answer_length = 0, thinking_length = 0;
     const char *answer = bmoe_reasoning_answer(reasoning, &answer_length);
     const char *thinking = bmoe_reasoning_thinking(reasoning, &thinking_length);
     const char *finish = server_finish_reason(last.stop);
     cJSON *piece = server_ollama_piece(s, q->endpoint, answer, answer_length, thinking, thinking_length);
     bool made = piece && (!server_tools_active(s, q) || place_calls(piece, s, answer, answer_length, &finish) == 0);
-    if (made) {
+    if (made)
         server_ollama_end(piece, g, finish, q->received_ns);
-        server_add_figures(piece, g, s, last.stop == BMOE_STOP_ABORTED);
-    }
-    server_count_generation(s, g);
-    bmoe_generation_free(g);
-    bmoe_reasoning_free(reasoning);
+    server_generation_close(s, g, reasoning, made ? piece : NULL, last.stop == BMOE_STOP_ABORTED);
     if (!made) {
         cJSON_Delete(piece);
         server_error_reply(reply, 500, "server_error", NULL, NULL, "out of memory for the answer");
