@@ -170,9 +170,19 @@ typedef struct completion_request {
     int64_t received_ns;          /* Ollama's total_duration counts from here (CLOCK_MONOTONIC) */
 } completion_request;
 
-/* The server's defaults for what a request may set (the sampling, the
- * answer's length, thinking and its effort). */
-void server_request_defaults(const server *s, completion_request *q);
+/* The start of reading a body into q, for every endpoint: root is an
+ * object of at most 64 fields, q names endpoint (chat: its messages go
+ * through the template) and holds the server's defaults for what a request
+ * may set (the sampling, the answer's length, thinking and its effort).
+ * 0, or -1 with the reply filled (400). */
+int server_request_begin(const server *s, const struct cJSON *root, enum server_endpoint endpoint, bool chat,
+                         completion_request *q, server_reply *reply);
+/* Joins the string field of the blocks of type in list (the others are
+ * skipped), as OpenAI's text parts and Anthropic's text and thinking
+ * blocks are joined: *text is *joined (malloc'ed). 0, or -1 with the
+ * reply filled (500). */
+int server_join_blocks(const struct cJSON *list, const char *type, const char *field, char **joined,
+                       const char **text, size_t *length, server_reply *reply);
 /* A sampling field (temperature, top_p, min_p, top_k, seed, stop, the
  * presence, frequency and repeat penalties, repeat_last_n: OpenAI's body
  * and Ollama's options name them alike) read into q; name is the field as

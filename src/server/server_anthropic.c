@@ -110,38 +110,6 @@ static int check_text_block(const cJSON *block, const char *param, server_reply 
     return 0;
 }
 
-/* The string field of the blocks of type in list, joined as they are (as
- * the OpenAI endpoints join a message's text parts), owned by *joined
- * (malloc'ed); blocks of other types are skipped. 0, or -1 with the reply
- * filled. */
-static int join_blocks(const cJSON *list, const char *type, const char *field, char **joined, const char **text,
-                       size_t *length, server_reply *reply)
-{
-    size_t total = 0;
-    const cJSON *block;
-    cJSON_ArrayForEach(block, list) {
-        if (is_type(block, type))
-            total += strlen(cJSON_GetObjectItemCaseSensitive(block, field)->valuestring);
-    }
-    char *out = malloc(total + 1);
-    if (!out)
-        return out_of_memory(reply);
-    size_t used = 0;
-    cJSON_ArrayForEach(block, list) {
-        if (!is_type(block, type))
-            continue;
-        const char *piece = cJSON_GetObjectItemCaseSensitive(block, field)->valuestring;
-        size_t n = strlen(piece);
-        memcpy(out + used, piece, n);
-        used += n;
-    }
-    out[used] = '\0';
-    *joined = out;
-    *text = out;
-    *length = used;
-    return 0;
-}
-
 /* A text: a string (owned by the JSON), or a list of text blocks joined
  * (owned by *joined). 0, or -1 with the reply filled. */
 static int read_text(const cJSON *content, const char *param, char **joined, const char **text, size_t *length,
@@ -162,7 +130,7 @@ static int read_text(const cJSON *content, const char *param, char **joined, con
         if (check_text_block(block, at, reply) != 0)
             return -1;
     }
-    return join_blocks(content, "text", "text", joined, text, length, reply);
+    return server_join_blocks(content, "text", "text", joined, text, length, reply);
 }
 
 /* The name of the tool called with id in the assistant turns of list
@@ -275,7 +243,7 @@ static int read_user(const cJSON *list, int index, const cJSON *content, const c
         return 0; /* tool results only */
     bmoe_chat_message *m = next_message(q, owned, &slots);
     m->role = "user";
-    return join_blocks(content, "text", "text", &slots[0], &m->content, &m->content_length, reply);
+    return server_join_blocks(content, "text", "text", &slots[0], &m->content, &m->content_length, reply);
 }
 
 /* A tool_use block of an assistant turn: {id, name, input (an object)}. 0,
@@ -367,10 +335,10 @@ static int read_assistant(const cJSON *content, const char *param, completion_re
             return -1;
         }
     }
-    if (join_blocks(content, "text", "text", &slots[0], &m->content, &m->content_length, reply) != 0)
+    if (server_join_blocks(content, "text", "text", &slots[0], &m->content, &m->content_length, reply) != 0)
         return -1;
     if (thinking &&
-        join_blocks(content, "thinking", "thinking", &slots[1], &m->reasoning, &m->reasoning_length, reply) != 0)
+        server_join_blocks(content, "thinking", "thinking", &slots[1], &m->reasoning, &m->reasoning_length, reply) != 0)
         return -1;
     if (calls && assistant_calls(content, param, &slots[2], reply) != 0)
         return -1;
@@ -689,14 +657,9 @@ static int read_model(const server *s, const cJSON *field, server_reply *reply)
 int server_anthropic_read(const server *s, const cJSON *root, enum server_endpoint endpoint, completion_request *q,
                           char ***owned, server_reply *reply)
 {
-    if (!cJSON_IsObject(root))
-        BAD(NULL, "the body must be a JSON object");
+    if (server_request_begin(s, root, endpoint, true, q, reply) != 0)
+        return -1;
     bool counting = endpoint == SERVER_ANTHROPIC_COUNT;
-    q->endpoint = endpoint;
-    q->chat = true;
-    server_request_defaults(s, q);
-    if (cJSON_GetArraySize(root) > 64)
-        BAD(NULL, "the body has more than 64 fields");
     const cJSON *messages = NULL, *system = NULL, *field;
     bool max_given = false, strict = false, one_call = false;
     double budget = 0;

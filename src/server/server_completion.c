@@ -73,7 +73,6 @@ static int message_content(const cJSON *content, const char *param, char **joine
     }
     if (!cJSON_IsArray(content))
         BAD(param, "%s must be a string or a list of text parts", param);
-    size_t total = 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, content) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
@@ -82,7 +81,19 @@ static int message_content(const cJSON *content, const char *param, char **joine
             BAD(param, "%s: only parts of type \"text\" are supported (bmoe reads text only)", param);
         if (!cJSON_IsString(value))
             BAD(param, "%s: a text part needs a string \"text\"", param);
-        total += strlen(value->valuestring);
+    }
+    return server_join_blocks(content, "text", "text", joined, text, length, reply);
+}
+
+int server_join_blocks(const cJSON *list, const char *type, const char *field, char **joined, const char **text,
+                       size_t *length, server_reply *reply)
+{
+    size_t total = 0;
+    const cJSON *block;
+    cJSON_ArrayForEach(block, list) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(block, "type");
+        if (cJSON_IsString(kind) && strcmp(kind->valuestring, type) == 0)
+            total += strlen(cJSON_GetObjectItemCaseSensitive(block, field)->valuestring);
     }
     char *out = malloc(total + 1);
     if (!out) {
@@ -90,8 +101,11 @@ static int message_content(const cJSON *content, const char *param, char **joine
         return -1;
     }
     size_t used = 0;
-    cJSON_ArrayForEach(part, content) {
-        const char *piece = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+    cJSON_ArrayForEach(block, list) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(block, "type");
+        if (!cJSON_IsString(kind) || strcmp(kind->valuestring, type) != 0)
+            continue;
+        const char *piece = cJSON_GetObjectItemCaseSensitive(block, field)->valuestring;
         size_t n = strlen(piece);
         memcpy(out + used, piece, n);
         used += n;
@@ -373,12 +387,20 @@ static int read_template_kwargs(const cJSON *kwargs, completion_request *q, serv
     return 0;
 }
 
-void server_request_defaults(const server *s, completion_request *q)
+int server_request_begin(const server *s, const cJSON *root, enum server_endpoint endpoint, bool chat,
+                         completion_request *q, server_reply *reply)
 {
+    if (!cJSON_IsObject(root))
+        BAD(NULL, "the body must be a JSON object");
+    q->endpoint = endpoint;
+    q->chat = chat;
     q->n_predict = s->config->n_predict;
     q->sampler = s->config->sampler;
     q->think = !s->config->no_think;
     q->reasoning_effort = s->config->reasoning_effort;
+    if (cJSON_GetArraySize(root) > 64)
+        BAD(NULL, "the body has more than 64 fields");
+    return 0;
 }
 
 int server_read_sampling(const cJSON *field, const char *name, completion_request *q, server_reply *reply)
@@ -504,13 +526,8 @@ static bool held_answer(const completion_request *q)
 static int read_request(const server *s, const cJSON *root, bool chat, completion_request *q, char ***owned,
                         server_reply *reply)
 {
-    if (!cJSON_IsObject(root))
-        BAD(NULL, "the body must be a JSON object");
-    q->endpoint = chat ? SERVER_CHAT_COMPLETIONS : SERVER_COMPLETIONS;
-    q->chat = chat;
-    server_request_defaults(s, q);
-    if (cJSON_GetArraySize(root) > 64)
-        BAD(NULL, "the body has more than 64 fields");
+    if (server_request_begin(s, root, chat ? SERVER_CHAT_COMPLETIONS : SERVER_COMPLETIONS, chat, q, reply) != 0)
+        return -1;
     const cJSON *field;
     cJSON_ArrayForEach(field, root) {
         const char *key = field->string;

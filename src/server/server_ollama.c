@@ -282,16 +282,11 @@ static const struct {
 int server_ollama_read(const server *s, const cJSON *root, enum server_endpoint endpoint, completion_request *q,
                        char ***owned, server_reply *reply)
 {
-    if (!cJSON_IsObject(root))
-        BAD(NULL, "the body must be a JSON object");
     bool chat = endpoint == SERVER_OLLAMA_CHAT;
-    q->endpoint = endpoint;
-    q->chat = chat;
+    if (server_request_begin(s, root, endpoint, chat, q, reply) != 0)
+        return -1;
     q->stream = true; /* Ollama streams unless told not to */
     q->received_ns = monotonic_ns();
-    server_request_defaults(s, q);
-    if (cJSON_GetArraySize(root) > 64)
-        BAD(NULL, "the body has more than 64 fields");
     const cJSON *prompt = NULL, *system = NULL;
     bool raw = false;
     const cJSON *field;

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli_run.h"
@@ -63,6 +64,26 @@ static inline int test_server_start(test_server *server, const char *const *args
     kill(server->pid, SIGKILL);
     waitpid(server->pid, NULL, 0);
     return -1;
+}
+
+/* bmoe-mkmodel's tiny qwen3moe (a chat template, random weights) written
+ * to model (size bytes) in a folder of its own under the tests' scratch,
+ * and bmoe-server started on it with one thread. 0, or -1 after a failed
+ * check that says which step failed. */
+static inline int test_tiny_server(const char *folder, char *model, size_t size, test_server *server)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/%s", test_tmp_dir(), folder);
+    mkdir(tmp, 0755);
+    snprintf(model, size, "%s/tiny.gguf", tmp);
+    if (!cli_mkmodel("tiny-qwen3moe", model))
+        return -1;
+    const char *args[] = {"-m", model, "-t", "1", NULL};
+    if (test_server_start(server, args) != 0) {
+        CHECK_MSG(false, "bmoe-server did not start");
+        return -1;
+    }
+    return 0;
 }
 
 /* Sends signal and waits for the exit (at most 20 s). The exit status, or

@@ -457,18 +457,9 @@ static void test_api_key(void)
 
 int main(void)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s/server-ollama", test_tmp_dir());
-    mkdir(tmp, 0755);
-    snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
-    if (!cli_mkmodel("tiny-qwen3moe", model))
-        return test_finish();
     test_server server;
-    const char *args[] = {"-m", model, "-t", "1", NULL};
-    if (test_server_start(&server, args) != 0) {
-        CHECK_MSG(false, "bmoe-server did not start");
+    if (test_tiny_server("server-ollama", model, sizeof model, &server) != 0)
         return test_finish();
-    }
     test_chat(server.port);
     test_generate(server.port);
     test_options(server.port);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
 
-import { makeModel, scratch, startServer } from './server.mjs';
+import { makeModel, rejection, scratch, startServer } from './server.mjs';
 
 const MAX_TOKENS = 16;
 let server, client;
@@ -23,16 +23,6 @@ before(async () => {
 after(async () => {
   if (server) assert.equal(await server.stop('SIGTERM'), 0, `bmoe-server did not exit cleanly:\n${server.log()}`);
 });
-
-// What promise rejects with (it must reject).
-async function rejection(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail('the request was expected to fail');
-}
 
 const hello = {
   model: 'tiny.gguf',

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
 
-import { makeModel, scratch, startServer } from './server.mjs';
+import { makeModel, rejection, scratch, startServer } from './server.mjs';
 
 const MAX_TOKENS = 16;
 let model, server, client;
@@ -23,16 +23,6 @@ function clientOf(url, options = {}) {
     timeout: 30000,
     ...options,
   });
-}
-
-// What promise rejects with (it must reject).
-async function rejection(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail('the request was expected to fail');
 }
 
 before(async () => {

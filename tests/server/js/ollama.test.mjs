@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Ollama } from 'ollama';
 
-import { makeModel, scratch, startServer } from './server.mjs';
+import { makeModel, rejection, scratch, startServer } from './server.mjs';
 
 const NUM_PREDICT = 16;
 let server, client;
@@ -21,16 +21,6 @@ before(async () => {
 after(async () => {
   if (server) assert.equal(await server.stop('SIGTERM'), 0, `bmoe-server did not exit cleanly:\n${server.log()}`);
 });
-
-// What promise rejects with (it must reject).
-async function rejection(promise) {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail('the request was expected to fail');
-}
 
 function assertFinal(last, reason) {
   assert.equal(last.done, true);

@@ -2,6 +2,7 @@
 // started on it as a child on a free loopback port (--port 0: the port is read
 // from its "listening on" line), stopped by a signal with its exit status.
 // The paths come from ctest's environment (tests/server/tests.cmake).
+import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -66,4 +67,14 @@ export function startServer(args, { timeoutMs = 20000 } = {}) {
       reject(new Error(`bmoe-server exited (${status}) before listening: ${err}`));
     });
   });
+}
+
+// What promise rejects with (it must reject).
+export async function rejection(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  assert.fail('the request was expected to fail');
 }
