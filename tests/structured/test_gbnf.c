@@ -559,6 +559,33 @@ static const char *const words[] = {
     "\xf4\x8f\xbf\xbf", "\xed\xa0\x80", "\xc0\x80", "\xe0\x80", "\xf5", "!", "ok", "#", "_", "q", "a b", "ab!",
 };
 
+/* A vocabulary of every single byte (invalid and partial UTF-8 included), then words, then a control token,
+ * then, with duplicate, a second "ab" (a token with the same bytes as another): 256 + n_words + 1 (+ 1)
+ * tokens, whose pieces and lengths (single: the bytes' storage, 256) the caller keeps to feed them. */
+static json_vocab *byte_vocab(const char *const *words, int n_words, bool duplicate, const char **pieces,
+                              size_t *lengths, char *single)
+{
+    for (int b = 0; b < 256; b++) {
+        single[b] = (char)b;
+        pieces[b] = &single[b];
+        lengths[b] = 1;
+    }
+    for (int i = 0; i < n_words; i++) {
+        pieces[256 + i] = words[i];
+        lengths[256 + i] = strlen(words[i]);
+    }
+    pieces[256 + n_words] = "<|end|>"; /* a control token */
+    lengths[256 + n_words] = 0;
+    if (duplicate) {
+        pieces[256 + n_words + 1] = "ab";
+        lengths[256 + n_words + 1] = 2;
+    }
+    bmoe_error err = {0};
+    json_vocab *vocab = json_vocab_create(pieces, lengths, 256 + n_words + 1 + duplicate, &err);
+    CHECK_MSG(vocab != NULL, "%s", err.message);
+    return vocab;
+}
+
 typedef struct document {
     const char *grammar;
     const char *text;
@@ -571,22 +598,7 @@ static void check_mask(void)
     const char *pieces[TOKENS];
     size_t lengths[TOKENS];
     char single[256];
-    for (int b = 0; b < 256; b++) { /* every single byte, invalid and partial UTF-8 included */
-        single[b] = (char)b;
-        pieces[b] = &single[b];
-        lengths[b] = 1;
-    }
-    for (int i = 0; i < WORDS; i++) {
-        pieces[256 + i] = words[i];
-        lengths[256 + i] = strlen(words[i]);
-    }
-    pieces[256 + WORDS] = "<|end|>"; /* a control token */
-    lengths[256 + WORDS] = 0;
-    pieces[256 + WORDS + 1] = "ab"; /* a second token with the same bytes as another */
-    lengths[256 + WORDS + 1] = 2;
-    bmoe_error err = {0};
-    json_vocab *vocab = json_vocab_create(pieces, lengths, TOKENS, &err);
-    CHECK_MSG(vocab != NULL, "%s", err.message);
+    json_vocab *vocab = byte_vocab(words, WORDS, true, pieces, lengths, single);
     if (!vocab)
         return;
 
@@ -732,19 +744,7 @@ static void check_free_text(void)
     const char *pieces[TOKENS];
     size_t lengths[TOKENS];
     char single[256];
-    for (int b = 0; b < 256; b++) {
-        single[b] = (char)b;
-        pieces[b] = &single[b];
-        lengths[b] = 1;
-    }
-    for (int i = 0; i < WORDS; i++) {
-        pieces[256 + i] = free_words[i];
-        lengths[256 + i] = strlen(free_words[i]);
-    }
-    pieces[256 + WORDS] = "<|end|>"; /* a control token */
-    lengths[256 + WORDS] = 0;
-    json_vocab *vocab = json_vocab_create(pieces, lengths, TOKENS, NULL);
-    CHECK(vocab != NULL);
+    json_vocab *vocab = byte_vocab(free_words, WORDS, false, pieces, lengths, single);
     if (!vocab)
         return;
     static const document documents[] = {
